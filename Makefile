@@ -1,0 +1,56 @@
+# heapline. `make` builds everything into bin/, `make test` runs every test,
+# `make run` builds and runs the main job. Debian packages the tests need are
+# installed by `make deps` (called by `make test`), so a fresh machine needs
+# nothing by hand.
+
+GO     ?= go
+CC     ?= gcc
+BIN    := bin
+SCEN_CFLAGS ?= -O2 -g -pthread -Wall -Wextra
+
+PRELOAD_SRC := $(wildcard preload/*.c preload/*.h preload/*.go)
+GO_SRC      := $(shell find ctl bpf -name '*.go' -o -name '*.o' 2>/dev/null) go.mod go.sum
+SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c))
+
+# Debian packages that tests and benchmarks run: valgrind (instruction
+# counts), libjemalloc2 (the shim over another allocator), heaptrack and
+# hyperfine (measured beside us), python3 (scenario and tests).
+DEBS := valgrind libjemalloc2 heaptrack hyperfine python3
+
+.PHONY: all scenarios test run deps generate bench clean
+
+all: $(BIN)/libheap.so $(BIN)/heapctl scenarios
+
+$(BIN)/libheap.so: $(PRELOAD_SRC)
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $@ ./preload
+	@rm -f $(BIN)/libheap.h
+
+$(BIN)/heapctl: $(GO_SRC)
+	$(GO) build -o $@ ./ctl
+
+scenarios: $(SCEN_BINS)
+
+$(BIN)/%: scenarios/%.c
+	@mkdir -p $(BIN)
+	$(CC) $(SCEN_CFLAGS) -o $@ $<
+
+deps:
+	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "make deps: installing$$missing"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+test: deps all
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+run: all
+	$(BIN)/heapctl run -- $(BIN)/malloc_churn -t 4
+
+generate:
+	$(GO) generate ./bpf/...
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,26 @@
+// Package report holds the JSON document that every view of a process's heap
+// produces, whatever its source: the shim's exit summary, `heapctl show
+// --json`, `heapctl run --json` and `heapctl trace --json` all print a
+// Summary. Field names are part of the interface (issue: libheap.so), so
+// they never change; new fields may be added.
+package report
+
+// Summary is one process's heap counters at one moment.
+type Summary struct {
+	PID            int     `json:"pid"`
+	Command        string  `json:"command"`
+	Source         string  `json:"source"` // "preload" or "ebpf"
+	ElapsedS       float64 `json:"elapsed_s"`
+	LiveBytes      int64   `json:"live_bytes"`
+	LiveBlocks     int64   `json:"live_blocks"`
+	PeakLiveBytes  int64   `json:"peak_live_bytes"`
+	PeakErrorBytes int64   `json:"peak_error_bytes"`
+	Allocs         uint64  `json:"allocs"`
+	Frees          uint64  `json:"frees"`
+	AllocatedBytes uint64  `json:"allocated_bytes"`
+	FreedBytes     uint64  `json:"freed_bytes"`
+	Threads        uint64  `json:"threads"`
+	// Exited is true once the process has taken its exit summary: the
+	// counters are final.
+	Exited bool `json:"exited,omitempty"`
+}
