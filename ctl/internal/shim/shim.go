@@ -1,0 +1,97 @@
+// Package shim finds libheap.so and builds the environment of a child that
+// runs under it. heapctl never sets LD_PRELOAD in its own environment (it
+// would profile heapctl itself, and the Go runtime's malloc calls with it):
+// it only ever hands a child an environment built here.
+package shim
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// LibName is the file name of the shim.
+const LibName = "libheap.so"
+
+// Path returns the absolute path of the shim to preload: flag if set, else
+// $HEAPLINE_LIB, else libheap.so beside the heapctl executable, else
+// bin/libheap.so under the working directory.
+func Path(flag string) (string, error) {
+	if flag != "" {
+		return check(flag, "--lib")
+	}
+	if v := os.Getenv("HEAPLINE_LIB"); v != "" {
+		return check(v, "HEAPLINE_LIB")
+	}
+	var tried []string
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), LibName)
+		if _, err := os.Stat(p); err == nil {
+			return filepath.Abs(p)
+		}
+		tried = append(tried, p)
+	}
+	p := filepath.Join("bin", LibName)
+	if _, err := os.Stat(p); err == nil {
+		return filepath.Abs(p)
+	}
+	tried = append(tried, p)
+	return "", fmt.Errorf("%s not found (tried %s): build it with make, or name it with --lib or HEAPLINE_LIB", LibName, strings.Join(tried, ", "))
+}
+
+func check(p, what string) (string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", what, p, err)
+	}
+	if st.IsDir() {
+		return "", fmt.Errorf("%s %s: is a directory, not a shared library", what, p)
+	}
+	return filepath.Abs(p)
+}
+
+// Env returns base with LD_PRELOAD rewritten for a child: any libheap.so
+// already there is dropped, lib (when not empty) goes first, and the other
+// preloads the user asked for stay after it, so the shim forwards to them
+// (an allocator such as jemalloc). extra are KEY=VALUE pairs that override
+// base. base itself is not modified.
+func Env(base []string, lib string, extra ...string) []string {
+	var others []string
+	out := make([]string, 0, len(base)+len(extra)+1)
+	override := map[string]bool{}
+	for _, kv := range extra {
+		override[key(kv)] = true
+	}
+	for _, kv := range base {
+		k := key(kv)
+		if k == "LD_PRELOAD" {
+			for _, p := range strings.FieldsFunc(kv[len(k)+1:], func(r rune) bool { return r == ' ' || r == ':' }) {
+				if filepath.Base(p) != LibName && p != lib {
+					others = append(others, p)
+				}
+			}
+			continue
+		}
+		if override[k] {
+			continue
+		}
+		out = append(out, kv)
+	}
+	pre := others
+	if lib != "" {
+		pre = append([]string{lib}, others...)
+	}
+	if len(pre) > 0 {
+		out = append(out, "LD_PRELOAD="+strings.Join(pre, " "))
+	}
+	return append(out, extra...)
+}
+
+func key(kv string) string {
+	if i := strings.IndexByte(kv, '='); i >= 0 {
+		return kv[:i]
+	}
+	return kv
+}
+
