@@ -14,8 +14,9 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c))
 
 # Debian packages that tests and benchmarks run: valgrind (instruction
 # counts), libjemalloc2 (the shim over another allocator), heaptrack and
-# hyperfine (measured beside us), python3 (scenario and tests).
-DEBS := valgrind libjemalloc2 heaptrack hyperfine python3
+# hyperfine (measured beside us), python3 (scenario and tests), shellcheck
+# (actionlint checks the workflows' shell steps with it; 2.6 MB).
+DEBS := valgrind libjemalloc2 heaptrack hyperfine python3 shellcheck
 
 .PHONY: all scenarios test run deps generate bench clean
 
