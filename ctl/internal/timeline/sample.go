@@ -1,0 +1,132 @@
+// Package timeline turns snapshots of a process's region into a heap line:
+// samples over time, written as CSV or JSON, drawn as an SVG chart, shown as
+// a sparkline, and turned into rates between two samples. It reads nothing
+// itself; `heapctl record` and `heapctl watch` feed it what the region
+// package reads, so everything here is tested without a process.
+package timeline
+
+import (
+	"fmt"
+
+	"github.com/heapline/heapline/ctl/internal/report"
+)
+
+// Sample is one point of the heap line. Time is the process's own elapsed
+// time (report.Summary.ElapsedS, measured by the shim from when it started
+// counting), not heapctl's clock, so the final point taken from the exit
+// summary lines up with the points sampled from outside.
+type Sample struct {
+	TimeS         float64 `json:"time_s"`
+	LiveBytes     int64   `json:"live_bytes"`
+	LiveBlocks    int64   `json:"live_blocks"`
+	Allocs        uint64  `json:"allocs"`
+	Frees         uint64  `json:"frees"`
+	PeakLiveBytes int64   `json:"peak_live_bytes"`
+}
+
+// FromSummary is the point a snapshot makes.
+func FromSummary(s report.Summary) Sample {
+	return Sample{
+		TimeS:         s.ElapsedS,
+		LiveBytes:     s.LiveBytes,
+		LiveBlocks:    s.LiveBlocks,
+		Allocs:        s.Allocs,
+		Frees:         s.Frees,
+		PeakLiveBytes: s.PeakLiveBytes,
+	}
+}
+
+// Rates are allocations and frees per second between two samples of the
+// same process. A pair that does not move forward in time (the same sample
+// twice, or a clock that did not advance) gives zero rates rather than a
+// division by zero; counters that went backwards (a pid reused by another
+// process) give zero too.
+func Rates(prev, cur Sample) (allocsPerS, freesPerS float64) {
+	dt := cur.TimeS - prev.TimeS
+	if dt <= 0 {
+		return 0, 0
+	}
+	if cur.Allocs >= prev.Allocs {
+		allocsPerS = float64(cur.Allocs-prev.Allocs) / dt
+	}
+	if cur.Frees >= prev.Frees {
+		freesPerS = float64(cur.Frees-prev.Frees) / dt
+	}
+	return allocsPerS, freesPerS
+}
+
+// Peak is the sample with the highest live bytes, and the highest peak any
+// sample reported. The two differ: the shim's peak_live_bytes is the high
+// water mark between samples too, which a sampler from outside may miss.
+func Peak(samples []Sample) (at Sample, peak int64, ok bool) {
+	for i, s := range samples {
+		if i == 0 || s.LiveBytes > at.LiveBytes {
+			at = s
+		}
+		if s.PeakLiveBytes > peak {
+			peak = s.PeakLiveBytes
+		}
+	}
+	if at.LiveBytes > peak {
+		peak = at.LiveBytes
+	}
+	return at, peak, len(samples) > 0
+}
+
+// Bytes formats a byte count the way the shim's summary line does:
+// "472.2 KiB", "288.3 MiB", "512 B".
+func Bytes(n int64) string {
+	neg := n < 0
+	u := uint64(n)
+	if neg {
+		u = uint64(-n)
+	}
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	if u < 1024 {
+		return fmt.Sprintf("%s%d B", sign, u)
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	v := float64(u) / 1024
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return fmt.Sprintf("%s%.1f %s", sign, v, units[i])
+}
+
+// Rate formats a per-second rate compactly: "950/s", "12.3k/s", "4.1M/s".
+func Rate(r float64) string {
+	switch {
+	case r < 1000:
+		return fmt.Sprintf("%.0f/s", r)
+	case r < 1e6:
+		return fmt.Sprintf("%.1fk/s", r/1e3)
+	case r < 1e9:
+		return fmt.Sprintf("%.1fM/s", r/1e6)
+	default:
+		return fmt.Sprintf("%.1fG/s", r/1e9)
+	}
+}
+
+// SummaryLine is the shim's exit line for a summary, for when heapctl
+// prints a final summary it read rather than the shim's own:
+// "heapline[4711]: 4153 allocs, 4123 frees, peak 288.3 MiB, live at exit 472.2 KiB, 1.21 s".
+// "live at exit" becomes "live" while the process has not exited.
+func SummaryLine(s report.Summary) string {
+	live := "live"
+	if s.Exited {
+		live = "live at exit"
+	}
+	return fmt.Sprintf("heapline[%d]: %d allocs, %d frees, peak %s, %s %s, %.2f s",
+		s.PID, s.Allocs, s.Frees, Bytes(s.PeakLiveBytes), live, Bytes(s.LiveBytes), s.ElapsedS)
+}
+
+// PythonObjectsEnv is the environment `heapctl run --python-objects` adds:
+// CPython's pymalloc serves small objects from 256 KiB arenas it takes from
+// malloc, so the shim sees arenas, not objects; PYTHONMALLOC=malloc sends
+// every object to malloc, where each one is counted (docs/watching.md).
+func PythonObjectsEnv() string { return "PYTHONMALLOC=malloc" }

@@ -1,0 +1,254 @@
+package timeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/heapline/heapline/ctl/internal/report"
+)
+
+func TestBytes(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {483533, "472.2 KiB"},
+		{302305689, "288.3 MiB"}, {3 << 30, "3.0 GiB"}, {-2048, "-2.0 KiB"},
+	} {
+		if got := Bytes(c.n); got != c.want {
+			t.Errorf("Bytes(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}
+
+func TestRates(t *testing.T) {
+	a := Sample{TimeS: 1, Allocs: 100, Frees: 50}
+	b := Sample{TimeS: 1.25, Allocs: 350, Frees: 60}
+	if ar, fr := Rates(a, b); ar != 1000 || fr != 40 {
+		t.Errorf("Rates = %v, %v; want 1000, 40", ar, fr)
+	}
+	if ar, fr := Rates(b, b); ar != 0 || fr != 0 {
+		t.Errorf("Rates of one sample = %v, %v; want 0, 0", ar, fr)
+	}
+	// A reused pid: counters go backwards.
+	if ar, fr := Rates(b, Sample{TimeS: 2, Allocs: 1, Frees: 1}); ar != 0 || fr != 0 {
+		t.Errorf("Rates backwards = %v, %v; want 0, 0", ar, fr)
+	}
+}
+
+func TestSummaryLine(t *testing.T) {
+	s := report.Summary{PID: 4711, Allocs: 4153, Frees: 4123, PeakLiveBytes: 302305689, LiveBytes: 483533, ElapsedS: 1.2149, Exited: true}
+	want := "heapline[4711]: 4153 allocs, 4123 frees, peak 288.3 MiB, live at exit 472.2 KiB, 1.21 s"
+	if got := SummaryLine(s); got != want {
+		t.Errorf("SummaryLine =\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestSparkline(t *testing.T) {
+	var s []Sample
+	for i := range 8 {
+		s = append(s, Sample{TimeS: float64(i), LiveBytes: int64(i) * 100})
+	}
+	// One column a second over the last 8 seconds: the full ramp.
+	if got, want := Sparkline(s, 8, 8, 8), "▁▂▃▄▅▆▇█"; got != want {
+		t.Errorf("ramp = %q, want %q", got, want)
+	}
+	// A window of 16 s: the first 8 columns have no sample yet.
+	if got, want := Sparkline(s, 8, 16, 16), "        ▁▂▃▄▅▆▇█"; got != want {
+		t.Errorf("ramp with blank start = %q, want %q", got, want)
+	}
+	// Two columns: each shows the highest value of its half (300, 700).
+	if got, want := Sparkline(s, 8, 8, 2), "▁█"; got != want {
+		t.Errorf("two columns = %q, want %q", got, want)
+	}
+	// Flat: lowest tick everywhere; a gap repeats the value before it.
+	flat := []Sample{{TimeS: 0, LiveBytes: 5}, {TimeS: 3.5, LiveBytes: 5}}
+	if got, want := Sparkline(flat, 4, 4, 4), "▁▁▁▁"; got != want {
+		t.Errorf("flat = %q, want %q", got, want)
+	}
+	// A sample before the window carries into it.
+	old := []Sample{{TimeS: 0, LiveBytes: 10}, {TimeS: 99.5, LiveBytes: 20}}
+	if got, want := Sparkline(old, 100, 4, 4), "▁▁▁█"; got != want {
+		t.Errorf("carried = %q, want %q", got, want)
+	}
+	if got := Sparkline(nil, 1, 60, 0); got != "" {
+		t.Errorf("zero width = %q", got)
+	}
+}
+
+func sum(tm float64, live, blocks int64, allocs, frees uint64, peak int64) report.Summary {
+	return report.Summary{PID: 42, Command: "steps sync", ElapsedS: tm, LiveBytes: live, LiveBlocks: blocks,
+		Allocs: allocs, Frees: frees, PeakLiveBytes: peak}
+}
+
+func TestCSVRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "heap.csv")
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []report.Summary{sum(0.01, 1024, 1, 1, 0, 1024), sum(0.02, 9<<20, 3, 4, 1, 10<<20)}
+	for _, s := range in {
+		if err := w.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each row is on disk as soon as it is added.
+	b, _ := os.ReadFile(path)
+	want := "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes\n" +
+		"0.010000,1024,1,1,0,1024\n0.020000,9437184,3,4,1,10485760\n"
+	if string(b) != want {
+		t.Fatalf("before Close:\n%s\nwant\n%s", b, want)
+	}
+	final := sum(0.5, 0, 0, 4, 4, 10<<20)
+	final.Exited = true
+	if err := w.Close(&final); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(path)
+	defer f.Close()
+	got, err := ReadCSV(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantS := []Sample{FromSummary(in[0]), FromSummary(in[1]), FromSummary(final)}
+	if len(got) != len(wantS) {
+		t.Fatalf("got %d samples, want %d", len(got), len(wantS))
+	}
+	for i := range got {
+		if got[i] != wantS[i] {
+			t.Errorf("sample %d = %+v, want %+v", i, got[i], wantS[i])
+		}
+	}
+}
+
+func TestReadCSVErrors(t *testing.T) {
+	for _, in := range []string{"", "a,b\n", "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes\n1,x,1,1,1,1\n"} {
+		if _, err := ReadCSV(strings.NewReader(in)); err == nil {
+			t.Errorf("ReadCSV(%q): no error", in)
+		}
+	}
+}
+
+func TestJSON(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "heap.JSON")
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Add(sum(0.01, 100, 1, 1, 0, 100))
+	final := sum(0.02, 0, 0, 1, 1, 100)
+	final.Exited = true
+	if err := w.Close(&final); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	var doc Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if doc.PID != 42 || doc.Command != "steps sync" || len(doc.Samples) != 2 || doc.Summary == nil || !doc.Summary.Exited ||
+		doc.Samples[1] != FromSummary(final) {
+		t.Errorf("document: %+v", doc)
+	}
+	// No samples: still a document, with an empty list.
+	path = filepath.Join(t.TempDir(), "empty.json")
+	w, _ = Create(path)
+	w.Close(nil)
+	b, _ = os.ReadFile(path)
+	if !bytes.Contains(b, []byte(`"samples": []`)) {
+		t.Errorf("empty document: %s", b)
+	}
+}
+
+func TestCreateUnknownFormat(t *testing.T) {
+	_, err := Create(filepath.Join(t.TempDir(), "heap.txt"))
+	if err == nil || !strings.Contains(err.Error(), ".csv or .json") {
+		t.Errorf("err = %v", err)
+	}
+	_, err = Create(filepath.Join(t.TempDir(), "no", "such", "dir.csv"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("err = %v, want not exist", err)
+	}
+}
+
+// svgTexts parses b as XML (failing the test if it is not) and returns the
+// character data of its <text> elements.
+func svgTexts(t *testing.T, b []byte) []string {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(b))
+	var texts []string
+	inText := false
+	root := ""
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG is not XML: %v", err)
+		}
+		switch v := tok.(type) {
+		case xml.StartElement:
+			if root == "" {
+				root = v.Name.Local
+			}
+			inText = v.Name.Local == "text"
+		case xml.CharData:
+			if inText {
+				texts = append(texts, string(v))
+			}
+		case xml.EndElement:
+			inText = false
+		}
+	}
+	if root != "svg" {
+		t.Fatalf("root element %q, want svg", root)
+	}
+	return texts
+}
+
+func TestChart(t *testing.T) {
+	var s []Sample
+	for i, mib := range []int64{1, 9, 17, 25, 33, 25, 17, 9, 1} {
+		s = append(s, Sample{TimeS: float64(i) * 0.15, LiveBytes: mib << 20, PeakLiveBytes: 33 << 20})
+	}
+	var b bytes.Buffer
+	if err := (Chart{Title: "steps"}).WriteSVG(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	texts := svgTexts(t, b.Bytes())
+	for _, want := range []string{"peak 33.0 MiB at 0.60 s", "time (s)", "live heap (MiB)", "steps"} {
+		found := false
+		for _, x := range texts {
+			found = found || x == want
+		}
+		if !found {
+			t.Errorf("no text %q in the chart; texts: %q", want, texts)
+		}
+	}
+
+	// The shim saw a higher peak between samples: a second line says so.
+	s[4].PeakLiveBytes = 40 << 20
+	b.Reset()
+	if err := (Chart{}).WriteSVG(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(svgTexts(t, b.Bytes()), "\n"), "peak_live_bytes 40.0 MiB") {
+		t.Error("no peak_live_bytes line")
+	}
+	// One sample still draws; none is an error.
+	if err := (Chart{}).WriteSVG(io.Discard, s[:1]); err != nil {
+		t.Error(err)
+	}
+	if err := (Chart{}).WriteSVG(io.Discard, nil); err == nil {
+		t.Error("no error for no samples")
+	}
+}
