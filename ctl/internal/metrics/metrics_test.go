@@ -1,0 +1,122 @@
+package metrics
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
+)
+
+func entries() []region.Entry {
+	return []region.Entry{
+		{PID: 4711, Path: "/dev/shm/heapline.4711", Summary: report.Summary{
+			PID: 4711, Command: "python3 script.py", Source: "preload", ElapsedS: 1.5,
+			LiveBytes: 483533, LiveBlocks: 30, PeakLiveBytes: 302305689, PeakErrorBytes: 1048576,
+			Allocs: 4153, Frees: 4123, AllocatedBytes: 900000000, FreedBytes: 899516467, Threads: 4}},
+		{PID: 99, Path: "/dev/shm/heapline.99", Stale: true, Summary: report.Summary{PID: 99, Command: "killed", LiveBytes: 1}},
+		{PID: 100, Path: "/dev/shm/heapline.100", Err: errors.New("bad magic")},
+	}
+}
+
+const want = `
+# HELP heapline_allocated_bytes_total Usable bytes of every allocation.
+# TYPE heapline_allocated_bytes_total counter
+heapline_allocated_bytes_total{command="python3 script.py",pid="4711"} 9e+08
+# HELP heapline_allocations_total Successful allocations (malloc family, realloc counts one).
+# TYPE heapline_allocations_total counter
+heapline_allocations_total{command="python3 script.py",pid="4711"} 4153
+# HELP heapline_elapsed_seconds Seconds since the shim started counting in the process.
+# TYPE heapline_elapsed_seconds gauge
+heapline_elapsed_seconds{command="python3 script.py",pid="4711"} 1.5
+# HELP heapline_freed_bytes_total Usable bytes of every release.
+# TYPE heapline_freed_bytes_total counter
+heapline_freed_bytes_total{command="python3 script.py",pid="4711"} 8.99516467e+08
+# HELP heapline_frees_total Releases of a non-NULL block (realloc counts one).
+# TYPE heapline_frees_total counter
+heapline_frees_total{command="python3 script.py",pid="4711"} 4123
+# HELP heapline_live_blocks Blocks allocated and not yet freed.
+# TYPE heapline_live_blocks gauge
+heapline_live_blocks{command="python3 script.py",pid="4711"} 30
+# HELP heapline_live_bytes Usable bytes of the blocks allocated and not yet freed.
+# TYPE heapline_live_bytes gauge
+heapline_live_bytes{command="python3 script.py",pid="4711"} 483533
+# HELP heapline_peak_error_bytes Bound on how far peak_live_bytes may be below the true peak (peak batch times threads).
+# TYPE heapline_peak_error_bytes gauge
+heapline_peak_error_bytes{command="python3 script.py",pid="4711"} 1.048576e+06
+# HELP heapline_peak_live_bytes Highest live bytes the shim has published since the process started.
+# TYPE heapline_peak_live_bytes gauge
+heapline_peak_live_bytes{command="python3 script.py",pid="4711"} 3.02305689e+08
+# HELP heapline_regions Regions found in the shared-memory directory, by state: live (exported), stale (process gone: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).
+# TYPE heapline_regions gauge
+heapline_regions{state="live"} 1
+heapline_regions{state="stale"} 1
+heapline_regions{state="unreadable"} 1
+# HELP heapline_threads Threads that have counted allocations in the process since it started.
+# TYPE heapline_threads gauge
+heapline_threads{command="python3 script.py",pid="4711"} 4
+`
+
+func TestCollect(t *testing.T) {
+	c := New(func() ([]region.Entry, error) { return entries(), nil }, zaptest.NewLogger(t))
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %+v", err, problems)
+	}
+}
+
+// A region that vanished between two scrapes is gone from the second.
+func TestVanished(t *testing.T) {
+	list := entries()[:1]
+	c := New(func() ([]region.Entry, error) { return list, nil }, zaptest.NewLogger(t))
+	if n := testutil.CollectAndCount(c, "heapline_live_bytes"); n != 1 {
+		t.Fatalf("first scrape: %d series, want 1", n)
+	}
+	list = nil
+	if n := testutil.CollectAndCount(c, "heapline_live_bytes"); n != 0 {
+		t.Errorf("after the region vanished: %d series, want 0", n)
+	}
+}
+
+func TestHandler(t *testing.T) {
+	fail := false
+	c := New(func() ([]region.Entry, error) {
+		if fail {
+			return nil, errors.New("open /dev/shm: permission denied")
+		}
+		return entries(), nil
+	}, zaptest.NewLogger(t))
+	h, err := Handler(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	get := func() (int, string) {
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get()
+	if code != 200 || !strings.Contains(body, `heapline_live_bytes{command="python3 script.py",pid="4711"} 483533`) {
+		t.Errorf("status %d, body:\n%s", code, body)
+	}
+	// A directory that cannot be listed fails the scrape, visibly.
+	fail = true
+	if code, body := get(); code != 500 || !strings.Contains(body, "permission denied") {
+		t.Errorf("failed list: status %d, body:\n%s", code, body)
+	}
+}
