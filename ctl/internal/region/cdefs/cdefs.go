@@ -1,0 +1,103 @@
+// Package cdefs reports what the C compiler makes of preload/region.h: the
+// size and offset of every field and the value of every constant the reader
+// depends on. Only region's layout test imports it, so heapctl builds without
+// cgo; this package exists because a _test.go file cannot use cgo.
+package cdefs
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../../../preload
+#include <stddef.h>
+#include "region.h"
+
+struct hl_field { const char *name; unsigned long off, size; };
+
+#define HL_F(s, f) { #s "." #f, offsetof(struct s, f), sizeof(((struct s *)0)->f) }
+
+// Every field of region.h, in declaration order (padding included, so a
+// field inserted before one of them moves a checked offset).
+static const struct hl_field hl_fields[] = {
+	HL_F(hl_counters, allocs),
+	HL_F(hl_counters, frees),
+	HL_F(hl_counters, allocated_bytes),
+	HL_F(hl_counters, freed_bytes),
+
+	HL_F(hl_slot, c),
+	HL_F(hl_slot, alloc_mark),
+	HL_F(hl_slot, free_mark),
+	HL_F(hl_slot, synced_live),
+	HL_F(hl_slot, tid),
+	HL_F(hl_slot, state),
+
+	HL_F(hl_header, magic),
+	HL_F(hl_header, version),
+	HL_F(hl_header, header_size),
+	HL_F(hl_header, slot_size),
+	HL_F(hl_header, nslots),
+	HL_F(hl_header, region_size),
+	HL_F(hl_header, pid),
+	HL_F(hl_header, uid),
+	HL_F(hl_header, start_ticks),
+	HL_F(hl_header, start_ns),
+	HL_F(hl_header, peak_batch),
+	HL_F(hl_header, seq),
+	HL_F(hl_header, fold_lock),
+	HL_F(hl_header, flags),
+	HL_F(hl_header, threads_seen),
+	HL_F(hl_header, threads_live),
+	HL_F(hl_header, threads_max),
+	HL_F(hl_header, overflow_threads),
+	HL_F(hl_header, exit_ns),
+	HL_F(hl_header, _pad1),
+	HL_F(hl_header, retired),
+	HL_F(hl_header, _pad2),
+	HL_F(hl_header, published_live),
+	HL_F(hl_header, peak_live),
+	HL_F(hl_header, _pad3),
+	HL_F(hl_header, command),
+};
+
+static int hl_nfields(void) { return sizeof hl_fields / sizeof hl_fields[0]; }
+static const struct hl_field *hl_field_at(int i) { return &hl_fields[i]; }
+static const char *hl_path_prefix(void) { return HL_PATH_PREFIX; }
+*/
+import "C"
+
+// Available is true: this build has cgo and region.h was compiled.
+const Available = true
+
+// Field is one member of a struct in region.h as the C compiler lays it out.
+type Field struct {
+	Name   string // "hl_header.seq"
+	Offset uint64
+	Size   uint64
+}
+
+// Fields returns every field of hl_counters, hl_slot and hl_header.
+func Fields() []Field {
+	n := int(C.hl_nfields())
+	out := make([]Field, 0, n)
+	for i := 0; i < n; i++ {
+		f := C.hl_field_at(C.int(i))
+		out = append(out, Field{Name: C.GoString(f.name), Offset: uint64(f.off), Size: uint64(f.size)})
+	}
+	return out
+}
+
+// Constants returns the macros and struct sizes of region.h by name.
+func Constants() map[string]uint64 {
+	return map[string]uint64{
+		"HL_MAGIC":           uint64(C.HL_MAGIC),
+		"HL_VERSION":         uint64(C.HL_VERSION),
+		"HL_HEADER_SIZE":     uint64(C.HL_HEADER_SIZE),
+		"HL_SLOT_SIZE":       uint64(C.HL_SLOT_SIZE),
+		"HL_SLOTS_MAX":       uint64(C.HL_SLOTS_MAX),
+		"HL_COMMAND_MAX":     uint64(C.HL_COMMAND_MAX),
+		"HL_FLAG_EXITED":     uint64(C.HL_FLAG_EXITED),
+		"sizeof hl_header":   uint64(C.sizeof_struct_hl_header),
+		"sizeof hl_slot":     uint64(C.sizeof_struct_hl_slot),
+		"sizeof hl_counters": uint64(C.sizeof_struct_hl_counters),
+	}
+}
+
+// PathPrefix is HL_PATH_PREFIX ("/dev/shm/heapline.").
+func PathPrefix() string { return C.GoString(C.hl_path_prefix()) }

@@ -1,0 +1,88 @@
+package region
+
+import (
+	"encoding/binary"
+	"math"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/heapline/heapline/ctl/internal/report"
+)
+
+// FuzzParse feeds Parse arbitrary bytes and pids. Its seed corpus (a valid
+// region and the classic ways to break one) runs in every `go test`; `go
+// test -fuzz FuzzParse ./ctl/internal/region` explores further. Parse must
+// never panic, and whatever it accepts must satisfy the counting contract.
+func FuzzParse(f *testing.F) {
+	le := binary.LittleEndian
+	valid := sample(4711).bytes()
+	mut := func(fn func(b []byte)) []byte {
+		b := append([]byte(nil), valid...)
+		fn(b)
+		return b
+	}
+	f.Add(valid, 4711)
+	f.Add(valid, 4712)                                // pid mismatch
+	f.Add(valid, 0)                                   // pid out of range
+	f.Add(valid[:511], 4711)                          // header truncated
+	f.Add(valid[:HeaderSize], 4711)                   // slots missing
+	f.Add(valid[:len(valid)-1], 4711)                 // last slot short by one byte
+	f.Add([]byte{}, 4711)                             // empty
+	f.Add(append(valid, make([]byte, 4096)...), 4711) // trailing bytes are allowed
+	f.Add(mut(func(b []byte) { b[3] = 'X' }), 4711)   // bad magic
+	f.Add(mut(func(b []byte) { le.PutUint32(b[offNSlots:], math.MaxUint32) }), 4711)
+	f.Add(mut(func(b []byte) { le.PutUint32(b[offNSlots:], 0) }), 4711)
+	f.Add(mut(func(b []byte) {
+		le.PutUint32(b[offNSlots:], SlotsMax)
+		le.PutUint64(b[offRegionSize:], MaxRegionSize)
+	}), 4711) // claims the largest region, holds 8 slots
+	f.Add(mut(func(b []byte) { le.PutUint64(b[offRegionSize:], math.MaxUint64) }), 4711)
+	f.Add(mut(func(b []byte) { le.PutUint64(b[offSeq:], 3) }), 4711) // fold in progress
+	f.Add(mut(func(b []byte) { le.PutUint64(b[offPeakLive:], 1<<63) }), 4711)
+	f.Add(mut(func(b []byte) { le.PutUint64(b[offThreadsMax:], math.MaxUint64) }), 4711)
+	f.Add(mut(func(b []byte) { le.PutUint64(b[offExitNS:], 1) }), 4711)
+	f.Add(mut(func(b []byte) { le.PutUint32(b[offFlags:], 0); le.PutUint64(b[offExitNS:], 0) }), 4711)
+	f.Add(mut(func(b []byte) {
+		for i := offCommand; i < offCommand+CommandMax; i++ {
+			b[i] = 0xff // not NUL-terminated, not UTF-8
+		}
+	}), 4711)
+	f.Add(mut(func(b []byte) { copy(b[offCommand:], "caf\xe9\x00") }), 4711) // invalid UTF-8, terminated
+	f.Add(mut(func(b []byte) { le.PutUint64(b[offRetired+offFreedBytes:], math.MaxUint64) }), 4711)
+
+	old := monotonicNS
+	monotonicNS = func() uint64 { return 10_000_000_000 }
+	defer func() { monotonicNS = old }()
+
+	f.Fuzz(func(t *testing.T, b []byte, pid int) {
+		s, err := Parse(b, pid)
+		if err != nil {
+			if s != (report.Summary{}) {
+				t.Fatalf("error %v with a non-zero summary %+v", err, s)
+			}
+			if msg := err.Error(); msg == "" || strings.ContainsRune(msg, '\n') {
+				t.Fatalf("unclear error %q", msg)
+			}
+			return
+		}
+		if len(b) < HeaderSize || pid <= 0 {
+			t.Fatalf("accepted %d bytes for pid %d", len(b), pid)
+		}
+		if s.PID != pid || s.Source != "preload" {
+			t.Fatalf("pid %d source %q", s.PID, s.Source)
+		}
+		if s.LiveBytes != int64(s.AllocatedBytes-s.FreedBytes) || s.LiveBlocks != int64(s.Allocs-s.Frees) {
+			t.Fatalf("live does not derive from the counters: %+v", s)
+		}
+		if s.PeakLiveBytes < s.LiveBytes || s.PeakErrorBytes < 0 || s.ElapsedS < 0 {
+			t.Fatalf("peak %d < live %d, or negative error/elapsed: %+v", s.PeakLiveBytes, s.LiveBytes, s)
+		}
+		if strings.IndexByte(s.Command, 0) >= 0 || !utf8.ValidString(s.Command) || len(s.Command) > 3*CommandMax {
+			t.Fatalf("command %q", s.Command)
+		}
+		if again, err := Parse(b, pid); err != nil || again != s {
+			t.Fatalf("Parse not deterministic: %+v then %+v, %v", s, again, err)
+		}
+	})
+}

@@ -1,0 +1,123 @@
+package region
+
+// This file mirrors preload/region.h, the one definition of the layout.
+// Every constant and offset below is checked against what the C compiler
+// makes of region.h by TestLayoutMatchesC (through the cdefs package), so a
+// change on either side without the other fails `make test`.
+
+const (
+	Magic         = 0x454e494c50414548 // "HEAPLINE" read as a little-endian u64 (HL_MAGIC)
+	Version       = 1                  // HL_VERSION
+	HeaderSize    = 512                // HL_HEADER_SIZE
+	SlotSize      = 64                 // HL_SLOT_SIZE
+	SlotsMax      = 65536              // HL_SLOTS_MAX
+	CommandMax    = 256                // HL_COMMAND_MAX
+	FlagExited    = 1                  // HL_FLAG_EXITED
+	PathPrefix    = "heapline."        // basename part of HL_PATH_PREFIX
+	MaxRegionSize = HeaderSize + SlotsMax*SlotSize
+)
+
+// Offsets in struct hl_header.
+const (
+	offMagic           = 0
+	offVersion         = 8
+	offHeaderSize      = 12
+	offSlotSize        = 16
+	offNSlots          = 20
+	offRegionSize      = 24
+	offPID             = 32
+	offUID             = 36
+	offStartTicks      = 40
+	offStartNS         = 48
+	offPeakBatch       = 56
+	offSeq             = 64
+	offFoldLock        = 72
+	offFlags           = 76
+	offThreadsSeen     = 80
+	offThreadsLive     = 88
+	offThreadsMax      = 96
+	offOverflowThreads = 104
+	offExitNS          = 112
+	offRetired         = 128
+	offPublishedLive   = 192
+	offPeakLive        = 200
+	offCommand         = 256
+)
+
+// Offsets in struct hl_counters (header.retired and slot.c).
+const (
+	offAllocs         = 0
+	offFrees          = 8
+	offAllocatedBytes = 16
+	offFreedBytes     = 24
+	countersSize      = 32
+)
+
+// Offsets in struct hl_slot.
+const (
+	offSlotC          = 0
+	offSlotAllocMark  = 32
+	offSlotFreeMark   = 40
+	offSlotSyncedLive = 48
+	offSlotTID        = 56
+	offSlotState      = 60
+)
+
+// field is where the reader finds one member of a region.h struct.
+type field struct{ off, size uint64 }
+
+// goFields lists every member this package reads or writes (tests write
+// whole regions), with its offset and size, keyed "struct.member" like
+// cdefs.Fields; TestLayoutMatchesC compares the two.
+var goFields = map[string]field{
+	"hl_counters.allocs":          {offAllocs, 8},
+	"hl_counters.frees":           {offFrees, 8},
+	"hl_counters.allocated_bytes": {offAllocatedBytes, 8},
+	"hl_counters.freed_bytes":     {offFreedBytes, 8},
+
+	"hl_slot.c":           {offSlotC, countersSize},
+	"hl_slot.alloc_mark":  {offSlotAllocMark, 8},
+	"hl_slot.free_mark":   {offSlotFreeMark, 8},
+	"hl_slot.synced_live": {offSlotSyncedLive, 8},
+	"hl_slot.tid":         {offSlotTID, 4},
+	"hl_slot.state":       {offSlotState, 4},
+
+	"hl_header.magic":            {offMagic, 8},
+	"hl_header.version":          {offVersion, 4},
+	"hl_header.header_size":      {offHeaderSize, 4},
+	"hl_header.slot_size":        {offSlotSize, 4},
+	"hl_header.nslots":           {offNSlots, 4},
+	"hl_header.region_size":      {offRegionSize, 8},
+	"hl_header.pid":              {offPID, 4},
+	"hl_header.uid":              {offUID, 4},
+	"hl_header.start_ticks":      {offStartTicks, 8},
+	"hl_header.start_ns":         {offStartNS, 8},
+	"hl_header.peak_batch":       {offPeakBatch, 8},
+	"hl_header.seq":              {offSeq, 8},
+	"hl_header.fold_lock":        {offFoldLock, 4},
+	"hl_header.flags":            {offFlags, 4},
+	"hl_header.threads_seen":     {offThreadsSeen, 8},
+	"hl_header.threads_live":     {offThreadsLive, 8},
+	"hl_header.threads_max":      {offThreadsMax, 8},
+	"hl_header.overflow_threads": {offOverflowThreads, 8},
+	"hl_header.exit_ns":          {offExitNS, 8},
+	"hl_header.retired":          {offRetired, countersSize},
+	"hl_header.published_live":   {offPublishedLive, 8},
+	"hl_header.peak_live":        {offPeakLive, 8},
+	"hl_header.command":          {offCommand, CommandMax},
+}
+
+// goConstants are the macros and struct sizes of region.h as this package
+// knows them, keyed like cdefs.Constants.
+var goConstants = map[string]uint64{
+	"HL_MAGIC":           Magic,
+	"HL_VERSION":         Version,
+	"HL_HEADER_SIZE":     HeaderSize,
+	"HL_SLOT_SIZE":       SlotSize,
+	"HL_SLOTS_MAX":       SlotsMax,
+	"HL_COMMAND_MAX":     CommandMax,
+	"HL_FLAG_EXITED":     FlagExited,
+	"sizeof hl_header":   HeaderSize,
+	"sizeof hl_slot":     SlotSize,
+	"sizeof hl_counters": countersSize,
+}

@@ -1,0 +1,294 @@
+package region
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/heapline/heapline/ctl/internal/report"
+)
+
+// Entry is one region file as List found it.
+type Entry struct {
+	PID     int    // from the file name; 0 when the name is not heapline.<pid>
+	Path    string // the file
+	Summary report.Summary
+	// Stale is true when the process that published the region is gone:
+	// no process has that pid, or the one that has it started at another
+	// time (a reused pid).
+	Stale bool
+	Err   error // why the region could not be read; Summary is zero then
+	UID   int   // owner of the file
+
+	regular  bool // a regular file (not a symlink, fifo, ...)
+	dev, ino uint64
+}
+
+// Read takes one consistent snapshot of pid's region.
+func Read(pid int) (report.Summary, error) {
+	e := inspect(pid, Path(pid))
+	return e.Summary, e.Err
+}
+
+// Inspect reads pid's region like Read and also says whether its process
+// is gone.
+func Inspect(pid int) Entry { return inspect(pid, Path(pid)) }
+
+func inspect(pid int, path string) Entry {
+	e := Entry{PID: pid, Path: path, UID: -1}
+	var h header
+	h, e.Summary, e.Err = readFile(&e, pid)
+	if e.Err != nil {
+		e.Err = fmt.Errorf("%s: %w", path, e.Err)
+	}
+	// Without a readable header the start time is unknown (0): only a
+	// vanished pid then marks the region stale.
+	e.Stale = !alive(pid, h.startTicks)
+	return e
+}
+
+// readFile opens e.Path without following links, checks the file, maps it
+// read-only and takes a snapshot. It fills e's file facts as it learns them.
+func readFile(e *Entry, pid int) (h header, s report.Summary, err error) {
+	if pid <= 0 || pid > 1<<31-1 {
+		return h, s, fmt.Errorf("pid %d out of range", pid)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(e.Path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return h, s, fmt.Errorf("%w (is pid %d running under libheap.so?)", err, pid)
+		}
+		return h, s, err
+	}
+	e.UID, e.dev, e.ino = int(st.Uid), st.Dev, st.Ino
+	e.regular = st.Mode&unix.S_IFMT == unix.S_IFREG
+	if err := checkFile(&st); err != nil {
+		return h, s, err
+	}
+	// O_NOFOLLOW and the identity check below close the window between
+	// lstat and open in which the file could be swapped for a link;
+	// O_NONBLOCK keeps a fifo swapped in from blocking the open.
+	fd, err := unix.Open(e.Path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return h, s, errors.New("is a symbolic link: not followed")
+		}
+		return h, s, fmt.Errorf("open: %w", err)
+	}
+	defer unix.Close(fd)
+	var fst unix.Stat_t
+	if err := unix.Fstat(fd, &fst); err != nil {
+		return h, s, fmt.Errorf("fstat: %w", err)
+	}
+	if fst.Dev != st.Dev || fst.Ino != st.Ino {
+		return h, s, errors.New("replaced while being opened")
+	}
+	if err := checkFile(&fst); err != nil {
+		return h, s, err
+	}
+	if fst.Size < HeaderSize {
+		return h, s, fmt.Errorf("truncated: %d bytes, need %d", fst.Size, HeaderSize)
+	}
+	// Map no more than the largest valid region: a huge file costs nothing.
+	n := int(min(fst.Size, MaxRegionSize))
+	b, err := unix.Mmap(fd, 0, n, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return h, s, fmt.Errorf("mmap: %w", err)
+	}
+	defer unix.Munmap(b)
+	defer setPanicOnFault()()
+	defer guardFaults(&err)
+	s, h, err = snapshot(view{b: b, shared: true}, pid)
+	if err != nil {
+		return h, s, err
+	}
+	if h.uid != fst.Uid {
+		return h, report.Summary{}, fmt.Errorf("header says uid %d, file owned by uid %d", h.uid, fst.Uid)
+	}
+	return h, s, nil
+}
+
+// checkFile: a regular file, not writable by others (anyone who can write
+// it can make it say anything), owned by the reader unless the reader is
+// root.
+func checkFile(st *unix.Stat_t) error {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFLNK:
+		return errors.New("is a symbolic link: not followed")
+	default:
+		return fmt.Errorf("not a regular file (mode %#o)", st.Mode&unix.S_IFMT)
+	}
+	if perm := st.Mode & 0o7777; perm&0o022 != 0 {
+		return fmt.Errorf("mode %#o is writable by group or others (the shim creates 0600)", perm)
+	}
+	if euid := geteuid(); euid != 0 && int(st.Uid) != euid {
+		return fmt.Errorf("owned by uid %d, not you (uid %d)", st.Uid, euid)
+	}
+	return nil
+}
+
+// alive reports whether the process that published pid's region still
+// runs. kill(pid, 0) failing with ESRCH means no such process (EPERM means
+// it exists but is another user's). A pid can be reused, so when the
+// region recorded its start time (field 22 of /proc/pid/stat), the process
+// now holding the pid must have started at the same tick.
+func alive(pid int, startTicks uint64) bool {
+	if pid <= 0 {
+		return false // never kill(0) or kill(-1): those name groups
+	}
+	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+		return false
+	}
+	if startTicks == 0 {
+		return true
+	}
+	t, err := procStartTicks(pid)
+	if err != nil {
+		// Gone between kill and the read; any other failure (no /proc)
+		// leaves it alive: gc must never remove a live region.
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	return t == startTicks
+}
+
+// procRoot is /proc; a variable for tests.
+var procRoot = "/proc"
+
+// procStartTicks returns field 22 (starttime, in clock ticks since boot)
+// of /proc/pid/stat. Field 2 is the command in parentheses and may itself
+// hold spaces and parentheses, so fields are counted after the last ')'.
+func procStartTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command field", pid)
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields, need 22", pid, len(f)+2)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// parseName returns the pid of a region file name heapline.<pid>, in its
+// canonical spelling only (no sign, no leading zero), so Path(pid) names
+// the same file.
+func parseName(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, PathPrefix)
+	if !ok || rest == "" || len(rest) > 10 {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(rest)
+	if err != nil || pid <= 0 || pid > 1<<31-1 || strconv.Itoa(pid) != rest {
+		return 0, false
+	}
+	return pid, true
+}
+
+// List returns every heapline.* file in Dir that the caller may read
+// (its own, or all of them for root), sorted by pid. A file that is not a
+// valid region is listed with its error, a name that is not
+// heapline.<pid> with PID 0.
+func List() ([]Entry, error) {
+	des, err := os.ReadDir(Dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing regions: %w", err)
+	}
+	euid := geteuid()
+	var out []Entry
+	for _, de := range des {
+		name := de.Name()
+		if !strings.HasPrefix(name, PathPrefix) {
+			continue
+		}
+		path := Dir + "/" + name
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); err != nil {
+			continue // removed since ReadDir
+		}
+		if euid != 0 && int(st.Uid) != euid {
+			continue
+		}
+		pid, ok := parseName(name)
+		if !ok {
+			out = append(out, Entry{Path: path, UID: int(st.Uid), dev: st.Dev, ino: st.Ino,
+				regular: st.Mode&unix.S_IFMT == unix.S_IFREG,
+				Err:     fmt.Errorf("%s: not a region name (want %s<pid>)", path, PathPrefix)})
+			continue
+		}
+		out = append(out, inspect(pid, path))
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].PID, out[j].PID
+		if (a == 0) != (b == 0) {
+			return b == 0 // odd names last
+		}
+		return a < b
+	})
+	return out, nil
+}
+
+// GC removes the regions whose process is gone, and returns them. Only
+// regular files named heapline.<pid> and owned by the caller are touched
+// (even root leaves other users' files alone), and a region whose process
+// still runs is never removed. With dryRun it only returns what it would
+// remove. Errors of single files are joined; the others are still removed.
+func GC(dryRun bool) ([]Entry, error) {
+	entries, err := List()
+	if err != nil {
+		return nil, err
+	}
+	euid := geteuid()
+	var removed []Entry
+	var errs []error
+	for _, e := range entries {
+		if e.PID == 0 || !e.Stale || !e.regular || e.UID != euid {
+			continue
+		}
+		if !dryRun {
+			if err := removeStale(e); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		removed = append(removed, e)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// removeStale unlinks e.Path if it is still the file List examined and its
+// process is still gone: a new process that got the same pid since then
+// has a new file, which is left alone.
+func removeStale(e Entry) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(e.Path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil // someone else removed it
+		}
+		return fmt.Errorf("%s: %w", e.Path, err)
+	}
+	if st.Dev != e.dev || st.Ino != e.ino {
+		return fmt.Errorf("%s: replaced since it was examined: left alone", e.Path)
+	}
+	if again := inspect(e.PID, e.Path); !again.Stale {
+		return fmt.Errorf("%s: process %d is running: left alone", e.Path, e.PID)
+	}
+	if err := unix.Unlink(e.Path); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("removing %s: %w", e.Path, err)
+	}
+	return nil
+}
+
+// geteuid is os.Geteuid; a variable so tests can be someone other than the
+// owner of their files.
+var geteuid = os.Geteuid

@@ -1,0 +1,297 @@
+// Package region reads the shared-memory regions that libheap.so publishes at
+// /dev/shm/heapline.<pid> (layout: preload/region.h, mirrored in layout.go).
+//
+// A region is written by another process, possibly another user's, possibly
+// a corrupt or hostile file planted at that name, so the reader trusts
+// nothing: it checks the file (regular, not a symlink, owned by the reader),
+// then every identity and size field of the header before it reads a slot,
+// and it never indexes past what it checked. Any bad input gives an error
+// that names the file and what is wrong; none gives a panic. docs/regions.md
+// describes the format and these rules.
+package region
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/heapline/heapline/ctl/internal/report"
+)
+
+// Dir is where regions live. A variable so that tests can publish synthetic
+// regions in a temporary directory.
+var Dir = "/dev/shm"
+
+// ErrBusy is wrapped by a read that never saw the fold seqlock even and
+// unchanged: a thread was folding its slot into the retired totals for the
+// whole retry budget, or the process died in the middle of a fold.
+var ErrBusy = errors.New("counters kept changing under the fold seqlock")
+
+// The seqlock retry budget. A fold is a handful of stores, so a few yields
+// are normally enough; the sleeps cover a folding thread that was preempted
+// (the budget is about 50 ms). Variables so tests can count the retries.
+var (
+	seqTries = 1000
+	seqYield = func(try int) {
+		if try < 16 {
+			runtime.Gosched()
+			return
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+)
+
+// monotonicNS is CLOCK_MONOTONIC, the clock of header.start_ns and exit_ns.
+// A variable so tests get a fixed elapsed time.
+var monotonicNS = func() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
+}
+
+// Path is the region file of pid.
+func Path(pid int) string {
+	return filepath.Join(Dir, PathPrefix+strconv.Itoa(pid))
+}
+
+// Parse validates the region in b, published by pid, and sums its counters.
+// b is a copy, so a fold seen in progress (odd seqlock) is an error at once
+// instead of a retry. Checks that need the file (owner, mode, header.uid
+// against the owner) are Read's.
+func Parse(b []byte, pid int) (report.Summary, error) {
+	s, _, err := snapshot(view{b: b}, pid)
+	return s, err
+}
+
+// header is what validate checked and the sum needs.
+type header struct {
+	nslots     int
+	uid        uint32
+	startTicks uint64
+	startNS    uint64
+	peakBatch  uint64
+	command    string
+}
+
+// snapshot validates the header of v and takes one consistent sum.
+func snapshot(v view, pid int) (report.Summary, header, error) {
+	h, err := validate(v, pid)
+	if err != nil {
+		return report.Summary{}, h, err
+	}
+	s, err := sum(v, h, pid)
+	return s, h, err
+}
+
+// validate checks, in this order, everything the region contract lists
+// about the bytes themselves; nothing past the header is read before the
+// sizes have been proved to fit in v.
+func validate(v view, pid int) (header, error) {
+	var h header
+	if pid <= 0 || pid > math.MaxInt32 {
+		return h, fmt.Errorf("pid %d out of range", pid)
+	}
+	if len(v.b) < HeaderSize {
+		return h, fmt.Errorf("truncated: %d bytes, need %d", len(v.b), HeaderSize)
+	}
+	if m := v.u64(offMagic); m != Magic {
+		return h, fmt.Errorf("bad magic %#016x, want %#016x: not a heapline region", m, uint64(Magic))
+	}
+	if ver := v.u32(offVersion); ver != Version {
+		return h, fmt.Errorf("unsupported version %d, want %d", ver, Version)
+	}
+	if hs := v.u32(offHeaderSize); hs != HeaderSize {
+		return h, fmt.Errorf("bad header_size %d, want %d", hs, HeaderSize)
+	}
+	if ss := v.u32(offSlotSize); ss != SlotSize {
+		return h, fmt.Errorf("bad slot_size %d, want %d", ss, SlotSize)
+	}
+	n := v.u32(offNSlots)
+	if n < 1 || n > SlotsMax {
+		return h, fmt.Errorf("bad nslots %d, want 1..%d", n, SlotsMax)
+	}
+	want := uint64(HeaderSize) + uint64(n)*SlotSize
+	if rs := v.u64(offRegionSize); rs != want {
+		return h, fmt.Errorf("bad region_size %d, want %d for %d slots", rs, want, n)
+	}
+	if uint64(len(v.b)) < want {
+		return h, fmt.Errorf("truncated: %d bytes, need %d for %d slots", len(v.b), want, n)
+	}
+	if hp := int32(v.u32(offPID)); int(hp) != pid {
+		return h, fmt.Errorf("header says pid %d, file name says %d", hp, pid)
+	}
+	cmd := v.bytes(offCommand, CommandMax)
+	end := strings.IndexByte(cmd, 0)
+	if end < 0 {
+		return h, fmt.Errorf("command not NUL-terminated within %d bytes", CommandMax)
+	}
+	h = header{
+		nslots:     int(n),
+		uid:        v.u32(offUID),
+		startTicks: v.u64(offStartTicks),
+		startNS:    v.u64(offStartNS),
+		peakBatch:  v.u64(offPeakBatch),
+		command:    strings.ToValidUTF8(cmd[:end], "\uFFFD"),
+	}
+	return h, nil
+}
+
+type counters struct{ allocs, frees, allocated, freed uint64 }
+
+func (c *counters) add(v view, off int) {
+	c.allocs += v.u64(off + offAllocs)
+	c.frees += v.u64(off + offFrees)
+	c.allocated += v.u64(off + offAllocatedBytes)
+	c.freed += v.u64(off + offFreedBytes)
+}
+
+// sum is the seqlock read of the region contract: a sum is accepted only if
+// the fold sequence was even before it and unchanged after it, so a slot
+// being folded into retired is counted exactly once. Slot counters
+// themselves are single-writer words read whole; between two folds they
+// only grow, so a sum of them is a valid moment for each thread.
+func sum(v view, h header, pid int) (report.Summary, error) {
+	tries := seqTries
+	if !v.shared {
+		tries = 1 // a copy never changes: retrying cannot help
+	}
+	var s1 uint64
+	for try := 0; try < tries; try++ {
+		if try > 0 {
+			seqYield(try)
+		}
+		s1 = v.u64(offSeq)
+		if s1&1 != 0 {
+			continue
+		}
+		var c counters
+		c.add(v, offRetired)
+		for i := 0; i < h.nslots; i++ {
+			c.add(v, HeaderSize+i*SlotSize+offSlotC)
+		}
+		flags := v.u32(offFlags)
+		exitNS := v.u64(offExitNS)
+		threadsSeen := v.u64(offThreadsSeen)
+		threadsMax := v.u64(offThreadsMax)
+		peakLive := v.u64(offPeakLive)
+		if v.u64(offSeq) != s1 {
+			continue
+		}
+		return summarize(h, pid, c, flags, exitNS, threadsSeen, threadsMax, peakLive)
+	}
+	return report.Summary{}, fmt.Errorf("%w (seq %d after %d tries): a thread is folding its slot, or the process died during a fold", ErrBusy, s1, tries)
+}
+
+func summarize(h header, pid int, c counters, flags uint32, exitNS, threadsSeen, threadsMax, peakLive uint64) (report.Summary, error) {
+	// Differences of wrapping uint64 counters: a reader between a free on
+	// one thread and the matching allocation's slot can see live below
+	// zero for a moment, and says so rather than wrapping to 16 EiB.
+	live := int64(c.allocated - c.freed)
+	if peakLive > math.MaxInt64 {
+		return report.Summary{}, fmt.Errorf("implausible peak_live %d", peakLive)
+	}
+	peak := max(int64(peakLive), live)
+	hi, lo := bits.Mul64(h.peakBatch, threadsMax)
+	if hi != 0 || lo > math.MaxInt64 {
+		return report.Summary{}, fmt.Errorf("implausible peak error: peak_batch %d times threads_max %d overflows", h.peakBatch, threadsMax)
+	}
+	exited := flags&FlagExited != 0
+	var elapsed float64
+	if exitNS != 0 {
+		if exitNS < h.startNS {
+			return report.Summary{}, fmt.Errorf("exit_ns %d before start_ns %d", exitNS, h.startNS)
+		}
+		elapsed = float64(exitNS-h.startNS) / 1e9
+	} else if now := monotonicNS(); now > h.startNS {
+		// A writer in another time namespace has another CLOCK_MONOTONIC;
+		// its elapsed time is unknowable from here and shows as 0.
+		elapsed = float64(now-h.startNS) / 1e9
+	}
+	return report.Summary{
+		PID:            pid,
+		Command:        h.command,
+		Source:         "preload",
+		ElapsedS:       elapsed,
+		LiveBytes:      live,
+		LiveBlocks:     int64(c.allocs - c.frees),
+		PeakLiveBytes:  peak,
+		PeakErrorBytes: int64(lo),
+		Allocs:         c.allocs,
+		Frees:          c.frees,
+		AllocatedBytes: c.allocated,
+		FreedBytes:     c.freed,
+		Threads:        threadsSeen,
+		Exited:         exited,
+	}, nil
+}
+
+// view reads little-endian fields at offsets that validate has bounded.
+// A shared view is a live mapping of another process's region: its words
+// are loaded atomically so that each is read whole and the seqlock loads
+// are not reordered around the sum (the writers store them whole, aligned).
+type view struct {
+	b      []byte
+	shared bool
+}
+
+func (v view) u64(off int) uint64 {
+	if v.shared {
+		x := atomic.LoadUint64((*uint64)(unsafe.Pointer(&v.b[off : off+8][0])))
+		if bigEndianHost {
+			x = bits.ReverseBytes64(x)
+		}
+		return x
+	}
+	return binary.LittleEndian.Uint64(v.b[off : off+8])
+}
+
+func (v view) u32(off int) uint32 {
+	if v.shared {
+		x := atomic.LoadUint32((*uint32)(unsafe.Pointer(&v.b[off : off+4][0])))
+		if bigEndianHost {
+			x = bits.ReverseBytes32(x)
+		}
+		return x
+	}
+	return binary.LittleEndian.Uint32(v.b[off : off+4])
+}
+
+// bytes copies n bytes at off, so the result does not alias the mapping.
+func (v view) bytes(off, n int) string { return string(v.b[off : off+n]) }
+
+var bigEndianHost = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
+
+// guardFaults turns a fault while reading a mapping (SIGBUS: the file was
+// truncated under us) into an error instead of a crash. It must be deferred
+// in the goroutine that reads; other panics propagate, as they are bugs.
+func guardFaults(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if f, ok := r.(interface{ Addr() uintptr }); ok {
+		_ = f
+		*err = errors.New("region shrank while being read (truncated by another process?)")
+		return
+	}
+	panic(r)
+}
+
+func setPanicOnFault() (restore func()) {
+	old := debug.SetPanicOnFault(true)
+	return func() { debug.SetPanicOnFault(old) }
+}

@@ -1,0 +1,729 @@
+package region
+
+import (
+	"encoding/binary"
+	"errors"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/heapline/heapline/ctl/internal/region/cdefs"
+	"github.com/heapline/heapline/ctl/internal/report"
+)
+
+// fake describes a region the way the shim would publish it; bytes lays it
+// out by the offsets of layout.go (which TestLayoutMatchesC ties to C).
+type fake struct {
+	pid         int
+	uid         uint32
+	nslots      int
+	startTicks  uint64
+	startNS     uint64
+	peakBatch   uint64
+	seq         uint64
+	flags       uint32
+	threadsSeen uint64
+	threadsLive uint64
+	threadsMax  uint64
+	exitNS      uint64
+	peakLive    uint64
+	retired     counters
+	slots       map[int]counters // slot index -> counters
+	freeSlots   map[int]bool     // slots marked HL_SLOT_FREE (still summed)
+	command     string
+}
+
+func (f fake) bytes() []byte {
+	b := make([]byte, HeaderSize+f.nslots*SlotSize)
+	le := binary.LittleEndian
+	le.PutUint64(b[offMagic:], Magic)
+	le.PutUint32(b[offVersion:], Version)
+	le.PutUint32(b[offHeaderSize:], HeaderSize)
+	le.PutUint32(b[offSlotSize:], SlotSize)
+	le.PutUint32(b[offNSlots:], uint32(f.nslots))
+	le.PutUint64(b[offRegionSize:], uint64(len(b)))
+	le.PutUint32(b[offPID:], uint32(int32(f.pid)))
+	le.PutUint32(b[offUID:], f.uid)
+	le.PutUint64(b[offStartTicks:], f.startTicks)
+	le.PutUint64(b[offStartNS:], f.startNS)
+	le.PutUint64(b[offPeakBatch:], f.peakBatch)
+	le.PutUint64(b[offSeq:], f.seq)
+	le.PutUint32(b[offFlags:], f.flags)
+	le.PutUint64(b[offThreadsSeen:], f.threadsSeen)
+	le.PutUint64(b[offThreadsLive:], f.threadsLive)
+	le.PutUint64(b[offThreadsMax:], f.threadsMax)
+	le.PutUint64(b[offExitNS:], f.exitNS)
+	putCounters(b[offRetired:], f.retired)
+	le.PutUint64(b[offPeakLive:], f.peakLive)
+	copy(b[offCommand:offCommand+CommandMax-1], f.command)
+	for i, c := range f.slots {
+		s := b[HeaderSize+i*SlotSize:]
+		putCounters(s[offSlotC:], c)
+		le.PutUint32(s[offSlotTID:], uint32(1000+i))
+		if !f.freeSlots[i] {
+			le.PutUint32(s[offSlotState:], 1)
+		}
+	}
+	return b
+}
+
+func putCounters(b []byte, c counters) {
+	le := binary.LittleEndian
+	le.PutUint64(b[offAllocs:], c.allocs)
+	le.PutUint64(b[offFrees:], c.frees)
+	le.PutUint64(b[offAllocatedBytes:], c.allocated)
+	le.PutUint64(b[offFreedBytes:], c.freed)
+}
+
+// sample is an exited region with retired totals, active slots and a free
+// slot that still holds counters (the reader sums all slots).
+func sample(pid int) fake {
+	return fake{
+		pid: pid, uid: uint32(os.Geteuid()), nslots: 8,
+		startTicks: 0, startNS: 1_000_000_000, exitNS: 3_210_000_000,
+		peakBatch: 262144, threadsSeen: 5, threadsLive: 2, threadsMax: 3,
+		flags: FlagExited, peakLive: 300_000_000,
+		retired: counters{allocs: 4000, frees: 3990, allocated: 500_000, freed: 400_000},
+		slots: map[int]counters{
+			0: {allocs: 100, frees: 90, allocated: 20_000, freed: 9_000},
+			3: {allocs: 50, frees: 40, allocated: 7_000, freed: 600},
+			7: {allocs: 3, frees: 3, allocated: 96, freed: 96},
+		},
+		freeSlots: map[int]bool{7: true},
+		command:   "python3 script.py",
+	}
+}
+
+// sampleWant is what sample(pid) must read as.
+func sampleWant(pid int) report.Summary {
+	allocs := uint64(4000 + 100 + 50 + 3)
+	frees := uint64(3990 + 90 + 40 + 3)
+	alloc := uint64(500_000 + 20_000 + 7_000 + 96)
+	freed := uint64(400_000 + 9_000 + 600 + 96)
+	return report.Summary{
+		PID: pid, Command: "python3 script.py", Source: "preload", ElapsedS: 2.21,
+		LiveBytes: int64(alloc - freed), LiveBlocks: int64(allocs - frees),
+		PeakLiveBytes: 300_000_000, PeakErrorBytes: 262144 * 3,
+		Allocs: allocs, Frees: frees, AllocatedBytes: alloc, FreedBytes: freed,
+		Threads: 5, Exited: true,
+	}
+}
+
+// useDir points Dir at a fresh temporary directory for one test.
+func useDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	old := Dir
+	Dir = d
+	t.Cleanup(func() { Dir = old })
+	return d
+}
+
+func writeRegion(t *testing.T, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(Dir, name)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// deadPID returns the pid of a process that has exited and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+func ownStartTicks(t *testing.T) uint64 {
+	t.Helper()
+	v, err := procStartTicks(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestLayoutMatchesC(t *testing.T) {
+	if !cdefs.Available {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("cdefs built without cgo: the Go/C layout agreement is not checked")
+		}
+		t.Skip("needs cgo to compile preload/region.h")
+	}
+	seen := map[string]bool{}
+	for _, f := range cdefs.Fields() {
+		seen[f.Name] = true
+		g, ok := goFields[f.Name]
+		if !ok {
+			if strings.Contains(f.Name, "._pad") {
+				continue // padding: never read
+			}
+			t.Errorf("region.h has %s (offset %d, size %d); layout.go does not mirror it", f.Name, f.Offset, f.Size)
+			continue
+		}
+		if g.off != f.Offset || g.size != f.Size {
+			t.Errorf("%s: Go offset %d size %d, C offset %d size %d", f.Name, g.off, g.size, f.Offset, f.Size)
+		}
+	}
+	for name := range goFields {
+		if !seen[name] {
+			t.Errorf("layout.go has %s, which cdefs does not list from region.h", name)
+		}
+	}
+	cc := cdefs.Constants()
+	for name, g := range goConstants {
+		c, ok := cc[name]
+		if !ok {
+			t.Errorf("cdefs does not export %s", name)
+		} else if c != g {
+			t.Errorf("%s: Go %#x, C %#x", name, g, c)
+		}
+	}
+	if got, want := cdefs.PathPrefix(), "/dev/shm/"+PathPrefix; got != want {
+		t.Errorf("HL_PATH_PREFIX = %q, Go reads %q", got, want)
+	}
+}
+
+func TestReadExactSums(t *testing.T) {
+	useDir(t)
+	pid := os.Getpid()
+	writeRegion(t, "heapline."+strconv.Itoa(pid), sample(pid).bytes())
+	got, err := Read(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := sampleWant(pid); got != want {
+		t.Fatalf("Read =\n%+v\nwant\n%+v", got, want)
+	}
+	// Parse agrees on the same bytes, and with trailing bytes after the region.
+	b := append(sample(pid).bytes(), make([]byte, 100)...)
+	if got, err := Parse(b, pid); err != nil || got != sampleWant(pid) {
+		t.Fatalf("Parse = %+v, %v", got, err)
+	}
+}
+
+func TestPeakAtLeastLive(t *testing.T) {
+	f := sample(42)
+	f.peakLive = 10 // the batching lags: a read of live above it is the peak
+	got, err := Parse(f.bytes(), 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.PeakLiveBytes != got.LiveBytes || got.LiveBytes != 117_400 {
+		t.Fatalf("peak %d, live %d: want both 117400", got.PeakLiveBytes, got.LiveBytes)
+	}
+}
+
+func TestRunningElapsed(t *testing.T) {
+	old := monotonicNS
+	monotonicNS = func() uint64 { return 5_500_000_000 }
+	t.Cleanup(func() { monotonicNS = old })
+	f := sample(42)
+	f.flags, f.exitNS = 0, 0
+	got, err := Parse(f.bytes(), 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ElapsedS != 4.5 || got.Exited {
+		t.Fatalf("elapsed %v exited %v, want 4.5 false", got.ElapsedS, got.Exited)
+	}
+}
+
+func TestLiveBelowZero(t *testing.T) {
+	f := sample(42)
+	f.retired = counters{allocs: 1, frees: 3, allocated: 100, freed: 400}
+	f.slots = nil
+	got, err := Parse(f.bytes(), 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LiveBytes != -300 || got.LiveBlocks != -2 {
+		t.Fatalf("live %d blocks %d, want -300 -2", got.LiveBytes, got.LiveBlocks)
+	}
+}
+
+func TestMaxSlotsAndHugeFile(t *testing.T) {
+	useDir(t)
+	pid := os.Getpid()
+	f := sample(pid)
+	f.nslots = SlotsMax
+	f.slots = map[int]counters{SlotsMax - 1: {allocs: 1, allocated: 64}}
+	b := f.bytes()
+	b = append(b, make([]byte, 1<<20)...) // larger than any region: mapped only up to the max
+	writeRegion(t, "heapline."+strconv.Itoa(pid), b)
+	got, err := Read(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Allocs != 4001 || got.AllocatedBytes != 500_064 {
+		t.Fatalf("allocs %d bytes %d, want 4001 500064", got.Allocs, got.AllocatedBytes)
+	}
+}
+
+func TestSeqlockOddRetriesThenFails(t *testing.T) {
+	useDir(t)
+	pid := os.Getpid()
+	f := sample(pid)
+	f.seq = 7
+	writeRegion(t, "heapline."+strconv.Itoa(pid), f.bytes())
+	yields := 0
+	oldTries, oldYield := seqTries, seqYield
+	seqTries, seqYield = 5, func(int) { yields++ }
+	t.Cleanup(func() { seqTries, seqYield = oldTries, oldYield })
+
+	_, err := Read(pid)
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("Read with seq odd: err %v, want ErrBusy", err)
+	}
+	if yields != 4 {
+		t.Fatalf("yielded %d times, want 4 (5 tries)", yields)
+	}
+	if !strings.Contains(err.Error(), Path(pid)+": ") || !strings.Contains(err.Error(), "seq 7") {
+		t.Fatalf("error %q does not name the file and the sequence", err)
+	}
+	// A copy cannot change: Parse fails at once.
+	yields = 0
+	if _, err := Parse(f.bytes(), pid); !errors.Is(err, ErrBusy) || yields != 0 {
+		t.Fatalf("Parse with seq odd: err %v after %d yields, want ErrBusy after 0", err, yields)
+	}
+}
+
+// The reader sees the writer's stores through its mapping: a fold that
+// ends (seq back to even) while the reader waits lets the read succeed,
+// with the counters as they are after the fold.
+func TestSeqlockRetrySeesFoldEnd(t *testing.T) {
+	useDir(t)
+	pid := os.Getpid()
+	f := sample(pid)
+	f.seq = 9
+	// Mid-fold: slot 3 has been added to retired but not yet zeroed.
+	f.retired.allocs += 50
+	p := writeRegion(t, "heapline."+strconv.Itoa(pid), f.bytes())
+
+	after := sample(pid)
+	after.seq = 10
+	after.retired.allocs += 50
+	after.retired.frees += 40
+	after.retired.allocated += 7_000
+	after.retired.freed += 600
+	delete(after.slots, 3)
+
+	oldTries, oldYield := seqTries, seqYield
+	t.Cleanup(func() { seqTries, seqYield = oldTries, oldYield })
+	seqTries = 10
+	seqYield = func(try int) {
+		if try == 3 {
+			w, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := w.WriteAt(after.bytes(), 0); err != nil {
+				t.Error(err)
+			}
+			w.Close()
+		}
+	}
+	got, err := Read(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := sampleWant(pid); got != want {
+		t.Fatalf("after the fold: %+v\nwant %+v", got, want)
+	}
+}
+
+// A region truncated while it is mapped faults on access (SIGBUS): the
+// read must report it, not crash.
+func TestTruncatedWhileMapped(t *testing.T) {
+	useDir(t)
+	pid := os.Getpid()
+	f := sample(pid)
+	f.seq = 1
+	p := writeRegion(t, "heapline."+strconv.Itoa(pid), f.bytes())
+	oldTries, oldYield := seqTries, seqYield
+	t.Cleanup(func() { seqTries, seqYield = oldTries, oldYield })
+	seqTries = 3
+	seqYield = func(int) {
+		if err := os.Truncate(p, 0); err != nil {
+			t.Error(err)
+		}
+	}
+	_, err := Read(pid)
+	if err == nil || !strings.Contains(err.Error(), "shrank") {
+		t.Fatalf("err %v, want a shrank-while-read error", err)
+	}
+}
+
+func TestCorrupt(t *testing.T) {
+	useDir(t)
+	pid := os.Getpid()
+	le := binary.LittleEndian
+	good := sample(pid).bytes()
+	cases := []struct {
+		name string
+		mut  func([]byte) []byte
+		want string
+	}{
+		{"empty", func(b []byte) []byte { return nil }, "truncated: 0 bytes, need 512"},
+		{"short header", func(b []byte) []byte { return b[:300] }, "truncated: 300 bytes, need 512"},
+		{"short slots", func(b []byte) []byte { return b[:600] }, "truncated: 600 bytes, need 1024 for 8 slots"},
+		{"magic", func(b []byte) []byte { b[0] ^= 1; return b }, "bad magic 0x454e494c50414549"},
+		{"version", func(b []byte) []byte { le.PutUint32(b[offVersion:], 2); return b }, "unsupported version 2, want 1"},
+		{"header size", func(b []byte) []byte { le.PutUint32(b[offHeaderSize:], 256); return b }, "bad header_size 256, want 512"},
+		{"slot size", func(b []byte) []byte { le.PutUint32(b[offSlotSize:], 128); return b }, "bad slot_size 128, want 64"},
+		{"no slots", func(b []byte) []byte { le.PutUint32(b[offNSlots:], 0); return b }, "bad nslots 0, want 1..65536"},
+		{"too many slots", func(b []byte) []byte { le.PutUint32(b[offNSlots:], SlotsMax+1); return b }, "bad nslots 65537"},
+		{"huge nslots", func(b []byte) []byte { le.PutUint32(b[offNSlots:], math.MaxUint32); return b }, "bad nslots 4294967295"},
+		{"region size", func(b []byte) []byte { le.PutUint64(b[offRegionSize:], 1<<62); return b }, "bad region_size 4611686018427387904, want 1024 for 8 slots"},
+		{"nslots beyond file", func(b []byte) []byte {
+			le.PutUint32(b[offNSlots:], 1000)
+			le.PutUint64(b[offRegionSize:], HeaderSize+1000*SlotSize)
+			return b
+		}, "truncated: 1024 bytes, need 64512 for 1000 slots"},
+		{"pid", func(b []byte) []byte { le.PutUint32(b[offPID:], 1); return b }, "header says pid 1, file name says " + strconv.Itoa(pid)},
+		{"command", func(b []byte) []byte {
+			for i := offCommand; i < offCommand+CommandMax; i++ {
+				b[i] = 'x'
+			}
+			return b
+		}, "command not NUL-terminated within 256 bytes"},
+		{"peak", func(b []byte) []byte { le.PutUint64(b[offPeakLive:], math.MaxUint64); return b }, "implausible peak_live"},
+		{"peak error", func(b []byte) []byte { le.PutUint64(b[offPeakBatch:], math.MaxUint64/2); return b }, "implausible peak error"},
+		{"exit before start", func(b []byte) []byte { le.PutUint64(b[offExitNS:], 5); return b }, "exit_ns 5 before start_ns 1000000000"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := c.mut(append([]byte(nil), good...))
+			if _, err := Parse(b, pid); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Parse: err %v, want %q", err, c.want)
+			}
+			writeRegion(t, "heapline."+strconv.Itoa(pid), b)
+			_, err := Read(pid)
+			if want := Path(pid) + ": " + c.want; err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("Read: err %v, want %q", err, want)
+			}
+		})
+	}
+}
+
+func TestFileChecks(t *testing.T) {
+	d := useDir(t)
+	pid := os.Getpid()
+	name := "heapline." + strconv.Itoa(pid)
+	p := filepath.Join(d, name)
+	expect := func(t *testing.T, want string) {
+		t.Helper()
+		_, err := Read(pid)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), p+": ") {
+			t.Fatalf("err %v, want %q about %s", err, want, p)
+		}
+	}
+	t.Run("missing", func(t *testing.T) {
+		_, err := Read(pid)
+		if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "libheap.so") {
+			t.Fatalf("err %v, want not-exist with a hint", err)
+		}
+	})
+	t.Run("symlink", func(t *testing.T) {
+		target := filepath.Join(t.TempDir(), "real")
+		if err := os.WriteFile(target, sample(pid).bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(p)
+		expect(t, "symbolic link: not followed")
+	})
+	t.Run("fifo", func(t *testing.T) {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(p)
+		expect(t, "not a regular file")
+	})
+	t.Run("directory", func(t *testing.T) {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(p)
+		expect(t, "not a regular file")
+	})
+	t.Run("writable by others", func(t *testing.T) {
+		writeRegion(t, name, sample(pid).bytes())
+		defer os.Remove(p)
+		if err := os.Chmod(p, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, "mode 0666 is writable by group or others")
+	})
+	t.Run("not ours", func(t *testing.T) {
+		writeRegion(t, name, sample(pid).bytes())
+		defer os.Remove(p)
+		old := geteuid
+		geteuid = func() int { return os.Geteuid() + 4242 }
+		defer func() { geteuid = old }()
+		expect(t, "owned by uid "+strconv.Itoa(os.Geteuid())+", not you (uid "+strconv.Itoa(os.Geteuid()+4242)+")")
+	})
+	t.Run("header uid", func(t *testing.T) {
+		f := sample(pid)
+		f.uid += 7
+		writeRegion(t, name, f.bytes())
+		defer os.Remove(p)
+		expect(t, "header says uid "+strconv.Itoa(os.Geteuid()+7)+", file owned by uid "+strconv.Itoa(os.Geteuid()))
+	})
+	t.Run("bad pid", func(t *testing.T) {
+		for _, pid := range []int{0, -1, 1 << 40} {
+			if _, err := Read(pid); err == nil || !strings.Contains(err.Error(), "out of range") {
+				t.Errorf("Read(%d): err %v, want out of range", pid, err)
+			}
+		}
+	})
+}
+
+func TestStale(t *testing.T) {
+	useDir(t)
+	me := os.Getpid()
+	ticks := ownStartTicks(t)
+	dead := deadPID(t)
+
+	live := sample(me)
+	live.startTicks = ticks
+	writeRegion(t, "heapline."+strconv.Itoa(me), live.bytes())
+	if e := Inspect(me); e.Err != nil || e.Stale {
+		t.Fatalf("own region: stale %v err %v, want live", e.Stale, e.Err)
+	}
+
+	reused := sample(me)
+	reused.startTicks = ticks + 1 // same pid, another process
+	writeRegion(t, "heapline."+strconv.Itoa(me), reused.bytes())
+	if e := Inspect(me); e.Err != nil || !e.Stale {
+		t.Fatalf("reused pid: stale %v err %v, want stale", e.Stale, e.Err)
+	}
+
+	writeRegion(t, "heapline."+strconv.Itoa(dead), sample(dead).bytes())
+	if e := Inspect(dead); e.Err != nil || !e.Stale {
+		t.Fatalf("dead pid: stale %v err %v, want stale", e.Stale, e.Err)
+	}
+	if !alive(1, 0) {
+		t.Fatal("pid 1 not alive")
+	}
+}
+
+func TestProcStartTicks(t *testing.T) {
+	old := procRoot
+	procRoot = t.TempDir()
+	t.Cleanup(func() { procRoot = old })
+	if err := os.MkdirAll(filepath.Join(procRoot, "77"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A command with spaces and parentheses: fields count from the last ')'.
+	stat := "77 (a) b (c) R 1 77 77 0 -1 4194304 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10\n"
+	if err := os.WriteFile(filepath.Join(procRoot, "77", "stat"), []byte(stat), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := procStartTicks(77); err != nil || v != 987654 {
+		t.Fatalf("procStartTicks = %d, %v, want 987654", v, err)
+	}
+}
+
+func TestParseName(t *testing.T) {
+	for name, want := range map[string]int{
+		"heapline.1": 1, "heapline.4711": 4711, "heapline.2147483647": 2147483647,
+		"heapline.": 0, "heapline.0": 0, "heapline.0123": 0, "heapline.+5": 0, "heapline.-5": 0,
+		"heapline.5.tmp": 0, "heapline.2147483648": 0, "heapline.99999999999": 0, "heapline.x": 0, "other.5": 0,
+	} {
+		got, ok := parseName(name)
+		if got != want || ok != (want != 0) {
+			t.Errorf("parseName(%q) = %d, %v; want %d", name, got, ok, want)
+		}
+	}
+}
+
+func TestListAndGC(t *testing.T) {
+	d := useDir(t)
+	me := os.Getpid()
+	dead := deadPID(t)
+	dead2 := deadPID(t)
+	dead3 := deadPID(t)
+
+	live := sample(me)
+	live.startTicks = ownStartTicks(t)
+	writeRegion(t, "heapline."+strconv.Itoa(me), live.bytes())
+	writeRegion(t, "heapline."+strconv.Itoa(dead), sample(dead).bytes())
+	writeRegion(t, "heapline."+strconv.Itoa(dead2), []byte("garbage")) // corrupt and gone: removed
+	writeRegion(t, "heapline.1", []byte("garbage"))                    // corrupt but pid 1 runs: kept
+	writeRegion(t, "heapline.0123", sample(123).bytes())               // not a canonical name: kept
+	writeRegion(t, "heapline.x", nil)                                  // not a region name: kept
+	writeRegion(t, "unrelated", nil)                                   // not listed at all
+	if err := os.Symlink("/etc/passwd", filepath.Join(d, "heapline."+strconv.Itoa(dead3))); err != nil {
+		t.Fatal(err) // a link is never a region: listed with its error, never removed
+	}
+
+	entries, err := List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		pid   int
+		stale bool
+		err   string
+	}
+	var got []row
+	for _, e := range entries {
+		r := row{pid: e.PID, stale: e.Stale}
+		if e.Err != nil {
+			r.err = strings.TrimPrefix(e.Err.Error(), e.Path+": ")
+		}
+		got = append(got, r)
+	}
+	want := map[int]row{
+		1:     {1, false, "truncated: 7 bytes, need 512"},
+		me:    {me, false, ""},
+		dead:  {dead, true, ""},
+		dead2: {dead2, true, "truncated: 7 bytes, need 512"},
+		dead3: {dead3, true, "is a symbolic link: not followed"},
+	}
+	if len(got) != 7 {
+		t.Fatalf("List = %+v, want 7 entries", got)
+	}
+	for i, r := range got[:5] {
+		if w := want[r.pid]; r != w {
+			t.Errorf("entry %d = %+v, want %+v", i, r, w)
+		}
+		if i > 0 && got[i-1].pid >= r.pid {
+			t.Errorf("entries not sorted by pid: %+v", got)
+		}
+	}
+	for _, r := range got[5:] {
+		if r.pid != 0 || !strings.HasPrefix(r.err, "not a region name") {
+			t.Errorf("odd name entry %+v", r)
+		}
+	}
+	if entries[indexOf(entries, me)].Summary != sampleWant(me) {
+		t.Errorf("own entry summary %+v", entries[indexOf(entries, me)].Summary)
+	}
+
+	// Dry run: reports, removes nothing.
+	gone, err := GC(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantGone := []int{min(dead, dead2), max(dead, dead2)}
+	if pids := pidsOf(gone); !equal(pids, wantGone) {
+		t.Fatalf("GC dry run = %v, want %v", pids, wantGone)
+	}
+	if n := countFiles(t, d); n != 8 {
+		t.Fatalf("dry run left %d files, want 8", n)
+	}
+	gone, err = GC(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pids := pidsOf(gone); !equal(pids, wantGone) {
+		t.Fatalf("GC = %v, want %v", pids, wantGone)
+	}
+	for _, pid := range wantGone {
+		if _, err := os.Lstat(Path(pid)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s not removed: %v", Path(pid), err)
+		}
+	}
+	if n := countFiles(t, d); n != 6 {
+		t.Fatalf("GC left %d files, want 6", n)
+	}
+
+	// Somebody else's files are not listed (unless we are root) and never
+	// collected.
+	old := geteuid
+	geteuid = func() int { return os.Geteuid() + 4242 }
+	defer func() { geteuid = old }()
+	if entries, err := List(); err != nil || len(entries) != 0 {
+		t.Fatalf("List as another user = %d entries, %v; want none", len(entries), err)
+	}
+}
+
+func TestGCLeavesOtherOwners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root to chown a region to another user")
+		}
+		t.Skip("needs root: chowns a region to another user")
+	}
+	useDir(t)
+	dead := deadPID(t)
+	f := sample(dead)
+	f.uid = 4242
+	p := writeRegion(t, "heapline."+strconv.Itoa(dead), f.bytes())
+	if err := os.Chown(p, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := List()
+	if err != nil || len(entries) != 1 || entries[0].Err != nil || !entries[0].Stale || entries[0].UID != 4242 {
+		t.Fatalf("root List = %+v, %v; want one readable stale region of uid 4242", entries, err)
+	}
+	gone, err := GC(false)
+	if err != nil || len(gone) != 0 {
+		t.Fatalf("GC = %v, %v; want nothing removed", pidsOf(gone), err)
+	}
+	if _, err := os.Lstat(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestListMissingDir(t *testing.T) {
+	old := Dir
+	Dir = filepath.Join(t.TempDir(), "nope")
+	defer func() { Dir = old }()
+	if _, err := List(); err == nil || !strings.Contains(err.Error(), "listing regions") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func indexOf(es []Entry, pid int) int {
+	for i, e := range es {
+		if e.PID == pid {
+			return i
+		}
+	}
+	return -1
+}
+
+func pidsOf(es []Entry) []int {
+	var out []int
+	for _, e := range es {
+		out = append(out, e.PID)
+	}
+	return out
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func countFiles(t *testing.T, d string) int {
+	t.Helper()
+	des, err := os.ReadDir(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(des)
+}
