@@ -1,0 +1,168 @@
+package history
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// goodResult is the contract's shape with two scenarios, one per measure.
+const goodResult = `{
+  "env": {"cpu": "AMD EPYC 7763 64-Core Processor", "cores": 2, "kernel": "6.1.0-31-amd64", "go": "go1.26.8",
+          "lib_version": "0.1.0", "commit": "0123456789abcdef0123456789abcdef01234567", "date": "2026-05-01T10:20:30+02:00"},
+  "scenarios": [
+    {"scenario": "churn-4t", "runs": 10, "overhead": 0.127, "ci_low": 0.081, "ci_high": 0.179,
+     "baseline": {"median_s": 0.512, "min_s": 0.488, "max_s": 0.601, "cv": 0.061, "samples_s": [0.5, 0.51]},
+     "profiled": {"median_s": 0.577, "min_s": 0.541, "max_s": 0.652, "cv": 0.058, "samples_s": [0.57, 0.58]},
+     "allocs_per_s": 3.4e7, "measure": "time", "warnings": []},
+    {"scenario": "churn-4t", "runs": 1, "overhead": 0.091, "ci_low": 0.091, "ci_high": 0.091,
+     "allocs_per_s": 0, "measure": "instructions", "warnings": ["instructions cannot see contention"]}
+  ]
+}`
+
+func TestParseResult(t *testing.T) {
+	res, err := ParseResult([]byte(goodResult))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Env{CPU: "AMD EPYC 7763 64-Core Processor", Cores: 2, Kernel: "6.1.0-31-amd64", LibVersion: "0.1.0",
+		Commit: "0123456789abcdef0123456789abcdef01234567",
+		Date:   time.Date(2026, 5, 1, 8, 20, 30, 0, time.UTC)}
+	if !res.Env.Date.Equal(want.Date) {
+		t.Errorf("env date %v, want %v", res.Env.Date, want.Date)
+	}
+	res.Env.Date = want.Date
+	if res.Env != want {
+		t.Errorf("env %+v, want %+v", res.Env, want)
+	}
+	if len(res.Scenarios) != 2 {
+		t.Fatalf("%d scenarios, want 2", len(res.Scenarios))
+	}
+	s := res.Scenarios[0]
+	if s != (ScenarioResult{Scenario: "churn-4t", Measure: "time", Runs: 10, Overhead: 0.127, CILow: 0.081, CIHigh: 0.179, AllocsPerS: 3.4e7}) {
+		t.Errorf("scenario 0: %+v", s)
+	}
+
+	pts, err := Points(res, Meta{Commit: res.Env.Commit, Ref: "refs/heads/main", Date: res.Env.Date})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 2 || pts[0].Date != "2026-05-01T08:20:30Z" || pts[1].Measure != "instructions" ||
+		pts[0].RunnerCPU != want.CPU || pts[0].Kernel != want.Kernel || pts[0].LibVersion != "0.1.0" || pts[0].Cores != 2 {
+		t.Errorf("points: %+v", pts)
+	}
+}
+
+func TestParseResultMalformed(t *testing.T) {
+	// replace swaps one piece of goodResult for another, so each case
+	// differs from a valid document by exactly the fault it tests.
+	replace := func(old, new string) string {
+		if !strings.Contains(goodResult, old) {
+			t.Fatalf("test bug: %q not in goodResult", old)
+		}
+		return strings.Replace(goodResult, old, new, 1)
+	}
+	cases := []struct {
+		name, doc string
+		want      []string // every substring must be in the error
+	}{
+		{"empty", "", []string{"empty document"}},
+		{"blank", " \n\t", []string{"empty document"}},
+		{"not json", "overhead: 12%", []string{"not JSON"}},
+		{"NaN literal", replace(`"overhead": 0.127`, `"overhead": NaN`), []string{"not JSON"}},
+		{"NaN string", replace(`"overhead": 0.127`, `"overhead": "NaN"`), []string{`scenarios[0] (churn-4t).overhead: want a number, got a string ("NaN")`}},
+		{"infinite", replace(`"ci_high": 0.179`, `"ci_high": 1e999`), []string{"ci_high: want a finite number, got 1e999"}},
+		{"two documents", goodResult + goodResult, []string{"more than one JSON document"}},
+		{"top level list", `[]`, []string{"top level: want an object, got a list"}},
+		{"no env", replace(`"env":`, `"environment":`), []string{"env: missing"}},
+		{"no cpu", replace(`"cpu": "AMD EPYC 7763 64-Core Processor", `, ``), []string{"env.cpu: missing"}},
+		{"empty cpu", replace(`"cpu": "AMD EPYC 7763 64-Core Processor"`, `"cpu": " "`), []string{"env.cpu: empty"}},
+		{"kernel number", replace(`"kernel": "6.1.0-31-amd64"`, `"kernel": 6`), []string{"env.kernel: want a string, got a number"}},
+		{"bad date", replace(`"date": "2026-05-01T10:20:30+02:00"`, `"date": "yesterday"`), []string{`env.date: want an RFC 3339 date, got "yesterday"`}},
+		{"no scenarios key", `{"env": {"cpu": "x", "kernel": "k", "lib_version": "v"}}`, []string{"scenarios: missing"}},
+		{"no scenarios", `{"env": {"cpu": "x", "kernel": "k", "lib_version": "v"}, "scenarios": []}`, []string{"scenarios: no scenarios"}},
+		{"scenarios object", `{"env": {"cpu": "x", "kernel": "k", "lib_version": "v"}, "scenarios": {}}`, []string{"scenarios: want a list, got an object"}},
+		{"scenario not object", `{"env": {"cpu": "x", "kernel": "k", "lib_version": "v"}, "scenarios": [3]}`, []string{"scenarios[0]: want an object, got a number"}},
+		{"no overhead", replace(`"overhead": 0.127, `, ``), []string{"scenarios[0] (churn-4t).overhead: missing"}},
+		{"null ci", replace(`"ci_low": 0.081`, `"ci_low": null`), []string{"ci_low: missing"}},
+		{"runs fraction", replace(`"runs": 10`, `"runs": 2.5`), []string{"runs: want a whole number, got 2.5"}},
+		{"runs zero", replace(`"runs": 10`, `"runs": 0`), []string{"runs: want at least 1, got 0"}},
+		{"runs string", replace(`"runs": 10`, `"runs": "10"`), []string{`runs: want a number, got a string ("10")`}},
+		{"bad measure", replace(`"measure": "time"`, `"measure": "wall"`), []string{`measure: want "time" or "instructions", got "wall"`}},
+		{"no measure", replace(`, "measure": "time"`, ``), []string{"(churn-4t).measure: missing"}},
+		{"interval upside down", replace(`"ci_low": 0.081, "ci_high": 0.179`, `"ci_low": 0.179, "ci_high": 0.081`), []string{"ci_low 0.179 is above ci_high 0.081"}},
+		{"negative rate", replace(`"allocs_per_s": 3.4e7`, `"allocs_per_s": -1`), []string{"allocs_per_s: want at least 0, got -1"}},
+		{"overhead -1", replace(`"overhead": 0.127`, `"overhead": -1`), []string{"overhead: want above -1, got -1"}},
+		{"duplicate", replace(`"measure": "instructions"`, `"measure": "time"`), []string{`scenario "churn-4t" measured by time twice (also scenarios[0])`}},
+		{"no name", replace(`"scenario": "churn-4t", "runs": 10`, `"runs": 10`), []string{"scenarios[0].scenario: missing"}},
+		// Several faults: all are listed, not just the first.
+		{"several", replace(`"runs": 10, "overhead": 0.127`, `"runs": true, "overhead": "x"`),
+			[]string{"runs: want a number, got a boolean", "overhead: want a number, got a string"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseResult([]byte(c.doc))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.HasPrefix(err.Error(), "malformed overhead result: ") {
+				t.Errorf("error %q does not say malformed", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestPointsNeedCommit(t *testing.T) {
+	res, err := ParseResult([]byte(goodResult))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Points(res, Meta{Date: time.Now()}); err == nil || !strings.Contains(err.Error(), "pass --commit") {
+		t.Errorf("no commit: %v", err)
+	}
+}
+
+func TestLatestKeepsLastLine(t *testing.T) {
+	p := func(commit, date string, ov float64, line int) Point {
+		w, _ := time.Parse(time.RFC3339, date)
+		return Point{Commit: commit, Date: date, Scenario: "s", Measure: MeasureTime, Overhead: ov, when: w, line: line}
+	}
+	pts := []Point{
+		p("a", "2026-01-01T00:00:00Z", 0.1, 1),
+		p("b", "2026-01-02T00:00:00Z", 0.2, 2),
+		p("a", "2026-01-03T00:00:00Z", 0.3, 3), // a re-run of a: replaces line 1
+		p("c", "2026-01-02T00:00:00Z", 0.4, 4), // same date as b: after it by line
+	}
+	got := Latest(pts)
+	var order []string
+	for _, q := range got {
+		order = append(order, q.Commit)
+	}
+	if strings.Join(order, " ") != "b c a" || got[2].Overhead != 0.3 {
+		t.Errorf("Latest: %v (a=%v)", order, got[2].Overhead)
+	}
+}
+
+func TestVersionLess(t *testing.T) {
+	sorted := []string{"v0.1.0", "v0.2.0-rc1", "v0.2.0", "v0.9.1", "v0.10.0-rc1", "v0.10.0", "v1.0.0", "v10.0.0"}
+	for i := range sorted {
+		for j := range sorted {
+			if got := versionLess(sorted[i], sorted[j]); got != (i < j) {
+				t.Errorf("versionLess(%q, %q) = %v", sorted[i], sorted[j], got)
+			}
+		}
+	}
+}
+
+func TestChartFile(t *testing.T) {
+	for in, want := range map[string]string{"churn-4t": "churn-4t.svg", "a b/c": "a_b_c.svg", "../x": "_x.svg", "ünï": "_n_.svg"} {
+		if got := chartFile(in); got != want {
+			t.Errorf("chartFile(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
