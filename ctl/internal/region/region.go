@@ -108,7 +108,11 @@ func validate(v view, pid int) (header, error) {
 	if len(v.b) < HeaderSize {
 		return h, fmt.Errorf("truncated: %d bytes, need %d", len(v.b), HeaderSize)
 	}
-	if m := v.u64(offMagic); m != Magic {
+	if m := v.u64(offMagic); m == 0 {
+		// The shim stores the magic last: zero is a region being created
+		// (or a file of zeros).
+		return h, errors.New("magic not set: region still being created, or not a heapline region")
+	} else if m != Magic {
 		return h, fmt.Errorf("bad magic %#016x, want %#016x: not a heapline region", m, uint64(Magic))
 	}
 	if ver := v.u32(offVersion); ver != Version {

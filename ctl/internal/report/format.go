@@ -1,0 +1,126 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+)
+
+// The formatting here is the shim's (preload/summary.c), digit for digit:
+// heapctl prints the same line from the same counters. Both round exact
+// integer ratios half to even instead of going through floating point.
+
+// Line is the one-line summary the shim prints at exit, without a newline:
+//
+//	heapline[4711]: 4153 allocs, 4123 frees, peak 288.3 MiB, live at exit 472.2 KiB, 1.21 s
+//
+// A process still running says "live" instead of "live at exit".
+func Line(s Summary) string {
+	live := "live"
+	if s.Exited {
+		live = "live at exit"
+	}
+	return fmt.Sprintf("heapline[%d]: %d allocs, %d frees, peak %s, %s %s, %s s",
+		s.PID, s.Allocs, s.Frees, Bytes(s.PeakLiveBytes), live, Bytes(s.LiveBytes), Seconds(s.ElapsedS))
+}
+
+var units = [...]string{"KiB", "MiB", "GiB", "TiB", "PiB"}
+
+// Bytes formats a byte count: below 1024 as "512 B", then in the largest
+// binary unit (KiB up to PiB) that keeps the figure at least 1, with one
+// decimal rounded half to even: 1536 is "1.5 KiB".
+func Bytes(n int64) string {
+	sign := ""
+	v := uint64(n)
+	if n < 0 {
+		sign = "-"
+		v = uint64(-n) // math.MinInt64 too: -n wraps to itself, 2^63 as uint64
+	}
+	if v < 1024 {
+		return sign + strconv.FormatUint(v, 10) + " B"
+	}
+	den := uint64(1024)
+	u := 0
+	for u < len(units)-1 && v >= den*1024 {
+		den *= 1024
+		u++
+	}
+	return sign + fixed(v, den, 1) + " " + units[u]
+}
+
+// Seconds formats a duration in seconds with two decimals ("1.21"), rounded
+// half to even from whole nanoseconds like the shim.
+func Seconds(s float64) string {
+	if math.IsNaN(s) || math.IsInf(s, 0) {
+		return strconv.FormatFloat(s, 'f', 2, 64)
+	}
+	sign := ""
+	if s < 0 {
+		sign, s = "-", -s
+	}
+	if s >= math.MaxUint64/1e9 {
+		return sign + strconv.FormatFloat(s, 'f', 2, 64)
+	}
+	return sign + fixed(uint64(math.Round(s*1e9)), 1e9, 2)
+}
+
+// fixed is num/den with the given decimals, rounded half to even, computed
+// in 128 bits like put_fixed in preload/summary.c.
+func fixed(num, den uint64, places int) string {
+	scale := uint64(1)
+	for range places {
+		scale *= 10
+	}
+	hi, lo := bits.Mul64(num, scale)
+	// Div64 needs hi < den: dropping hi/den keeps the low 64 bits of the
+	// quotient, as the C cast does (every figure we print fits anyway).
+	q, r := bits.Div64(hi%den, lo, den)
+	if r > den-r || (r == den-r && q&1 == 1) {
+		q++
+	}
+	out := strconv.FormatUint(q/scale, 10)
+	if places > 0 {
+		frac := strconv.FormatUint(q%scale, 10)
+		out += "." + strings.Repeat("0", places-len(frac)) + frac
+	}
+	return out
+}
+
+// Human is the multi-line view of `heapctl show`: every counter, exact
+// byte counts beside the rounded ones. gone says the process no longer
+// runs (its region was left behind, so the counters are as last
+// published).
+func Human(s Summary, gone bool) string {
+	var b strings.Builder
+	row := func(k, format string, args ...any) {
+		fmt.Fprintf(&b, "%-10s %s\n", k, fmt.Sprintf(format, args...))
+	}
+	state := "running"
+	switch {
+	case s.Exited:
+		state = "exited (counters are final)"
+	case gone:
+		state = "gone (died without its exit summary: counters as last published)"
+	}
+	row("pid", "%d", s.PID)
+	row("command", "%s", s.Command)
+	row("state", "%s", state)
+	row("elapsed", "%s s", Seconds(s.ElapsedS))
+	row("live", "%s (%d B) in %d blocks", Bytes(s.LiveBytes), s.LiveBytes, s.LiveBlocks)
+	// Threads publish to the peak in batches, so the true peak lies within
+	// peak_error_bytes of the figure, either way (docs/counting.md).
+	peakErr := "exact"
+	if s.PeakErrorBytes > 0 {
+		peakErr = "± " + Bytes(s.PeakErrorBytes)
+	}
+	row("peak", "%s (%d B, %s)", Bytes(s.PeakLiveBytes), s.PeakLiveBytes, peakErr)
+	row("allocated", "%s (%d B) in %d allocs", Bytes(int64(min(s.AllocatedBytes, math.MaxInt64))), s.AllocatedBytes, s.Allocs)
+	row("freed", "%s (%d B) in %d frees", Bytes(int64(min(s.FreedBytes, math.MaxInt64))), s.FreedBytes, s.Frees)
+	row("threads", "%d", s.Threads)
+	if s.Source != "" && s.Source != "preload" {
+		row("source", "%s", s.Source)
+	}
+	return b.String()
+}

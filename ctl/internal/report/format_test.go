@@ -1,0 +1,79 @@
+package report
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestBytes(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0 B", 1: "1 B", 512: "512 B", 1023: "1023 B",
+		1024: "1.0 KiB", 1075: "1.0 KiB", 1536: "1.5 KiB",
+		1280:    "1.2 KiB", // 1.25 exactly: half to even
+		1792:    "1.8 KiB", // 1.75 exactly: half to even
+		483533:  "472.2 KiB",
+		1048575: "1024.0 KiB", // below 1 MiB stays in KiB, rounds up in the figure
+		1 << 20: "1.0 MiB", 302305690: "288.3 MiB",
+		1 << 30: "1.0 GiB", 3 << 39: "1.5 TiB", 5 << 50: "5.0 PiB",
+		1 << 60: "1024.0 PiB", // no unit beyond PiB, like the shim
+		-512:    "-512 B", -1536: "-1.5 KiB",
+		math.MinInt64: "-8192.0 PiB",
+		math.MaxInt64: "8192.0 PiB",
+	} {
+		if got := Bytes(n); got != want {
+			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	for s, want := range map[float64]string{
+		0: "0.00", 1.2104: "1.21", 1.005: "1.00", 1.015: "1.02", 0.004999: "0.00", 59.999: "60.00",
+		1e-9: "0.00", -1.5: "-1.50", 86400.125: "86400.12",
+	} {
+		if got := Seconds(s); got != want {
+			t.Errorf("Seconds(%v) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+func TestLine(t *testing.T) {
+	s := Summary{PID: 4711, Allocs: 4153, Frees: 4123, PeakLiveBytes: 302305690, LiveBytes: 483533, ElapsedS: 1.2104, Exited: true}
+	want := "heapline[4711]: 4153 allocs, 4123 frees, peak 288.3 MiB, live at exit 472.2 KiB, 1.21 s"
+	if got := Line(s); got != want {
+		t.Errorf("Line =\n%q\nwant\n%q", got, want)
+	}
+	s.Exited = false
+	want = "heapline[4711]: 4153 allocs, 4123 frees, peak 288.3 MiB, live 472.2 KiB, 1.21 s"
+	if got := Line(s); got != want {
+		t.Errorf("Line running =\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestHuman(t *testing.T) {
+	s := Summary{PID: 4711, Command: "python3 script.py", Source: "preload", ElapsedS: 1.2104,
+		LiveBytes: 483533, LiveBlocks: 30, PeakLiveBytes: 302305690, PeakErrorBytes: 786432,
+		Allocs: 4153, Frees: 4123, AllocatedBytes: 1 << 30, FreedBytes: 1<<30 - 483533, Threads: 4}
+	want := `pid        4711
+command    python3 script.py
+state      running
+elapsed    1.21 s
+live       472.2 KiB (483533 B) in 30 blocks
+peak       288.3 MiB (302305690 B, ± 768.0 KiB)
+allocated  1.0 GiB (1073741824 B) in 4153 allocs
+freed      1023.5 MiB (1073258291 B) in 4123 frees
+threads    4
+`
+	if got := Human(s, false); got != want {
+		t.Errorf("Human =\n%s\nwant\n%s", got, want)
+	}
+	s.PeakErrorBytes = 0
+	if got := Human(s, true); !strings.Contains(got, "state      gone (died without its exit summary") || !strings.Contains(got, "302305690 B, exact)") {
+		t.Errorf("Human gone, exact peak =\n%s", got)
+	}
+	s.Exited = true
+	if got := Human(s, true); !strings.Contains(got, "state      exited (counters are final)") {
+		t.Errorf("Human exited =\n%s", got)
+	}
+}
