@@ -1,16 +1,321 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/shim"
+	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
-// recordCommand is a stub until its issue lands.
+// recordCommand samples a process's region from outside at a fixed
+// interval and writes the heap line: a timeline file and, with --svg, a
+// chart. The target pays nothing for it: the shim publishes its counters
+// whether anyone reads them or not.
 func recordCommand(e *env) *cli.Command {
 	return &cli.Command{
-		Name:   "record",
-		Usage:  "not implemented yet",
-		Action: func(c *cli.Context) error { return errors.New("record: not implemented yet") },
+		Name:      "record",
+		Usage:     "record a process's live heap over time: a CSV or JSON timeline and an SVG chart",
+		ArgsUsage: "-- CMD [ARGS...] | --pid PID",
+		Description: "With -- CMD, runs CMD under libheap.so and samples it until it exits; the last point is\n" +
+			"its exit summary, exact. With --pid, samples a running process until it ends or until\n" +
+			"interrupted. The timeline's format follows -o's extension: .csv (time_s, live_bytes,\n" +
+			"live_blocks, allocs, frees, peak_live_bytes; one row a sample, written as it is taken) or\n" +
+			".json. time_s is the process's time since the shim started counting.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "timeline `FILE` (.csv or .json)"},
+			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 10 * time.Millisecond, Usage: "time between samples"},
+			&cli.StringFlag{Name: "svg", Usage: "also draw live bytes over time, peak marked, into `FILE`"},
+			&cli.IntFlag{Name: "pid", Aliases: []string{"p"}, Usage: "record the running process `PID` instead of starting a command"},
+			&cli.StringFlag{Name: "lib", Usage: "libheap.so to preload into CMD (default: $HEAPLINE_LIB, beside heapctl, ./bin)"},
+		},
+		Action: func(c *cli.Context) error { return record(e, c) },
 	}
 }
+
+func record(e *env, c *cli.Context) error {
+	interval := c.Duration("interval")
+	pid := c.Int("pid")
+	args := c.Args().Slice()
+	switch {
+	case interval < time.Millisecond:
+		return fmt.Errorf("record: --interval must be at least 1ms (got %v)", interval)
+	case c.IsSet("pid") && len(args) > 0:
+		return errors.New("record: give --pid or a command after --, not both")
+	case c.IsSet("pid") && pid <= 0:
+		return fmt.Errorf("record: --pid must be a process id (got %d)", pid)
+	case !c.IsSet("pid") && len(args) == 0:
+		return errors.New("record: nothing to record (usage: heapctl record -o heap.csv -- CMD ARGS, or --pid PID)")
+	}
+	svg := c.String("svg")
+	if svg != "" && strings.ToLower(filepath.Ext(svg)) != ".svg" {
+		return fmt.Errorf("record: --svg %s: name the chart .svg", svg)
+	}
+	r := &recorder{e: e, interval: interval}
+	// With --pid, a process that cannot be recorded is said before any
+	// file is created.
+	if pid > 0 {
+		if err := regionError(pid, region.Inspect(pid)); err != nil {
+			return fmt.Errorf("record: %w", err)
+		}
+	}
+	out, err := timeline.Create(c.String("output"))
+	if err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
+	r.out = out
+	var runErr error
+	if pid > 0 {
+		runErr = r.attach(pid)
+	} else {
+		var lib string
+		if lib, err = shim.Path(c.String("lib")); err != nil {
+			out.Close(nil)
+			return fmt.Errorf("record: %w", err)
+		}
+		runErr = r.run(args, lib)
+	}
+	if err := out.Close(r.final); err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
+	if r.final != nil {
+		r.samples = append(r.samples, timeline.FromSummary(*r.final))
+	}
+	var se startError
+	if errors.As(runErr, &se) {
+		return exitError{code: 127, msg: "record: " + se.Error()}
+	}
+	var ee exitError
+	if runErr != nil && !errors.As(runErr, &ee) {
+		return fmt.Errorf("record: %w", runErr)
+	}
+	if len(r.samples) == 0 {
+		// Only a command can end with no sample: --pid read one first.
+		err := fmt.Errorf("record: no sample: %s never published a region (statically linked programs cannot be preloaded)", args[0])
+		if runErr != nil {
+			fmt.Fprintln(e.stderr, "heapctl:", err)
+			return runErr // the command's own failure says more
+		}
+		return err
+	}
+	last := r.last
+	if r.final != nil {
+		last = *r.final
+	}
+	fmt.Fprintln(e.stderr, timeline.SummaryLine(last))
+	for _, s := range r.children {
+		fmt.Fprintln(e.stderr, timeline.SummaryLine(s))
+	}
+	msg := fmt.Sprintf("heapctl record: %d samples in %s", len(r.samples), c.String("output"))
+	if svg != "" {
+		title := fmt.Sprintf("%s (pid %d)", clip(last.Command, 60), last.PID)
+		if err := writeChart(svg, title, r.samples); err != nil {
+			return fmt.Errorf("record: %w", err)
+		}
+		msg += ", chart in " + svg
+	}
+	fmt.Fprintln(e.stderr, msg)
+	return runErr
+}
+
+func writeChart(path, title string, samples []timeline.Sample) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("creating chart: %w", err)
+	}
+	err = timeline.Chart{Title: title}.WriteSVG(f, samples)
+	return errors.Join(err, f.Close())
+}
+
+type recorder struct {
+	e        *env
+	interval time.Duration
+	out      timeline.Writer
+	samples  []timeline.Sample
+	last     report.Summary   // the last good sample
+	final    *report.Summary  // the exit summary, exact, when the process gave one
+	children []report.Summary // exit summaries of CMD's own children
+	warned   bool
+}
+
+func (r *recorder) add(s report.Summary) error {
+	r.last = s
+	r.samples = append(r.samples, timeline.FromSummary(s))
+	return r.out.Add(s)
+}
+
+// attach samples a running process until its region is gone (it exited),
+// it is stale (the process was killed), the exit flag is seen (the counters
+// are final), or heapctl is interrupted.
+func (r *recorder) attach(pid int) error {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	tick := time.NewTicker(r.interval)
+	defer tick.Stop()
+	for {
+		ent := region.Inspect(pid)
+		switch {
+		case errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0:
+			return nil // unlinked at exit
+		case ent.Err != nil:
+			return regionError(pid, ent)
+		}
+		if err := r.add(ent.Summary); err != nil {
+			return err
+		}
+		if ent.Stale || ent.Summary.Exited {
+			return nil
+		}
+		select {
+		case <-sigs:
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// run starts args under the shim and samples its region until it exits.
+// The shim writes its exit summary as JSON into a temporary directory, and
+// that summary is the last point: the region is unlinked at exit, so a
+// sampler from outside cannot see the final counters.
+func (r *recorder) run(args []string, lib string) error {
+	tmp, err := os.MkdirTemp("", "heapctl-record-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = shim.Env(os.Environ(), lib,
+		"HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+filepath.Join(tmp, "%p.json"))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, r.e.stdout, r.e.stderr
+
+	// Ctrl-C on a terminal reaches CMD directly (same process group); heapctl
+	// ignores it and records until CMD exits, like time(1). A SIGTERM or
+	// SIGHUP sent to heapctl alone is passed on.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return startError{err}
+	}
+	pid := cmd.Process.Pid
+	r.e.log.Debug("recording", zap.Int("pid", pid), zap.Strings("args", args), zap.Duration("interval", r.interval))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(r.interval)
+	defer tick.Stop()
+	var waitErr error
+loop:
+	for {
+		select {
+		case waitErr = <-done:
+			break loop
+		case sig := <-sigs:
+			if sig == syscall.SIGTERM || sig == syscall.SIGHUP {
+				cmd.Process.Signal(sig)
+			}
+		case <-tick.C:
+			if err := r.sample(pid); err != nil {
+				cmd.Process.Kill()
+				<-done
+				return err
+			}
+		}
+	}
+	if err := r.readSummaries(tmp, pid); err != nil {
+		r.e.log.Warn("exit summary unreadable; the timeline ends at the last sample", zap.Error(err))
+	}
+	return childStatus(args[0], cmd, waitErr)
+}
+
+// sample reads the child's region once. Before the shim has created it,
+// and after it was unlinked at exit, there is none: not an error. A region
+// left by an earlier process with the same pid is stale and skipped. Any
+// other failure is logged once: the program then runs unrecorded, as it
+// does when the shim itself cannot publish.
+func (r *recorder) sample(pid int) error {
+	ent := region.Inspect(pid)
+	switch {
+	case errors.Is(ent.Err, fs.ErrNotExist), ent.Err == nil && ent.Stale:
+		return nil
+	case ent.Err != nil:
+		if !r.warned {
+			r.warned = true
+			r.e.log.Warn("cannot read the region; not sampling it", zap.Int("pid", pid), zap.Error(ent.Err))
+		}
+		return nil
+	}
+	return r.add(ent.Summary)
+}
+
+// readSummaries reads the exit summaries the shim wrote: pid's is the
+// final point, those of other pids are CMD's children, printed after it.
+func (r *recorder) readSummaries(dir string, pid int) error {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, de := range des {
+		b, err := os.ReadFile(filepath.Join(dir, de.Name()))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var s report.Summary
+		if err := json.Unmarshal(b, &s); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", de.Name(), err))
+			continue
+		}
+		if de.Name() == strconv.Itoa(pid)+".json" {
+			r.final = &s
+		} else {
+			r.children = append(r.children, s)
+		}
+	}
+	sort.Slice(r.children, func(i, j int) bool { return r.children[i].PID < r.children[j].PID })
+	if r.final == nil && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("no exit summary from pid %d (did it exit by a signal or _exit?)", pid))
+	}
+	return errors.Join(errs...)
+}
+
+// childStatus turns how CMD ended into heapctl's exit: CMD's own status,
+// or 128+N for a signal, as a shell reports it.
+func childStatus(name string, cmd *exec.Cmd, waitErr error) error {
+	if waitErr == nil {
+		return nil
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok {
+		return waitErr
+	}
+	if ws.Signaled() {
+		return exitError{code: 128 + int(ws.Signal()), msg: fmt.Sprintf("%s: killed by signal %d (%v)", name, int(ws.Signal()), ws.Signal())}
+	}
+	return exitError{code: ws.ExitStatus()}
+}
+
+// startError is a command that could not be started: heapctl exits 127,
+// as a shell does for a command it cannot run.
+type startError struct{ err error }
+
+func (s startError) Error() string { return s.err.Error() }
+func (s startError) Unwrap() error { return s.err }
