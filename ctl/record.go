@@ -118,9 +118,9 @@ func record(e *env, c *cli.Context) error {
 	if r.final != nil {
 		last = *r.final
 	}
-	fmt.Fprintln(e.stderr, timeline.SummaryLine(last))
+	fmt.Fprintln(e.stderr, report.Line(last))
 	for _, s := range r.children {
-		fmt.Fprintln(e.stderr, timeline.SummaryLine(s))
+		fmt.Fprintln(e.stderr, report.Line(s))
 	}
 	msg := fmt.Sprintf("heapctl record: %d samples in %s", len(r.samples), c.String("output"))
 	if svg != "" {

@@ -271,12 +271,12 @@ func (w *watcher) rows(scr *screen) []string {
 		if scr.tty {
 			spark := timeline.Sparkline(p.hist, s.ElapsedS, w.window, sparkWidth)
 			out = append(out, fmt.Sprintf("%-9d %-11s %-11d %-11s %-10s %-10s %s  %s",
-				pid, timeline.Bytes(s.LiveBytes), s.LiveBlocks, timeline.Bytes(s.PeakLiveBytes),
+				pid, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
 				timeline.Rate(p.allocsS), timeline.Rate(p.freesS), spark, s.Command))
 			continue
 		}
 		out = append(out, fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, %s allocs, %s frees",
-			pid, s.ElapsedS, timeline.Bytes(s.LiveBytes), s.LiveBlocks, timeline.Bytes(s.PeakLiveBytes),
+			pid, s.ElapsedS, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
 			timeline.Rate(p.allocsS), timeline.Rate(p.freesS)))
 	}
 	return out
@@ -294,7 +294,7 @@ func fmtWindow(s float64) string {
 // last seen. They are final only if the last read caught the exit flag;
 // otherwise the line says they come from the last sample.
 func endLine(s report.Summary) string {
-	l := timeline.SummaryLine(s)
+	l := report.Line(s)
 	if !s.Exited {
 		l += " (last sample; the process has ended)"
 	}

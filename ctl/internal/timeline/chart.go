@@ -11,6 +11,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/heapline/heapline/ctl/internal/report"
 )
 
 // Chart options; the zero value draws a 8x4 inch chart with no title.
@@ -22,7 +24,7 @@ type Chart struct {
 // PeakLabel is the text that marks the peak on a chart: what a test or a
 // reader looks for.
 func PeakLabel(peak Sample) string {
-	return fmt.Sprintf("peak %s at %.2f s", Bytes(peak.LiveBytes), peak.TimeS)
+	return fmt.Sprintf("peak %s at %.2f s", report.Bytes(peak.LiveBytes), peak.TimeS)
 }
 
 // WriteSVG draws live bytes over time, the heap line, as SVG. The line
@@ -89,7 +91,7 @@ func (c Chart) WriteSVG(w io.Writer, samples []Sample) error {
 		hl.Color = red
 		hl.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		p.Add(hl)
-		p.Legend.Add(fmt.Sprintf("peak_live_bytes %s (between samples)", Bytes(shimPeak)), hl)
+		p.Legend.Add(fmt.Sprintf("peak_live_bytes %s (between samples)", report.Bytes(shimPeak)), hl)
 	}
 	p.Legend.Top = true
 	p.Legend.Left = true

@@ -73,31 +73,6 @@ func Peak(samples []Sample) (at Sample, peak int64, ok bool) {
 	return at, peak, len(samples) > 0
 }
 
-// Bytes formats a byte count the way the shim's summary line does:
-// "472.2 KiB", "288.3 MiB", "512 B".
-func Bytes(n int64) string {
-	neg := n < 0
-	u := uint64(n)
-	if neg {
-		u = uint64(-n)
-	}
-	sign := ""
-	if neg {
-		sign = "-"
-	}
-	if u < 1024 {
-		return fmt.Sprintf("%s%d B", sign, u)
-	}
-	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	v := float64(u) / 1024
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	return fmt.Sprintf("%s%.1f %s", sign, v, units[i])
-}
-
 // Rate formats a per-second rate compactly: "950/s", "12.3k/s", "4.1M/s".
 func Rate(r float64) string {
 	switch {
@@ -110,19 +85,6 @@ func Rate(r float64) string {
 	default:
 		return fmt.Sprintf("%.1fG/s", r/1e9)
 	}
-}
-
-// SummaryLine is the shim's exit line for a summary, for when heapctl
-// prints a final summary it read rather than the shim's own:
-// "heapline[4711]: 4153 allocs, 4123 frees, peak 288.3 MiB, live at exit 472.2 KiB, 1.21 s".
-// "live at exit" becomes "live" while the process has not exited.
-func SummaryLine(s report.Summary) string {
-	live := "live"
-	if s.Exited {
-		live = "live at exit"
-	}
-	return fmt.Sprintf("heapline[%d]: %d allocs, %d frees, peak %s, %s %s, %.2f s",
-		s.PID, s.Allocs, s.Frees, Bytes(s.PeakLiveBytes), live, Bytes(s.LiveBytes), s.ElapsedS)
 }
 
 // PythonObjectsEnv is the environment `heapctl run --python-objects` adds:

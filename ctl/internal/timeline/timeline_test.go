@@ -14,20 +14,6 @@ import (
 	"github.com/heapline/heapline/ctl/internal/report"
 )
 
-func TestBytes(t *testing.T) {
-	for _, c := range []struct {
-		n    int64
-		want string
-	}{
-		{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {483533, "472.2 KiB"},
-		{302305689, "288.3 MiB"}, {3 << 30, "3.0 GiB"}, {-2048, "-2.0 KiB"},
-	} {
-		if got := Bytes(c.n); got != c.want {
-			t.Errorf("Bytes(%d) = %q, want %q", c.n, got, c.want)
-		}
-	}
-}
-
 func TestRates(t *testing.T) {
 	a := Sample{TimeS: 1, Allocs: 100, Frees: 50}
 	b := Sample{TimeS: 1.25, Allocs: 350, Frees: 60}
@@ -40,14 +26,6 @@ func TestRates(t *testing.T) {
 	// A reused pid: counters go backwards.
 	if ar, fr := Rates(b, Sample{TimeS: 2, Allocs: 1, Frees: 1}); ar != 0 || fr != 0 {
 		t.Errorf("Rates backwards = %v, %v; want 0, 0", ar, fr)
-	}
-}
-
-func TestSummaryLine(t *testing.T) {
-	s := report.Summary{PID: 4711, Allocs: 4153, Frees: 4123, PeakLiveBytes: 302305689, LiveBytes: 483533, ElapsedS: 1.2149, Exited: true}
-	want := "heapline[4711]: 4153 allocs, 4123 frees, peak 288.3 MiB, live at exit 472.2 KiB, 1.21 s"
-	if got := SummaryLine(s); got != want {
-		t.Errorf("SummaryLine =\n%q\nwant\n%q", got, want)
 	}
 }
 
