@@ -166,3 +166,11 @@ func TestChartFile(t *testing.T) {
 		}
 	}
 }
+
+func mustTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
