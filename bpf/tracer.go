@@ -1,0 +1,211 @@
+//go:build linux && amd64
+
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// Tracer holds the loaded programs and the probes of one traced process.
+type Tracer struct {
+	PID  int
+	Libc string
+	// Aliases lists family functions that share an address with another
+	// one (aligned_alloc is memalign before glibc 2.38): probed once.
+	Aliases  []string
+	Attached time.Time
+	Mode     Mode
+
+	objs  heapObjects
+	links []link.Link
+}
+
+// cookies maps each function of the family to its enum fn in heap.c: the
+// BPF cookie of its attachments, which the two programs switch on.
+var cookies = map[string]heapFn{
+	"malloc":         heapFnFN_MALLOC,
+	"calloc":         heapFnFN_CALLOC,
+	"realloc":        heapFnFN_REALLOC,
+	"reallocarray":   heapFnFN_REALLOCARRAY,
+	"posix_memalign": heapFnFN_POSIX_MEMALIGN,
+	"memalign":       heapFnFN_MEMALIGN,
+	"aligned_alloc":  heapFnFN_ALIGNED_ALLOC,
+	"valloc":         heapFnFN_VALLOC,
+	"pvalloc":        heapFnFN_PVALLOC,
+	"free":           heapFnFN_FREE,
+}
+
+// Mode names how the probes are attached.
+type Mode string
+
+const (
+	// ModeMulti: one uprobe_multi link for the entries and one for the
+	// returns (kernel 6.6+). Detaching waits for two RCU grace periods.
+	ModeMulti Mode = "uprobe_multi"
+	// ModePMU: one perf event per probe through the uprobe PMU (kernel
+	// 4.17+), no tracefs needed. Detaching waits for one grace period per
+	// probe, about 100 ms each, one after the other.
+	ModePMU Mode = "perf uprobe PMU"
+)
+
+// Attach loads the programs for process pid and attaches them to the malloc
+// family of libcPath (the file the process maps, see LibcOf). The perf
+// events are opened for pid, so the breakpoints are installed in that
+// process only; a process that maps libcPath later (a command stopped
+// before exec) is covered from its first call.
+func Attach(pid int, libcPath string) (*Tracer, error) {
+	mode := ModeMulti
+	if features.HaveBPFLinkUprobeMulti() != nil {
+		mode = ModePMU
+	}
+	return AttachMode(pid, libcPath, mode)
+}
+
+// AttachMode is Attach with the attachment mode chosen by the caller (tests
+// cover both).
+func AttachMode(pid int, libcPath string, mode Mode) (*Tracer, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("pid must be positive, got %d", pid)
+	}
+	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	offsets, aliases, err := familyOffsets(libcPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising the memlock limit for BPF maps: %w", privilegeHint(err))
+	}
+	spec, err := loadHeap()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Variables[heapVarTargetTgid].Set(uint32(pid)); err != nil {
+		return nil, fmt.Errorf("setting target_tgid: %w", err)
+	}
+	if mode == ModePMU {
+		// A program attached through a perf event has no expected attach
+		// type; the same code runs, with the cookie from the perf link.
+		for _, name := range []string{heapProgHeapEnter, heapProgHeapReturn} {
+			spec.Programs[name].AttachType = ebpf.AttachNone
+		}
+	}
+	t := &Tracer{PID: pid, Libc: libcPath, Aliases: aliases, Mode: mode}
+	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("loading BPF programs: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading BPF programs: %w", privilegeHint(err))
+	}
+	ex, err := link.OpenExecutable(libcPath)
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("opening %s: %w", libcPath, err)
+	}
+	// Return probes first: an entry is only ever recorded once the return
+	// that clears it is armed, so attaching to a busy process leaves no
+	// thread with a call that never ends (heap.c, enter()).
+	for _, ret := range []bool{true, false} {
+		var names []string
+		var addrs, cks []uint64
+		for _, name := range Family {
+			off, ok := offsets[name]
+			if !ok || (ret && name == "free") {
+				continue // an alias of a function already probed; free has no return probe
+			}
+			names = append(names, name)
+			addrs = append(addrs, off)
+			cks = append(cks, uint64(cookies[name]))
+		}
+		prog, kind := t.objs.HeapEnter, "uprobe"
+		if ret {
+			prog, kind = t.objs.HeapReturn, "uretprobe"
+		}
+		if mode == ModeMulti {
+			opts := &link.UprobeMultiOptions{Addresses: addrs, Cookies: cks, PID: uint32(pid)}
+			var l link.Link
+			if ret {
+				l, err = ex.UretprobeMulti(nil, prog, opts)
+			} else {
+				l, err = ex.UprobeMulti(nil, prog, opts)
+			}
+			if err != nil {
+				t.Close()
+				return nil, fmt.Errorf("attaching %s_multi on the malloc family in %s: %w", kind, libcPath, privilegeHint(err))
+			}
+			t.links = append(t.links, l)
+			continue
+		}
+		for i, name := range names {
+			opts := &link.UprobeOptions{Address: addrs[i], PID: pid, Cookie: cks[i]}
+			var l link.Link
+			if ret {
+				l, err = ex.Uretprobe(name, prog, opts)
+			} else {
+				l, err = ex.Uprobe(name, prog, opts)
+			}
+			if err != nil {
+				t.Close()
+				return nil, fmt.Errorf("attaching %s on %s in %s: %w", kind, name, libcPath, privilegeHint(err))
+			}
+			t.links = append(t.links, l)
+		}
+	}
+	t.Attached = time.Now()
+	return t, nil
+}
+
+// Read sums the per-CPU counters and reads the running total and its peak.
+// The maps stay readable after the process exits: a final Read after exit
+// gives the final counts.
+func (t *Tracer) Read() (Counts, error) {
+	var per []heapCounters
+	if err := t.objs.Counts.Lookup(uint32(0), &per); err != nil {
+		return Counts{}, fmt.Errorf("reading counters: %w", err)
+	}
+	var c Counts
+	var peakErr uint64
+	for _, k := range per {
+		c.Allocs += k.Allocs
+		c.Frees += k.Frees
+		c.AllocatedBytes += k.AllocatedBytes
+		c.FreedBytes += k.FreedBytes
+		c.Threads += k.Threads
+		c.ReadErrors += k.ReadErrors
+		peakErr += k.PeakError
+	}
+	var live, peak int64
+	if err := t.objs.Live.Get(&live); err != nil {
+		return Counts{}, fmt.Errorf("reading live: %w", err)
+	}
+	if err := t.objs.Peak.Get(&peak); err != nil {
+		return Counts{}, fmt.Errorf("reading peak: %w", err)
+	}
+	// Live from the per-CPU sums, which a reader sees as a whole; the
+	// atomic total may be a few events ahead or behind while threads run.
+	c.Live = int64(c.AllocatedBytes - c.FreedBytes)
+	c.Peak = max(peak, c.Live)
+	c.PeakError = int64(peakErr)
+	return c, nil
+}
+
+// Close detaches every probe and unloads the programs; the traced process
+// goes on unharmed (the kernel restores the original instructions).
+func (t *Tracer) Close() error {
+	errs := make([]error, len(t.links)+1)
+	for i, l := range t.links {
+		errs[i] = l.Close()
+	}
+	t.links = nil
+	errs[len(errs)-1] = t.objs.Close()
+	return errors.Join(errs...)
+}
