@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# instructions.sh: instructions the shim adds per malloc+free pair on glibc,
+# counted by callgrind (deterministic: the machine's load cannot move it).
+#
+# Runs bench/pair.c's churn loop with and without bin/libheap.so, collecting
+# only inside main() (--toggle-collect=main), which leaves out process
+# start-up, exit and the Go runtime's own threads. Two loop lengths cancel
+# the fixed part: added = ((B1-A1) - (B0-A0)) / (N1-N0).
+#
+#   bench/instructions.sh            # from the project root, after make
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is missing (make deps)" >&2; exit 1; }
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+${CC:-gcc} -O2 -o "$bin/pair" bench/pair.c
+lib=$PWD/bin/libheap.so
+n0=100000 n1=300000
+
+ir() { # ir LIB N -> Ir inside main()
+	valgrind --tool=callgrind --toggle-collect=main --callgrind-out-file="$bin/out" \
+		--trace-children=yes env ${1:+LD_PRELOAD=$1} HEAPLINE_SUMMARY=0 "$bin/pair" "$2" >/dev/null 2>&1
+	awk '/^totals:/ {print $2}' "$bin/out"
+}
+
+a0=$(ir "" $n0) a1=$(ir "" $n1) b0=$(ir "$lib" $n0) b1=$(ir "$lib" $n1)
+base=$(( (a1 - a0) / (n1 - n0) ))
+added=$(awk -v a0="$a0" -v a1="$a1" -v b0="$b0" -v b1="$b1" -v d=$((n1 - n0)) \
+	'BEGIN { printf "%.2f", ((b1 - a1) - (b0 - a0)) / d }')
+echo "instructions per malloc+free pair: glibc alone $base, added by libheap.so $added"

@@ -1,0 +1,282 @@
+/*
+ * boot.c: finding the next allocator, and choosing a mode.
+ *
+ * Like heaptrack and malloc_count: every original is resolved once with
+ * dlsym(RTLD_NEXT, ...), on the first call of any allocation function (a
+ * constructor would be too late: the loader and other libraries' constructors
+ * allocate before ours runs). dlsym may itself allocate (older glibcs calloc
+ * their dlerror state), which lands back here while nothing is resolved: the
+ * resolving thread is served from a small static pool. Pool blocks carry a
+ * glibc-style header with the mmap bit set, so the glibc mode's free sends
+ * them to its cold path, where the pool is recognised and the block ignored.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "shim.h"
+
+void hl_off_fns_make(struct hl_fns *f);
+size_t hl_glibc_usable(const void *p);
+
+struct hl_fns hl_next;
+
+// ---- bootstrap pool -------------------------------------------------------------
+
+#define POOL_SIZE (64 << 10)
+static _Alignas(64) char pool[POOL_SIZE];
+static size_t pool_used;
+
+static void *pool_alloc(size_t n, size_t align)
+{
+    if (align < 16)
+        align = 16;
+    if (n > POOL_SIZE || (align & (align - 1)) != 0 || align > 4096)
+        goto fail;
+    n = (n + 15) & ~(size_t)15;
+    size_t old = __atomic_load_n(&pool_used, __ATOMIC_RELAXED), start, end;
+    do {
+        start = (old + 16 + align - 1) & ~(align - 1); /* room for the header */
+        end = start + n;
+        if (end > POOL_SIZE)
+            goto fail;
+    } while (!__atomic_compare_exchange_n(&pool_used, &old, end, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    size_t *hdr = (size_t *)(pool + start);
+    hdr[-1] = (n + 16) | 2; /* "mmapped": see above */
+    return pool + start;     /* static storage: already zero, as calloc wants */
+fail:
+    hl_say("bootstrap pool exhausted while resolving the next allocator", NULL);
+    errno = ENOMEM;
+    return NULL;
+}
+
+int hl_pool_owns(const void *p)
+{
+    return (const char *)p >= pool && (const char *)p < pool + POOL_SIZE;
+}
+
+size_t hl_pool_size(const void *p) { return (((const size_t *)p)[-1] & ~(size_t)7) - 16; }
+
+// ---- messages ---------------------------------------------------------------------
+
+/* One line on stderr, with write(2): stdio may allocate and lock. The
+ * parts end with NULL. */
+void hl_say(const char *first, ...)
+{
+    char line[512] = "heapline: ";
+    size_t n = 10;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *s = first; s != NULL; s = va_arg(ap, const char *))
+        for (; *s && n < sizeof line - 1; s++)
+            line[n++] = *s;
+    va_end(ap);
+    line[n++] = '\n';
+    ssize_t w = write(2, line, n);
+    (void)w;
+}
+
+static void die_missing(const char *sym)
+{
+    hl_say("cannot find the next ", sym, " (dlsym RTLD_NEXT): no allocator to forward to", NULL);
+    abort();
+}
+
+// ---- mode ---------------------------------------------------------------------------
+
+/* Is every function we forward to glibc's own, with its chunk headers? A
+ * malloc debugging library (glibc.malloc.check), jemalloc or tcmalloc
+ * preloaded after us fails this and gets the generic mode. */
+static int next_is_glibc(void)
+{
+    void *marker = dlsym(RTLD_DEFAULT, "gnu_get_libc_version");
+    Dl_info libc, info;
+    if (marker == NULL || !dladdr(marker, &libc))
+        return 0;
+    void *fns[] = {
+        (void *)hl_next.malloc, (void *)hl_next.free, (void *)hl_next.calloc,
+        (void *)hl_next.realloc, (void *)hl_next.usable, (void *)hl_next.posix_memalign,
+        (void *)hl_next.aligned_alloc, (void *)hl_next.memalign, (void *)hl_next.valloc,
+        (void *)hl_next.pvalloc,
+    };
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
+        if (!dladdr(fns[i], &info) || info.dli_fbase != libc.dli_fbase)
+            return 0;
+    /* The formula must agree with glibc on small, aligned and mmapped
+     * blocks. 33 MiB is above glibc's largest dynamic mmap threshold, so
+     * freeing it does not move the threshold the program will see. */
+    size_t sizes[] = {0, 1, 24, 25, 1000, 70000, (size_t)33 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p = hl_next.malloc(sizes[i]);
+        int ok = p != NULL && hl_glibc_usable(p) == hl_next.usable(p);
+        hl_next.free(p);
+        if (!ok)
+            return 0;
+    }
+    void *p = hl_next.memalign(256, 100);
+    int ok = p != NULL && hl_glibc_usable(p) == hl_next.usable(p);
+    hl_next.free(p);
+    return ok;
+}
+
+static struct hl_fns off_fns;
+
+void hl_set_mode_off(const char *why)
+{
+    if (why != NULL)
+        hl_say(why, "; running unprofiled", NULL);
+    hl_off_fns_make(&off_fns);
+    hl_impl = off_fns;
+}
+
+// ---- boot -------------------------------------------------------------------------------
+
+#define RESOLVE(field, name, required)                               \
+    do {                                                             \
+        *(void **)&hl_next.field = dlsym(RTLD_NEXT, name);           \
+        if ((required) && hl_next.field == NULL)                     \
+            die_missing(name);                                       \
+    } while (0)
+
+static void resolve(void)
+{
+    RESOLVE(malloc, "malloc", 1);
+    RESOLVE(free, "free", 1);
+    RESOLVE(calloc, "calloc", 1);
+    RESOLVE(realloc, "realloc", 1);
+    RESOLVE(usable, "malloc_usable_size", 1);
+    RESOLVE(posix_memalign, "posix_memalign", 1);
+    RESOLVE(aligned_alloc, "aligned_alloc", 1);
+    RESOLVE(memalign, "memalign", 1);
+    RESOLVE(valloc, "valloc", 1);
+    RESOLVE(pvalloc, "pvalloc", 0);
+    if (hl_next.pvalloc == NULL)
+        hl_next.pvalloc = hl_next.valloc; /* close enough for an allocator without it */
+}
+
+enum { BOOT_NONE, BOOT_RUNNING, BOOT_DONE };
+static int boot_state;
+
+static void boot(void)
+{
+    int saved = errno;
+    resolve();
+    hl_config_read();
+    if (hl_region_open() != 0) {
+        hl_set_mode_off(NULL); /* hl_region_open said why, in its one line */
+    } else {
+        hl_impl = next_is_glibc() ? hl_glibc_fns : hl_generic_fns;
+        hl_thread_init();
+        hl_fork_init();
+    }
+    errno = saved;
+}
+
+/* Resolve and choose, once. Another thread arriving meanwhile waits: this
+ * happens once, at process start, before the program has threads of its own
+ * in all but contrived cases. */
+void hl_boot(void)
+{
+    if (__atomic_load_n(&boot_state, __ATOMIC_ACQUIRE) == BOOT_DONE || hl_self.in_boot)
+        return;
+    int expect = BOOT_NONE;
+    if (__atomic_compare_exchange_n(&boot_state, &expect, BOOT_RUNNING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        hl_self.in_boot = 1;
+        boot();
+        hl_self.in_boot = 0;
+        __atomic_store_n(&boot_state, BOOT_DONE, __ATOMIC_RELEASE);
+        return;
+    }
+    while (__atomic_load_n(&boot_state, __ATOMIC_ACQUIRE) != BOOT_DONE)
+        sched_yield();
+}
+
+// ---- the first calls ------------------------------------------------------------------
+/* hl_impl starts here. Each boots, then goes where hl_impl now points; the
+ * booting thread's own re-entrant calls get the pool. */
+
+static void *b_malloc(size_t n)
+{
+    hl_boot();
+    return hl_self.in_boot ? pool_alloc(n, 16) : hl_impl.malloc(n);
+}
+
+static void b_free(void *p)
+{
+    if (p == NULL || hl_pool_owns(p))
+        return;
+    hl_boot();
+    hl_impl.free(p);
+}
+
+static void *b_calloc(size_t n, size_t size)
+{
+    hl_boot();
+    if (!hl_self.in_boot)
+        return hl_impl.calloc(n, size);
+    size_t bytes;
+    if (__builtin_mul_overflow(n, size, &bytes)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return pool_alloc(bytes, 16);
+}
+
+static void *b_realloc(void *p, size_t n)
+{
+    hl_boot();
+    if (hl_self.in_boot) {
+        void *q = pool_alloc(n, 16);
+        if (q != NULL && p != NULL) {
+            size_t old = hl_pool_owns(p) ? hl_pool_size(p) : n;
+            memcpy(q, p, old < n ? old : n);
+        }
+        return q;
+    }
+    return hl_impl.realloc(p, n);
+}
+
+static int b_posix_memalign(void **out, size_t align, size_t n)
+{
+    hl_boot();
+    if (!hl_self.in_boot)
+        return hl_impl.posix_memalign(out, align, n);
+    void *p = pool_alloc(n, align);
+    if (p == NULL)
+        return ENOMEM;
+    *out = p;
+    return 0;
+}
+
+static void *b_aligned_alloc(size_t align, size_t n)
+{
+    hl_boot();
+    return hl_self.in_boot ? pool_alloc(n, align) : hl_impl.aligned_alloc(align, n);
+}
+
+static void *b_memalign(size_t align, size_t n)
+{
+    hl_boot();
+    return hl_self.in_boot ? pool_alloc(n, align) : hl_impl.memalign(align, n);
+}
+
+static void *b_valloc(size_t n)
+{
+    hl_boot();
+    return hl_self.in_boot ? pool_alloc(n, 4096) : hl_impl.valloc(n);
+}
+
+static void *b_pvalloc(size_t n)
+{
+    hl_boot();
+    return hl_self.in_boot ? pool_alloc(n, 4096) : hl_impl.pvalloc(n);
+}
+
+struct hl_fns hl_impl = {
+    .malloc = b_malloc, .free = b_free, .calloc = b_calloc, .realloc = b_realloc,
+    .posix_memalign = b_posix_memalign, .aligned_alloc = b_aligned_alloc,
+    .memalign = b_memalign, .valloc = b_valloc, .pvalloc = b_pvalloc,
+};

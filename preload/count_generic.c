@@ -1,0 +1,120 @@
+/*
+ * count_generic.c: counting over any other allocator (jemalloc, tcmalloc,
+ * glibc with its malloc debugging library): the usable size comes from the
+ * next allocator's own malloc_usable_size, taken the same way on allocation
+ * and on release so that live bytes return to zero. A call more per
+ * operation than the glibc mode, still no lock and no shared atomic.
+ *
+ * Pass-through (profiling off) lives here too: it only has to keep the
+ * bootstrap pool away from the next allocator.
+ */
+#include <string.h>
+#include "shim.h"
+
+static inline void counted(void *p) { hl_count_alloc(hl_next.usable(p)); }
+
+static HL_COLD void *realloc_pool(void *p, size_t n)
+{
+    if (n == 0)
+        return NULL;
+    void *q = hl_impl.malloc(n);
+    if (q != NULL) {
+        size_t old = hl_pool_size(p);
+        memcpy(q, p, old < n ? old : n);
+    }
+    return q;
+}
+
+// ---- counting -------------------------------------------------------------------
+
+static void *x_malloc(size_t n)
+{
+    void *p = hl_next.malloc(n);
+    if (HL_LIKELY(p != NULL))
+        counted(p);
+    return p;
+}
+
+static void x_free(void *p)
+{
+    if (HL_UNLIKELY(p == NULL || hl_pool_owns(p)))
+        return;
+    hl_count_free(hl_next.usable(p));
+    hl_next.free(p);
+}
+
+static void *x_calloc(size_t n, size_t size)
+{
+    void *p = hl_next.calloc(n, size);
+    if (HL_LIKELY(p != NULL))
+        counted(p);
+    return p;
+}
+
+static void *x_realloc(void *p, size_t n)
+{
+    if (p == NULL)
+        return x_malloc(n);
+    if (HL_UNLIKELY(hl_pool_owns(p)))
+        return realloc_pool(p, n);
+    size_t old = hl_next.usable(p);
+    void *q = hl_next.realloc(p, n);
+    if (q != NULL) {
+        hl_count_free(old);
+        counted(q);
+    } else if (n == 0) {
+        hl_count_free(old); /* the allocator freed p */
+    }
+    return q;
+}
+
+static int x_posix_memalign(void **out, size_t align, size_t n)
+{
+    int err = hl_next.posix_memalign(out, align, n);
+    if (err == 0)
+        counted(*out);
+    return err;
+}
+
+#define ALIGNED(name, ...)                     \
+    {                                          \
+        void *p = hl_next.name(__VA_ARGS__);   \
+        if (HL_LIKELY(p != NULL))              \
+            counted(p);                        \
+        return p;                              \
+    }
+static void *x_aligned_alloc(size_t a, size_t n) ALIGNED(aligned_alloc, a, n)
+static void *x_memalign(size_t a, size_t n) ALIGNED(memalign, a, n)
+static void *x_valloc(size_t n) ALIGNED(valloc, n)
+static void *x_pvalloc(size_t n) ALIGNED(pvalloc, n)
+
+const struct hl_fns hl_generic_fns = {
+    .malloc = x_malloc, .free = x_free, .calloc = x_calloc, .realloc = x_realloc,
+    .posix_memalign = x_posix_memalign, .aligned_alloc = x_aligned_alloc,
+    .memalign = x_memalign, .valloc = x_valloc, .pvalloc = x_pvalloc,
+};
+
+// ---- pass-through -----------------------------------------------------------------
+
+static void off_free(void *p)
+{
+    if (HL_UNLIKELY(hl_pool_owns(p)))
+        return;
+    hl_next.free(p);
+}
+
+static void *off_realloc(void *p, size_t n)
+{
+    if (HL_UNLIKELY(p != NULL && hl_pool_owns(p)))
+        return realloc_pool(p, n);
+    return hl_next.realloc(p, n);
+}
+
+/* The next allocator's own functions, but for the two that may meet a
+ * bootstrap block. */
+void hl_off_fns_make(struct hl_fns *f)
+{
+    *f = hl_next;
+    f->free = off_free;
+    f->realloc = off_realloc;
+}

@@ -1,0 +1,173 @@
+/*
+ * env.c: what the shim reads about its process, once, at start: its
+ * HEAPLINE_* settings, its command line and its start time.
+ *
+ * Everything comes from /proc/self with open/read into static buffers:
+ * getenv is not safe this early (the first malloc can come before libc has
+ * set environ up) nor on the allocation path, and stdio allocates.
+ */
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+#include "shim.h"
+
+extern char **environ;
+
+struct hl_config hl_config = {
+    .summary = 1,
+    .json = 0,
+    .slots = HL_SLOTS_DEFAULT,
+    .peak_batch = HL_PEAK_BATCH_DEFAULT,
+};
+
+static int starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* A decimal number within [lo, hi], or -1. */
+static long long number(const char *s, long long lo, long long hi)
+{
+    long long v = 0;
+    if (*s == 0)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > hi)
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v < lo || v > hi ? -1 : v;
+}
+
+static void setting(const char *kv)
+{
+    const char *v = strchr(kv, '=') + 1;
+    long long n;
+    if (starts_with(kv, "HEAPLINE_SUMMARY=")) {
+        hl_config.summary = strcmp(v, "0") != 0;
+    } else if (starts_with(kv, "HEAPLINE_FORMAT=")) {
+        if (strcmp(v, "json") == 0)
+            hl_config.json = 1;
+        else if (strcmp(v, "text") == 0 || *v == 0)
+            hl_config.json = 0;
+        else
+            hl_say("HEAPLINE_FORMAT=", v, " is neither text nor json; using text", NULL);
+    } else if (starts_with(kv, "HEAPLINE_OUTPUT=")) {
+        size_t len = strlen(v);
+        if (len == 0)
+            return;
+        char *out = hl_config.output;
+        size_t cap = sizeof hl_config.output, at = 0;
+        if (v[0] != '/') { /* relative to where the program started, not where it ends */
+            if (getcwd(out, cap - 2) == NULL) {
+                hl_say("HEAPLINE_OUTPUT=", v, ": cannot tell the working directory; summary on stderr", NULL);
+                return;
+            }
+            at = strlen(out);
+            out[at++] = '/';
+        }
+        if (at + len >= cap) {
+            hl_say("HEAPLINE_OUTPUT=", v, " is too long; summary on stderr", NULL);
+            out[0] = 0;
+            return;
+        }
+        memcpy(out + at, v, len + 1);
+    } else if (starts_with(kv, "HEAPLINE_SLOTS=")) {
+        if ((n = number(v, 1, HL_SLOTS_MAX)) < 0)
+            hl_say("HEAPLINE_SLOTS=", v, " is not a number from 1 to 65536; using 256", NULL);
+        else
+            hl_config.slots = (uint32_t)n;
+    } else if (starts_with(kv, "HEAPLINE_PEAK_BATCH=")) {
+        if ((n = number(v, 0, (long long)1 << 40)) < 0)
+            hl_say("HEAPLINE_PEAK_BATCH=", v, " is not a byte count from 0 to 2^40; using 262144", NULL);
+        else
+            hl_config.peak_batch = (uint64_t)n;
+    }
+}
+
+/* Feed setting() every HEAPLINE_ entry of /proc/self/environ, read in
+ * chunks; entries longer than the buffer are not ours to care about. */
+static int read_environ_file(void)
+{
+    int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char chunk[4096], entry[1024];
+    size_t len = 0;
+    int keep = 1;
+    ssize_t got;
+    while ((got = read(fd, chunk, sizeof chunk)) > 0) {
+        for (ssize_t i = 0; i < got; i++) {
+            char c = chunk[i];
+            if (c == 0) {
+                entry[len] = 0;
+                if (keep && starts_with(entry, "HEAPLINE_") && strchr(entry, '='))
+                    setting(entry);
+                len = 0;
+                keep = 1;
+            } else if (len < sizeof entry - 1) {
+                entry[len++] = c;
+            } else {
+                keep = 0;
+            }
+        }
+    }
+    close(fd);
+    return 0;
+}
+
+void hl_config_read(void)
+{
+    if (read_environ_file() == 0)
+        return;
+    /* no /proc: environ is set by the time anything but the loader calls */
+    for (char **e = environ; e != NULL && *e != NULL; e++)
+        if (starts_with(*e, "HEAPLINE_") && strchr(*e, '='))
+            setting(*e);
+}
+
+/* argv joined by spaces, as much as fits. */
+void hl_command_read(char *buf, size_t n)
+{
+    buf[0] = 0;
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t got = read(fd, buf, n - 1);
+    close(fd);
+    if (got <= 0)
+        return;
+    while (got > 0 && buf[got - 1] == 0)
+        got--;
+    for (ssize_t i = 0; i < got; i++)
+        if (buf[i] == 0)
+            buf[i] = ' ';
+    buf[got] = 0;
+}
+
+/* Field 22 of /proc/self/stat: clock ticks from boot to this process's
+ * start. exec keeps it, a new process with a reused pid does not. The
+ * command (field 2) may hold spaces and parentheses: count from the last ')'. */
+uint64_t hl_start_ticks(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got <= 0)
+        return 0;
+    buf[got] = 0;
+    char *p = strrchr(buf, ')');
+    if (p == NULL)
+        return 0;
+    int field = 2;
+    for (; *p && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    uint64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (uint64_t)(*p - '0');
+    return v;
+}

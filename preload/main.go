@@ -1,0 +1,20 @@
+// Package main builds libheap.so, heapline's LD_PRELOAD shim:
+//
+//	go build -buildmode=c-shared -o bin/libheap.so ./preload
+//
+// Everything that runs inside the profiled program is the C in this folder.
+// The Go side is deliberately empty: the Go runtime calls malloc from its own
+// threads, so an allocation function exported from Go would deadlock
+// (golang/go#26184), and the allocation path must never enter Go. This file
+// exists so that the shim builds with the same toolchain as heapctl; it
+// starts no goroutines and exports nothing. What the Go runtime costs at
+// load time is measured in docs/performance.md.
+package main
+
+/*
+#cgo CFLAGS: -O2 -g -std=gnu11 -D_GNU_SOURCE -ftls-model=initial-exec -fvisibility=hidden -fno-strict-aliasing -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free -Wall -Wextra -Wno-unused-parameter
+#cgo LDFLAGS: -ldl -lpthread
+*/
+import "C"
+
+func main() {}

@@ -1,0 +1,62 @@
+/*
+ * override.c: the exported malloc family. Each entry point is one jump
+ * through hl_impl (shim.h says why); the work is in count_glibc.c,
+ * count_generic.c and boot.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include "shim.h"
+
+// ---- override -------------------------------------------------------------
+
+HL_EXPORT void *malloc(size_t n) { return hl_impl.malloc(n); }
+HL_EXPORT void free(void *p) { hl_impl.free(p); }
+HL_EXPORT void *calloc(size_t n, size_t size) { return hl_impl.calloc(n, size); }
+HL_EXPORT void *realloc(void *p, size_t n) { return hl_impl.realloc(p, n); }
+HL_EXPORT int posix_memalign(void **out, size_t align, size_t n) { return hl_impl.posix_memalign(out, align, n); }
+HL_EXPORT void *aligned_alloc(size_t align, size_t n) { return hl_impl.aligned_alloc(align, n); }
+HL_EXPORT void *memalign(size_t align, size_t n) { return hl_impl.memalign(align, n); }
+HL_EXPORT void *valloc(size_t n) { return hl_impl.valloc(n); }
+HL_EXPORT void *pvalloc(size_t n) { return hl_impl.pvalloc(n); }
+
+/* glibc's reallocarray calls realloc through its PLT, which would be us
+ * again and count twice; do its overflow check here and count once. */
+HL_EXPORT void *reallocarray(void *p, size_t n, size_t size)
+{
+    size_t bytes;
+    if (__builtin_mul_overflow(n, size, &bytes)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return hl_impl.realloc(p, bytes);
+}
+
+/* Passes through, but knows the bootstrap pool, which the next allocator
+ * has never seen. */
+HL_EXPORT size_t malloc_usable_size(void *p)
+{
+    if (HL_UNLIKELY(hl_pool_owns(p)))
+        return hl_pool_size(p);
+    if (HL_UNLIKELY(hl_next.usable == NULL))
+        hl_boot();
+    return hl_next.usable(p);
+}
+
+// ---- quick exit -------------------------------------------------------------
+
+/* _exit skips atexit and destructors, so the region would outlive its
+ * process: fork children that end with _exit (Python's multiprocessing,
+ * os._exit) would litter /dev/shm. Remove it, write no summary (the program
+ * asked for no exit work), and end the process as _exit does. */
+void hl_region_unlink_own(void);
+
+HL_EXPORT void _exit(int status)
+{
+    hl_region_unlink_own();
+    for (;;)
+        syscall(SYS_exit_group, status);
+}
+
+HL_EXPORT void _Exit(int status) { _exit(status); }

@@ -1,0 +1,207 @@
+/*
+ * region.c: the shared-memory region, its creation, fork and exit.
+ *
+ * /dev/shm/heapline.<pid> is created with O_CREAT|O_EXCL|O_NOFOLLOW and mode
+ * 0600, so a file or symlink planted at that name is never followed or
+ * written. The one file we do take over is our own: a region whose header
+ * names this pid and this process's start time was left by an earlier image
+ * of this very process (exec keeps the pid), and one with a pid but another
+ * start time by a dead process whose pid we were given.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include "shim.h"
+
+void hl_thread_forget(void);
+
+struct hl_header *hl_region;
+static size_t region_len;
+uint64_t hl_peak_batch = HL_PEAK_BATCH_DEFAULT;
+
+uint64_t hl_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static pid_t raw_getpid(void) { return (pid_t)syscall(SYS_getpid); }
+
+/* "/dev/shm/heapline.<pid>" into buf (at least 64 bytes). */
+static void region_path(char *buf, pid_t pid)
+{
+    static const char prefix[] = HL_PATH_PREFIX;
+    char digits[16];
+    int n = 0;
+    unsigned v = (unsigned)pid;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    memcpy(buf, prefix, sizeof prefix - 1);
+    char *p = buf + sizeof prefix - 1;
+    while (n)
+        *p++ = digits[--n];
+    *p = 0;
+}
+
+static const char *errno_text(int e)
+{
+    switch (e) {
+    case ELOOP: return "it is a symlink";
+    case EACCES: return "permission denied";
+    case ENOENT: return "no such directory";
+    case ENOSPC: return "no space left";
+    case EROFS: return "read-only file system";
+    case EMFILE: case ENFILE: return "too many open files";
+    case ENOMEM: return "out of memory";
+    case EEXIST: return "it exists";
+    default: return "system error";
+    }
+}
+
+/* The name is taken. Take it over only if it is ours (see the top);
+ * otherwise set *why and return -1. */
+static int take_over(const char *path, pid_t pid, uint64_t ticks, const char **why)
+{
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *why = errno == ELOOP ? "a symlink is planted at that name" : "it exists and cannot be opened";
+        return -1;
+    }
+    struct stat st;
+    struct hl_header h;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 ||
+        (st.st_mode & 0777) != 0600 || st.st_size < (off_t)sizeof h ||
+        pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != HL_MAGIC || h.pid != pid) {
+        close(fd);
+        *why = "a file that is not this process's region is at that name";
+        return -1;
+    }
+    if (h.start_ticks == ticks) {
+        if (ftruncate(fd, 0) == 0) /* an earlier image of us, before exec: start afresh */
+            return fd;
+    } else if (unlink(path) == 0) { /* left by a dead process with our pid */
+        close(fd);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            return fd;
+    }
+    *why = errno_text(errno);
+    close(fd);
+    return -1;
+}
+
+/* Create and map this process's region; 0 on success. On failure say why
+ * in one line on stderr; the caller then runs the program unprofiled. */
+int hl_region_open(void)
+{
+    char path[64];
+    pid_t pid = raw_getpid();
+    uint64_t ticks = hl_start_ticks();
+    region_path(path, pid);
+    hl_peak_batch = hl_config.peak_batch;
+
+    const char *why = NULL;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST)
+        fd = take_over(path, pid, ticks, &why);
+    else if (fd < 0)
+        why = errno_text(errno);
+    if (fd < 0) {
+        hl_say(path, ": ", why, "; running unprofiled", NULL);
+        return -1;
+    }
+    size_t len = HL_HEADER_SIZE + (size_t)hl_config.slots * HL_SLOT_SIZE;
+    void *m = MAP_FAILED;
+    if (fchmod(fd, 0600) == 0 && ftruncate(fd, (off_t)len) == 0)
+        m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int err = errno;
+    close(fd);
+    if (m == MAP_FAILED) {
+        unlink(path);
+        hl_say(path, ": cannot map it: ", errno_text(err), "; running unprofiled", NULL);
+        return -1;
+    }
+
+    struct hl_header *r = m;
+    r->version = HL_VERSION;
+    r->header_size = HL_HEADER_SIZE;
+    r->slot_size = HL_SLOT_SIZE;
+    r->nslots = hl_config.slots;
+    r->region_size = len;
+    r->pid = pid;
+    r->uid = geteuid();
+    r->start_ticks = ticks;
+    r->start_ns = hl_now_ns();
+    r->peak_batch = hl_peak_batch;
+    hl_command_read(r->command, sizeof r->command);
+    /* the magic last: a reader never takes a half-made header for a region */
+    __atomic_store_n(&r->magic, HL_MAGIC, __ATOMIC_RELEASE);
+    region_len = len;
+    hl_region = r;
+    return 0;
+}
+
+/* Remove our region's name, if it is ours: a vfork child shares our memory
+ * but has a pid of its own, and must leave its parent's region alone. */
+void hl_region_unlink_own(void)
+{
+    struct hl_header *r = hl_region;
+    if (r == NULL || r->pid != raw_getpid())
+        return;
+    char path[64];
+    region_path(path, r->pid);
+    unlink(path);
+}
+
+// ---- fork ------------------------------------------------------------------------
+/* jemalloc's trio. prepare takes the parent's totals as the fork happens
+ * (exact when the parent's other threads are quiescent); the child then
+ * publishes its own region, starting from them, and never writes the
+ * parent's slots (heaptrack's "two processes writing to the same file"). */
+
+static struct hl_counters fork_totals;
+static uint64_t fork_peak;
+
+static void fork_prepare(void)
+{
+    if (hl_region != NULL) {
+        hl_totals(hl_region, &fork_totals);
+        fork_peak = __atomic_load_n(&hl_region->peak_live, __ATOMIC_RELAXED);
+    }
+}
+
+static void fork_parent(void) {}
+
+static void fork_child(void)
+{
+    struct hl_header *old = hl_region;
+    hl_thread_forget();
+    if (old == NULL)
+        return;
+    hl_region = NULL; /* until ours exists, nothing is counted */
+    munmap(old, region_len);
+    if (hl_region_open() != 0) {
+        hl_set_mode_off(NULL);
+        return;
+    }
+    struct hl_header *r = hl_region;
+    r->retired = fork_totals;
+    int64_t live = (int64_t)(fork_totals.allocated_bytes - fork_totals.freed_bytes);
+    r->published_live = live;
+    r->peak_live = fork_peak > (uint64_t)live ? fork_peak : (uint64_t)live;
+}
+
+void hl_fork_init(void)
+{
+    if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0)
+        hl_say("pthread_atfork failed: fork children will not be profiled", NULL);
+}

@@ -1,0 +1,232 @@
+/*
+ * summary.c: the exit summary, one line on stderr (or HEAPLINE_OUTPUT), as
+ * text or JSON. Formatted by hand into a static buffer and written with
+ * write(2): at exit stdio may already be torn down, and must not allocate.
+ *
+ *   heapline[4711]: 4153 allocs, 4123 frees, peak 288.3 MiB, live at exit 472.2 KiB, 1.21 s
+ *
+ * Byte figures round half to even, like Go's %.1f, so heapctl prints the
+ * same line from the same counters (ctl/internal/report).
+ */
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include "shim.h"
+
+void hl_region_unlink_own(void);
+
+struct buf {
+    char b[2048];
+    size_t n;
+};
+
+static void put(struct buf *o, const char *s)
+{
+    for (; *s && o->n < sizeof o->b - 1; s++)
+        o->b[o->n++] = *s;
+}
+
+static void put_u64(struct buf *o, uint64_t v)
+{
+    char d[24];
+    int n = 0;
+    do {
+        d[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n && o->n < sizeof o->b - 1)
+        o->b[o->n++] = d[--n];
+}
+
+static void put_i64(struct buf *o, int64_t v)
+{
+    if (v < 0) {
+        put(o, "-");
+        put_u64(o, (uint64_t)0 - (uint64_t)v);
+    } else {
+        put_u64(o, (uint64_t)v);
+    }
+}
+
+/* num/den with `places` decimals, rounded half to even. */
+static void put_fixed(struct buf *o, uint64_t num, uint64_t den, int places)
+{
+    uint64_t scale = 1;
+    for (int i = 0; i < places; i++)
+        scale *= 10;
+    unsigned __int128 x = (unsigned __int128)num * scale;
+    uint64_t q = (uint64_t)(x / den), r = (uint64_t)(x % den);
+    if (2 * (unsigned __int128)r > den || (2 * (unsigned __int128)r == den && (q & 1)))
+        q++;
+    put_u64(o, q / scale);
+    if (places) {
+        put(o, ".");
+        char d[20];
+        uint64_t f = q % scale;
+        for (int i = places - 1; i >= 0; i--, f /= 10)
+            d[i] = (char)('0' + f % 10);
+        d[places] = 0;
+        put(o, d);
+    }
+}
+
+static void put_bytes(struct buf *o, int64_t v)
+{
+    static const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (v < 0) {
+        put(o, "-");
+        v = -v;
+    }
+    if (v < 1024) {
+        put_u64(o, (uint64_t)v);
+        put(o, " B");
+        return;
+    }
+    uint64_t den = 1024;
+    int u = 0;
+    while (u < 4 && (uint64_t)v >= den * 1024) {
+        den *= 1024;
+        u++;
+    }
+    put_fixed(o, (uint64_t)v, den, 1);
+    put(o, " ");
+    put(o, units[u]);
+}
+
+static void put_json_string(struct buf *o, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    put(o, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[3] = {'\\', (char)c, 0};
+            put(o, e);
+        } else if (c < 0x20 || c == 0x7f) {
+            char e[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
+            put(o, e);
+        } else {
+            char e[2] = {(char)c, 0};
+            put(o, e);
+        }
+    }
+    put(o, "\"");
+}
+
+static void field_u64(struct buf *o, const char *name, uint64_t v)
+{
+    put(o, ",\"");
+    put(o, name);
+    put(o, "\":");
+    put_u64(o, v);
+}
+
+static void field_i64(struct buf *o, const char *name, int64_t v)
+{
+    put(o, ",\"");
+    put(o, name);
+    put(o, "\":");
+    put_i64(o, v);
+}
+
+/* HEAPLINE_OUTPUT with %p replaced by the pid (and %% by %). */
+static int open_output(pid_t pid)
+{
+    char path[600];
+    size_t n = 0;
+    for (const char *s = hl_config.output; *s && n < sizeof path - 24; s++) {
+        if (s[0] == '%' && s[1] == 'p') {
+            struct buf d = {.n = 0};
+            put_u64(&d, (uint64_t)pid);
+            memcpy(path + n, d.b, d.n);
+            n += d.n;
+            s++;
+        } else if (s[0] == '%' && s[1] == '%') {
+            path[n++] = '%';
+            s++;
+        } else {
+            path[n++] = *s;
+        }
+    }
+    path[n] = 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        hl_say("cannot write the summary to ", path, "; writing it on stderr", NULL);
+    return fd;
+}
+
+void hl_summary_write(void)
+{
+    struct hl_header *r = hl_region;
+    struct hl_counters t;
+    hl_totals(r, &t);
+    int64_t live = (int64_t)(t.allocated_bytes - t.freed_bytes);
+    hl_peak_update(r, live);
+    uint64_t now = hl_now_ns();
+    __atomic_store_n(&r->exit_ns, now, __ATOMIC_RELAXED);
+    __atomic_or_fetch(&r->flags, HL_FLAG_EXITED, __ATOMIC_RELEASE);
+    if (!hl_config.summary)
+        return;
+
+    uint64_t peak = __atomic_load_n(&r->peak_live, __ATOMIC_RELAXED);
+    uint64_t elapsed = now - r->start_ns;
+    static struct buf o; /* static: a deep stack may be short at exit */
+    o.n = 0;
+    if (hl_config.json) {
+        put(&o, "{\"pid\":");
+        put_i64(&o, r->pid);
+        put(&o, ",\"command\":");
+        put_json_string(&o, r->command);
+        put(&o, ",\"source\":\"preload\",\"elapsed_s\":");
+        put_fixed(&o, elapsed, 1000000000u, 6);
+        field_i64(&o, "live_bytes", live);
+        field_i64(&o, "live_blocks", (int64_t)(t.allocs - t.frees));
+        field_u64(&o, "peak_live_bytes", peak);
+        field_u64(&o, "peak_error_bytes", r->peak_batch * r->threads_max);
+        field_u64(&o, "allocs", t.allocs);
+        field_u64(&o, "frees", t.frees);
+        field_u64(&o, "allocated_bytes", t.allocated_bytes);
+        field_u64(&o, "freed_bytes", t.freed_bytes);
+        field_u64(&o, "threads", r->threads_seen);
+        put(&o, ",\"exited\":true}\n");
+    } else {
+        put(&o, "heapline[");
+        put_i64(&o, r->pid);
+        put(&o, "]: ");
+        put_u64(&o, t.allocs);
+        put(&o, " allocs, ");
+        put_u64(&o, t.frees);
+        put(&o, " frees, peak ");
+        put_bytes(&o, (int64_t)peak);
+        put(&o, ", live at exit ");
+        put_bytes(&o, live);
+        put(&o, ", ");
+        put_fixed(&o, elapsed, 1000000000u, 2);
+        put(&o, " s\n");
+    }
+    int fd = hl_config.output[0] ? open_output(r->pid) : -1;
+    const char *p = o.b;
+    size_t left = o.n;
+    while (left > 0) {
+        ssize_t w = write(fd >= 0 ? fd : 2, p, left);
+        if (w <= 0)
+            break;
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fd >= 0)
+        close(fd);
+}
+
+/* At normal exit: the summary, then the region's name goes. Destructors
+ * run after the program's atexit handlers and static destructors, so what
+ * those free is counted. A vfork child shares our memory and must not. */
+__attribute__((destructor)) static void at_exit(void)
+{
+    struct hl_header *r = hl_region;
+    if (r == NULL || r->pid != (pid_t)syscall(SYS_getpid))
+        return;
+    hl_summary_write();
+    hl_region_unlink_own();
+}
