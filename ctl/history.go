@@ -1,16 +1,280 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+
+	"github.com/heapline/heapline/ctl/internal/history"
 )
 
-// historyCommand is a stub until its issue lands.
+// historyCommand keeps the overhead of every commit: `add` appends a result
+// of `heapctl overhead --json` to a store, `render` draws the performance
+// page from it, `check` fails when the newest point moved. CI runs them
+// through bench/history-publish.sh; they run the same way by hand.
 func historyCommand(e *env) *cli.Command {
+	store := &cli.StringFlag{Name: "store", Usage: "history store `DIR` (holds points.jsonl)", Required: true}
 	return &cli.Command{
-		Name:   "history",
-		Usage:  "not implemented yet",
-		Action: func(c *cli.Context) error { return errors.New("history: not implemented yet") },
+		Name:  "history",
+		Usage: "record, draw and check the overhead of every commit",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "add",
+				Usage:     "append the points of overhead results (heapctl overhead --json) to the store",
+				ArgsUsage: "RESULT.json...",
+				Description: "Each scenario of each result becomes one line of DIR/points.jsonl. All results are\n" +
+					"checked before anything is written; a malformed one adds nothing. The commit is --commit,\n" +
+					"else the result's env.commit, else git's HEAD here; the date --date, else env.date, else now;\n" +
+					"the ref --ref, else the checked-out branch or tag. \"-\" reads a result from stdin.",
+				Flags: []cli.Flag{
+					store,
+					&cli.StringFlag{Name: "commit", Usage: "commit `SHA` the results measured"},
+					&cli.StringFlag{Name: "ref", Usage: "git `REF` measured (refs/heads/main, refs/tags/v0.2.0)"},
+					&cli.StringFlag{Name: "date", Usage: "date of the measurement, `RFC3339`"},
+					&cli.StringFlag{Name: "vs", Usage: "the results compare the library with library `VERSION` (overhead --baseline-lib), not with no library"},
+				},
+				Action: func(c *cli.Context) error { return historyAdd(e, c) },
+			},
+			{
+				Name:  "render",
+				Usage: "write the performance page (README.md) and one SVG chart per scenario",
+				Flags: []cli.Flag{
+					store,
+					&cli.StringFlag{Name: "out", Usage: "output `DIR` (may be the store itself)", Required: true},
+					&cli.StringFlag{Name: "commit-url", Usage: "link commits to `URL`+SHA (https://github.com/OWNER/REPO/commit/)"},
+					&cli.IntFlag{Name: "rows", Value: 25, Usage: "commits in each scenario's table"},
+					&cli.IntFlag{Name: "chart-commits", Value: 100, Usage: "newest commits drawn in each chart"},
+				},
+				Action: func(c *cli.Context) error { return historyRender(e, c) },
+			},
+			{
+				Name:  "check",
+				Usage: "compare the newest point of each scenario with the median of the previous k; fail on a rise beyond the threshold",
+				Description: "Prints a Markdown table (usable as a GitHub job summary) and exits 1 when any\n" +
+					"scenario's newest overhead is more than --threshold above the median of the k points\n" +
+					"before it. The threshold is absolute: 0.05 means five percentage points.",
+				Flags: []cli.Flag{
+					store,
+					&cli.IntFlag{Name: "k", Value: 10, Usage: "previous points the median is taken over"},
+					&cli.Float64Flag{Name: "threshold", Value: 0.05, Usage: "largest allowed rise, as an overhead fraction (0.05 = 5 points)"},
+				},
+				Action: func(c *cli.Context) error { return historyCheck(e, c) },
+			},
+		},
 	}
+}
+
+func historyAdd(e *env, c *cli.Context) error {
+	if c.NArg() == 0 {
+		return errors.New("history add: no result file (usage: history add --store DIR RESULT.json...)")
+	}
+	meta := history.Meta{Commit: c.String("commit"), Ref: c.String("ref"), Vs: c.String("vs")}
+	if s := c.String("date"); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return fmt.Errorf("--date must be RFC 3339 (2006-01-02T15:04:05Z), got %q", s)
+		}
+		meta.Date = t
+	}
+	if meta.Ref == "" {
+		meta.Ref = gitRef(c.Context)
+	}
+	now := time.Now()
+
+	// Every file is read and checked first: one bad result adds nothing.
+	var batch []history.Point
+	for _, name := range c.Args().Slice() {
+		data, err := readResult(c, name)
+		if err != nil {
+			return fmt.Errorf("history add: %w", err)
+		}
+		res, err := history.ParseResult(data)
+		if err != nil {
+			return fmt.Errorf("history add: %s: %w", name, err)
+		}
+		m := meta
+		if m.Commit == "" {
+			m.Commit = res.Env.Commit
+		}
+		if m.Commit == "" {
+			m.Commit = gitHead(c.Context)
+		}
+		if m.Date.IsZero() {
+			m.Date = res.Env.Date
+		}
+		if m.Date.IsZero() {
+			m.Date = now
+		}
+		pts, err := history.Points(res, m)
+		if err != nil {
+			return fmt.Errorf("history add: %s: %w", name, err)
+		}
+		e.log.Debug("history add", zap.String("file", name), zap.String("commit", m.Commit),
+			zap.String("ref", m.Ref), zap.Time("date", m.Date), zap.Int("points", len(pts)))
+		batch = append(batch, pts...)
+	}
+	store := c.String("store")
+	if err := history.Append(store, batch); err != nil {
+		return fmt.Errorf("history add: %w", err)
+	}
+	commits := map[string]bool{}
+	for _, p := range batch {
+		commits[p.Commit[:min(7, len(p.Commit))]] = true
+	}
+	var list []string
+	for k := range commits {
+		list = append(list, k)
+	}
+	sort.Strings(list)
+	fmt.Fprintf(e.stdout, "added %d points (commit %s) to %s\n", len(batch), strings.Join(list, ", "),
+		filepath.Join(store, history.StoreFile))
+	return nil
+}
+
+func readResult(c *cli.Context, name string) ([]byte, error) {
+	if name == "-" {
+		in := c.App.Reader
+		if in == nil {
+			in = os.Stdin
+		}
+		return io.ReadAll(in)
+	}
+	return os.ReadFile(name)
+}
+
+// gitHead is the commit checked out in the working directory, or "".
+func gitHead(ctx context.Context) string {
+	return git(ctx, "rev-parse", "--verify", "-q", "HEAD")
+}
+
+// gitRef is the branch checked out (refs/heads/main), else a tag pointing
+// at HEAD (refs/tags/v0.2.0: a detached tag checkout, as CI makes), else
+// "HEAD"; "" outside a git checkout.
+func gitRef(ctx context.Context) string {
+	if r := git(ctx, "symbolic-ref", "-q", "HEAD"); r != "" {
+		return r
+	}
+	if t := git(ctx, "describe", "--tags", "--exact-match", "HEAD"); t != "" {
+		return "refs/tags/" + t
+	}
+	if gitHead(ctx) != "" {
+		return "HEAD"
+	}
+	return ""
+}
+
+func git(ctx context.Context, args ...string) string {
+	out, err := exec.CommandContext(ctx, "git", args...).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// loadStore reads the store and warns about damaged lines on stderr: they
+// are skipped, since the store is never rewritten to repair them.
+func loadStore(e *env, dir string) ([]history.Point, error) {
+	pts, bad, err := history.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bad {
+		e.log.Warn("skipping a damaged store line", zap.String("store", dir), zap.Int("line", b.Line), zap.Error(b.Err))
+	}
+	return pts, nil
+}
+
+func historyRender(e *env, c *cli.Context) error {
+	opt := history.RenderOptions{
+		CommitURL:    c.String("commit-url"),
+		TableRows:    c.Int("rows"),
+		ChartCommits: c.Int("chart-commits"),
+	}
+	if opt.TableRows < 1 {
+		return fmt.Errorf("--rows must be at least 1, got %d", opt.TableRows)
+	}
+	if opt.ChartCommits < 1 {
+		return fmt.Errorf("--chart-commits must be at least 1, got %d", opt.ChartCommits)
+	}
+	pts, err := loadStore(e, c.String("store"))
+	if err != nil {
+		return fmt.Errorf("history render: %w", err)
+	}
+	files, err := history.Render(pts, opt)
+	if err != nil {
+		return fmt.Errorf("history render: %w", err)
+	}
+	out := c.String("out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("history render: %w", err)
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := writeFileAtomic(filepath.Join(out, name), files[name]); err != nil {
+			return fmt.Errorf("history render: %w", err)
+		}
+	}
+	fmt.Fprintf(e.stdout, "wrote %s and %d charts\n", filepath.Join(out, history.PageFile), len(files)-1)
+	return nil
+}
+
+// writeFileAtomic replaces path in one rename, so a reader (or a git add
+// running beside us) never sees half a page.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func historyCheck(e *env, c *cli.Context) error {
+	k, threshold := c.Int("k"), c.Float64("threshold")
+	if k < 1 {
+		return fmt.Errorf("-k must be at least 1, got %d", k)
+	}
+	if !(threshold > 0) || threshold >= 10 {
+		return fmt.Errorf("--threshold must be a fraction above 0 (0.05 = 5 points), got %g", threshold)
+	}
+	pts, err := loadStore(e, c.String("store"))
+	if err != nil {
+		return fmt.Errorf("history check: %w", err)
+	}
+	rep, err := history.Check(pts, k, threshold)
+	if err != nil {
+		return fmt.Errorf("history check: %w", err)
+	}
+	rep.Markdown(e.stdout)
+	if regs := rep.Regressions(); len(regs) > 0 {
+		return fmt.Errorf("history check: overhead rose more than %.1f points: %s", threshold*100, rep.Summary())
+	}
+	return nil
 }
