@@ -34,7 +34,7 @@ func historyCommand(e *env) *cli.Command {
 				ArgsUsage: "RESULT.json...",
 				Description: "Each scenario of each result becomes one line of DIR/points.jsonl. All results are\n" +
 					"checked before anything is written; a malformed one adds nothing. The commit is --commit,\n" +
-					"else the result's env.commit, else git's HEAD here; the date --date, else env.date, else now;\n" +
+					"else the result's env.commit if it is a hash, else git's HEAD here; the date --date, else env.date, else now;\n" +
 					"the ref --ref, else the checked-out branch or tag. \"-\" reads a result from stdin.",
 				Flags: []cli.Flag{
 					store,
@@ -102,12 +102,15 @@ func historyAdd(e *env, c *cli.Context) error {
 		if err != nil {
 			return fmt.Errorf("history add: %s: %w", name, err)
 		}
+		if res.Env.Wrap != "" {
+			return fmt.Errorf("history add: %s measures another profiler (--wrap %q), not heapline's overhead", name, res.Env.Wrap)
+		}
+		if res.Env.BaselineLib != "" && meta.Vs == "" {
+			return fmt.Errorf("history add: %s compares with another library (--baseline-lib %s): pass --vs VERSION to name it", name, res.Env.BaselineLib)
+		}
 		m := meta
 		if m.Commit == "" {
-			m.Commit = res.Env.Commit
-		}
-		if m.Commit == "" {
-			m.Commit = gitHead(c.Context)
+			m.Commit = pickCommit(res.Env.Commit, func() string { return gitHead(c.Context) })
 		}
 		if m.Date.IsZero() {
 			m.Date = res.Env.Date
@@ -129,7 +132,7 @@ func historyAdd(e *env, c *cli.Context) error {
 	}
 	commits := map[string]bool{}
 	for _, p := range batch {
-		commits[p.Commit[:min(7, len(p.Commit))]] = true
+		commits[history.Short(p.Commit)] = true
 	}
 	var list []string
 	for k := range commits {
@@ -150,6 +153,23 @@ func readResult(c *cli.Context, name string) ([]byte, error) {
 		return io.ReadAll(in)
 	}
 	return os.ReadFile(name)
+}
+
+// pickCommit chooses the commit of a result given no --commit: the
+// library's own build stamp when it is a hash (it names the build measured
+// even for an old result), else the checkout's HEAD, else whatever the
+// result says ("v0.1.0-3-g0123abc"); never "unknown".
+func pickCommit(stamp string, head func() string) string {
+	if history.IsRevision(stamp) {
+		return stamp
+	}
+	if h := head(); h != "" {
+		return h
+	}
+	if stamp != "unknown" {
+		return stamp
+	}
+	return ""
 }
 
 // gitHead is the commit checked out in the working directory, or "".

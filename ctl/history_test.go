@@ -258,3 +258,48 @@ func TestHistoryAddGitDefaults(t *testing.T) {
 		t.Errorf("no commit: %v", err)
 	}
 }
+
+// Results that are not heapline's overhead against no library are refused
+// unless named: a --baseline-lib comparison needs --vs, a --wrap never fits.
+func TestHistoryAddRefusesOtherComparisons(t *testing.T) {
+	dir := t.TempDir()
+	res := historyResult("abc1234", map[string]float64{"churn-1t": -0.02}, "time")
+	vsLib := writeHistoryFile(t, dir, "vs.json", strings.Replace(res, `"cpu":`, `"baseline_lib":"/tmp/old/libheap.so","cpu":`, 1))
+	wrap := writeHistoryFile(t, dir, "wrap.json", strings.Replace(res, `"cpu":`, `"wrap":"heaptrack","cpu":`, 1))
+	store := filepath.Join(dir, "store")
+	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, vsLib); err == nil || !strings.Contains(err.Error(), "pass --vs VERSION") {
+		t.Errorf("baseline-lib without --vs: %v", err)
+	}
+	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, "--vs", "v0.1.0", wrap); err == nil || !strings.Contains(err.Error(), "measures another profiler") {
+		t.Errorf("wrap: %v", err)
+	}
+	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, "--vs", "v0.1.0", "--ref", "refs/tags/v0.2.0", vsLib); err != nil {
+		t.Fatal(err)
+	}
+	pts, _, _ := history.Load(store)
+	if len(pts) != 1 || pts[0].Vs != "v0.1.0" {
+		t.Errorf("vs point: %+v", pts)
+	}
+}
+
+func TestPickCommit(t *testing.T) {
+	head := func() string { return "headheadheadheadheadheadheadheadheadhead" }
+	none := func() string { return "" }
+	for _, c := range []struct {
+		stamp string
+		head  func() string
+		want  string
+	}{
+		{"0123456789abcdef0123456789abcdef01234567", head, "0123456789abcdef0123456789abcdef01234567"},
+		{"0123456789abcdef0123456789abcdef01234567-dirty", head, "0123456789abcdef0123456789abcdef01234567-dirty"},
+		{"v0.1.0-3-g0123abc", head, head()},
+		{"unknown", head, head()},
+		{"v0.1.0-3-g0123abc", none, "v0.1.0-3-g0123abc"},
+		{"unknown", none, ""},
+		{"", none, ""},
+	} {
+		if got := pickCommit(c.stamp, c.head); got != c.want {
+			t.Errorf("pickCommit(%q) = %q, want %q", c.stamp, got, c.want)
+		}
+	}
+}

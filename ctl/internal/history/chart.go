@@ -171,7 +171,7 @@ func commitTicks(rows []row) plot.Ticker {
 		t := plot.Tick{Value: float64(i + 1)}
 		// Count labels back from the newest so it is always labelled.
 		if (len(rows)-1-i)%step == 0 {
-			t.Label = short(r.first().Commit)
+			t.Label = Short(r.first().Commit)
 		}
 		ticks = append(ticks, t)
 	}

@@ -144,7 +144,7 @@ func (r CheckReport) Markdown(w io.Writer) {
 			verdict = "**regression**"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", cell(row.Scenario), row.Measure,
-			cell(short(row.Newest.Commit)), figure(row.Newest), before, change, verdict)
+			cell(Short(row.Newest.Commit)), figure(row.Newest), before, change, verdict)
 	}
 }
 
@@ -154,7 +154,7 @@ func (r CheckReport) Summary() string {
 	var parts []string
 	for _, row := range r.Regressions() {
 		parts = append(parts, fmt.Sprintf("%s (%s) %s -> %s at %s, %s", row.Scenario, row.Measure,
-			pct(row.Median), pct(row.Newest.Overhead), short(row.Newest.Commit), points(row.Delta)))
+			pct(row.Median), pct(row.Newest.Overhead), Short(row.Newest.Commit), points(row.Delta)))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -41,7 +41,7 @@ type Point struct {
 	Overhead   float64 `json:"overhead"` // fraction: 0.127 is +12.7%
 	CILow      float64 `json:"ci_low"`
 	CIHigh     float64 `json:"ci_high"`
-	AllocsPerS float64 `json:"allocs_per_s"`
+	AllocsPerS float64 `json:"allocs_per_s"` // 0: unknown
 	Runs       int     `json:"runs"`
 	RunnerCPU  string  `json:"runner_cpu"`
 	Cores      int     `json:"cores,omitempty"`
@@ -88,6 +88,11 @@ type Env struct {
 	LibVersion string
 	Commit     string    // "" when absent
 	Date       time.Time // zero when absent
+	// BaselineLib is set when the result compares two libraries
+	// (--baseline-lib) instead of the library with none; Wrap when it
+	// measures another profiler (--wrap). Neither is heapline's overhead.
+	BaselineLib string
+	Wrap        string
 }
 
 // ScenarioResult is one element of the result's "scenarios".
@@ -154,6 +159,14 @@ func (v *validator) result(doc any) Result {
 		if _, present := env["commit"]; present {
 			res.Env.Commit, _ = v.str(env, "commit", "env.commit", false)
 		}
+		for _, f := range []struct {
+			key string
+			dst *string
+		}{{"baseline_lib", &res.Env.BaselineLib}, {"wrap", &res.Env.Wrap}} {
+			if raw, present := env[f.key]; present && raw != nil {
+				*f.dst, _ = v.str(env, f.key, "env."+f.key, false)
+			}
+		}
 		if _, present := env["date"]; present {
 			if s, ok := v.str(env, "date", "env.date", true); ok {
 				t, err := time.Parse(time.RFC3339, s)
@@ -213,7 +226,12 @@ func (v *validator) result(doc any) Result {
 			// positive times: a figure like this is a broken run.
 			v.bad(path+".overhead", "want above -1, got %g", s.Overhead)
 		}
-		if a, ok := v.number(obj, "allocs_per_s", path+".allocs_per_s"); ok {
+		// allocs_per_s is null when the rate is unknown (instructions
+		// mode: callgrind's slowed runs say nothing about the program's
+		// rate); the store keeps 0 for unknown.
+		if raw, present := obj["allocs_per_s"]; present && raw == nil {
+			// unknown
+		} else if a, ok := v.number(obj, "allocs_per_s", path+".allocs_per_s"); ok {
 			if a < 0 {
 				v.bad(path+".allocs_per_s", "want at least 0, got %g", a)
 			}
@@ -310,6 +328,22 @@ func kind(x any) string {
 		return "an object"
 	}
 	return fmt.Sprintf("%T", x)
+}
+
+// IsRevision reports whether s names a commit by hash, as the library's
+// build stamp does ("0123abc...", "0123abc...-dirty"), rather than by a
+// description ("v0.1.0-3-g0123abc", "unknown").
+func IsRevision(s string) bool {
+	s = strings.TrimSuffix(s, "-dirty")
+	if len(s) < 7 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Meta is what a point needs beyond the result: where it was measured.

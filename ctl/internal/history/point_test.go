@@ -174,3 +174,35 @@ func mustTime(s string) time.Time {
 	}
 	return t
 }
+
+// Instructions mode reports no allocation rate: null is "unknown", kept as 0.
+func TestParseResultNullRate(t *testing.T) {
+	doc := strings.Replace(goodResult, `"allocs_per_s": 0, "measure": "instructions"`, `"allocs_per_s": null, "measure": "instructions"`, 1)
+	res, err := ParseResult([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Scenarios[1].AllocsPerS != 0 {
+		t.Errorf("null rate: %v", res.Scenarios[1].AllocsPerS)
+	}
+	doc = strings.Replace(goodResult, `"allocs_per_s": 0, `, ``, 1)
+	if _, err := ParseResult([]byte(doc)); err == nil || !strings.Contains(err.Error(), "allocs_per_s: missing") {
+		t.Errorf("absent rate: %v", err)
+	}
+}
+
+func TestIsRevisionAndShort(t *testing.T) {
+	for s, want := range map[string]bool{
+		"0123456789abcdef0123456789abcdef01234567": true, "0123abc": true, "0123abcdef-dirty": true,
+		"unknown": false, "v0.1.0-3-g0123abc": false, "0123ABC": false, "012345": false, "": false,
+	} {
+		if IsRevision(s) != want {
+			t.Errorf("IsRevision(%q) = %v", s, !want)
+		}
+	}
+	for in, want := range map[string]string{"0123456789abcdef": "0123456", "0123456789-dirty": "0123456-dirty", "abc": "abc"} {
+		if got := Short(in); got != want {
+			t.Errorf("Short(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

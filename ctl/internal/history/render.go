@@ -73,7 +73,7 @@ func Render(pts []Point, opt RenderOptions) (map[string][]byte, error) {
 	}
 	newest := latest[len(latest)-1]
 	w("%s over %s; newest: %s, %s.\n\n", plural(len(latest), "point"), plural(len(commits), "commit"),
-		short(newest.Commit), newest.when.Format("2006-01-02 15:04 UTC"))
+		Short(newest.Commit), newest.when.Format("2006-01-02 15:04 UTC"))
 
 	used := map[string]string{}
 	for _, sc := range Scenarios(pts) {
@@ -150,15 +150,21 @@ func commitRows(timed, instr []Point) []row {
 	return rows
 }
 
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
+// Short abbreviates a commit hash to seven digits, keeping a "-dirty"
+// mark: a figure from an uncommitted tree must not pass for the commit's.
+func Short(sha string) string {
+	base, dirty := strings.CutSuffix(sha, "-dirty")
+	if len(base) > 7 {
+		base = base[:7]
 	}
-	return sha
+	if dirty {
+		return base + "-dirty"
+	}
+	return base
 }
 
 func commitCell(p Point, url string) string {
-	c := cell(short(p.Commit))
+	c := cell(Short(p.Commit))
 	if url != "" {
 		c = fmt.Sprintf("[%s](%s%s)", c, url, p.Commit)
 	}
