@@ -2,15 +2,294 @@ package main
 
 import (
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
 
+	"github.com/mattn/go-shellwords"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/heapline/heapline/ctl/internal/overhead"
+	"github.com/heapline/heapline/ctl/internal/shim"
 )
 
-// overheadCommand is a stub until its issue lands.
+// overheadCommand measures what profiling costs: `heapctl overhead
+// churn-4t -n 10`, `heapctl overhead all --json`, `heapctl overhead -- CMD
+// ARGS`. The engine and its statistics are in ctl/internal/overhead; the
+// method in docs/methodology.md.
 func overheadCommand(e *env) *cli.Command {
-	return &cli.Command{
-		Name:   "overhead",
-		Usage:  "not implemented yet",
-		Action: func(c *cli.Context) error { return errors.New("overhead: not implemented yet") },
+	var lines []string
+	for _, s := range overhead.Scenarios {
+		lines = append(lines, fmt.Sprintf("  %-12s %s", s.Name, s.Description))
 	}
+	return &cli.Command{
+		Name:      "overhead",
+		Usage:     "measure what profiling costs a program (interleaved runs, medians, 95% interval)",
+		ArgsUsage: "SCENARIO... | all | -- CMD ARGS",
+		Description: "Runs each scenario without and with libheap.so, alternating the two after warm-up runs,\n" +
+			"and reports median(profiled)/median(baseline) - 1 with a bootstrap 95% interval.\n" +
+			"Flags may follow the scenario names. Scenarios:\n" + strings.Join(lines, "\n"),
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "n", Value: 10, Usage: "counted runs of each side"},
+			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "uncounted runs of each side first (default 0 with --measure instructions)"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table"},
+			&cli.StringFlag{Name: "lib", Usage: "profile with this libheap.so (default: $HEAPLINE_LIB, beside heapctl, ./bin)"},
+			&cli.StringFlag{Name: "baseline-lib", Usage: "compare with this library preloaded instead of with no library"},
+			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "repeat the measurement N times, alternating which side runs first; report the median"},
+			&cli.StringFlag{Name: "wrap", Usage: "profile by running `CMD` ARGS before the scenario, without libheap.so (e.g. 'heaptrack -o /tmp/ht')"},
+			&cli.StringFlag{Name: "measure", Value: "time", Usage: "time (wall time of whole runs) or instructions (callgrind, shortened runs)"},
+			&cli.StringFlag{Name: "root", Usage: "project directory holding bin/ and scenarios/ (default: found beside heapctl)"},
+		},
+		Action: func(c *cli.Context) error { return runOverhead(c, e) },
+	}
+}
+
+// overheadArgs are the command's arguments after its flags: scenario names,
+// or a command given after "--".
+type overheadArgs struct {
+	names   []string
+	command []string
+}
+
+// splitOverheadArgs separates names from a "--" command and parses flags
+// given after the names (`overhead churn-4t -n 10`), which urfave/cli
+// leaves in the arguments because Go's flag package stops at the first
+// non-flag.
+func splitOverheadArgs(c *cli.Context) (overheadArgs, error) {
+	var out overheadArgs
+	args := c.Args().Slice()
+	// flag.Parse drops a "--" that comes before any name; the parent
+	// context still holds it right before our arguments.
+	if lin := c.Lineage(); len(lin) > 1 {
+		p := lin[1].Args().Slice()
+		if i := len(p) - len(args) - 1; i >= 0 && p[i] == "--" {
+			out.command = args
+			return out, nil
+		}
+	}
+	for len(args) > 0 {
+		a := args[0]
+		switch {
+		case a == "--":
+			out.command = args[1:]
+			return out, nil
+		case strings.HasPrefix(a, "-") && a != "-":
+			fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			for _, f := range c.Command.Flags {
+				if err := f.Apply(fs); err != nil {
+					return out, err
+				}
+			}
+			if err := fs.Parse(args); err != nil {
+				return out, err
+			}
+			var setErr error
+			fs.Visit(func(f *flag.Flag) {
+				if err := c.Set(f.Name, f.Value.String()); err != nil && setErr == nil {
+					setErr = fmt.Errorf("-%s: %w", f.Name, err)
+				}
+			})
+			if setErr != nil {
+				return out, setErr
+			}
+			rest := fs.Args()
+			if i := len(args) - len(rest) - 1; i >= 0 && args[i] == "--" {
+				out.command = rest
+				return out, nil
+			}
+			args = rest
+		default:
+			out.names = append(out.names, a)
+			args = args[1:]
+		}
+	}
+	return out, nil
+}
+
+func runOverhead(c *cli.Context, e *env) error {
+	a, err := splitOverheadArgs(c)
+	if err != nil {
+		return err
+	}
+	n, warmup, rounds := c.Int("n"), c.Int("warmup"), c.Int("rounds")
+	mode := overhead.Mode(c.String("measure"))
+	switch {
+	case n < 1:
+		return errors.New("-n must be at least 1")
+	case warmup < 0:
+		return errors.New("--warmup must be at least 0")
+	case rounds < 1:
+		return errors.New("--rounds must be at least 1")
+	case mode != overhead.Time && mode != overhead.Instructions:
+		return fmt.Errorf("--measure must be time or instructions, not %q", mode)
+	}
+	if mode == overhead.Instructions && !c.IsSet("warmup") {
+		// Instruction counts do not depend on caches being warm.
+		warmup = 0
+	}
+	var wrap []string
+	if w := c.String("wrap"); w != "" {
+		if wrap, err = shellwords.Parse(w); err != nil {
+			return fmt.Errorf("--wrap %q: %w", w, err)
+		}
+		if len(wrap) == 0 {
+			return errors.New("--wrap: empty command")
+		}
+		switch {
+		case c.IsSet("lib"):
+			return errors.New("--wrap and --lib exclude each other: --wrap profiles with the wrapping command, without libheap.so")
+		case c.IsSet("baseline-lib"):
+			return errors.New("--wrap and --baseline-lib exclude each other")
+		case mode == overhead.Instructions:
+			return errors.New("--wrap and --measure instructions exclude each other: callgrind would count the wrapper")
+		}
+		if _, err := exec.LookPath(wrap[0]); err != nil {
+			return fmt.Errorf("--wrap: %w", err)
+		}
+	}
+
+	layout, err := overhead.Locate(c.String("root"))
+	if err != nil {
+		return err
+	}
+
+	// What to run: named scenarios, all of them, or one command.
+	type target struct {
+		name, desc  string
+		argv, short []string
+		env         []string
+	}
+	var targets []target
+	switch {
+	case len(a.command) > 0:
+		if len(a.names) > 0 {
+			return fmt.Errorf("name scenarios or give a command after --, not both (%s)", strings.Join(a.names, " "))
+		}
+		targets = append(targets, target{name: strings.Join(a.command, " "), argv: a.command, short: a.command})
+	case len(a.names) == 0:
+		return fmt.Errorf("name a scenario (%s), all, or -- CMD ARGS", strings.Join(overhead.Names(), ", "))
+	default:
+		var scens []overhead.Scenario
+		for _, name := range a.names {
+			if name == "all" {
+				scens = append(scens, overhead.Scenarios...)
+				continue
+			}
+			s, err := overhead.Lookup(name)
+			if err != nil {
+				return err
+			}
+			scens = append(scens, s)
+		}
+		for _, s := range scens {
+			argv, err := layout.Resolve(s.Argv)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Name, err)
+			}
+			short, err := layout.Resolve(s.Short)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Name, err)
+			}
+			targets = append(targets, target{name: s.Name, desc: s.Description, argv: argv, short: short, env: s.Env})
+		}
+	}
+
+	var lib, baseLib string
+	if len(wrap) == 0 {
+		libFlag := c.String("lib")
+		if libFlag == "" && os.Getenv("HEAPLINE_LIB") == "" {
+			// With --root, the project's own build comes first.
+			if p := filepath.Join(layout.Bin, shim.LibName); fileExists(p) {
+				libFlag = p
+			}
+		}
+		if lib, err = shim.Path(libFlag); err != nil {
+			return err
+		}
+	}
+	if p := c.String("baseline-lib"); p != "" {
+		if baseLib, err = shim.Path(p); err != nil {
+			return fmt.Errorf("--baseline-lib: %w", err)
+		}
+	}
+	var valgrind string
+	if mode == overhead.Instructions {
+		if valgrind, err = exec.LookPath("valgrind"); err != nil {
+			return errors.New("--measure instructions needs valgrind: install it with `make deps` or apt-get install valgrind")
+		}
+	}
+
+	dir, err := os.MkdirTemp("", "heapctl-overhead-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	tty := false
+	if f, ok := e.stderr.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	progress := overhead.NewProgress(e.stderr, tty)
+	doc := overhead.Document{Env: overhead.CollectEnv(lib, filepath.Dir(layout.Scenarios), time.Now())}
+	doc.Env.BaselineLib = baseLib
+	doc.Env.Wrap = c.String("wrap")
+	// The app's context holds the command line from "overhead" on.
+	var line []string
+	for _, l := range c.Lineage() {
+		if a := l.Args().Slice(); len(a) > len(line) {
+			line = a
+		}
+	}
+	doc.Env.Args = append([]string{"heapctl"}, line...)
+
+	for _, t := range targets {
+		argv := t.argv
+		if mode == overhead.Instructions {
+			argv = t.short
+		}
+		jobDir, err := os.MkdirTemp(dir, "job-")
+		if err != nil {
+			return err
+		}
+		job, err := overhead.Plan(overhead.Spec{
+			Scenario: t.name, Description: t.desc, Argv: argv, Env: t.env,
+			Lib: lib, BaselineLib: baseLib, Wrap: wrap, Measure: mode, Valgrind: valgrind, Dir: jobDir,
+		}, os.Environ())
+		if err != nil {
+			return err
+		}
+		e.log.Debug("measuring " + t.name)
+		res, err := overhead.Measure(c.Context, job, overhead.Options{
+			Runs: n, Warmup: warmup, Rounds: rounds, Measure: mode, Dir: jobDir, Progress: progress, Log: e.log,
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		doc.Scenarios = append(doc.Scenarios, res)
+		// One scenario prints its own block; several end with one table.
+		if !c.Bool("json") && len(targets) == 1 {
+			if err := overhead.WriteResult(e.stdout, res); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Bool("json") {
+		return overhead.WriteJSON(e.stdout, doc)
+	}
+	if len(targets) > 1 {
+		return overhead.WriteTable(e.stdout, doc.Scenarios)
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
 }

@@ -93,10 +93,12 @@ const OutlierZ = 3.5
 // 0.6745*(x-median)/MAD exceeds OutlierZ in absolute value. When more than
 // half the samples are equal the MAD is 0; the score then uses the mean
 // absolute deviation, (x-median)/(1.253314*meanAD), as IBM's SPSS does, so
-// that [5 5 5 5 9] still flags the 9. All equal: no outliers.
+// that [5 5 5 5 9] still flags the 9. All equal: no outliers. Fewer than
+// five samples: no outliers either, since the MAD of three or four values
+// is too unstable to judge by (it flags one of [0.97 1.09 1.11]).
 func Outliers(xs []float64) []int {
 	out := []int{}
-	if len(xs) < 3 {
+	if len(xs) < 5 {
 		return out
 	}
 	m := Median(xs)

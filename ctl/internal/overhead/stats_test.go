@@ -74,9 +74,8 @@ func TestOutliers(t *testing.T) {
 		{[]float64{10, 10.5, 9.5, 20, 10, 0, 10.5, 9.5}, []int{3, 5}},
 		// MAD 0: mean absolute deviation 0.8, score of 9 = 4/(1.253314*0.8) = 3.99.
 		{[]float64{5, 5, 5, 5, 9}, []int{4}},
-		// MAD 0, score of 6 = 1/(1.253314*0.2) = 3.99... with 5 values; with
-		// 4 it is 1/(1.253314*0.25) = 3.19: not an outlier.
-		{[]float64{5, 5, 5, 6}, []int{}},
+		// MAD 0, mean absolute deviation 0.4: score of 6 = 1/(1.253314*0.4) = 1.99.
+		{[]float64{5, 5, 5, 6, 6}, []int{}},
 		{[]float64{7, 7, 7, 7}, []int{}},
 		// Median 0.511, MAD 0.015: 0.601 scores 0.6745*0.09/0.015 = 4.05.
 		{[]float64{0.512, 0.488, 0.601, 0.5, 0.52, 0.49, 0.53, 0.55, 0.51, 0.5}, []int{2}},
@@ -84,6 +83,8 @@ func TestOutliers(t *testing.T) {
 		{[]float64{0.512, 0.488, 0.53, 0.5, 0.52, 0.49, 0.53, 0.55, 0.51, 0.5}, []int{}},
 		// Too few samples to judge.
 		{[]float64{1, 100}, []int{}},
+		{[]float64{0.97, 1.11, 1.09}, []int{}},
+		{[]float64{1, 2, 3, 100}, []int{}},
 	} {
 		if got := Outliers(tc.xs); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Outliers(%v) = %v, want %v", tc.xs, got, tc.want)

@@ -1,0 +1,429 @@
+package overhead
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+)
+
+// testLib builds a tiny shared library that does nothing: it stands for
+// libheap.so where a test needs "a library in LD_PRELOAD" and not the shim
+// itself, so these tests do not depend on the shim being built.
+func testLib(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "nop.c")
+	if err := os.WriteFile(src, []byte("int heapline_test_nop(void) { return 0; }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lib := filepath.Join(dir, "libnop.so")
+	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("building a test library (cc is needed, as for make): %v\n%s", err, out)
+	}
+	return lib
+}
+
+func plan(t *testing.T, spec Spec) Job {
+	t.Helper()
+	if spec.Dir == "" {
+		spec.Dir = t.TempDir()
+	}
+	if spec.Measure == "" {
+		spec.Measure = Time
+	}
+	job, err := Plan(spec, os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+func measure(t *testing.T, job Job, opts Options) (Result, error) {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	if opts.Measure == "" {
+		opts.Measure = Time
+	}
+	opts.Log = zaptest.NewLogger(t)
+	return Measure(context.Background(), job, opts)
+}
+
+func TestMeasureTrue(t *testing.T) {
+	lib := testLib(t)
+	job := plan(t, Spec{Scenario: "true", Argv: []string{"/bin/true"}, Lib: lib})
+	var progress bytes.Buffer
+	res, err := measure(t, job, Options{Runs: 3, Warmup: 1, Progress: NewProgress(&progress, false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Scenario != "true" || res.Runs != 3 || res.Warmup != 1 || res.Rounds != 1 || res.Measure != "time" {
+		t.Errorf("result header = %q %d %d %d %q", res.Scenario, res.Runs, res.Warmup, res.Rounds, res.Measure)
+	}
+	for _, s := range []SideResult{res.Baseline, res.Profiled} {
+		if len(s.SamplesS) != 3 || len(s.SamplesUserS) != 3 || len(s.SamplesSysS) != 3 {
+			t.Fatalf("%s: %d samples, want 3", s.Label, len(s.SamplesS))
+		}
+		if s.MedianS != Median(s.SamplesS) || s.CV != CV(s.SamplesS) {
+			t.Errorf("%s: median %v cv %v do not match samples %v", s.Label, s.MedianS, s.CV, s.SamplesS)
+		}
+		for _, x := range s.SamplesS {
+			if x <= 0 || x < s.MinS || x > s.MaxS {
+				t.Errorf("%s: sample %v outside (0, [%v, %v]]", s.Label, x, s.MinS, s.MaxS)
+			}
+		}
+	}
+	if res.Baseline.Label != "baseline" || res.Baseline.Preload != "" {
+		t.Errorf("baseline side = %q preload %q", res.Baseline.Label, res.Baseline.Preload)
+	}
+	if res.Profiled.Label != "heapline" || res.Profiled.Preload != lib {
+		t.Errorf("profiled side = %q preload %q, want heapline %q", res.Profiled.Label, res.Profiled.Preload, lib)
+	}
+	if want := Overhead(res.Baseline.SamplesS, res.Profiled.SamplesS); res.Overhead != want {
+		t.Errorf("overhead = %v, want %v", res.Overhead, want)
+	}
+	if !(res.CILow <= res.CIHigh) {
+		t.Errorf("interval [%v, %v] is not ordered", res.CILow, res.CIHigh)
+	}
+	// The stand-in library writes no exit summary: no rate, and a warning.
+	if res.AllocsPerS != nil {
+		t.Errorf("allocs_per_s = %v, want null", *res.AllocsPerS)
+	}
+	wantWarn(t, res, "only 3 runs of each side")
+	wantWarn(t, res, "no exit summary from "+lib)
+	if got := progress.String(); !strings.HasPrefix(got, "true: 8 runs in ") {
+		t.Errorf("progress = %q, want one line for 8 runs", got)
+	}
+}
+
+func wantWarn(t *testing.T, res Result, sub string) {
+	t.Helper()
+	for _, w := range res.Warnings {
+		if strings.Contains(w, sub) {
+			return
+		}
+	}
+	t.Errorf("no warning containing %q in %q", sub, res.Warnings)
+}
+
+func TestMeasureFailure(t *testing.T) {
+	job := plan(t, Spec{Scenario: "fail", Argv: []string{"sh", "-c", "echo boom >&2; exit 3"}, Lib: testLib(t)})
+	_, err := measure(t, job, Options{Runs: 3, Warmup: 0})
+	if err == nil {
+		t.Fatal("a run exiting 3 gave no error")
+	}
+	for _, want := range []string{"baseline, run 1/3", "exit status 3", "boom"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	// Only the profiled side fails: still an error, not a data point.
+	job = plan(t, Spec{Scenario: "fail", Argv: []string{"sh", "-c", `[ -z "$HEAPLINE_OUTPUT" ]`}, Lib: testLib(t)})
+	_, err = measure(t, job, Options{Runs: 3, Warmup: 1})
+	if err == nil || !strings.Contains(err.Error(), "heapline, warm-up 1/1") || !strings.Contains(err.Error(), "exit status 1") {
+		t.Errorf("profiled failure: error = %v", err)
+	}
+	// A command that does not exist.
+	job = plan(t, Spec{Scenario: "missing", Argv: []string{"/nonexistent/heapline-test"}, Lib: testLib(t)})
+	if _, err = measure(t, job, Options{Runs: 1}); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing command: error = %v", err)
+	}
+}
+
+// TestInterleaving checks the order of runs: warm-up pairs, then A B A B,
+// then B A B A in the second round. Each run appends B (no library) or P
+// (HEAPLINE_OUTPUT set: the profiled side) to a log.
+func TestInterleaving(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "order")
+	script := `if [ -n "$HEAPLINE_OUTPUT" ]; then printf P >> "$1"; else printf B >> "$1"; fi`
+	job := plan(t, Spec{Scenario: "order", Argv: []string{"sh", "-c", script, "sh", log}, Lib: testLib(t)})
+	res, err := measure(t, job, Options{Runs: 2, Warmup: 1, Rounds: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "BP" + "BPBP" + "PBPB"; string(got) != want {
+		t.Errorf("order of runs = %s, want %s", got, want)
+	}
+	if len(res.Baseline.SamplesS) != 4 || len(res.Profiled.SamplesS) != 4 {
+		t.Errorf("samples = %d, %d, want 4 each", len(res.Baseline.SamplesS), len(res.Profiled.SamplesS))
+	}
+	if len(res.RoundOverheads) != 2 || res.Overhead != Median(res.RoundOverheads) {
+		t.Errorf("overhead %v, rounds %v: want the median of 2 rounds", res.Overhead, res.RoundOverheads)
+	}
+}
+
+// fakeShim writes an exit summary the way libheap.so does (HEAPLINE_OUTPUT
+// with %p replaced by the pid) with a known allocation count, when it runs
+// on the profiled side.
+const fakeShim = `[ -z "$HEAPLINE_OUTPUT" ] && exit 0
+[ "$HEAPLINE_FORMAT" = json ] || exit 9
+f=$(printf %s "$HEAPLINE_OUTPUT" | sed "s/%p/$$/")
+printf '{"pid":%d,"command":"sh","source":"preload","allocs":%d,"frees":990,"exited":true}\n' $$ "$1" > "$f"`
+
+func TestAllocsPerSecond(t *testing.T) {
+	job := plan(t, Spec{Scenario: "fake", Argv: []string{"sh", "-c", fakeShim, "sh", "1000"}, Lib: testLib(t)})
+	res, err := measure(t, job, Options{Runs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(res.Profiled.SamplesAllocs, []int64{1000, 1000, 1000}) {
+		t.Fatalf("profiled allocs = %v, want 1000 each run", res.Profiled.SamplesAllocs)
+	}
+	if res.Baseline.SamplesAllocs != nil {
+		t.Errorf("baseline allocs = %v, want none", res.Baseline.SamplesAllocs)
+	}
+	var rates []float64
+	for _, w := range res.Profiled.SamplesS {
+		rates = append(rates, 1000/w)
+	}
+	if res.AllocsPerS == nil || *res.AllocsPerS != Median(rates) {
+		t.Errorf("allocs_per_s = %v, want median of %v", res.AllocsPerS, rates)
+	}
+	for _, w := range res.Warnings {
+		if strings.Contains(w, "exit summary") {
+			t.Errorf("unexpected warning %q", w)
+		}
+	}
+}
+
+func TestWrap(t *testing.T) {
+	// env runs the command it is given: a profiler that costs nothing.
+	job, err := Plan(Spec{Scenario: "wrapped", Argv: []string{"sh", "-c", `[ -z "$LD_PRELOAD$HEAPLINE_OUTPUT" ]`},
+		Wrap: []string{"env", "-u", "NOTHING"}, Measure: Time, Dir: t.TempDir()}, []string{"PATH=" + os.Getenv("PATH")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"env", "-u", "NOTHING", "sh", "-c", `[ -z "$LD_PRELOAD$HEAPLINE_OUTPUT" ]`}; !reflect.DeepEqual(job.Prof.Argv, want) {
+		t.Fatalf("wrapped argv = %q, want %q", job.Prof.Argv, want)
+	}
+	res, err := measure(t, job, Options{Runs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Profiled.Label != "env" || res.Profiled.Preload != "" || res.AllocsPerS != nil {
+		t.Errorf("wrapped side = %q preload %q allocs/s %v", res.Profiled.Label, res.Profiled.Preload, res.AllocsPerS)
+	}
+}
+
+func TestBaselineLib(t *testing.T) {
+	oldLib, newLib := testLib(t), testLib(t)
+	// Both sides write exit summaries: the comparison is like for like.
+	script := `case "$LD_PRELOAD" in "$1"*) ;; *) exit 7;; esac; [ -n "$HEAPLINE_OUTPUT" ]`
+	job := plan(t, Spec{Scenario: "libs", Argv: []string{"sh", "-c", script, "sh", newLib}, Lib: newLib, BaselineLib: oldLib})
+	if job.Base.Label != "base lib" || job.Base.Preload != oldLib || job.Prof.Label != "lib" || job.Prof.Preload != newLib {
+		t.Fatalf("sides = %+v / %+v", job.Base, job.Prof)
+	}
+	// The profiled side passes the check, the baseline (old lib first) fails it.
+	_, err := measure(t, job, Options{Runs: 1})
+	if err == nil || !strings.Contains(err.Error(), "base lib, run 1/1") || !strings.Contains(err.Error(), "exit status 7") {
+		t.Errorf("error = %v, want the baseline to fail with 7", err)
+	}
+}
+
+func TestInstructions(t *testing.T) {
+	vg, err := exec.LookPath("valgrind")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("valgrind is missing: make deps installs it")
+		}
+		t.Skip("needs valgrind (make deps installs it)")
+	}
+	job := plan(t, Spec{Scenario: "true", Argv: []string{"/bin/true"}, Lib: testLib(t), Measure: Instructions, Valgrind: vg})
+	if job.Prof.Argv[0] != vg || !slicesContains(job.Prof.Argv, "--trace-children=no") || job.Prof.Argv[len(job.Prof.Argv)-1] != "/bin/true" {
+		t.Fatalf("profiled argv = %q", job.Prof.Argv)
+	}
+	res, err := measure(t, job, Options{Runs: 1, Measure: Instructions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Measure != "instructions" {
+		t.Errorf("measure = %q", res.Measure)
+	}
+	for _, s := range []SideResult{res.Baseline, res.Profiled} {
+		if len(s.SamplesInstructions) != 1 || s.MedianInstructions <= 0 {
+			t.Errorf("%s: instructions %v", s.Label, s.SamplesInstructions)
+		}
+	}
+	want := res.Profiled.MedianInstructions/res.Baseline.MedianInstructions - 1
+	if res.Overhead != want {
+		t.Errorf("overhead = %v, want %v from instruction counts", res.Overhead, want)
+	}
+	// Deterministic counts: no "too few runs" warning in this mode.
+	for _, w := range res.Warnings {
+		if strings.Contains(w, "runs of each side") {
+			t.Errorf("unexpected warning %q", w)
+		}
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func TestReadCallgrindTotal(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, text string
+		want       float64
+		err        string
+	}{
+		{"totals", "version: 1\nevents: Ir\nsummary: 126559\nfl=x\n1 2\ntotals: 126560\n", 126560, ""},
+		{"summary", "events: Ir Dr\nsummary: 42 7\n", 42, ""},
+		{"none", "events: Ir\n", 0, "no totals or summary line"},
+		{"bad", "totals: lots\n", 0, `bad total "lots"`},
+	} {
+		p := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(p, []byte(tc.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadCallgrindTotal(p)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %v, %v, want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+// TestJSONShape checks the overhead contract's field names on a real
+// measurement.
+func TestJSONShape(t *testing.T) {
+	job := plan(t, Spec{Scenario: "fake", Description: "a fake shim", Argv: []string{"sh", "-c", fakeShim, "sh", "5"}, Lib: testLib(t)})
+	res, err := measure(t, job, Options{Runs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := Document{Env: CollectEnv("", "", time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)), Scenarios: []Result{res}}
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, doc); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	env := m["env"].(map[string]any)
+	for _, k := range []string{"cpu", "cores", "kernel", "go", "lib_version", "commit", "date"} {
+		if _, ok := env[k]; !ok {
+			t.Errorf("env.%s missing", k)
+		}
+	}
+	if env["date"] != "2025-01-02T03:04:05Z" {
+		t.Errorf("env.date = %v", env["date"])
+	}
+	scens := m["scenarios"].([]any)
+	if len(scens) != 1 {
+		t.Fatalf("%d scenarios", len(scens))
+	}
+	s := scens[0].(map[string]any)
+	for _, k := range []string{"scenario", "runs", "overhead", "ci_low", "ci_high", "allocs_per_s", "measure", "warnings", "baseline", "profiled"} {
+		if _, ok := s[k]; !ok {
+			t.Errorf("scenarios[0].%s missing", k)
+		}
+	}
+	if s["scenario"] != "fake" || s["runs"] != 2.0 || s["measure"] != "time" {
+		t.Errorf("scenario, runs, measure = %v %v %v", s["scenario"], s["runs"], s["measure"])
+	}
+	for _, side := range []string{"baseline", "profiled"} {
+		sd := s[side].(map[string]any)
+		for _, k := range []string{"median_s", "min_s", "max_s", "cv", "samples_s"} {
+			if _, ok := sd[k]; !ok {
+				t.Errorf("%s.%s missing", side, k)
+			}
+		}
+		if n := len(sd["samples_s"].([]any)); n != 2 {
+			t.Errorf("%s.samples_s has %d samples, want 2", side, n)
+		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// golden compares got with testdata/name; on a mismatch it writes got
+// beside it as name.got.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		_ = os.WriteFile(p+".got", []byte(got), 0o644)
+		t.Errorf("%s differs from the golden file; got written to %s.got:\n%s", p, p, got)
+	}
+}
+
+func fixedResult(name string, base, prof []float64, allocs float64) Result {
+	job := Job{Scenario: name, Description: "4 threads, 64 blocks each, 16-512 B, small heap",
+		Base: Side{Label: "baseline", Argv: []string{"bin/malloc_churn"}},
+		Prof: Side{Label: "heapline", Argv: []string{"bin/malloc_churn"}, Preload: "/x/libheap.so", SummaryDir: "/tmp/x"}}
+	mk := func(ws []float64, allocs int64) []Sample {
+		var s []Sample
+		for _, w := range ws {
+			s = append(s, Sample{Wall: w, User: 2 * w, Sys: w / 100, Allocs: allocs})
+		}
+		return s
+	}
+	n := int64(allocs)
+	opts := Options{Runs: len(base), Warmup: 2, Rounds: 1, Measure: Time}
+	return summarize(job, opts, mk(base, -1), mk(prof, n), nil)
+}
+
+func TestRender(t *testing.T) {
+	base := []float64{0.512, 0.488, 0.601, 0.5, 0.52, 0.49, 0.53, 0.55, 0.51, 0.5}
+	prof := []float64{0.577, 0.541, 0.652, 0.56, 0.58, 0.57, 0.59, 0.6, 0.575, 0.566}
+	r := fixedResult("churn-4t", base, prof, 2e7)
+	var buf bytes.Buffer
+	if err := WriteResult(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "result.golden", buf.String())
+
+	r2 := fixedResult("churn-1t", []float64{1, 1.01, 0.99, 1, 1.02}, []float64{1.1, 1.12, 1.09, 1.11, 1.1}, 5e7)
+	buf.Reset()
+	if err := WriteTable(&buf, []Result{r, r2}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "table.golden", buf.String())
+}
+
+func TestSci(t *testing.T) {
+	for _, tc := range []struct {
+		f    float64
+		want string
+	}{{3.4e7, "3.4e7"}, {9.96e6, "1.0e7"}, {123, "1.2e2"}, {0, "0"}} {
+		if got := sci(tc.f); got != tc.want {
+			t.Errorf("sci(%v) = %q, want %q", tc.f, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package overhead
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Progress reports runs on stderr. On a terminal it redraws one line,
+// "churn-4t  run 7/20 ███████░░░░░░░░░░░░░"; elsewhere (a log file, a
+// test) it writes one line per scenario when it is done, so logs stay
+// readable. A nil *Progress reports nothing.
+type Progress struct {
+	w     io.Writer
+	tty   bool
+	label string
+	total int
+	done  int
+	start time.Time
+}
+
+// NewProgress reports on w; tty says whether w is a terminal.
+func NewProgress(w io.Writer, tty bool) *Progress {
+	return &Progress{w: w, tty: tty}
+}
+
+const barWidth = 20
+
+func (p *Progress) begin(label string, total int) {
+	if p == nil {
+		return
+	}
+	p.label, p.total, p.done, p.start = label, total, 0, time.Now()
+	p.draw()
+}
+
+func (p *Progress) step() {
+	if p == nil {
+		return
+	}
+	p.done++
+	p.draw()
+}
+
+func (p *Progress) draw() {
+	if !p.tty {
+		return
+	}
+	filled := 0
+	if p.total > 0 {
+		filled = barWidth * p.done / p.total
+	}
+	fmt.Fprintf(p.w, "\r%s  run %d/%d %s%s ", p.label, p.done, p.total,
+		strings.Repeat("█", filled), strings.Repeat("░", barWidth-filled))
+}
+
+func (p *Progress) finish() {
+	if p == nil {
+		return
+	}
+	if p.tty {
+		fmt.Fprintln(p.w)
+		return
+	}
+	fmt.Fprintf(p.w, "%s: %d runs in %.1f s\n", p.label, p.done, time.Since(p.start).Seconds())
+}
+
+// abort ends a line drawn on a terminal before an error is printed.
+func (p *Progress) abort() {
+	if p != nil && p.tty {
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,218 @@
+package overhead
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+)
+
+// Document is the JSON of `heapctl overhead --json` (the overhead contract
+// of the project brief). Field names never change; fields may be added.
+type Document struct {
+	Env       Env      `json:"env"`
+	Scenarios []Result `json:"scenarios"`
+}
+
+// Result is the measurement of one scenario.
+type Result struct {
+	Scenario    string `json:"scenario"`
+	Description string `json:"description,omitempty"`
+	Runs        int    `json:"runs"`
+	Warmup      int    `json:"warmup"`
+	Rounds      int    `json:"rounds"`
+	// Overhead is median(profiled)/median(baseline) - 1 (0.127 is +12.7%);
+	// with several rounds, the median of the rounds' overheads.
+	Overhead float64 `json:"overhead"`
+	CILow    float64 `json:"ci_low"`
+	CIHigh   float64 `json:"ci_high"`
+	CIMethod string  `json:"ci_method"`
+	// RoundOverheads holds each round's overhead when Rounds > 1.
+	RoundOverheads []float64  `json:"round_overheads,omitempty"`
+	Baseline       SideResult `json:"baseline"`
+	Profiled       SideResult `json:"profiled"`
+	// AllocsPerS is the median over profiled runs of allocations counted by
+	// the shim over the run's wall time; null when not known (--wrap, a
+	// library without exit summary, instructions mode).
+	AllocsPerS *float64 `json:"allocs_per_s"`
+	// AddedInstructionsPerAlloc, instructions mode only: (median profiled
+	// Ir - median baseline Ir) / allocations.
+	AddedInstructionsPerAlloc *float64 `json:"added_instructions_per_alloc,omitempty"`
+	Measure                   string   `json:"measure"` // "time" or "instructions"
+	Warnings                  []string `json:"warnings"`
+}
+
+// SideResult is one side's samples and their summary. Times are wall
+// seconds of whole runs; CV and Outliers are of the measured quantity (wall
+// time, or instructions in instructions mode). Outliers are 0-based indexes
+// into the samples.
+type SideResult struct {
+	Label               string    `json:"label"`
+	Argv                []string  `json:"argv"`
+	Preload             string    `json:"preload,omitempty"`
+	MedianS             float64   `json:"median_s"`
+	MinS                float64   `json:"min_s"`
+	MaxS                float64   `json:"max_s"`
+	CV                  float64   `json:"cv"`
+	SamplesS            []float64 `json:"samples_s"`
+	MedianUserS         float64   `json:"median_user_s"`
+	MedianSysS          float64   `json:"median_sys_s"`
+	SamplesUserS        []float64 `json:"samples_user_s"`
+	SamplesSysS         []float64 `json:"samples_sys_s"`
+	Outliers            []int     `json:"outliers"`
+	MedianInstructions  float64   `json:"median_instructions,omitempty"`
+	SamplesInstructions []float64 `json:"samples_instructions,omitempty"`
+	SamplesAllocs       []int64   `json:"samples_allocs,omitempty"`
+}
+
+// WriteJSON writes doc as indented JSON.
+func WriteJSON(w io.Writer, doc Document) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}
+
+// WriteResult writes one scenario's result as the issue shows it:
+//
+//	churn-4t  4 threads, 64 blocks each, 16-512 B, small heap
+//	            median    min       max       cv
+//	baseline    0.512 s   0.488 s   0.601 s   6.1%
+//	heapline    0.577 s   0.541 s   0.652 s   5.8%
+//	overhead    +12.7%   (95% CI +8.1% .. +17.9%)   3.4e7 allocations/s with heapline
+func WriteResult(w io.Writer, r Result) error {
+	var b strings.Builder
+	if r.Description != "" {
+		fmt.Fprintf(&b, "%s  %s\n", r.Scenario, r.Description)
+	} else {
+		fmt.Fprintf(&b, "%s\n", r.Scenario)
+	}
+	tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
+	if r.Measure == string(Instructions) {
+		fmt.Fprintf(tw, "\tinstructions\tcv\twall (callgrind)\n")
+		for _, s := range []SideResult{r.Baseline, r.Profiled} {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Label, count(s.MedianInstructions), pct(s.CV), dur(s.MedianS))
+		}
+	} else {
+		fmt.Fprintf(tw, "\tmedian\tmin\tmax\tcv\tuser\tsys\n")
+		for _, s := range []SideResult{r.Baseline, r.Profiled} {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Label, dur(s.MedianS), dur(s.MinS), dur(s.MaxS), pct(s.CV), dur(s.MedianUserS), dur(s.MedianSysS))
+		}
+	}
+	// The overhead line shares the label column; the text after it is the
+	// line's last cell, which does not widen the columns above.
+	line := fmt.Sprintf("overhead\t%s   (95%% CI %s .. %s)", signed(r.Overhead), signed(r.CILow), signed(r.CIHigh))
+	if len(r.RoundOverheads) > 0 {
+		var rs []string
+		for _, o := range r.RoundOverheads {
+			rs = append(rs, signed(o))
+		}
+		line += fmt.Sprintf("   median of %d rounds: %s", len(r.RoundOverheads), strings.Join(rs, " "))
+	}
+	if r.AllocsPerS != nil {
+		line += fmt.Sprintf("   %s allocations/s with %s", sci(*r.AllocsPerS), r.Profiled.Label)
+	}
+	if r.AddedInstructionsPerAlloc != nil {
+		line += fmt.Sprintf("   %+.1f instructions per allocation", *r.AddedInstructionsPerAlloc)
+	}
+	fmt.Fprintln(tw, line)
+	tw.Flush()
+	for _, wn := range r.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", wn)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteTable writes several scenarios as one table, then their warnings.
+func WriteTable(w io.Writer, rs []Result) error {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
+	instr := len(rs) > 0 && rs[0].Measure == string(Instructions)
+	base, prof := "baseline", "heapline"
+	if len(rs) > 0 {
+		base, prof = rs[0].Baseline.Label, rs[0].Profiled.Label
+	}
+	last := "allocs/s"
+	if instr {
+		last = "instr/alloc"
+	}
+	fmt.Fprintf(tw, "scenario\t%s\t%s\toverhead\t95%% CI\tcv\t%s\n", base, prof, last)
+	for _, r := range rs {
+		var bm, pm, extra string
+		if instr {
+			bm, pm = count(r.Baseline.MedianInstructions), count(r.Profiled.MedianInstructions)
+			extra = "-"
+			if r.AddedInstructionsPerAlloc != nil {
+				extra = fmt.Sprintf("%+.1f", *r.AddedInstructionsPerAlloc)
+			}
+		} else {
+			bm, pm = dur(r.Baseline.MedianS), dur(r.Profiled.MedianS)
+			extra = "-"
+			if r.AllocsPerS != nil {
+				extra = sci(*r.AllocsPerS)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s .. %s\t%s / %s\t%s\n", r.Scenario, bm, pm, signed(r.Overhead),
+			signed(r.CILow), signed(r.CIHigh), pct(r.Baseline.CV), pct(r.Profiled.CV), extra)
+	}
+	tw.Flush()
+	for _, r := range rs {
+		for _, wn := range r.Warnings {
+			fmt.Fprintf(&b, "warning: %s: %s\n", r.Scenario, wn)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// signed formats a fraction as a signed percentage: 0.127 is "+12.7%".
+func signed(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "?"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*f)
+}
+
+func pct(f float64) string {
+	if math.IsNaN(f) {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// sci formats a rate the short way: 3.4e7.
+func sci(f float64) string {
+	if f <= 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Sprint(f)
+	}
+	e := int(math.Floor(math.Log10(f)))
+	m := f / math.Pow(10, float64(e))
+	if math.Round(m*10) >= 100 { // 9.96 rounds to 10.0
+		m /= 10
+		e++
+	}
+	return fmt.Sprintf("%.1fe%d", m, e)
+}
+
+// count formats an instruction count with an SI prefix: 812.35 M.
+func count(f float64) string {
+	switch {
+	case f >= 1e9:
+		return fmt.Sprintf("%.3f G", f/1e9)
+	case f >= 1e6:
+		return fmt.Sprintf("%.2f M", f/1e6)
+	case f >= 1e3:
+		return fmt.Sprintf("%.1f k", f/1e3)
+	}
+	return fmt.Sprintf("%.0f", f)
+}
+
+// dur formats seconds: 0.512 s, or 1.23 ms below a tenth of a second.
+func dur(s float64) string {
+	if s < 0.1 {
+		return fmt.Sprintf("%.2f ms", 1000*s)
+	}
+	return fmt.Sprintf("%.3f s", s)
+}

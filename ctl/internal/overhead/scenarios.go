@@ -1,0 +1,156 @@
+package overhead
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Scenario is one named workload of heapctl overhead. Argv and Short name
+// their files relative to the project's directories: "{bin}/" is the
+// directory of the built scenarios (bin/), "{scenarios}/" the scenarios/
+// source directory; any other word is used as is (python3 is found in
+// PATH). The exact parameters are documented in docs/methodology.md: change
+// both together.
+type Scenario struct {
+	Name        string
+	Description string
+	// Argv is the command of a timed run, sized so that one baseline run
+	// takes 0.3-1.5 s on the reference machine (2 shared cores).
+	Argv []string
+	// Short is the same workload shortened for --measure instructions:
+	// callgrind runs it 50-100 times slower.
+	Short []string
+	// Env is added to the environment of both sides.
+	Env []string
+}
+
+// Scenarios is the registry, in the order `all` runs them.
+var Scenarios = []Scenario{
+	{
+		Name:        "churn-1t",
+		Description: "1 thread, 64 blocks, 16-512 B, small heap",
+		Argv:        []string{"{bin}/malloc_churn", "-t", "1", "-i", "50000000", "-min", "16", "-max", "512", "-k", "64"},
+		Short:       []string{"{bin}/malloc_churn", "-t", "1", "-i", "500000", "-min", "16", "-max", "512", "-k", "64"},
+	},
+	{
+		Name:        "churn-4t",
+		Description: "4 threads, 64 blocks each, 16-512 B, small heap",
+		Argv:        []string{"{bin}/malloc_churn", "-t", "4", "-i", "25000000", "-min", "16", "-max", "512", "-k", "64"},
+		Short:       []string{"{bin}/malloc_churn", "-t", "4", "-i", "250000", "-min", "16", "-max", "512", "-k", "64"},
+	},
+	{
+		Name:        "resident-4t",
+		Description: "churn-4t after 512 MiB allocated and touched",
+		Argv:        []string{"{bin}/malloc_churn", "-t", "4", "-i", "25000000", "-min", "16", "-max", "512", "-k", "64", "-r", "512"},
+		Short:       []string{"{bin}/malloc_churn", "-t", "4", "-i", "250000", "-min", "16", "-max", "512", "-k", "64", "-r", "512"},
+	},
+	{
+		Name:        "large-4t",
+		Description: "4 threads, 64 blocks each, 64 KiB-1 MiB, each written fully",
+		Argv:        []string{"{bin}/malloc_churn", "-t", "4", "-i", "8000", "-min", "65536", "-max", "1048576", "-k", "64", "-w"},
+		Short:       []string{"{bin}/malloc_churn", "-t", "4", "-i", "200", "-min", "65536", "-max", "1048576", "-k", "64", "-w"},
+	},
+	{
+		Name:        "python",
+		Description: "python3 alloc_heavy.py: JSON build and parse, dicts, strings, sorting",
+		Argv:        []string{"python3", "{scenarios}/alloc_heavy.py", "10"},
+		Short:       []string{"python3", "{scenarios}/alloc_heavy.py", "1"},
+		// Hash randomisation changes dict layouts, hence instruction counts,
+		// from run to run.
+		Env: []string{"PYTHONHASHSEED=0"},
+	},
+}
+
+// Names lists the registered scenario names in order.
+func Names() []string {
+	var names []string
+	for _, s := range Scenarios {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// Lookup finds a scenario by name; an unknown name gets an error listing
+// the known ones.
+func Lookup(name string) (Scenario, error) {
+	for _, s := range Scenarios {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return Scenario{}, fmt.Errorf("unknown scenario %q: known scenarios are %s (or all, or -- CMD ARGS)", name, strings.Join(Names(), ", "))
+}
+
+// Layout is where scenario files live.
+type Layout struct {
+	Bin       string // built scenario programs (bin/)
+	Scenarios string // scenario sources and scripts (scenarios/)
+}
+
+// Locate finds the layout: under root when given (--root), else beside the
+// heapctl executable (bin/ with scenarios/ next to it, as `make` leaves
+// them), else bin/ and scenarios/ under the working directory.
+func Locate(root string) (Layout, error) {
+	if root != "" {
+		st, err := os.Stat(root)
+		if err != nil {
+			return Layout{}, fmt.Errorf("--root: %w", err)
+		}
+		if !st.IsDir() {
+			return Layout{}, fmt.Errorf("--root %s: not a directory", root)
+		}
+		return absLayout(filepath.Join(root, "bin"), filepath.Join(root, "scenarios"))
+	}
+	if exe, err := os.Executable(); err == nil {
+		if exe, err := filepath.EvalSymlinks(exe); err == nil {
+			dir := filepath.Dir(exe)
+			scen := filepath.Join(dir, "..", "scenarios")
+			if isDir(scen) {
+				return absLayout(dir, scen)
+			}
+		}
+	}
+	return absLayout("bin", "scenarios")
+}
+
+func absLayout(bin, scen string) (Layout, error) {
+	b, err := filepath.Abs(bin)
+	if err != nil {
+		return Layout{}, err
+	}
+	s, err := filepath.Abs(scen)
+	if err != nil {
+		return Layout{}, err
+	}
+	return Layout{Bin: b, Scenarios: s}, nil
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+// Resolve turns a scenario argv into paths under l, and checks that the
+// files it names exist, so that a missing build is reported before any run.
+func (l Layout) Resolve(argv []string) ([]string, error) {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		var p string
+		switch {
+		case strings.HasPrefix(a, "{bin}/"):
+			p = filepath.Join(l.Bin, strings.TrimPrefix(a, "{bin}/"))
+		case strings.HasPrefix(a, "{scenarios}/"):
+			p = filepath.Join(l.Scenarios, strings.TrimPrefix(a, "{scenarios}/"))
+		default:
+			out[i] = a
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("%s not found: build the scenarios with make, or point --root at the project: %w", p, err)
+		}
+		out[i] = p
+	}
+	return out, nil
+}

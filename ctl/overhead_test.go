@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+)
+
+// heapctlOverhead runs `heapctl overhead args...` and returns stdout,
+// stderr and the error.
+func heapctlOverhead(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	app := newAppEnv(&env{stdout: &out, stderr: &errb, log: zaptest.NewLogger(t)})
+	err := app.Run(append([]string{"heapctl", "overhead"}, args...))
+	return out.String(), errb.String(), err
+}
+
+// overheadTestLib builds a shared library that does nothing, to stand for
+// libheap.so: these tests check the command, not the shim.
+func overheadTestLib(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "nop.c")
+	if err := os.WriteFile(src, []byte("int heapline_test_nop(void) { return 0; }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lib := filepath.Join(dir, "libnop.so")
+	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("building a test library (cc is needed, as for make): %v\n%s", err, out)
+	}
+	return lib
+}
+
+func TestOverheadBadFlags(t *testing.T) {
+	lib := overheadTestLib(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-n", "0", "churn-4t"}, "-n must be at least 1"},
+		// Flags after the scenario name are parsed too.
+		{[]string{"churn-4t", "-n", "0"}, "-n must be at least 1"},
+		{[]string{"--warmup", "-1", "churn-4t"}, "--warmup must be at least 0"},
+		{[]string{"--rounds", "0", "churn-4t"}, "--rounds must be at least 1"},
+		{[]string{"--measure", "cycles", "churn-4t"}, `--measure must be time or instructions, not "cycles"`},
+		{[]string{"churn-5t"}, `unknown scenario "churn-5t": known scenarios are churn-1t, churn-4t, resident-4t, large-4t, python (or all, or -- CMD ARGS)`},
+		{[]string{}, "name a scenario (churn-1t, churn-4t, resident-4t, large-4t, python), all, or -- CMD ARGS"},
+		{[]string{"--wrap", "true", "--lib", lib, "--", "true"}, "--wrap and --lib exclude each other"},
+		{[]string{"--wrap", "true", "--measure", "instructions", "--", "true"}, "--wrap and --measure instructions exclude each other"},
+		{[]string{"--wrap", "no-such-profiler-heapline", "--", "true"}, "--wrap: exec: \"no-such-profiler-heapline\""},
+		{[]string{"--wrap", "'unterminated", "--", "true"}, "--wrap \"'unterminated\""},
+		{[]string{"--lib", "/nonexistent/libheap.so", "--", "true"}, "--lib /nonexistent/libheap.so"},
+		{[]string{"churn-4t", "--", "true"}, "name scenarios or give a command after --, not both"},
+		{[]string{"churn-4t", "--bogus"}, "flag provided but not defined: -bogus"},
+	} {
+		_, _, err := heapctlOverhead(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("overhead %q: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestOverheadCommand(t *testing.T) {
+	lib := overheadTestLib(t)
+	// Flags before --; after it, -n belongs to the command (sh ignores it).
+	out, stderr, err := heapctlOverhead(t, "-n", "3", "--warmup", "1", "--lib", lib, "--", "sh", "-c", "exit 0", "-n", "99")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	if lines[0] != "sh -c exit 0 -n 99" {
+		t.Errorf("first line = %q, want the command", lines[0])
+	}
+	for _, want := range []string{"\nbaseline ", "\nheapline ", "\noverhead ", "95% CI", "warning: only 3 runs of each side"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// Progress goes to stderr, never to stdout.
+	if !strings.Contains(stderr, "sh -c exit 0 -n 99: 8 runs in ") {
+		t.Errorf("stderr = %q", stderr)
+	}
+
+	// The same with a failing command: an error naming the exit status.
+	_, _, err = heapctlOverhead(t, "-n", "3", "--lib", lib, "--", "sh", "-c", "exit 3")
+	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("failing command: error = %v", err)
+	}
+}
+
+func TestOverheadJSON(t *testing.T) {
+	lib := overheadTestLib(t)
+	out, _, err := heapctlOverhead(t, "--json", "-n", "2", "--warmup", "0", "--lib", lib, "--", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Env struct {
+			CPU   string   `json:"cpu"`
+			Cores int      `json:"cores"`
+			Date  string   `json:"date"`
+			Lib   string   `json:"lib"`
+			Args  []string `json:"args"`
+		} `json:"env"`
+		Scenarios []struct {
+			Scenario   string   `json:"scenario"`
+			Runs       int      `json:"runs"`
+			Overhead   *float64 `json:"overhead"`
+			CILow      *float64 `json:"ci_low"`
+			CIHigh     *float64 `json:"ci_high"`
+			AllocsPerS *float64 `json:"allocs_per_s"`
+			Measure    string   `json:"measure"`
+			Baseline   struct {
+				MedianS  *float64  `json:"median_s"`
+				SamplesS []float64 `json:"samples_s"`
+			} `json:"baseline"`
+			Profiled struct {
+				MedianS  *float64  `json:"median_s"`
+				SamplesS []float64 `json:"samples_s"`
+				Preload  string    `json:"preload"`
+			} `json:"profiled"`
+		} `json:"scenarios"`
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v\n%s", err, out)
+	}
+	if doc.Env.CPU == "" || doc.Env.Cores < 1 || doc.Env.Date == "" || doc.Env.Lib != lib {
+		t.Errorf("env = %+v", doc.Env)
+	}
+	if want := []string{"heapctl", "overhead", "--json", "-n", "2", "--warmup", "0", "--lib", lib, "--", "true"}; strings.Join(doc.Env.Args, " ") != strings.Join(want, " ") {
+		t.Errorf("env.args = %q, want %q", doc.Env.Args, want)
+	}
+	if len(doc.Scenarios) != 1 {
+		t.Fatalf("%d scenarios, want 1", len(doc.Scenarios))
+	}
+	s := doc.Scenarios[0]
+	if s.Scenario != "true" || s.Runs != 2 || s.Measure != "time" || s.Overhead == nil || s.CILow == nil || s.CIHigh == nil {
+		t.Errorf("scenario = %+v", s)
+	}
+	if s.Baseline.MedianS == nil || len(s.Baseline.SamplesS) != 2 || s.Profiled.MedianS == nil || len(s.Profiled.SamplesS) != 2 || s.Profiled.Preload != lib {
+		t.Errorf("sides = %+v / %+v", s.Baseline, s.Profiled)
+	}
+}
+
+// TestOverheadScenario runs a named scenario from a project root made for
+// the test. The registry's real sizes take seconds per run, so the root's
+// bin/malloc_churn is a script that checks it got churn-4t's arguments.
+func TestOverheadScenario(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "scenarios"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The stand-in checks that it got churn-4t's parameters.
+	stub := "#!/bin/sh\n[ \"$*\" = \"-t 4 -i 25000000 -min 16 -max 512 -k 64\" ] || { echo \"args: $*\" >&2; exit 5; }\n"
+	if err := os.WriteFile(filepath.Join(root, "bin", "malloc_churn"), []byte(stub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lib := overheadTestLib(t)
+	out, _, err := heapctlOverhead(t, "churn-4t", "-n", "2", "--warmup", "0", "--root", root, "--lib", lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "churn-4t  4 threads, 64 blocks each, 16-512 B, small heap\n") {
+		t.Errorf("output:\n%s", out)
+	}
+	// Without --lib, the library under --root is used.
+	if err := os.WriteFile(filepath.Join(root, "bin", "libheap.so"), mustRead(t, lib), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = heapctlOverhead(t, "churn-4t", "churn-4t", "-n", "1", "--warmup", "0", "--root", root, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Env       struct{ Lib string }
+		Scenarios []struct{ Scenario string }
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Env.Lib != filepath.Join(root, "bin", "libheap.so") || len(doc.Scenarios) != 2 {
+		t.Errorf("lib %q, %d scenarios", doc.Env.Lib, len(doc.Scenarios))
+	}
+	// A scenario whose program is not built.
+	_, _, err = heapctlOverhead(t, "python", "-n", "1", "--root", root)
+	if err == nil || !strings.Contains(err.Error(), "alloc_heavy.py not found: build the scenarios with make") {
+		t.Errorf("missing script: error = %v", err)
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
