@@ -1,0 +1,496 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/shim"
+	"github.com/heapline/heapline/ctl/internal/timeline"
+)
+
+// Helpers shared by the tests of record, watch and export, prefixed hs
+// (heapsteps, their test program: testdata/heapsteps.c).
+
+// hsTimeout bounds every wait on a real process. It is a deadline for a
+// hung test, not a speed assertion: on a slow machine the tests only take
+// longer.
+const hsTimeout = 90 * time.Second
+
+// hsLib is the shim the tests preload: bin/libheap.so, which `make test`
+// builds before it runs the tests.
+func hsLib(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "bin", shim.LibName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%v: build it first with `make bin/libheap.so` (make test does)", err)
+	}
+	return p
+}
+
+// hsBuild compiles testdata/heapsteps.c into dir.
+func hsBuild(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "heapsteps")
+	out, err := exec.Command("cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", bin, filepath.Join("testdata", "heapsteps.c")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("compiling heapsteps: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// hsFifo makes the fifo heapsteps waits on and opens it read-write, so
+// neither side blocks in open; closing it at cleanup ends the program.
+func hsFifo(t *testing.T, dir string) *os.File {
+	t.Helper()
+	p := filepath.Join(dir, "ctl")
+	if err := syscall.Mkfifo(p, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// hsStep lets heapsteps take its next step.
+func hsStep(t *testing.T, fifo *os.File) {
+	t.Helper()
+	if _, err := fifo.WriteString("\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hsBuffer is an io.Writer that the code under test writes while the test
+// reads it.
+type hsBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *hsBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *hsBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// hsLines reads complete lines of a hsBuffer in order.
+type hsLines struct {
+	t    *testing.T
+	b    *hsBuffer
+	used int
+}
+
+// next waits for the next line and fails unless it starts with prefix.
+func (l *hsLines) next(prefix string) string {
+	l.t.Helper()
+	var line string
+	hsWait(l.t, fmt.Sprintf("a line %q", prefix), func() bool {
+		s := l.b.String()[l.used:]
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			return false
+		}
+		line = s[:i]
+		l.used += i + 1
+		return true
+	})
+	if !strings.HasPrefix(line, prefix) {
+		l.t.Fatalf("line %q, want one starting with %q; all output:\n%s", line, prefix, l.b.String())
+	}
+	return line
+}
+
+// hsTotal is the byte count at the end of heapsteps' "up N BYTES" or
+// "down N BYTES" line.
+func hsTotal(t *testing.T, line string) int64 {
+	t.Helper()
+	f := strings.Fields(line)
+	v, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+	if err != nil {
+		t.Fatalf("line %q: %v", line, err)
+	}
+	return v
+}
+
+func hsWait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(hsTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", hsTimeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// hsProc is heapsteps running under the shim, started by the test.
+type hsProc struct {
+	cmd   *exec.Cmd
+	pid   int
+	fifo  *os.File
+	lines *hsLines
+	base  int64 // live bytes before the first step
+}
+
+// hsStart runs heapsteps under the shim with an exact peak
+// (HEAPLINE_PEAK_BATCH=0) and waits until it is set up, before its first
+// step; args follow the fifo (STEPS, STEP_KIB).
+func hsStart(t *testing.T, args ...string) *hsProc {
+	t.Helper()
+	dir := t.TempDir()
+	bin := hsBuild(t, dir)
+	fifo := hsFifo(t, dir)
+	out := &hsBuffer{}
+	cmd := exec.Command(bin, append([]string{fifo.Name()}, args...)...)
+	cmd.Env = shim.Env(os.Environ(), hsLib(t), "HEAPLINE_PEAK_BATCH=0", "HEAPLINE_SUMMARY=0")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	p := &hsProc{cmd: cmd, pid: cmd.Process.Pid, fifo: fifo, lines: &hsLines{t: t, b: out}}
+	p.lines.next("pid ")
+	p.lines.next("base")
+	p.base = hsRead(t, p.pid).LiveBytes
+	return p
+}
+
+// hsRead reads pid's region, which must be there.
+func hsRead(t *testing.T, pid int) report.Summary {
+	t.Helper()
+	s, err := region.Read(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// hsFinish lets heapsteps run to its end and waits for it.
+func (p *hsProc) finish(t *testing.T) {
+	t.Helper()
+	for {
+		hsStep(t, p.fifo)
+		if l := p.lines.next(""); l == "done" {
+			break
+		}
+	}
+	hsStep(t, p.fifo)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("heapsteps: %v", err)
+	}
+}
+
+// hsCSV reads a timeline that is still being written: a read that catches
+// a row half written is simply retried by the caller's wait.
+func hsCSV(path string) []timeline.Sample {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	s, err := timeline.ReadCSV(f)
+	if err != nil {
+		return nil
+	}
+	return s
+}
+
+// hsPlateaus returns the live byte values held for at least two samples in
+// a row, in the order they came.
+func hsPlateaus(samples []timeline.Sample) []int64 {
+	var out []int64
+	for i := 1; i < len(samples); i++ {
+		v := samples[i].LiveBytes
+		if v == samples[i-1].LiveBytes && (len(out) == 0 || out[len(out)-1] != v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// hsWaitPlateau waits until the timeline at path holds live bytes v for
+// two samples in a row: the sampler has seen the step.
+func hsWaitPlateau(t *testing.T, path string, v int64) {
+	t.Helper()
+	hsWait(t, fmt.Sprintf("live bytes %d twice in a row in %s", v, path), func() bool {
+		ps := hsPlateaus(hsCSV(path))
+		return len(ps) > 0 && ps[len(ps)-1] == v
+	})
+}
+
+// hsApp runs heapctl in this process with its own writers.
+func hsApp(t *testing.T) (e *env, stdout, stderr *hsBuffer) {
+	stdout, stderr = &hsBuffer{}, &hsBuffer{}
+	return &env{stdout: stdout, stderr: stderr, log: zaptest.NewLogger(t)}, stdout, stderr
+}
+
+// hsDeadPID is the pid of a process that has exited and been reaped.
+func hsDeadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+// TestRecordSteps records heapsteps growing by four steps of 8 MiB and
+// shrinking back: each step is a plateau of the timeline at exactly the
+// program's base plus the usable bytes it says it holds, the peak column
+// (exact with HEAPLINE_PEAK_BATCH=0) tops out at the highest step, and
+// the chart is SVG with that peak labelled.
+func TestRecordSteps(t *testing.T) {
+	lib := hsLib(t)
+	dir := t.TempDir()
+	bin := hsBuild(t, dir)
+	fifo := hsFifo(t, dir)
+	csvPath, svgPath := filepath.Join(dir, "heap.csv"), filepath.Join(dir, "heap.svg")
+	t.Setenv("HEAPLINE_PEAK_BATCH", "0")
+
+	e, stdout, stderr := hsApp(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- newAppEnv(e).Run([]string{"heapctl", "record", "-o", csvPath, "--interval", "10ms",
+			"--svg", svgPath, "--lib", lib, "--", bin, fifo.Name()})
+	}()
+	lines := &hsLines{t: t, b: stdout}
+	pid, err := strconv.Atoi(strings.TrimPrefix(lines.next("pid "), "pid "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines.next("base")
+	base := hsRead(t, pid).LiveBytes
+	hsWaitPlateau(t, csvPath, base)
+	want := []int64{base}
+	for range 8 { // four steps up, four down
+		hsStep(t, fifo)
+		v := base + hsTotal(t, lines.next(""))
+		hsWaitPlateau(t, csvPath, v)
+		want = append(want, v)
+	}
+	hsStep(t, fifo)
+	lines.next("done")
+	hsStep(t, fifo)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("record: %v\nstderr:\n%s", err, stderr)
+		}
+	case <-time.After(hsTimeout):
+		t.Fatal("record did not return after the program exited")
+	}
+
+	samples := hsCSV(csvPath)
+	got := hsPlateaus(samples)
+	// Every step is a plateau, in order (the timeline may hold others:
+	// the program's start and exit).
+	i := 0
+	for _, v := range got {
+		if i < len(want) && v == want[i] {
+			i++
+		}
+	}
+	if i != len(want) {
+		t.Errorf("plateaus %v do not hold the steps %v in order", got, want)
+	}
+	top := want[4]
+	if top-base < 4*8<<20 {
+		t.Errorf("top step %d above base, want at least 32 MiB", top-base)
+	}
+	var maxPeak int64
+	for _, s := range samples {
+		maxPeak = max(maxPeak, s.PeakLiveBytes)
+	}
+	if maxPeak != top {
+		t.Errorf("highest peak_live_bytes %d, want the top step %d (exact with HEAPLINE_PEAK_BATCH=0)", maxPeak, top)
+	}
+	// The last row is the exit summary, which the shim wrote for us.
+	if !strings.Contains(stderr.String(), fmt.Sprintf("heapline[%d]: ", pid)) || !strings.Contains(stderr.String(), "live at exit") {
+		t.Errorf("no exit summary line on stderr:\n%s", stderr)
+	}
+	last := samples[len(samples)-1]
+	if last.TimeS < samples[len(samples)-2].TimeS || last.LiveBytes > base {
+		t.Errorf("last row %+v is not the exit summary after the last sample", last)
+	}
+
+	b, err := os.ReadFile(svgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	label := "peak " + report.Bytes(top) + " at "
+	found := false
+	for _, s := range hsSVGTexts(t, b) {
+		found = found || strings.HasPrefix(s, label)
+	}
+	if !found {
+		t.Errorf("chart has no text starting %q", label)
+	}
+}
+
+// hsSVGTexts parses an SVG document, failing on anything that is not XML,
+// and returns the text of its <text> elements.
+func hsSVGTexts(t *testing.T, b []byte) []string {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(b))
+	var texts []string
+	inText, root := false, ""
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("chart is not XML: %v", err)
+		}
+		switch v := tok.(type) {
+		case xml.StartElement:
+			if root == "" {
+				root = v.Name.Local
+			}
+			inText = v.Name.Local == "text"
+		case xml.CharData:
+			if inText {
+				texts = append(texts, string(v))
+			}
+		case xml.EndElement:
+			inText = false
+		}
+	}
+	if root != "svg" {
+		t.Fatalf("chart's root element is %q, want svg", root)
+	}
+	return texts
+}
+
+// TestRecordJSON: a timeline named .json is one document whose last
+// sample is the exit summary.
+func TestRecordJSON(t *testing.T) {
+	lib := hsLib(t)
+	dir := t.TempDir()
+	bin := hsBuild(t, dir)
+	out := filepath.Join(dir, "heap.json")
+	e, _, stderr := hsApp(t)
+	// Hold each of 2 steps of 64 KiB for 20 ms.
+	if err := newAppEnv(e).Run([]string{"heapctl", "record", "-o", out, "--lib", lib, "--", bin, "20", "2", "64"}); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc timeline.Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if doc.Summary == nil || !doc.Summary.Exited || doc.Summary.PID != doc.PID || !strings.Contains(doc.Command, "heapsteps") {
+		t.Fatalf("document: pid %d command %q summary %+v", doc.PID, doc.Command, doc.Summary)
+	}
+	if n := len(doc.Samples); n < 1 || doc.Samples[n-1] != timeline.FromSummary(*doc.Summary) {
+		t.Errorf("last sample is not the summary: %+v", doc.Samples)
+	}
+}
+
+// TestRecordPID attaches to a running process and stops when it exits.
+func TestRecordPID(t *testing.T) {
+	p := hsStart(t, "1", "1024")
+	out := filepath.Join(t.TempDir(), "heap.csv")
+	e, _, stderr := hsApp(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- newAppEnv(e).Run([]string{"heapctl", "record", "--pid", strconv.Itoa(p.pid), "-o", out, "-i", "5ms"})
+	}()
+	hsWaitPlateau(t, out, p.base)
+	hsStep(t, p.fifo)
+	up := p.base + hsTotal(t, p.lines.next("up 1 "))
+	hsWaitPlateau(t, out, up)
+	p.finish(t)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("record --pid: %v\n%s", err, stderr)
+		}
+	case <-time.After(hsTimeout):
+		t.Fatal("record --pid did not return after the process exited")
+	}
+	if !strings.Contains(stderr.String(), fmt.Sprintf("heapline[%d]: ", p.pid)) {
+		t.Errorf("no summary line:\n%s", stderr)
+	}
+}
+
+// TestRecordExitStatus: heapctl exits as the command did.
+func TestRecordExitStatus(t *testing.T) {
+	lib := hsLib(t)
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"sh", "-c", "exit 3"}, 3},
+		{[]string{"sh", "-c", "kill -TERM $$"}, 128 + 15},
+		{[]string{filepath.Join(dir, "no-such-program")}, 127},
+	} {
+		e, _, _ := hsApp(t)
+		err := newAppEnv(e).Run(append([]string{"heapctl", "record", "-o", filepath.Join(dir, "x.csv"), "--lib", lib, "--"}, c.args...))
+		var ee exitError
+		if !errors.As(err, &ee) || ee.code != c.code {
+			t.Errorf("%v: err %v, want exit status %d", c.args, err, c.code)
+		}
+	}
+}
+
+func TestRecordBadUse(t *testing.T) {
+	dir := t.TempDir()
+	dead := hsDeadPID(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-o", filepath.Join(dir, "a.csv")}, "nothing to record"},
+		{[]string{"-o", filepath.Join(dir, "a.csv"), "--interval", "0s", "--", "true"}, "--interval must be at least 1ms"},
+		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", "1", "--", "true"}, "not both"},
+		{[]string{"-o", filepath.Join(dir, "a.txt"), "--", "true"}, ".csv or .json"},
+		{[]string{"-o", filepath.Join(dir, "a.csv"), "--svg", filepath.Join(dir, "a.png"), "--", "true"}, "name the chart .svg"},
+		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", strconv.Itoa(dead)}, fmt.Sprintf("no process %d", dead)},
+		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", "-4"}, "--pid must be a process id"},
+	} {
+		e, _, _ := hsApp(t)
+		err := newAppEnv(e).Run(append([]string{"heapctl", "record"}, c.args...))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("record %q: err %v, want %q", c.args, err, c.want)
+		}
+		if exitCode(err) == 0 {
+			t.Errorf("record %q: exit status 0", c.args)
+		}
+	}
+}
