@@ -1,16 +1,49 @@
 package main
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/heapline/heapline/ctl/internal/region"
 )
 
-// gcCommand is a stub until its issue lands.
+// gcCommand removes the regions that processes left behind when they died
+// without running their exit code (killed, crashed, _exit).
 func gcCommand(e *env) *cli.Command {
 	return &cli.Command{
-		Name:   "gc",
-		Usage:  "not implemented yet",
-		Action: func(c *cli.Context) error { return errors.New("gc: not implemented yet") },
+		Name:  "gc",
+		Usage: "remove the regions of processes that are gone (yours only, never a running one's)",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "only print what would be removed"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.Args().Len() > 0 {
+				return fmt.Errorf("gc: takes no arguments, got %q", c.Args().First())
+			}
+			return gc(e, c.Bool("dry-run"))
+		},
 	}
+}
+
+func gc(e *env, dryRun bool) error {
+	removed, err := region.GC(dryRun)
+	verb := "removed"
+	if dryRun {
+		verb = "would remove"
+	}
+	for _, ent := range removed {
+		what := "unreadable region"
+		if ent.Err == nil {
+			what = fmt.Sprintf("region of %q", shorten(ent.Summary.Command, 60))
+		}
+		fmt.Fprintf(e.stdout, "%s %s: %s, process %d gone\n", verb, ent.Path, what, ent.PID)
+	}
+	if err != nil {
+		return fmt.Errorf("gc: %w", err)
+	}
+	if len(removed) == 0 {
+		fmt.Fprintf(e.stderr, "no regions of gone processes in %s\n", region.Dir)
+	}
+	return nil
 }

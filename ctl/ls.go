@@ -1,16 +1,105 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
 )
 
-// lsCommand is a stub until its issue lands.
+// lsCommand lists every region the user can read.
 func lsCommand(e *env) *cli.Command {
 	return &cli.Command{
-		Name:   "ls",
-		Usage:  "not implemented yet",
-		Action: func(c *cli.Context) error { return errors.New("ls: not implemented yet") },
+		Name:  "ls",
+		Usage: "list the processes publishing heap counters (gone ones marked; heapctl gc removes them)",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "a JSON array: each region's summary with path, stale and error"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.Args().Len() > 0 {
+				return fmt.Errorf("ls: takes no arguments, got %q", c.Args().First())
+			}
+			return ls(e, c.Bool("json"))
+		},
 	}
+}
+
+// lsEntry is one element of `heapctl ls --json`: the summary's fields
+// (absent for an unreadable region), then where it is and its state.
+type lsEntry struct {
+	PID int `json:"pid"` // shadows Summary's pid: present even for an unreadable region
+	*report.Summary
+	Path  string `json:"path"`
+	Stale bool   `json:"stale"`
+	Error string `json:"error,omitempty"`
+}
+
+func ls(e *env, asJSON bool) error {
+	entries, err := region.List()
+	if err != nil {
+		return fmt.Errorf("ls: %w", err)
+	}
+	if asJSON {
+		out := make([]lsEntry, 0, len(entries))
+		for _, ent := range entries {
+			j := lsEntry{PID: ent.PID, Path: ent.Path, Stale: ent.Stale}
+			if ent.Err != nil {
+				j.Error = ent.Err.Error()
+			} else {
+				s := ent.Summary
+				j.Summary = &s
+			}
+			out = append(out, j)
+		}
+		return writeJSON(e, out)
+	}
+	if len(entries) == 0 {
+		fmt.Fprintf(e.stderr, "no heapline regions in %s\n", region.Dir)
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PID\tLIVE\tPEAK\tALLOCS\tSTATE\tCOMMAND")
+	for _, ent := range entries {
+		pid := "-"
+		if ent.PID > 0 {
+			pid = fmt.Sprint(ent.PID)
+		}
+		if ent.Err != nil {
+			state := "unreadable"
+			if ent.Stale && ent.PID > 0 {
+				state = "gone, unreadable"
+			}
+			// The path is in the PID column already; keep what is wrong.
+			msg := strings.TrimPrefix(ent.Err.Error(), ent.Path+": ")
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\t%s: %s\n", pid, state, ent.Path, msg)
+			continue
+		}
+		s := ent.Summary
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", pid, report.Bytes(s.LiveBytes), report.Bytes(s.PeakLiveBytes),
+			s.Allocs, lsState(ent), shorten(s.Command, 60))
+	}
+	return tw.Flush()
+}
+
+func lsState(ent region.Entry) string {
+	switch {
+	case ent.Stale:
+		return "gone"
+	case ent.Summary.Exited:
+		return "exiting"
+	}
+	return "running"
+}
+
+// shorten shortens s to n runes, marking the cut.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }

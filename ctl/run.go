@@ -1,16 +1,243 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/shim"
 )
 
-// runCommand is a stub until its issue lands.
+// runCommand runs a command under libheap.so and prints its exit summary.
 func runCommand(e *env) *cli.Command {
 	return &cli.Command{
-		Name:   "run",
-		Usage:  "not implemented yet",
-		Action: func(c *cli.Context) error { return errors.New("run: not implemented yet") },
+		Name:      "run",
+		Usage:     "run a command under libheap.so and print its heap summary when it exits",
+		ArgsUsage: "[--lib PATH] [--json] [--output FILE] -- CMD [ARGS...]",
+		Description: "The command's stdin, stdout and stderr are its own, SIGINT and SIGTERM reach it, and heapctl\n" +
+			"exits with its status (128+N if signal N killed it). The summary line goes to stderr,\n" +
+			"or with --json one JSON object to stdout.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "lib", Usage: "the shim to preload (default: $HEAPLINE_LIB, beside heapctl, ./bin)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object on stdout"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the summary to `FILE` instead"},
+		},
+		Action: func(c *cli.Context) error {
+			return run(e, runOptions{lib: c.String("lib"), json: c.Bool("json"), output: c.String("output"), args: c.Args().Slice()})
+		},
+	}
+}
+
+type runOptions struct {
+	lib    string
+	json   bool
+	output string
+	args   []string
+}
+
+func run(e *env, o runOptions) error {
+	if len(o.args) == 0 {
+		return errors.New("run: missing command: heapctl run [--json] -- CMD [ARGS...]")
+	}
+	lib, err := shim.Path(o.lib)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	path, err := exec.LookPath(o.args[0])
+	if err != nil {
+		// The shell's statuses: 127 not found, 126 found but not runnable.
+		if errors.Is(err, exec.ErrNotFound) {
+			return exitError{code: 127, msg: fmt.Sprintf("run: %s: command not found", o.args[0])}
+		}
+		return exitError{code: 126, msg: fmt.Sprintf("run: %v", err)}
+	}
+	// The shim writes its summary, as JSON, into a directory of ours: the
+	// child's own stderr stays the child's, and the file is named by the
+	// child's pid so that the summaries of its own children (which inherit
+	// the environment) do not overwrite it.
+	tmp, err := os.MkdirTemp("", "heapline-run-")
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	out := strings.ReplaceAll(tmp, "%", "%%") + "/summary.%p.json" // the shim expands %p and %%
+
+	cmd := exec.Command(path, o.args[1:]...)
+	cmd.Args[0] = o.args[0]
+	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, e.stdout, e.stderr
+	e.log.Debug("running", zap.Strings("argv", o.args), zap.String("lib", lib), zap.String("summary", out))
+
+	// The summary file, or failing that the region the child left, is
+	// read while the child is a zombie: its pid cannot be reused yet.
+	var s report.Summary
+	var sumErr error
+	summaryPath := filepath.Join(tmp, "summary.%d.json")
+	waitErr, err := runForwarding(cmd, func(pid int) {
+		summaryPath = fmt.Sprintf(summaryPath, pid)
+		s, sumErr = readRunSummary(summaryPath)
+		if sumErr != nil {
+			s, sumErr = leftRegion(e, pid, sumErr)
+		}
+	})
+	if err != nil {
+		return exitError{code: 126, msg: fmt.Sprintf("run: %v", err)}
+	}
+	status := runStatus(o.args[0], cmd.ProcessState, waitErr)
+	if sumErr != nil {
+		// Still the command's status: the summary is a bonus on top of it.
+		e.log.Warn("no heap summary from "+o.args[0], zap.Int("pid", cmd.ProcessState.Pid()), zap.Error(sumErr))
+		return status
+	}
+	if err := printRunSummary(e, o, s); err != nil {
+		if status != nil {
+			e.log.Error("writing the summary", zap.Error(err))
+			return status
+		}
+		return fmt.Errorf("run: %w", err)
+	}
+	return status
+}
+
+// leftRegion is the fallback when the child wrote no summary: a child
+// killed by a signal leaves its region behind, holding its counters as they
+// were when it died. pid is a zombie, so a region that is not stale is the
+// child's own (same pid, same start time); it is read, then removed, since
+// nobody else will. why is returned when there is no such region.
+func leftRegion(e *env, pid int, why error) (report.Summary, error) {
+	ent := region.Inspect(pid)
+	switch {
+	case errors.Is(ent.Err, os.ErrNotExist):
+		return report.Summary{}, why
+	case ent.Stale:
+		return report.Summary{}, why // an older process's, left for gc
+	case ent.Err != nil:
+		_ = region.Remove(ent)
+		return report.Summary{}, fmt.Errorf("%w; its region was unreadable: %v", why, ent.Err)
+	}
+	if err := region.Remove(ent); err != nil {
+		e.log.Warn("leaving the region of the dead child", zap.Error(err))
+	}
+	e.log.Warn("the command ended without its exit summary: these are the counters it last published", zap.Int("pid", pid))
+	return ent.Summary, nil
+}
+
+// runForwarding starts cmd and waits for it, passing on SIGINT and SIGTERM.
+// A ^C at a terminal already reaches the child (it is in our foreground
+// process group), so SIGINT is forwarded only when we are not that group:
+// a second SIGINT would interrupt the child's own handling of the first.
+// It returns Wait's error, or an error if cmd could not start;
+// exited runs once the child has ended, before it is reaped.
+func runForwarding(cmd *exec.Cmd, exited func(pid int)) (waitErr, startErr error) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				if s == syscall.SIGINT && inTerminalForeground() {
+					continue
+				}
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	pid := cmd.Process.Pid
+	for {
+		// WNOWAIT: wait for the end without reaping.
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
+			break
+		}
+	}
+	exited(pid)
+	waitErr = cmd.Wait()
+	close(done)
+	return waitErr, nil
+}
+
+// inTerminalForeground reports whether our process group is the foreground
+// group of the terminal on stdin, the one a ^C is sent to.
+func inTerminalForeground() bool {
+	pg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	return err == nil && pg == unix.Getpgrp()
+}
+
+// runStatus maps the child's end to heapctl's: nil for 0, its exit status,
+// or 128+N when signal N killed it, as a shell reports it.
+func runStatus(name string, ps *os.ProcessState, waitErr error) error {
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		return waitErr
+	case ws.Signaled():
+		return exitError{code: 128 + int(ws.Signal()), msg: fmt.Sprintf("run: %s killed by signal %d (%v)", name, int(ws.Signal()), ws.Signal())}
+	case ws.ExitStatus() != 0:
+		return exitError{code: ws.ExitStatus()}
+	}
+	return nil
+}
+
+// readRunSummary reads the shim's JSON summary. An image that exec'd
+// another under the same pid wrote the file again (truncating it); the
+// last line is the final image's.
+func readRunSummary(path string) (report.Summary, error) {
+	var s report.Summary
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return s, errors.New("the command left none: killed by a signal, ended with _exit, " +
+			"or it exec'd a program that does not load libheap.so (static, or setuid)")
+	}
+	if err != nil {
+		return s, err
+	}
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	last := lines[len(lines)-1]
+	if err := json.Unmarshal(last, &s); err != nil {
+		return s, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func printRunSummary(e *env, o runOptions, s report.Summary) error {
+	var b bytes.Buffer
+	if o.json {
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			return err
+		}
+	} else {
+		b.WriteString(report.Line(s) + "\n")
+	}
+	switch {
+	case o.output != "":
+		return os.WriteFile(o.output, b.Bytes(), 0o644)
+	case o.json:
+		_, err := e.stdout.Write(b.Bytes())
+		return err
+	default:
+		_, err := e.stderr.Write(b.Bytes())
+		return err
 	}
 }

@@ -1,16 +1,88 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
 )
 
-// showCommand is a stub until its issue lands.
+// showCommand prints one process's counters as its region holds them now.
 func showCommand(e *env) *cli.Command {
 	return &cli.Command{
-		Name:   "show",
-		Usage:  "not implemented yet",
-		Action: func(c *cli.Context) error { return errors.New("show: not implemented yet") },
+		Name:      "show",
+		Usage:     "print the heap counters of a process running under libheap.so, now",
+		ArgsUsage: "PID",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "one JSON object with the fields of the exit summary"},
+		},
+		Action: func(c *cli.Context) error {
+			return show(e, c.Args().Slice(), c.Bool("json"))
+		},
 	}
+}
+
+func show(e *env, args []string, asJSON bool) error {
+	pid, err := onePID("show", args)
+	if err != nil {
+		return err
+	}
+	ent := region.Inspect(pid)
+	if ent.Err != nil {
+		return fmt.Errorf("show: %w", explainRegionErr(pid, ent))
+	}
+	if ent.Stale && !ent.Summary.Exited {
+		e.log.Warn("the process is gone: these are the counters it last published", zap.Int("pid", pid), zap.String("region", ent.Path))
+	}
+	if asJSON {
+		return writeJSON(e, ent.Summary)
+	}
+	_, err = fmt.Fprint(e.stdout, report.Human(ent.Summary, ent.Stale))
+	return err
+}
+
+// onePID reads the single PID argument of cmd. urfave/cli stops parsing
+// flags at the first argument, so a flag after the PID gets a hint.
+func onePID(cmd string, args []string) (int, error) {
+	switch {
+	case len(args) == 0:
+		return 0, fmt.Errorf("%s: missing PID (heapctl %s [--json] PID)", cmd, cmd)
+	case len(args) > 1 && strings.HasPrefix(args[1], "-"):
+		return 0, fmt.Errorf("%s: flags go before the PID: heapctl %s %s %s", cmd, cmd, args[1], args[0])
+	case len(args) > 1:
+		return 0, fmt.Errorf("%s: want one PID, got %d arguments", cmd, len(args))
+	}
+	pid, err := strconv.Atoi(args[0])
+	if err != nil || pid <= 0 || pid > 1<<22 { // PID_MAX_LIMIT on 64-bit Linux
+		return 0, fmt.Errorf("%s: PID must be a process id, got %q", cmd, args[0])
+	}
+	return pid, nil
+}
+
+// explainRegionErr says why pid's region cannot be read, in the user's
+// terms: no such process, a process not started under the shim, or a
+// region that failed a check (the reader's error names the file and why).
+func explainRegionErr(pid int, ent region.Entry) error {
+	if errors.Is(ent.Err, fs.ErrNotExist) {
+		if ent.Stale {
+			return fmt.Errorf("no process %d", pid)
+		}
+		return fmt.Errorf("process %d publishes no region (%s): start it with `heapctl run -- CMD` or LD_PRELOAD=libheap.so", pid, ent.Path)
+	}
+	return ent.Err
+}
+
+// writeJSON prints v as one JSON object on a line of its own.
+func writeJSON(e *env, v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }

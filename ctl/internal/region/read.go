@@ -292,3 +292,29 @@ func removeStale(e Entry) error {
 // geteuid is os.Geteuid; a variable so tests can be someone other than the
 // owner of their files.
 var geteuid = os.Geteuid
+
+// Remove unlinks the file ent was read from, if it is still that file (the
+// same inode) and a regular file owned by the caller. It is for a region
+// whose process the caller knows to be dead although it is not stale yet:
+// heapctl run's child, examined as a zombie before it is reaped.
+func Remove(ent Entry) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(ent.Path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("%s: %w", ent.Path, err)
+	}
+	switch {
+	case st.Dev != ent.dev || st.Ino != ent.ino:
+		return fmt.Errorf("%s: replaced since it was examined: left alone", ent.Path)
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return fmt.Errorf("%s: not a regular file: left alone", ent.Path)
+	case int(st.Uid) != geteuid():
+		return fmt.Errorf("%s: owned by uid %d: left alone", ent.Path, st.Uid)
+	}
+	if err := unix.Unlink(ent.Path); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("removing %s: %w", ent.Path, err)
+	}
+	return nil
+}
