@@ -1,0 +1,260 @@
+package shimtest
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// summary is the JSON document of `heapctl show --json`, as a user sees it.
+type summary struct {
+	PID            int     `json:"pid"`
+	Command        string  `json:"command"`
+	Source         string  `json:"source"`
+	ElapsedS       float64 `json:"elapsed_s"`
+	LiveBytes      int64   `json:"live_bytes"`
+	LiveBlocks     int64   `json:"live_blocks"`
+	PeakLiveBytes  int64   `json:"peak_live_bytes"`
+	PeakErrorBytes int64   `json:"peak_error_bytes"`
+	Allocs         uint64  `json:"allocs"`
+	Frees          uint64  `json:"frees"`
+	AllocatedBytes uint64  `json:"allocated_bytes"`
+	FreedBytes     uint64  `json:"freed_bytes"`
+	Threads        uint64  `json:"threads"`
+}
+
+// show runs `heapctl show --json PID`.
+func show(t testing.TB, pid int) (summary, error) {
+	var s summary
+	out, err := exec.Command(heapctl(t), "show", "--json", strconv.Itoa(pid)).CombinedOutput()
+	if err != nil {
+		return s, fmt.Errorf("heapctl show --json %d: %v: %s", pid, err, out)
+	}
+	if err := json.Unmarshal(out, &s); err != nil {
+		return s, fmt.Errorf("heapctl show --json %d: %v: %s", pid, err, out)
+	}
+	return s, nil
+}
+
+// regionPath is where the shim publishes pid's counters.
+func regionPath(pid int) string { return "/dev/shm/heapline." + strconv.Itoa(pid) }
+
+// env is the environment of a program run under the shim.
+func env(t testing.TB, extra ...string) []string {
+	var e []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LD_PRELOAD=") && !strings.HasPrefix(kv, "HEAPLINE_") {
+			e = append(e, kv)
+		}
+	}
+	return append(append(e, "LD_PRELOAD="+lib(t)), extra...)
+}
+
+// root is the project root, two folders up from this package.
+func root(t testing.TB) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+)
+
+// build makes bin/libheap.so and bin/heapctl (make knows what is stale).
+func build(t testing.TB) {
+	buildOnce.Do(func() {
+		out, err := exec.Command("make", "-C", root(t), "bin/libheap.so", "bin/heapctl").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("make: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+}
+
+func lib(t testing.TB) string     { build(t); return filepath.Join(root(t), "bin", "libheap.so") }
+func heapctl(t testing.TB) string { build(t); return filepath.Join(root(t), "bin", "heapctl") }
+
+// compile builds testdata/src with cc (gcc or g++) into a temporary folder.
+func compile(t testing.TB, cc, src string, flags ...string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), filepath.Ext(src)))
+	// -fno-builtin: the compiler must not delete a malloc whose block is
+	// unused; those are the calls being counted.
+	args := append([]string{"-O1", "-w", "-pthread", "-fno-builtin", "-o", out, filepath.Join("testdata", src)}, flags...)
+	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", cc, src, err, b)
+	}
+	return out
+}
+
+// step is one "STEP" line of a known-answer program: what the shim must
+// have counted since the previous step; -1 where it is not known.
+type step struct {
+	pid                             int
+	name                            string
+	allocs, frees, allocated, freed int64
+	peak                            int64
+}
+
+func parseStep(line string) (step, error) {
+	f := strings.Fields(line)
+	if len(f) != 8 || f[0] != "STEP" {
+		return step{}, fmt.Errorf("not a step line: %q", line)
+	}
+	var s step
+	var err error
+	if s.pid, err = strconv.Atoi(f[1]); err != nil {
+		return s, err
+	}
+	s.name = f[2]
+	for i, p := range []*int64{&s.allocs, &s.frees, &s.allocated, &s.freed, &s.peak} {
+		if f[3+i] == "-" {
+			*p = -1
+			continue
+		}
+		if *p, err = strconv.ParseInt(f[3+i], 10, 64); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// known runs prog under the shim and checks every step. check, if not nil,
+// sees each step with the reading taken there, for extra assertions.
+// It returns the readings by step name.
+func known(t *testing.T, extra []string, prog string, args []string, check func(step, summary)) map[string]summary {
+	t.Helper()
+	cmd := exec.Command(prog, args...)
+	cmd.Env = env(t, append([]string{"HEAPLINE_SUMMARY=0"}, extra...)...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+
+	prev := map[int]summary{}
+	var last summary
+	seen := map[string]summary{}
+	pids := map[int]bool{}
+	sc := bufio.NewScanner(stdout)
+	done := false
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "DONE" {
+			done = true
+			continue
+		}
+		if strings.HasPrefix(line, "FAIL") {
+			t.Fatalf("%s: %s", filepath.Base(prog), line)
+		}
+		s, err := parseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids[s.pid] = true
+		now, err := show(t, s.pid)
+		if err != nil {
+			t.Fatalf("step %s: reading the region of %d: %v\nstderr: %s", s.name, s.pid, err, stderr.String())
+		}
+		before, ok := prev[s.pid]
+		if !ok {
+			before = last // a fork child starts where its parent was
+		}
+		compare(t, s, before, now)
+		if check != nil {
+			check(s, now)
+		}
+		prev[s.pid], last, seen[s.name] = now, now, now
+		if _, err := io.WriteString(stdin, "\n"); err != nil {
+			t.Fatalf("step %s: resuming: %v", s.name, err)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%s: %v\nstderr: %s", filepath.Base(prog), err, stderr.String())
+	}
+	if !done {
+		t.Fatalf("%s ended without DONE\nstderr: %s", filepath.Base(prog), stderr.String())
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("the shim or the program wrote on stderr: %s", stderr.String())
+	}
+	for pid := range pids {
+		if !waitGone(regionPath(pid)) {
+			t.Errorf("region of %d still there after exit", pid)
+		}
+	}
+	return seen
+}
+
+func compare(t *testing.T, s step, before, now summary) {
+	t.Helper()
+	got := []int64{
+		int64(now.Allocs - before.Allocs), int64(now.Frees - before.Frees),
+		int64(now.AllocatedBytes - before.AllocatedBytes), int64(now.FreedBytes - before.FreedBytes),
+	}
+	want := []int64{s.allocs, s.frees, s.allocated, s.freed}
+	names := []string{"allocs", "frees", "allocated_bytes", "freed_bytes"}
+	for i := range want {
+		if want[i] >= 0 && got[i] != want[i] {
+			t.Errorf("step %s (pid %d): %s went up by %d, want %d", s.name, s.pid, names[i], got[i], want[i])
+		}
+	}
+	if now.LiveBytes != int64(now.AllocatedBytes-now.FreedBytes) || now.LiveBlocks != int64(now.Allocs-now.Frees) {
+		t.Errorf("step %s: live figures do not derive from the counters: %+v", s.name, now)
+	}
+	// The peak is exact with a zero error bound, and within it otherwise.
+	if want := before.LiveBytes + s.peak; s.peak > 0 && abs(now.PeakLiveBytes-want) > now.PeakErrorBytes {
+		t.Errorf("step %s: peak %d, want live before (%d) + %d = %d within %d",
+			s.name, now.PeakLiveBytes, before.LiveBytes, s.peak, want, now.PeakErrorBytes)
+	}
+}
+
+// pythonExe is the machine's real python3 (not a pyenv shell shim, whose
+// bash would be profiled too).
+func pythonExe(t testing.TB) string {
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatalf("python3: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// waitGone waits for a file to disappear (a region after its process).
+func waitGone(path string) bool {
+	for i := 0; i < 100; i++ {
+		if _, err := os.Lstat(path); os.IsNotExist(err) {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
