@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
+)
+
+// hsExport starts `heapctl export` on a free loopback port and returns the
+// URL of its metrics; the exporter stops at the end of the test.
+func hsExport(t *testing.T) string {
+	t.Helper()
+	e, _, stderr := hsApp(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- newAppEnv(e).RunContext(ctx, []string{"heapctl", "export", "--listen", "127.0.0.1:0"}) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("export: %v", err)
+		}
+	})
+	re := regexp.MustCompile(`serving (http://\S+/metrics)`)
+	var url string
+	hsWait(t, "the exporter's address", func() bool {
+		m := re.FindStringSubmatch(stderr.String())
+		if m != nil {
+			url = m[1]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("export returned early: %v", err)
+		default:
+		}
+		return m != nil
+	})
+	return url
+}
+
+// hsScrape fetches and parses the metrics.
+func hsScrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("scrape: %s\n%s", resp.Status, b)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatalf("scrape: %v\n%s", err, b)
+	}
+	return fams
+}
+
+// hsSeries returns the value of name for pid and its command label, or
+// ok false when there is no such series.
+func hsSeries(fams map[string]*dto.MetricFamily, name string, pid int) (v float64, command string, ok bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, "", false
+	}
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["pid"] != strconv.Itoa(pid) {
+			continue
+		}
+		switch {
+		case m.Gauge != nil:
+			v = m.Gauge.GetValue()
+		case m.Counter != nil:
+			v = m.Counter.GetValue()
+		}
+		return v, labels["command"], true
+	}
+	return 0, "", false
+}
+
+// TestExportScrape scrapes the exporter over loopback while heapsteps
+// holds a step, compares every value with `heapctl show --json` taken at
+// the same quiescent point, and sees the series go when the process ends.
+func TestExportScrape(t *testing.T) {
+	p := hsStart(t, "2", "1024")
+	url := hsExport(t)
+	hsStep(t, p.fifo)
+	up := p.base + hsTotal(t, p.lines.next("up 1 ")) // heapsteps now blocks reading its fifo: quiescent
+
+	fams := hsScrape(t, url)
+	e, stdout, _ := hsApp(t)
+	if err := newAppEnv(e).Run([]string{"heapctl", "show", "--json", strconv.Itoa(p.pid)}); err != nil {
+		t.Fatal(err)
+	}
+	var s report.Summary
+	if err := json.Unmarshal([]byte(stdout.String()), &s); err != nil {
+		t.Fatalf("show --json: %v\n%s", err, stdout)
+	}
+	for name, want := range map[string]float64{
+		"heapline_live_bytes":            float64(s.LiveBytes),
+		"heapline_live_blocks":           float64(s.LiveBlocks),
+		"heapline_peak_live_bytes":       float64(s.PeakLiveBytes),
+		"heapline_peak_error_bytes":      float64(s.PeakErrorBytes),
+		"heapline_allocations_total":     float64(s.Allocs),
+		"heapline_frees_total":           float64(s.Frees),
+		"heapline_allocated_bytes_total": float64(s.AllocatedBytes),
+		"heapline_freed_bytes_total":     float64(s.FreedBytes),
+		"heapline_threads":               float64(s.Threads),
+	} {
+		got, cmd, ok := hsSeries(fams, name, p.pid)
+		if !ok {
+			t.Errorf("no %s{pid=%q}", name, strconv.Itoa(p.pid))
+			continue
+		}
+		if got != want {
+			t.Errorf("%s = %v, show --json says %v", name, got, want)
+		}
+		if cmd != s.Command {
+			t.Errorf("%s: command label %q, show --json says %q", name, cmd, s.Command)
+		}
+	}
+	if s.LiveBytes != up {
+		t.Errorf("live bytes %d, want %d: base %d and the step heapsteps holds", s.LiveBytes, up, p.base)
+	}
+
+	p.finish(t)
+	if _, _, ok := hsSeries(hsScrape(t, url), "heapline_live_bytes", p.pid); ok {
+		t.Errorf("pid %d still exported after it exited", p.pid)
+	}
+}
+
+// TestExportRegionStates: a corrupt region and a stale one are not
+// exported, and heapline_regions counts them.
+func TestExportRegionStates(t *testing.T) {
+	p := hsStart(t)
+	good, err := os.ReadFile(region.Path(p.pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := hsUseDir(t)
+	dead := hsDeadPID(t)
+	// A copy of a real region claimed by a pid with no process: stale.
+	binary.LittleEndian.PutUint32(good[32:], uint32(dead)) // hl_header.pid
+	if err := os.WriteFile(filepath.Join(dir, "heapline."+strconv.Itoa(dead)), good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "heapline."+strconv.Itoa(os.Getpid())), make([]byte, 100), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fams := hsScrape(t, hsExport(t))
+	if f := fams["heapline_live_bytes"]; f != nil && len(f.GetMetric()) > 0 {
+		t.Errorf("exported %d series from a stale and a corrupt region", len(f.GetMetric()))
+	}
+	states := map[string]float64{}
+	for _, m := range fams["heapline_regions"].GetMetric() {
+		states[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+	}
+	if states["live"] != 0 || states["stale"] != 1 || states["unreadable"] != 1 {
+		t.Errorf("heapline_regions = %v, want live 0, stale 1, unreadable 1", states)
+	}
+}
+
+func TestExportBadUse(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "nocolon"}, `--listen "nocolon"`},
+		{[]string{"--listen", "203.0.113.1:1"}, "--listen"},
+		{[]string{"1234"}, "unexpected argument"},
+	} {
+		e, _, _ := hsApp(t)
+		err := newAppEnv(e).Run(append([]string{"heapctl", "export"}, c.args...))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("export %q: err %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestHsHeapctlHelper is not a test: TestOtherUser runs this test binary
+// as heapctl under another uid, with the arguments in HS_HEAPCTL_ARGS.
+func TestHsHeapctlHelper(t *testing.T) {
+	args := os.Getenv("HS_HEAPCTL_ARGS")
+	if args == "" {
+		return
+	}
+	os.Exit(exitCode(newApp(os.Stdout, os.Stderr).Run(append([]string{"heapctl"}, strings.Split(args, "\n")...))))
+}
+
+// TestOtherUser: a process of uid 65534 publishes a region; heapctl run as
+// uid 65533 may not read it: watch and record say so and fail, export
+// leaves it out.
+func TestOtherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root to run processes as other users")
+		}
+		t.Skip("needs root: runs processes as uids 65534 and 65533")
+	}
+	// Everything the two users run must be reachable by them.
+	dir, err := os.MkdirTemp("", "heapctl-otheruser-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	steps := hsBuild(t, dir)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	heapctl := filepath.Join(dir, "heapctl.test")
+	if b, err := os.ReadFile(self); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(heapctl, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	// The target holds its base for ten minutes; the test kills it.
+	out := &hsBuffer{}
+	target := exec.Command(steps, "600000", "1", "64")
+	target.Env = append(os.Environ(), "LD_PRELOAD="+hsLib(t), "HEAPLINE_SUMMARY=0")
+	target.Stdout = out
+	target.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { target.Process.Kill(); target.Wait() })
+	lines := &hsLines{t: t, b: out}
+	lines.next("pid ")
+	lines.next("base")
+	pid := target.Process.Pid
+	if s := hsRead(t, pid); s.PID != pid { // root may read it
+		t.Fatalf("root reads %+v", s)
+	}
+
+	as65533 := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(heapctl, "-test.run=^TestHsHeapctlHelper$")
+		cmd.Env = append(os.Environ(), "HS_HEAPCTL_ARGS="+strings.Join(args, "\n"))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65533, Gid: 65533}}
+		return cmd
+	}
+	want := fmt.Sprintf("region of process %d: %s: owned by uid 65534, not you (uid 65533)", pid, region.Path(pid))
+	for _, args := range [][]string{
+		{"watch", strconv.Itoa(pid)},
+		{"record", "--pid", strconv.Itoa(pid), "-o", filepath.Join(dir, "x.csv")},
+	} {
+		b, err := as65533(args...).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+			t.Errorf("%s as uid 65533: %v, want exit status 1\n%s", args[0], err, b)
+		}
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s as uid 65533 says:\n%s\nwant %q", args[0], b, want)
+		}
+	}
+
+	exp := as65533("export", "--listen", "127.0.0.1:0")
+	stderr := &hsBuffer{}
+	exp.Stderr = stderr
+	if err := exp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Process.Kill()
+	re := regexp.MustCompile(`serving (http://\S+/metrics)`)
+	hsWait(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
+	fams := hsScrape(t, re.FindStringSubmatch(stderr.String())[1])
+	if _, _, ok := hsSeries(fams, "heapline_live_bytes", pid); ok {
+		t.Errorf("uid 65533's exporter exports uid 65534's pid %d", pid)
+	}
+	exp.Process.Signal(syscall.SIGTERM)
+	werr := make(chan error, 1)
+	go func() { werr <- exp.Wait() }()
+	select {
+	case err := <-werr:
+		if err != nil {
+			t.Errorf("export after SIGTERM: %v\n%s", err, stderr)
+		}
+	case <-time.After(hsTimeout):
+		t.Error("export did not stop on SIGTERM")
+	}
+}

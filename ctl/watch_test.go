@@ -1,0 +1,202 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
+)
+
+// hsWatch runs `heapctl watch args...` in the background with stdout as
+// given and returns its result channel.
+func hsWatch(t *testing.T, stdout io.Writer, args ...string) (chan error, *hsBuffer) {
+	e, _, stderr := hsApp(t)
+	e.stdout = stdout
+	done := make(chan error, 1)
+	go func() { done <- newAppEnv(e).Run(append([]string{"heapctl", "watch"}, args...)) }()
+	return done, stderr
+}
+
+func hsDone(t *testing.T, done chan error, stderr *hsBuffer) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("watch: %v\nstderr:\n%s", err, stderr)
+		}
+	case <-time.After(hsTimeout):
+		t.Fatal("watch did not return after the process exited")
+	}
+}
+
+// TestWatchLines: without a terminal, one plain line a refresh, following
+// the heap step by step, and the final summary when the process ends.
+func TestWatchLines(t *testing.T) {
+	p := hsStart(t)
+	out := &hsBuffer{}
+	done, stderr := hsWatch(t, out, "--interval", "10ms", strconv.Itoa(p.pid))
+	hsStep(t, p.fifo)
+	top := p.base + hsTotal(t, p.lines.next("up 1 "))
+	for range 3 {
+		hsStep(t, p.fifo)
+		top = p.base + hsTotal(t, p.lines.next("up "))
+	}
+	// The view shows the top step before the heap goes down again.
+	want := fmt.Sprintf("live %s (", report.Bytes(top))
+	hsWait(t, "a line with "+want, func() bool { return strings.Contains(out.String(), want) })
+	p.finish(t)
+	hsDone(t, done, stderr)
+
+	s := out.String()
+	if strings.Contains(s, "\x1b") {
+		t.Errorf("escape sequences without a terminal:\n%q", s)
+	}
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	row := regexp.MustCompile(`^` + strconv.Itoa(p.pid) + ` \d+\.\d\ds live [0-9.]+ (B|KiB|MiB) \(\d+ blocks\) peak [0-9.]+ (B|KiB|MiB), [0-9.]+k?/s allocs, [0-9.]+k?/s frees$`)
+	for _, l := range lines[:len(lines)-1] {
+		if !row.MatchString(l) {
+			t.Errorf("line %q does not match %v", l, row)
+		}
+	}
+	end := lines[len(lines)-1]
+	if !strings.HasPrefix(end, fmt.Sprintf("heapline[%d]: ", p.pid)) || !strings.Contains(end, "peak "+report.Bytes(top)) {
+		t.Errorf("last line %q: want the summary, peak %s", end, report.Bytes(top))
+	}
+}
+
+// TestWatchTerminal: on a terminal the view is a table redrawn in place,
+// with a sparkline, the cursor hidden while it runs and shown again after.
+func TestWatchTerminal(t *testing.T) {
+	p := hsStart(t)
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 150}); err != nil {
+		t.Fatal(err)
+	}
+	screen := &hsBuffer{}
+	go io.Copy(screen, ptmx)
+
+	// A sparkline of the last 10 s: the steps below are well within it,
+	// however slow the machine, so its highest tick shows.
+	done, stderr := hsWatch(t, tty, "--interval", "10ms", "--window", "10s", strconv.Itoa(p.pid))
+	hsWait(t, "the table", func() bool { return strings.Contains(screen.String(), "ALLOCS/S") })
+	for range 2 {
+		hsStep(t, p.fifo)
+		v := p.base + hsTotal(t, p.lines.next("up "))
+		want := report.Bytes(v)
+		hsWait(t, "the table showing "+want, func() bool { return strings.Contains(screen.String(), want) })
+	}
+	hsWait(t, "the sparkline's highest tick", func() bool { return strings.Contains(screen.String(), "█") })
+	p.finish(t)
+	hsDone(t, done, stderr)
+	end := fmt.Sprintf("heapline[%d]: ", p.pid)
+	hsWait(t, "the summary line", func() bool { return strings.Contains(screen.String(), "\x1b[?25h") })
+
+	s := screen.String()
+	for _, want := range []string{
+		"\x1b[?25l", // cursor hidden
+		"\x1b[2A",   // back over the two lines of the last frame
+		"\x1b[J",    // cleared before redrawing
+		"LAST 10s",  // the sparkline's column
+		end,         // the final line
+		"\x1b[?25h", // cursor shown again
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("screen has no %q:\n%q", want, s)
+		}
+	}
+	// Nothing was written past the terminal's width: the frame stays
+	// where the redraw expects it.
+	for _, l := range strings.Split(s, "\n") {
+		l = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`).ReplaceAllString(l, "")
+		if n := len([]rune(strings.TrimRight(l, "\r"))); n >= 150 {
+			t.Errorf("line of %d columns on a 150-column terminal: %q", n, l)
+		}
+	}
+}
+
+// TestWatchAll: --all shows every readable region, here for --count
+// refreshes.
+func TestWatchAll(t *testing.T) {
+	p := hsStart(t)
+	out := &hsBuffer{}
+	done, stderr := hsWatch(t, out, "--all", "--interval", "10ms", "--count", "3")
+	hsDone(t, done, stderr)
+	n := 0
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, strconv.Itoa(p.pid)+" ") {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d lines for pid %d, want 3 (one a refresh):\n%s", n, p.pid, out)
+	}
+}
+
+// hsUseDir points region.Dir at a temporary directory for one test.
+func hsUseDir(t *testing.T) string {
+	d := t.TempDir()
+	old := region.Dir
+	region.Dir = d
+	t.Cleanup(func() { region.Dir = old })
+	return d
+}
+
+// TestWatchErrors: a pid that does not exist, a process without a region,
+// a corrupt region, bad flags: a clear error each, and a non-zero exit.
+func TestWatchErrors(t *testing.T) {
+	dead := hsDeadPID(t)
+	self := os.Getpid() // alive, and not under the shim
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{strconv.Itoa(dead)}, fmt.Sprintf("no process %d", dead)},
+		{[]string{strconv.Itoa(self)}, fmt.Sprintf("process %d publishes no heapline region", self)},
+		{[]string{"abc"}, `"abc" is not a process id`},
+		{[]string{"0"}, `"0" is not a process id`},
+		{nil, "need one PID, or --all"},
+		{[]string{"--all", "1"}, "not both"},
+		{[]string{"--interval", "0s", "1"}, "--interval must be at least 1ms"},
+		{[]string{"--window", "1ms", "1"}, "--window must be at least --interval"},
+	} {
+		e, _, _ := hsApp(t)
+		err := newAppEnv(e).Run(append([]string{"heapctl", "watch"}, c.args...))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("watch %q: err %v, want %q", c.args, err, c.want)
+		}
+		if exitCode(err) == 0 {
+			t.Errorf("watch %q: exit status 0", c.args)
+		}
+	}
+
+	// A corrupt region at the name of a live process.
+	dir := hsUseDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "heapline."+strconv.Itoa(self)), []byte(strings.Repeat("x", 4096)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{
+		{"watch", strconv.Itoa(self)},
+		{"record", "-o", filepath.Join(t.TempDir(), "x.csv"), "--pid", strconv.Itoa(self)},
+	} {
+		e, _, _ := hsApp(t)
+		err := newAppEnv(e).Run(append([]string{"heapctl"}, cmd...))
+		if err == nil || !strings.Contains(err.Error(), "bad magic") || !strings.Contains(err.Error(), fmt.Sprintf("region of process %d", self)) {
+			t.Errorf("%s on a corrupt region: err %v", cmd[0], err)
+		}
+	}
+}
