@@ -141,6 +141,53 @@ void hl_set_mode_off(const char *why)
             die_missing(name);                                       \
     } while (0)
 
+/* ---- aligned variants the next allocator lacks ----
+ * jemalloc has no pvalloc: dlsym(RTLD_NEXT) then finds glibc's, whose
+ * blocks would reach jemalloc's free and crash the program. An aligned
+ * variant found in another object than the next malloc is built on that
+ * allocator's posix_memalign instead, so blocks never cross allocators. */
+
+static void *via_posix_memalign(size_t align, size_t n)
+{
+    void *p;
+    int err = hl_next.posix_memalign(&p, align, n);
+    if (err != 0) {
+        errno = err;
+        return NULL;
+    }
+    return p;
+}
+
+static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+static void *fb_aligned_alloc(size_t align, size_t n)
+{
+    if (align == 0 || (align & (align - 1)) != 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return via_posix_memalign(align < sizeof(void *) ? sizeof(void *) : align, n);
+}
+
+static void *fb_memalign(size_t align, size_t n) { return fb_aligned_alloc(align, n); }
+static void *fb_valloc(size_t n) { return via_posix_memalign(page_size(), n); }
+
+static void *fb_pvalloc(size_t n)
+{
+    size_t page = page_size(), rounded = (n + page - 1) & ~(page - 1);
+    if (rounded < n) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return via_posix_memalign(page, rounded ? rounded : page);
+}
+
+static int same_object(void *a, void *b)
+{
+    Dl_info ia, ib;
+    return a != NULL && b != NULL && dladdr(a, &ia) && dladdr(b, &ib) && ia.dli_fbase == ib.dli_fbase;
+}
+
 static void resolve(void)
 {
     RESOLVE(malloc, "malloc", 1);
@@ -149,12 +196,19 @@ static void resolve(void)
     RESOLVE(realloc, "realloc", 1);
     RESOLVE(usable, "malloc_usable_size", 1);
     RESOLVE(posix_memalign, "posix_memalign", 1);
-    RESOLVE(aligned_alloc, "aligned_alloc", 1);
-    RESOLVE(memalign, "memalign", 1);
-    RESOLVE(valloc, "valloc", 1);
+    RESOLVE(aligned_alloc, "aligned_alloc", 0);
+    RESOLVE(memalign, "memalign", 0);
+    RESOLVE(valloc, "valloc", 0);
     RESOLVE(pvalloc, "pvalloc", 0);
-    if (hl_next.pvalloc == NULL)
-        hl_next.pvalloc = hl_next.valloc; /* close enough for an allocator without it */
+    void *m = (void *)hl_next.malloc;
+    if (!same_object((void *)hl_next.aligned_alloc, m))
+        hl_next.aligned_alloc = fb_aligned_alloc;
+    if (!same_object((void *)hl_next.memalign, m))
+        hl_next.memalign = fb_memalign;
+    if (!same_object((void *)hl_next.valloc, m))
+        hl_next.valloc = fb_valloc;
+    if (!same_object((void *)hl_next.pvalloc, m))
+        hl_next.pvalloc = fb_pvalloc;
 }
 
 enum { BOOT_NONE, BOOT_RUNNING, BOOT_DONE };
