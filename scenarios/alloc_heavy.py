@@ -9,8 +9,12 @@ larger strings and lists, through malloc itself.
 
 Deterministic: the data come from a fixed-seed random.Random and nothing
 depends on hash order (set PYTHONHASHSEED=0 for identical instruction counts
-too; heapctl does). Usage: alloc_heavy.py [ROUNDS] (default 10). Prints one
-checksum line with -v only, so the output cannot perturb a timing.
+too; heapctl does). Objects up to 512 bytes come from pymalloc's arenas, not
+from malloc; the records' texts (50-2500 characters) and what is built from
+them are larger, so about 2.5e5 malloc calls per second reach the allocator.
+
+Usage: alloc_heavy.py [ROUNDS [RECORDS]] (default 4 rounds of 4000 records).
+Prints one checksum line with -v only, so the output cannot perturb a timing.
 """
 
 import json
@@ -25,9 +29,10 @@ WORDS = [
 ]
 
 
-def make_records(rng, n):
+def make_records(rng, corpus, n):
     records = []
     for i in range(n):
+        start = rng.randrange(len(corpus) - 2500)
         name = "-".join(rng.choice(WORDS) for _ in range(rng.randint(1, 4)))
         records.append({
             "id": i,
@@ -36,12 +41,16 @@ def make_records(rng, n):
             "score": rng.random() * 1000.0,
             "tags": [rng.choice(WORDS)[: rng.randint(1, 5)] for _ in range(rng.randint(0, 6))],
             "point": {"x": rng.randint(-1000, 1000), "y": rng.randint(-1000, 1000)},
+            # Text of 50-2500 characters: most strings and word lists built
+            # from it are larger than pymalloc's 512-byte limit, so they
+            # reach malloc itself, as the large objects of real programs do.
+            "text": corpus[start : start + rng.randint(50, 2500)],
         })
     return records
 
 
-def one_round(rng, n):
-    records = make_records(rng, n)
+def one_round(rng, corpus, n):
+    records = make_records(rng, corpus, n)
     # JSON build and parse: many short-lived strings, dicts and lists.
     text = json.dumps(records)
     parsed = json.loads(text)
@@ -63,20 +72,30 @@ def one_round(rng, n):
     for r in parsed:
         for t in r["tags"]:
             tags[t] = tags.get(t, 0) + 1
+        # Word lists and case changes of each text: medium-size lists and
+        # strings, freed at once.
+        words = r["text"].split()
+        total += len(sorted(words)[len(words) // 2]) + len(r["text"].title())
     return total + len(text) + len(upper) + sum(tags.values())
 
 
 def main(argv):
     verbose = "-v" in argv
     args = [a for a in argv if a != "-v"]
-    rounds = int(args[0]) if args else 10
-    if rounds < 0:
-        print("alloc_heavy: ROUNDS must be at least 0", file=sys.stderr)
+    try:
+        rounds = int(args[0]) if args else 4
+        records = int(args[1]) if len(args) > 1 else 4000
+    except ValueError as e:
+        print(f"alloc_heavy: {e}", file=sys.stderr)
+        return 2
+    if rounds < 0 or records < 1:
+        print("alloc_heavy: ROUNDS must be at least 0 and RECORDS at least 1", file=sys.stderr)
         return 2
     rng = random.Random(20240611)
+    corpus = " ".join(rng.choices(WORDS, k=20000))
     checksum = 0
     for _ in range(rounds):
-        checksum = (checksum * 31 + one_round(rng, 4000)) % (1 << 61)
+        checksum = (checksum * 31 + one_round(rng, corpus, records)) % (1 << 61)
     if verbose:
         print(f"alloc_heavy: {rounds} rounds, checksum {checksum}")
     return 0

@@ -1,18 +1,22 @@
 package overhead
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Scenario is one named workload of heapctl overhead. Argv and Short name
 // their files relative to the project's directories: "{bin}/" is the
 // directory of the built scenarios (bin/), "{scenarios}/" the scenarios/
-// source directory; any other word is used as is (python3 is found in
-// PATH). The exact parameters are documented in docs/methodology.md: change
-// both together.
+// source directory, "{python3}" the machine's Python interpreter (see
+// Python); any other word is used as is. The exact parameters are
+// documented in docs/methodology.md: change both together.
 type Scenario struct {
 	Name        string
 	Description string
@@ -55,8 +59,8 @@ var Scenarios = []Scenario{
 	{
 		Name:        "python",
 		Description: "python3 alloc_heavy.py: JSON build and parse, dicts, strings, sorting",
-		Argv:        []string{"python3", "{scenarios}/alloc_heavy.py", "10"},
-		Short:       []string{"python3", "{scenarios}/alloc_heavy.py", "1"},
+		Argv:        []string{"{python3}", "{scenarios}/alloc_heavy.py", "4", "4000"},
+		Short:       []string{"{python3}", "{scenarios}/alloc_heavy.py", "1", "1000"},
 		// Hash randomisation changes dict layouts, hence instruction counts,
 		// from run to run.
 		Env: []string{"PYTHONHASHSEED=0"},
@@ -139,6 +143,13 @@ func (l Layout) Resolve(argv []string) ([]string, error) {
 	for i, a := range argv {
 		var p string
 		switch {
+		case a == "{python3}":
+			py, err := Python()
+			if err != nil {
+				return nil, err
+			}
+			out[i] = py
+			continue
 		case strings.HasPrefix(a, "{bin}/"):
 			p = filepath.Join(l.Bin, strings.TrimPrefix(a, "{bin}/"))
 		case strings.HasPrefix(a, "{scenarios}/"):
@@ -153,4 +164,31 @@ func (l Layout) Resolve(argv []string) ([]string, error) {
 		out[i] = p
 	}
 	return out, nil
+}
+
+// Python returns the interpreter of the python scenario: the
+// distribution's /usr/bin/python3 (what `make deps` installs), else the
+// real executable behind the python3 found in PATH. Never a version
+// manager's shim (pyenv's python3 is a bash script that starts some thirty
+// processes, each of which would be timed and preloaded).
+func Python() (string, error) {
+	const system = "/usr/bin/python3"
+	if st, err := os.Stat(system); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+		return system, nil
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		return "", errors.New("python3 not found: install it with make deps (Debian package python3)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		return "", fmt.Errorf("asking %s for its executable: %w", py, err)
+	}
+	real := strings.TrimSpace(string(out))
+	if real == "" {
+		return "", fmt.Errorf("%s did not name its executable", py)
+	}
+	return real, nil
 }
