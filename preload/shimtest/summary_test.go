@@ -1,0 +1,80 @@
+package shimtest
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The exit summary: one text line on stderr by default; JSON with every
+// field named exactly; HEAPLINE_OUTPUT with %p; HEAPLINE_SUMMARY=0.
+func TestExitSummary(t *testing.T) {
+	prog := writeHello(t)
+	run := func(extra ...string) (int, string, string) {
+		cmd := exec.Command(prog)
+		cmd.Env = env(t, extra...)
+		var o, e strings.Builder
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %v", extra, err)
+		}
+		return cmd.Process.Pid, o.String(), e.String()
+	}
+
+	pid, out, errOut := run()
+	text := regexp.MustCompile(`^heapline\[` + strconv.Itoa(pid) + `\]: \d+ allocs, \d+ frees, peak [\d.]+ (B|KiB|MiB), live at exit [\d.]+ (B|KiB|MiB), \d+\.\d\d s\n$`)
+	if out != "hello 42\n" || !text.MatchString(errOut) {
+		t.Errorf("default: stdout %q, stderr %q", out, errOut)
+	}
+
+	if _, _, errOut := run("HEAPLINE_SUMMARY=0"); errOut != "" {
+		t.Errorf("HEAPLINE_SUMMARY=0: stderr %q, want nothing", errOut)
+	}
+
+	dir := t.TempDir()
+	pid, _, errOut = run("HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+filepath.Join(dir, "s.%p.json"))
+	if errOut != "" {
+		t.Errorf("HEAPLINE_OUTPUT: stderr %q, want nothing", errOut)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "s."+strconv.Itoa(pid)+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("summary is not JSON: %v: %s", err, b)
+	}
+	for _, f := range []string{"pid", "command", "source", "elapsed_s", "live_bytes", "live_blocks", "peak_live_bytes",
+		"peak_error_bytes", "allocs", "frees", "allocated_bytes", "freed_bytes", "threads"} {
+		if _, ok := doc[f]; !ok {
+			t.Errorf("JSON summary has no %q: %s", f, b)
+		}
+	}
+	if doc["source"] != "preload" || doc["pid"] != float64(pid) || !strings.HasSuffix(doc["command"].(string), "hello") {
+		t.Errorf("JSON summary: %s", b)
+	}
+	if doc["live_bytes"].(float64) != doc["allocated_bytes"].(float64)-doc["freed_bytes"].(float64) ||
+		doc["live_blocks"].(float64) != doc["allocs"].(float64)-doc["frees"].(float64) {
+		t.Errorf("live figures do not derive from the counters: %s", b)
+	}
+}
+
+// A bad setting is one line on stderr, and the default is used.
+func TestBadSetting(t *testing.T) {
+	prog := writeHello(t)
+	cmd := exec.Command(prog)
+	cmd.Env = env(t, "HEAPLINE_SLOTS=lots", "HEAPLINE_SUMMARY=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "heapline: HEAPLINE_SLOTS=lots is not a number from 1 to 65536; using 256\nhello 42\n"
+	if string(out) != want {
+		t.Errorf("output %q, want %q", out, want)
+	}
+}
