@@ -27,7 +27,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if heapctlDir != "" {
+		os.RemoveAll(heapctlDir)
+	}
+	os.Exit(code)
 }
 
 // batch is writer n's points: one commit, `scenarios` scenarios, each with
