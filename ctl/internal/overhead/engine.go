@@ -82,6 +82,14 @@ func Plan(spec Spec, base []string) (Job, error) {
 		return Job{}, errors.New("no command to measure")
 	}
 	env := append(append([]string(nil), base...), spec.Env...)
+	if spec.Measure == Instructions {
+		// callgrind 3.19 dies on an assertion (vgCallgrind_post_signal:
+		// sigNum == current_state.sig) when the Go runtime inside
+		// libheap.so preempts a goroutine with SIGURG. Without async
+		// preemption no signal is sent; the count of the shim's own
+		// path is unchanged (it never enters Go).
+		env = setGODEBUG(env, "asyncpreemptoff=1")
+	}
 	side := func(label, lib string, wrap []string, key string) (Side, error) {
 		s := Side{Label: label, Preload: lib}
 		var extra []string
@@ -482,4 +490,21 @@ func sideResult(s Side, samples []Sample, m Mode) SideResult {
 		sr.SamplesInstructions = vals
 	}
 	return sr
+}
+
+// setGODEBUG adds setting to the GODEBUG variable of env, keeping the
+// user's other settings.
+func setGODEBUG(env []string, setting string) []string {
+	out := make([]string, 0, len(env)+1)
+	val := setting
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+			if v != "" {
+				val = v + "," + setting
+			}
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "GODEBUG="+val)
 }

@@ -427,3 +427,14 @@ func TestSci(t *testing.T) {
 		}
 	}
 }
+
+func TestSetGODEBUG(t *testing.T) {
+	got := setGODEBUG([]string{"A=1", "GODEBUG=madvdontneed=1", "B=2"}, "asyncpreemptoff=1")
+	want := []string{"A=1", "B=2", "GODEBUG=madvdontneed=1,asyncpreemptoff=1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("setGODEBUG = %q, want %q", got, want)
+	}
+	if got := setGODEBUG([]string{"A=1"}, "asyncpreemptoff=1"); !reflect.DeepEqual(got, []string{"A=1", "GODEBUG=asyncpreemptoff=1"}) {
+		t.Errorf("setGODEBUG without GODEBUG = %q", got)
+	}
+}

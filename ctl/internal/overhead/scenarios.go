@@ -54,7 +54,7 @@ var Scenarios = []Scenario{
 		Name:        "large-4t",
 		Description: "4 threads, 64 blocks each, 64 KiB-1 MiB, each written fully",
 		Argv:        []string{"{bin}/malloc_churn", "-t", "4", "-i", "8000", "-min", "65536", "-max", "1048576", "-k", "64", "-w"},
-		Short:       []string{"{bin}/malloc_churn", "-t", "4", "-i", "200", "-min", "65536", "-max", "1048576", "-k", "64", "-w"},
+		Short:       []string{"{bin}/malloc_churn", "-t", "4", "-i", "128", "-min", "65536", "-max", "1048576", "-k", "64", "-w"},
 	},
 	{
 		Name:        "python",
