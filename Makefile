@@ -48,7 +48,7 @@ test: deps all
 	$(GO) test -count=1 -timeout 20m ./...
 
 run: all
-	$(BIN)/heapctl run -- $(BIN)/malloc_churn -t 4
+	$(BIN)/heapctl overhead churn-4t -n 10
 
 generate:
 	$(GO) generate ./bpf/...
