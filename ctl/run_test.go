@@ -1,0 +1,536 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/shim"
+)
+
+// rgProgSource is the known-answer program of the show/ls/gc/run tests.
+// Its output goes through write(2) and its input through read(2): stdio
+// would allocate buffers between the points the tests read.
+//
+//	rgprog steps        pid, then "base", "alloc SUM", "freed": one line per
+//	                    quiescent point, each held until a line on stdin.
+//	                    Thread A allocates 32 blocks, main 32 more; thread B
+//	                    frees A's (a free on another thread), main its own.
+//	                    Both threads park until the end, then exit.
+//	rgprog exit N CODE  N blocks of 1000 bytes, every other one freed, a line
+//	                    "pid P alloc A freed F", then exit(CODE).
+//	rgprog kill N       the same, then SIGKILL to itself: no exit summary.
+const rgProgSource = `
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define N 32
+static void *blk[2 * N];
+static size_t usable;
+static sem_t go_a, go_b, done_a, done_b, quit;
+
+static void say(const char *s) { if (write(1, s, strlen(s)) < 0) _exit(4); }
+static void hold(void) { char c; do { if (read(0, &c, 1) != 1) _exit(3); } while (c != '\n'); }
+
+static void *thread_a(void *arg) {
+	(void)arg;
+	sem_wait(&go_a);
+	for (int i = 0; i < N; i++) { blk[i] = malloc(1000 + 16 * i); usable += malloc_usable_size(blk[i]); }
+	sem_post(&done_a);
+	sem_wait(&quit); /* parked, not exiting: a thread exit would run while the test reads */
+	return NULL;
+}
+
+static void *thread_b(void *arg) {
+	(void)arg;
+	sem_wait(&go_b);
+	for (int i = 0; i < N; i++) free(blk[i]);
+	sem_post(&done_b);
+	sem_wait(&quit);
+	return NULL;
+}
+
+static int steps(void) {
+	pthread_t a, b;
+	char line[64];
+	sem_init(&go_a, 0, 0); sem_init(&go_b, 0, 0); sem_init(&done_a, 0, 0); sem_init(&done_b, 0, 0); sem_init(&quit, 0, 0);
+	pthread_create(&a, NULL, thread_a, NULL);
+	pthread_create(&b, NULL, thread_b, NULL);
+	snprintf(line, sizeof line, "pid %d\n", (int)getpid());
+	say(line);
+	say("base\n"); hold();
+	sem_post(&go_a); sem_wait(&done_a);
+	for (int i = N; i < 2 * N; i++) { blk[i] = malloc(2000 + 8 * i); usable += malloc_usable_size(blk[i]); }
+	snprintf(line, sizeof line, "alloc %zu\n", usable);
+	say(line); hold();
+	sem_post(&go_b); sem_wait(&done_b);
+	for (int i = N; i < 2 * N; i++) free(blk[i]);
+	say("freed\n"); hold();
+	sem_post(&quit); sem_post(&quit);
+	pthread_join(a, NULL); pthread_join(b, NULL);
+	return 0;
+}
+
+int main(int argc, char **argv) {
+	if (argc == 2 && strcmp(argv[1], "steps") == 0) return steps();
+	if (argc < 3) return 2;
+	int n = atoi(argv[2]);
+	void **p = calloc(n + 1, sizeof *p);
+	size_t alloc = 0, freed = 0;
+	for (int i = 0; i < n; i++) { p[i] = malloc(1000); alloc += malloc_usable_size(p[i]); }
+	for (int i = 0; i < n; i += 2) { freed += malloc_usable_size(p[i]); free(p[i]); }
+	char line[128];
+	snprintf(line, sizeof line, "pid %d alloc %zu freed %zu\n", (int)getpid(), alloc, freed);
+	say(line);
+	if (strcmp(argv[1], "kill") == 0) raise(SIGKILL);
+	return argc > 3 ? atoi(argv[3]) : 0;
+}
+`
+
+// rgTimeout bounds every wait on a real process: a deadline for a hung
+// test, not a speed assertion.
+const rgTimeout = 90 * time.Second
+
+// rgLib builds libheap.so from this tree into a temporary directory (the
+// go build cache makes it quick), so these tests use the shim of the same
+// commit and never race with a `make` writing bin/.
+func rgLib(t *testing.T) string {
+	t.Helper()
+	lib := filepath.Join(t.TempDir(), shim.LibName)
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, "./preload")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building libheap.so (the shim; these tests run real processes under it): %v\n%s", err, out)
+	}
+	return lib
+}
+
+// rgProg compiles rgProgSource.
+func rgProg(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "rgprog.c")
+	if err := os.WriteFile(src, []byte(rgProgSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "rgprog")
+	if out, err := exec.Command("gcc", "-O1", "-pthread", "-Wall", "-Werror", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("compiling rgprog (gcc is needed, as for make): %v\n%s", err, out)
+	}
+	return bin
+}
+
+// rgResult is one in-process run of heapctl.
+type rgResult struct {
+	stdout, stderr string
+	logs           *observer.ObservedLogs
+	err            error
+}
+
+// rgHeapctl runs heapctl in process with args, as main would.
+func rgHeapctl(t *testing.T, args ...string) rgResult {
+	t.Helper()
+	var out, errb bytes.Buffer
+	core, logs := observer.New(zapcore.DebugLevel)
+	log := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))
+	err := newAppEnv(&env{stdout: &out, stderr: &errb, log: log}).Run(append([]string{"heapctl"}, args...))
+	return rgResult{stdout: out.String(), stderr: errb.String(), logs: logs, err: err}
+}
+
+// rgWarned reports whether a warning containing s was logged.
+func (r rgResult) warned(s string) bool {
+	for _, e := range r.logs.FilterLevelExact(zapcore.WarnLevel).All() {
+		if strings.Contains(e.Message, s) {
+			return true
+		}
+		for _, f := range e.Context {
+			if strings.Contains(f.String, s) || (f.Interface != nil && strings.Contains(fmt.Sprint(f.Interface), s)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rgStatus is the exit status main would give err.
+func rgStatus(err error) (int, string) {
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code, ee.msg
+	}
+	if err != nil {
+		return 1, err.Error()
+	}
+	return 0, ""
+}
+
+// rgSteps is `rgprog steps` running under the shim, stopped at a point.
+type rgSteps struct {
+	cmd   *exec.Cmd
+	pid   int
+	in    io.WriteCloser
+	lines chan string
+}
+
+func rgStartSteps(t *testing.T, lib, prog string) *rgSteps {
+	t.Helper()
+	cmd := exec.Command(prog, "steps")
+	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=0")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &rgSteps{cmd: cmd, in: in, lines: make(chan string, 8)}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = os.Remove("/dev/shm/heapline." + strconv.Itoa(cmd.Process.Pid)) // ours, if it was killed
+	})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	first := p.next(t)
+	if _, err := fmt.Sscanf(first, "pid %d", &p.pid); err != nil || p.pid != cmd.Process.Pid {
+		t.Fatalf("first line %q, want pid %d", first, cmd.Process.Pid)
+	}
+	return p
+}
+
+func (p *rgSteps) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			t.Fatal("rgprog ended early")
+		}
+		return l
+	case <-time.After(rgTimeout):
+		t.Fatal("rgprog hung")
+	}
+	return ""
+}
+
+// proceed lets the program go on to its next point.
+func (p *rgSteps) proceed(t *testing.T) {
+	t.Helper()
+	if _, err := io.WriteString(p.in, "\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rgShowJSON is `heapctl show --json pid`, decoded.
+func rgShowJSON(t *testing.T, pid int) report.Summary {
+	t.Helper()
+	r := rgHeapctl(t, "show", "--json", strconv.Itoa(pid))
+	if r.err != nil {
+		t.Fatalf("show --json %d: %v", pid, r.err)
+	}
+	var s report.Summary
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+		t.Fatalf("show --json output %q: %v", r.stdout, err)
+	}
+	return s
+}
+
+// rgExitLine parses rgprog's "pid P alloc A freed F" line out of output.
+func rgExitLine(t *testing.T, out string) (pid int, alloc, freed uint64) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^pid (\d+) alloc (\d+) freed (\d+)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no rgprog line in %q", out)
+	}
+	pid, _ = strconv.Atoi(m[1])
+	alloc, _ = strconv.ParseUint(m[2], 10, 64)
+	freed, _ = strconv.ParseUint(m[3], 10, 64)
+	return pid, alloc, freed
+}
+
+// rgLastJSON decodes the last line of out as a Summary.
+func rgLastJSON(t *testing.T, out string) report.Summary {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var s report.Summary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+		t.Fatalf("last line of %q: %v", out, err)
+	}
+	return s
+}
+
+// Two runs of the same program that differ by 100 blocks differ in the
+// summary by exactly those blocks: the startup allocations of libc and the
+// loader are the same in both.
+func TestRunKnownAnswer(t *testing.T) {
+	lib, prog := rgLib(t), rgProg(t)
+	runN := func(n int) (report.Summary, int, uint64, uint64) {
+		r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "exit", strconv.Itoa(n))
+		if r.err != nil {
+			t.Fatalf("run %d: %v\nstderr: %s", n, r.err, r.stderr)
+		}
+		pid, alloc, freed := rgExitLine(t, r.stdout)
+		return rgLastJSON(t, r.stdout), pid, alloc, freed
+	}
+	s0, pid0, a0, f0 := runN(0)
+	s1, pid1, a1, f1 := runN(100)
+	if a0 != 0 || f0 != 0 {
+		t.Fatalf("rgprog exit 0 allocated %d freed %d", a0, f0)
+	}
+	for _, c := range []struct {
+		s   report.Summary
+		pid int
+		n   string
+	}{{s0, pid0, "0"}, {s1, pid1, "100"}} {
+		if c.s.PID != c.pid || c.s.Command != prog+" exit "+c.n || c.s.Source != "preload" || !c.s.Exited || c.s.Threads != 1 {
+			t.Errorf("summary identity %+v, want pid %d, command %q, exited, 1 thread", c.s, c.pid, prog+" exit "+c.n)
+		}
+		if c.s.LiveBytes != int64(c.s.AllocatedBytes-c.s.FreedBytes) || c.s.LiveBlocks != int64(c.s.Allocs-c.s.Frees) {
+			t.Errorf("live does not derive from the counters: %+v", c.s)
+		}
+	}
+	if d := s1.Allocs - s0.Allocs; d != 100 {
+		t.Errorf("allocs differ by %d, want 100", d)
+	}
+	if d := s1.Frees - s0.Frees; d != 50 {
+		t.Errorf("frees differ by %d, want 50", d)
+	}
+	if d := s1.AllocatedBytes - s0.AllocatedBytes; d != a1 {
+		t.Errorf("allocated_bytes differ by %d, want %d", d, a1)
+	}
+	if d := s1.FreedBytes - s0.FreedBytes; d != f1 {
+		t.Errorf("freed_bytes differ by %d, want %d", d, f1)
+	}
+	if d := s1.LiveBytes - s0.LiveBytes; d != int64(a1-f1) {
+		t.Errorf("live_bytes differ by %d, want %d", d, a1-f1)
+	}
+}
+
+// heapctl run prints, from the JSON summary, the line the shim itself
+// prints: same counters, same rounding. Only the pid and the time differ
+// between two runs.
+func TestRunLineMatchesShim(t *testing.T) {
+	lib, prog := rgLib(t), rgProg(t)
+	direct := exec.Command(prog, "exit", "3000")
+	direct.Env = shim.Env(os.Environ(), lib)
+	var stderr bytes.Buffer
+	direct.Stderr = &stderr
+	if err := direct.Run(); err != nil {
+		t.Fatal(err)
+	}
+	r := rgHeapctl(t, "run", "--lib", lib, "--", prog, "exit", "3000")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	norm := regexp.MustCompile(`^heapline\[\d+\]: (.*), \d+\.\d\d s\n$`)
+	shimLine, ourLine := norm.FindStringSubmatch(stderr.String()), norm.FindStringSubmatch(r.stderr)
+	if shimLine == nil || ourLine == nil {
+		t.Fatalf("summary lines not found:\nshim: %q\nheapctl: %q", stderr.String(), r.stderr)
+	}
+	if shimLine[1] != ourLine[1] {
+		t.Fatalf("the shim printed\n%s\nheapctl run printed\n%s", shimLine[1], ourLine[1])
+	}
+	if !strings.Contains(ourLine[1], " MiB") || !strings.Contains(ourLine[1], "live at exit") {
+		t.Errorf("line %q: want MiB figures and live at exit", ourLine[1])
+	}
+}
+
+func TestRunStatus(t *testing.T) {
+	lib, prog := rgLib(t), rgProg(t)
+	notExec := filepath.Join(t.TempDir(), "notexec")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		args    []string
+		code    int
+		msg     string // in the error (exitError.msg, or the error itself)
+		summary bool   // a summary line on stderr
+	}{
+		{"success", []string{"--", prog, "exit", "10"}, 0, "", true},
+		{"exit status", []string{"--", prog, "exit", "10", "7"}, 7, "", true},
+		{"killed", []string{"--", "sh", "-c", "kill -KILL $$"}, 128 + 9, "run: sh killed by signal 9 (killed)", true},
+		{"not found", []string{"--", "heapline-no-such-command"}, 127, "run: heapline-no-such-command: command not found", false},
+		{"not executable", []string{"--", notExec}, 126, "permission denied", false},
+		{"no command", nil, 1, "run: missing command", false},
+		{"no command after --", []string{"--"}, 1, "run: missing command", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := rgHeapctl(t, append([]string{"run", "--lib", lib}, c.args...)...)
+			code, msg := rgStatus(r.err)
+			if code != c.code || !strings.Contains(msg, c.msg) {
+				t.Errorf("status %d %q, want %d %q", code, msg, c.code, c.msg)
+			}
+			if got := strings.Contains(r.stderr, "heapline["); got != c.summary {
+				t.Errorf("summary on stderr: %v, want %v\nstderr: %q", got, c.summary, r.stderr)
+			}
+		})
+	}
+	t.Run("missing lib", func(t *testing.T) {
+		r := rgHeapctl(t, "run", "--lib", "/nonexistent/libheap.so", "--", "true")
+		if r.err == nil || !strings.Contains(r.err.Error(), "--lib /nonexistent/libheap.so") {
+			t.Fatalf("err %v, want one naming --lib", r.err)
+		}
+	})
+	t.Run("no lib anywhere", func(t *testing.T) {
+		t.Setenv("HEAPLINE_LIB", "")
+		t.Chdir(t.TempDir()) // no ./bin/libheap.so; the test binary has none beside it
+		r := rgHeapctl(t, "run", "--", "true")
+		if r.err == nil || !strings.Contains(r.err.Error(), "libheap.so not found") {
+			t.Fatalf("err %v, want libheap.so not found", r.err)
+		}
+	})
+}
+
+// A child killed by a signal writes no summary but leaves its region:
+// run reads it (the child is a zombie then: its pid is not reused) and
+// removes it.
+func TestRunKilledChild(t *testing.T) {
+	lib, prog := rgLib(t), rgProg(t)
+	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "kill", "1000")
+	if code, msg := rgStatus(r.err); code != 137 || !strings.Contains(msg, "killed by signal 9") {
+		t.Fatalf("status %d %q, want 137", code, msg)
+	}
+	pid, alloc, freed := rgExitLine(t, r.stdout)
+	s := rgLastJSON(t, r.stdout)
+	if s.PID != pid || s.Exited || s.Allocs < 1000 || s.Frees < 500 || s.AllocatedBytes < alloc || s.FreedBytes < freed {
+		t.Fatalf("summary from the region %+v: want pid %d, not exited, at least 1000 allocs / %d bytes", s, pid, alloc)
+	}
+	if !r.warned("without its exit summary") {
+		t.Error("no warning that the counters are the last published ones")
+	}
+	if _, err := os.Lstat(region.Path(pid)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the dead child's region is still there: %v", err)
+	}
+}
+
+// A program that never loads the shim (here: the shim is not a library)
+// leaves no summary: a warning, and still the program's status.
+func TestRunNoSummary(t *testing.T) {
+	prog := rgProg(t)
+	fake := filepath.Join(t.TempDir(), shim.LibName)
+	if err := os.WriteFile(fake, []byte("not an ELF file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := rgHeapctl(t, "run", "--lib", fake, "--", prog, "exit", "1", "5")
+	if code, _ := rgStatus(r.err); code != 5 {
+		t.Fatalf("status %d, want 5 (%v)", code, r.err)
+	}
+	if !r.warned("no heap summary from "+prog) || !r.warned("left none") {
+		t.Fatalf("no warning about the missing summary; logs %v", r.logs.All())
+	}
+}
+
+func TestRunOutputFile(t *testing.T) {
+	lib, prog := rgLib(t), rgProg(t)
+	out := filepath.Join(t.TempDir(), "summary.json")
+	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--output", out, "--", prog, "exit", "10")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	pid, _, _ := rgExitLine(t, r.stdout)
+	if strings.Count(r.stdout, "\n") != 1 || strings.Contains(r.stderr, "heapline[") {
+		t.Fatalf("stdout %q stderr %q: want only the program's line", r.stdout, r.stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := rgLastJSON(t, string(b)); s.PID != pid || !s.Exited {
+		t.Fatalf("summary file %s", b)
+	}
+	// Text to a file: the line.
+	r = rgHeapctl(t, "run", "--lib", lib, "-o", out, "--", prog, "exit", "10")
+	if b, _ := os.ReadFile(out); r.err != nil || !regexp.MustCompile(`^heapline\[\d+\]: .* s\n$`).Match(b) {
+		t.Fatalf("text summary file %q, %v", b, r.err)
+	}
+}
+
+// SIGTERM and SIGINT sent to heapctl reach the child; its status (the
+// shell's trap exits 7 or 8) is heapctl's.
+func TestRunForwardsSignals(t *testing.T) {
+	lib := rgLib(t)
+	for _, c := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGTERM, 7}, {syscall.SIGINT, 8}} {
+		t.Run(c.sig.String(), func(t *testing.T) {
+			if c.sig == syscall.SIGINT && inTerminalForeground() {
+				t.Skip("stdin is a terminal we are in the foreground of: a ^C reaches the child itself, so SIGINT is not forwarded")
+			}
+			ready := filepath.Join(t.TempDir(), "ready")
+			script := fmt.Sprintf(`trap 'exit %d' %s; : > %s; while :; do sleep 0.05; done`, c.code, strings.TrimPrefix(sigName(c.sig), "SIG"), ready)
+			done := make(chan rgResult, 1)
+			go func() { done <- rgHeapctl(t, "run", "--lib", lib, "--", "sh", "-c", script) }()
+			deadline := time.Now().Add(rgTimeout)
+			for {
+				if _, err := os.Stat(ready); err == nil {
+					break // the child runs, so heapctl has installed its handler
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the child never started")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := syscall.Kill(os.Getpid(), c.sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case r := <-done:
+				if code, msg := rgStatus(r.err); code != c.code {
+					t.Fatalf("status %d %q, want %d", code, msg, c.code)
+				}
+			case <-time.After(rgTimeout):
+				t.Fatal("the child did not end on the signal")
+			}
+		})
+	}
+}
+
+func sigName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	}
+	return ""
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
+)
+
+// show --json at three quiescent points of a real process, against the
+// usable sizes the program itself measured: 64 blocks allocated (32 on a
+// second thread), then freed (32 of them on a third thread), and live back
+// where it started.
+func TestShowKnownAnswer(t *testing.T) {
+	lib, prog := rgLib(t), rgProg(t)
+	p := rgStartSteps(t, lib, prog)
+	if l := p.next(t); l != "base" {
+		t.Fatalf("got %q, want base", l)
+	}
+	base := rgShowJSON(t, p.pid)
+	if base.PID != p.pid || base.Command != prog+" steps" || base.Source != "preload" || base.Exited {
+		t.Fatalf("base identity %+v", base)
+	}
+
+	p.proceed(t)
+	var usable uint64
+	if l := p.next(t); !strings.HasPrefix(l, "alloc ") {
+		t.Fatalf("got %q, want alloc", l)
+	} else if usable, _ = strconv.ParseUint(strings.TrimPrefix(l, "alloc "), 10, 64); usable < 64*1000 {
+		t.Fatalf("usable %d from %q", usable, l)
+	}
+	alloc := rgShowJSON(t, p.pid)
+	expectDelta(t, "after allocating", base, alloc, 64, 0, usable, 0)
+	if alloc.PeakLiveBytes < alloc.LiveBytes || alloc.Threads < 2 {
+		t.Errorf("peak %d below live %d, or threads %d < 2", alloc.PeakLiveBytes, alloc.LiveBytes, alloc.Threads)
+	}
+
+	// The human view of the same moment.
+	r := rgHeapctl(t, "show", strconv.Itoa(p.pid))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, want := range []string{
+		"pid        " + strconv.Itoa(p.pid) + "\n",
+		"command    " + prog + " steps\n",
+		"state      running\n",
+		"live       " + report.Bytes(alloc.LiveBytes) + " (" + strconv.FormatInt(alloc.LiveBytes, 10) + " B) in " + strconv.FormatInt(alloc.LiveBlocks, 10) + " blocks\n",
+		"allocated  " + report.Bytes(int64(alloc.AllocatedBytes)) + " (" + strconv.FormatUint(alloc.AllocatedBytes, 10) + " B) in " + strconv.FormatUint(alloc.Allocs, 10) + " allocs\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("show output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	p.proceed(t)
+	if l := p.next(t); l != "freed" {
+		t.Fatalf("got %q, want freed", l)
+	}
+	freed := rgShowJSON(t, p.pid)
+	expectDelta(t, "after freeing", base, freed, 64, 64, usable, usable)
+	if freed.LiveBytes != base.LiveBytes || freed.LiveBlocks != base.LiveBlocks {
+		t.Errorf("live %d B in %d blocks after freeing everything, want %d B in %d as at the start",
+			freed.LiveBytes, freed.LiveBlocks, base.LiveBytes, base.LiveBlocks)
+	}
+	if freed.PeakLiveBytes < alloc.LiveBytes-freed.PeakErrorBytes {
+		t.Errorf("peak %d forgot the high point %d (error bound %d)", freed.PeakLiveBytes, alloc.LiveBytes, freed.PeakErrorBytes)
+	}
+
+	// At normal exit the region goes: show then says the process is gone.
+	p.proceed(t)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	r = rgHeapctl(t, "show", strconv.Itoa(p.pid))
+	if r.err == nil || r.err.Error() != "show: no process "+strconv.Itoa(p.pid) {
+		t.Fatalf("show of an exited process: %v", r.err)
+	}
+}
+
+func expectDelta(t *testing.T, when string, a, b report.Summary, allocs, frees, allocated, freed uint64) {
+	t.Helper()
+	if b.Allocs-a.Allocs != allocs || b.Frees-a.Frees != frees ||
+		b.AllocatedBytes-a.AllocatedBytes != allocated || b.FreedBytes-a.FreedBytes != freed {
+		t.Errorf("%s: +%d allocs +%d frees +%d B allocated +%d B freed; want +%d +%d +%d +%d",
+			when, b.Allocs-a.Allocs, b.Frees-a.Frees, b.AllocatedBytes-a.AllocatedBytes, b.FreedBytes-a.FreedBytes,
+			allocs, frees, allocated, freed)
+	}
+	if b.LiveBytes != int64(b.AllocatedBytes-b.FreedBytes) || b.LiveBlocks != int64(b.Allocs-b.Frees) {
+		t.Errorf("%s: live does not derive from the counters: %+v", when, b)
+	}
+}
+
+// A process killed with SIGKILL leaves its region: show still reads it,
+// says the process is gone, and warns.
+func TestShowGone(t *testing.T) {
+	lib, prog := rgLib(t), rgProg(t)
+	p := rgStartSteps(t, lib, prog)
+	p.next(t) // base
+	p.proceed(t)
+	p.next(t) // alloc
+	before := rgShowJSON(t, p.pid)
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+
+	r := rgHeapctl(t, "show", "--json", strconv.Itoa(p.pid))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	after := rgLastJSON(t, r.stdout)
+	after.ElapsedS, before.ElapsedS = 0, 0 // a gone process's clock still runs from its start
+	if after != before {
+		t.Errorf("after SIGKILL\n%+v\nbefore\n%+v", after, before)
+	}
+	if !r.warned("the process is gone") {
+		t.Error("no warning that the process is gone")
+	}
+	r = rgHeapctl(t, "show", strconv.Itoa(p.pid))
+	if !strings.Contains(r.stdout, "state      gone (died without its exit summary") {
+		t.Errorf("human view of a gone process:\n%s", r.stdout)
+	}
+}
+
+func TestShowErrors(t *testing.T) {
+	dead := rgDeadPID(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "show: missing PID (heapctl show [--json] PID)"},
+		{[]string{"abc"}, `show: PID must be a process id, got "abc"`},
+		{[]string{"0"}, `show: PID must be a process id, got "0"`},
+		{[]string{"-5"}, `flag provided but not defined: -5`},
+		{[]string{"1", "2"}, "show: want one PID, got 2 arguments"},
+		{[]string{"1", "--json"}, "show: flags go before the PID: heapctl show --json 1"},
+		{[]string{strconv.Itoa(dead)}, "show: no process " + strconv.Itoa(dead)},
+		{[]string{"1"}, "show: process 1 publishes no region (/dev/shm/heapline.1): start it with `heapctl run -- CMD` or LD_PRELOAD=libheap.so"},
+	} {
+		r := rgHeapctl(t, append([]string{"show"}, c.args...)...)
+		if r.err == nil || r.err.Error() != c.want {
+			t.Errorf("show %q: err %v, want %q", c.args, r.err, c.want)
+		}
+	}
+	// A corrupt region: the reader's error, naming the file.
+	d := rgUseDir(t)
+	me := os.Getpid()
+	if err := os.WriteFile(filepath.Join(d, "heapline."+strconv.Itoa(me)), make([]byte, 300), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := rgHeapctl(t, "show", strconv.Itoa(me))
+	if want := "show: " + filepath.Join(d, "heapline."+strconv.Itoa(me)) + ": truncated: 300 bytes, need 512"; r.err == nil || r.err.Error() != want {
+		t.Errorf("corrupt region: err %v, want %q", r.err, want)
+	}
+}
+
+// rgUseDir points region.Dir at a fresh directory for one test.
+func rgUseDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	old := region.Dir
+	region.Dir = d
+	t.Cleanup(func() { region.Dir = old })
+	return d
+}
+
+// rgDeadPID is the pid of a process that has ended and been reaped.
+func rgDeadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
