@@ -176,6 +176,28 @@ static __always_inline void count_free(struct counters *k, __u64 n)
 	__sync_fetch_and_add(&live, -(__s64)n);
 }
 
+/*
+ * internal reports whether this call comes straight from inside libc with a
+ * direct `call rel32` to the function's own address: glibc's malloc code
+ * calling __libc_malloc or __libc_free by name, bypassing its PLT. An
+ * interposer never sees such a call, so neither do we. The one that
+ * matters outside an outer allocator call is tcache_thread_shutdown: every
+ * thread that exits hands the blocks in its tcache (already freed by the
+ * program, and counted then) back to the arena with __libc_free.
+ */
+static __always_inline int internal(struct pt_regs *ctx)
+{
+	__u64 ret = 0;
+	__u8 insn[5] = {};
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)) != 0 ||
+	    bpf_probe_read_user(insn, sizeof(insn), (void *)(ret - 5)) != 0)
+		return 0;
+	if (insn[0] != 0xe8)
+		return 0;
+	__s32 rel = (__s32)((__u32)insn[1] | (__u32)insn[2] << 8 | (__u32)insn[3] << 16 | (__u32)insn[4] << 24);
+	return ret + (__s64)rel == PT_REGS_IP(ctx);
+}
+
 /* enter records the outermost call of a thread; nested ones are ignored. */
 static __always_inline struct call *enter(struct pt_regs *ctx, __u32 fn)
 {
@@ -190,6 +212,8 @@ static __always_inline struct call *enter(struct pt_regs *ctx, __u32 fn)
 	 * returned without our seeing it (only possible while attaching), so
 	 * this call is a new outermost one. */
 	if (c->sp != 0 && sp <= c->sp)
+		return 0;
+	if (internal(ctx))
 		return 0;
 	c->sp = sp;
 	c->fn = fn;
@@ -301,6 +325,8 @@ static __always_inline int enter_free(struct pt_regs *ctx)
 		return 0;
 	if (c->sp != 0 && PT_REGS_SP(ctx) <= c->sp)
 		return 0; /* inside realloc(p, 0): counted by realloc's return */
+	if (internal(ctx))
+		return 0; /* a thread's tcache going back to the arena at exit */
 	struct counters *k = cpu_counts();
 	if (k)
 		count_free(k, usable(k, p));

@@ -23,8 +23,9 @@ type Tracer struct {
 	Attached time.Time
 	Mode     Mode
 
-	objs  heapObjects
-	links []link.Link
+	objs   heapObjects
+	links  []link.Link
+	closed bool
 }
 
 // cookies maps each function of the family to its enum fn in heap.c: the
@@ -201,6 +202,10 @@ func (t *Tracer) Read() (Counts, error) {
 // Close detaches every probe and unloads the programs; the traced process
 // goes on unharmed (the kernel restores the original instructions).
 func (t *Tracer) Close() error {
+	if t.closed {
+		return nil
+	}
+	t.closed = true
 	errs := make([]error, len(t.links)+1)
 	for i, l := range t.links {
 		errs[i] = l.Close()

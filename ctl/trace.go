@@ -1,16 +1,444 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/heapline/heapline/bpf"
+	"github.com/heapline/heapline/ctl/internal/report"
 )
 
-// traceCommand is a stub until its issue lands.
+// traceCommand counts a process's heap with eBPF uprobes on its libc: the
+// shim's view (same counting contract) of a process that runs without it.
 func traceCommand(e *env) *cli.Command {
 	return &cli.Command{
-		Name:   "trace",
-		Usage:  "not implemented yet",
-		Action: func(c *cli.Context) error { return errors.New("trace: not implemented yet") },
+		Name:      "trace",
+		Usage:     "count a process's heap with eBPF uprobes on its libc, nothing preloaded (needs root)",
+		ArgsUsage: "--pid PID | -- CMD [ARGS...]",
+		Description: "With --pid, counting starts at attach: live bytes are the change since then and may be\n" +
+			"negative. With -- CMD, the command is started stopped before its first instruction and\n" +
+			"the probes are attached first, so every allocation is seen; heapctl exits with its status.\n" +
+			"Tracing ends when the process exits, at Ctrl-C, or after --duration, and prints the\n" +
+			"counters (the shim's summary line, or its JSON document with --json, source \"ebpf\").\n" +
+			"Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "pid", Aliases: []string{"p"}, Usage: "trace the running process `PID`"},
+			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON (the fields of heapctl show --json)"},
+			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "print the counters every --interval while tracing"},
+			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: time.Second, Usage: "time between --watch refreshes"},
+			&cli.DurationFlag{Name: "duration", Aliases: []string{"d"}, Usage: "stop tracing after this long (0: until the process exits or Ctrl-C)"},
+			&cli.StringFlag{Name: "libc", Usage: "probe this C library instead of the one found (from /proc/PID/maps, or the loader's search for -- CMD)"},
+		},
+		Action: func(c *cli.Context) error {
+			o := traceOpts{
+				json:     c.Bool("json"),
+				watch:    c.Bool("watch"),
+				interval: c.Duration("interval"),
+				duration: c.Duration("duration"),
+				libc:     c.String("libc"),
+				argv:     c.Args().Slice(),
+			}
+			if c.IsSet("pid") {
+				pid, err := parsePID(c.String("pid"))
+				if err != nil {
+					return fmt.Errorf("trace: --pid: %w", err)
+				}
+				o.pid = pid
+			}
+			return trace(c.Context, e, o)
+		},
 	}
+}
+
+// traceOpts is one trace: a running process (pid) or a command (argv).
+type traceOpts struct {
+	pid                int
+	argv               []string
+	json, watch        bool
+	interval, duration time.Duration
+	libc               string
+
+	// The command's environment and standard files: nil means heapctl's
+	// own. Tests give an environment with the shim preloaded, to compare
+	// the two views of one run.
+	env            []string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	// attached, when set, is called once the probes are in place (tests
+	// start the traced work then).
+	attached func(pid int)
+}
+
+func trace(ctx context.Context, e *env, o traceOpts) error {
+	switch {
+	case o.pid != 0 && len(o.argv) > 0:
+		return errors.New("trace: give --pid PID or -- CMD, not both")
+	case o.pid == 0 && len(o.argv) == 0:
+		return errors.New("trace: nothing to trace (usage: heapctl trace --pid PID, or heapctl trace -- CMD ARGS...)")
+	case o.duration < 0:
+		return fmt.Errorf("trace: --duration must be 0 or more (got %v)", o.duration)
+	case o.watch && o.interval < time.Millisecond:
+		return fmt.Errorf("trace: --interval must be at least 1ms (got %v)", o.interval)
+	}
+	// Privileges first: the clearest error, before a command is started.
+	if err := bpf.CheckPrivileges(); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if o.pid != 0 {
+		return tracePID(ctx, e, o)
+	}
+	return traceCmd(ctx, e, o)
+}
+
+// tracePID attaches to a running process and counts from then on.
+func tracePID(ctx context.Context, e *env, o traceOpts) error {
+	libc := o.libc
+	if libc == "" {
+		var err error
+		if libc, err = bpf.LibcOf(o.pid); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+	}
+	// A pidfd tells the process's exit apart from a later one reusing
+	// the pid.
+	pidfd, err := unix.PidfdOpen(o.pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("trace: no process with pid %d", o.pid)
+		}
+		return fmt.Errorf("trace: opening pid %d: %w", o.pid, err)
+	}
+	defer unix.Close(pidfd)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err == nil || !errors.Is(err, unix.EINTR) {
+				return
+			}
+		}
+	}()
+
+	tr, err := bpf.Attach(o.pid, libc)
+	if err != nil {
+		return fmt.Errorf("trace: pid %d: %w", o.pid, err)
+	}
+	defer tr.Close()
+	e.log.Debug("attached", zap.Int("pid", o.pid), zap.String("libc", libc), zap.String("mode", string(tr.Mode)), zap.Strings("aliases", tr.Aliases))
+	t := &tracing{e: e, o: o, tr: tr, pid: o.pid, command: bpf.Cmdline(o.pid), start: tr.Attached}
+	if o.attached != nil {
+		o.attached(o.pid)
+	}
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := t.loop(ctx, exited, sigs)
+	s, err := t.summary(done)
+	if err != nil {
+		return err
+	}
+	return t.print(s)
+}
+
+// traceCmd starts argv stopped right after its execve, before the dynamic
+// loader runs (PTRACE_TRACEME), attaches the probes to the libc it will map
+// with the filter on its pid, and lets it go: nothing it allocates is missed.
+func traceCmd(ctx context.Context, e *env, o traceOpts) error {
+	path, err := exec.LookPath(o.argv[0])
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	env := o.env
+	if env == nil {
+		env = os.Environ()
+	}
+	libc := o.libc
+	if libc == "" {
+		if libc, err = bpf.LibcFor(path, env); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+	}
+	cmd := exec.Command(path, o.argv[1:]...)
+	cmd.Args[0] = o.argv[0]
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = traceOrReader(o.stdin, os.Stdin), traceOrWriter(o.stdout, os.Stdout), traceOrWriter(o.stderr, os.Stderr)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+
+	tr, err := traceStart(e, cmd, libc)
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	defer tr.Close()
+	pid := cmd.Process.Pid
+	// The command as the user gave it: /proc/PID/cmdline would show a #!
+	// interpreter's, and only until the process exits.
+	t := &tracing{e: e, o: o, tr: tr, pid: pid, command: strings.Join(o.argv, " "), start: tr.Attached}
+	if o.attached != nil {
+		o.attached(pid)
+	}
+
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		t.end = time.Now()
+		close(exited)
+	}()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := t.loop(ctx, exited, sigs)
+	s, err := t.summary(done)
+	if err != nil {
+		return err
+	}
+	if err := t.print(s); err != nil {
+		return err
+	}
+	if done != traceEndExit {
+		// Tracing stopped early: the command goes on untraced, and heapctl
+		// lasts as long as it does, like heapctl run. Ctrl-C on a terminal
+		// reached it too; a SIGTERM sent to heapctl alone is passed on.
+		tr.Close()
+		e.log.Debug("tracing stopped, waiting for the command", zap.Int("pid", pid))
+		for {
+			select {
+			case <-exited:
+				return traceChildStatus(waitErr)
+			case sig := <-sigs:
+				cmd.Process.Signal(sig)
+			}
+		}
+	}
+	return traceChildStatus(waitErr)
+}
+
+// traceStart starts cmd (which has Ptrace set), waits for the stop at its
+// exec, attaches the probes and releases it. ptrace requests must come from
+// the thread that forked the tracee, hence the locked OS thread.
+func traceStart(e *env, cmd *exec.Cmd, libc string) (*bpf.Tracer, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	pid := cmd.Process.Pid
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EINTR) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, fmt.Errorf("waiting for %s to start: %w", cmd.Path, err)
+		}
+	}
+	if !ws.Stopped() {
+		// Exited or killed before its first instruction; let Wait reap
+		// nothing twice.
+		return nil, fmt.Errorf("%s ended before it could be traced (%v)", cmd.Path, traceWaitStatus(ws))
+	}
+	tr, err := bpf.Attach(pid, libc)
+	if err != nil {
+		// A stopped tracee dies on SIGKILL without running a single
+		// instruction of the command.
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, err
+	}
+	e.log.Debug("attached", zap.Int("pid", pid), zap.String("libc", libc), zap.String("mode", string(tr.Mode)), zap.Strings("aliases", tr.Aliases))
+	if err := unix.PtraceDetach(pid); err != nil {
+		tr.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("releasing %s (ptrace detach): %w", cmd.Path, err)
+	}
+	return tr, nil
+}
+
+func traceWaitStatus(ws unix.WaitStatus) string {
+	switch {
+	case ws.Exited():
+		return fmt.Sprintf("exit status %d", ws.ExitStatus())
+	case ws.Signaled():
+		return "killed by " + ws.Signal().String()
+	}
+	return fmt.Sprintf("wait status %#x", uint32(ws))
+}
+
+// traceChildStatus turns the command's end into heapctl's exit status, as
+// heapctl run does: 0, its exit code, or 128+signal.
+func traceChildStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return exitError{code: 128 + int(ws.Signal()), msg: "command killed by " + ws.Signal().String()}
+		}
+		return exitError{code: ee.ExitCode()}
+	}
+	return fmt.Errorf("trace: waiting for the command: %w", err)
+}
+
+// Why tracing stopped.
+type traceEnd int
+
+const (
+	traceEndExit traceEnd = iota
+	traceEndSignal
+	traceEndDuration
+)
+
+// tracing is one attached tracer and what the summary needs.
+type tracing struct {
+	e       *env
+	o       traceOpts
+	tr      *bpf.Tracer
+	pid     int
+	command string
+	start   time.Time
+	end     time.Time // when the process exited, if it did
+}
+
+// loop waits for the end of tracing, refreshing the view with --watch.
+func (t *tracing) loop(ctx context.Context, exited <-chan struct{}, sigs <-chan os.Signal) traceEnd {
+	var timeout <-chan time.Time
+	if t.o.duration > 0 {
+		timer := time.NewTimer(t.o.duration)
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	var tick <-chan time.Time
+	var scr *screen
+	if t.o.watch {
+		ticker := time.NewTicker(t.o.interval)
+		defer ticker.Stop()
+		tick = ticker.C
+		if !t.o.json {
+			scr = newScreen(t.e.stdout)
+			defer scr.close()
+		}
+	}
+	for {
+		select {
+		case <-exited:
+			return traceEndExit
+		case <-ctx.Done():
+			return traceEndSignal
+		case sig := <-sigs:
+			t.e.log.Debug("stopping", zap.Stringer("signal", sig))
+			if sig == syscall.SIGTERM && len(t.o.argv) > 0 {
+				// Sent to heapctl alone: the command is told too.
+				syscall.Kill(t.pid, syscall.SIGTERM)
+			}
+			return traceEndSignal
+		case <-timeout:
+			return traceEndDuration
+		case <-tick:
+			s, err := t.read(false)
+			if err != nil {
+				t.e.log.Warn("reading counters", zap.Error(err))
+				continue
+			}
+			if scr != nil {
+				scr.frame(nil, []string{report.Line(s)})
+			} else if err := traceJSON(t.e.stdout, s); err != nil {
+				t.e.log.Warn("writing", zap.Error(err))
+			}
+		}
+	}
+}
+
+// read makes a Summary from the counters now.
+func (t *tracing) read(exited bool) (report.Summary, error) {
+	c, err := t.tr.Read()
+	if err != nil {
+		return report.Summary{}, fmt.Errorf("trace: %w", err)
+	}
+	end := time.Now()
+	if exited && !t.end.IsZero() {
+		end = t.end
+	}
+	return report.Summary{
+		PID:            t.pid,
+		Command:        t.command,
+		Source:         "ebpf",
+		ElapsedS:       end.Sub(t.start).Seconds(),
+		LiveBytes:      c.Live,
+		LiveBlocks:     int64(c.Allocs - c.Frees),
+		PeakLiveBytes:  c.Peak,
+		PeakErrorBytes: c.PeakError,
+		Allocs:         c.Allocs,
+		Frees:          c.Frees,
+		AllocatedBytes: c.AllocatedBytes,
+		FreedBytes:     c.FreedBytes,
+		Threads:        c.Threads,
+		Exited:         exited,
+	}, nil
+}
+
+func (t *tracing) summary(done traceEnd) (report.Summary, error) {
+	s, err := t.read(done == traceEndExit)
+	if err != nil {
+		return s, err
+	}
+	c, _ := t.tr.Read()
+	if c.ReadErrors > 0 {
+		t.e.log.Warn("some chunk headers could not be read; those blocks count 0 bytes", zap.Uint64("read_errors", c.ReadErrors))
+	}
+	if s.Allocs == 0 && s.Frees == 0 && len(t.o.argv) > 0 {
+		t.e.log.Warn("no allocation seen: does the command use another allocator, or another libc than the one probed? (--libc)", zap.String("libc", t.tr.Libc))
+	}
+	return s, nil
+}
+
+func (t *tracing) print(s report.Summary) error {
+	if t.o.json {
+		return traceJSON(t.e.stdout, s)
+	}
+	_, err := fmt.Fprintln(t.e.stdout, report.Line(s))
+	return err
+}
+
+func traceJSON(w io.Writer, s report.Summary) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+func traceOrReader(r io.Reader, def *os.File) io.Reader {
+	if r == nil {
+		return def
+	}
+	return r
+}
+
+func traceOrWriter(w io.Writer, def *os.File) io.Writer {
+	if w == nil {
+		return def
+	}
+	return w
 }

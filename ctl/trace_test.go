@@ -1,0 +1,677 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/shim"
+)
+
+// traceNeedsRoot skips a test that loads BPF programs when not root, and
+// fails it in CI, where a skip would hide a regression.
+func traceNeedsRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root to load BPF programs and attach uprobes, and CI runs as root")
+		}
+		t.Skip("needs root: loads BPF programs and attaches uprobes")
+	}
+}
+
+// traceCC compiles a C program into dir.
+func traceCC(t *testing.T, dir, name, src string, flags ...string) string {
+	t.Helper()
+	c := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	args := append([]string{"-O1", "-pthread", "-o", bin, c}, flags...)
+	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
+// traceShimLib builds libheap.so from this tree (the go build cache makes
+// it quick), so the test compares against the shim of the same commit.
+func traceShimLib(t *testing.T) string {
+	t.Helper()
+	lib := filepath.Join(t.TempDir(), shim.LibName)
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, "./preload")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building libheap.so: %v\n%s", err, out)
+	}
+	return lib
+}
+
+// traceRun runs `heapctl trace` in process with opts, returning stdout.
+func traceRun(t *testing.T, o traceOpts) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := &env{stdout: &out, stderr: &errb, log: zaptest.NewLogger(t)}
+	err := trace(context.Background(), e, o)
+	if errb.Len() > 0 {
+		t.Logf("stderr: %s", errb.String())
+	}
+	return out.String(), err
+}
+
+func traceDecode(t *testing.T, what, js string) report.Summary {
+	t.Helper()
+	var s report.Summary
+	dec := json.NewDecoder(strings.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		t.Fatalf("%s: decoding %q: %v", what, js, err)
+	}
+	return s
+}
+
+// knownCounts is what the known-answer program says it did.
+type knownCounts struct {
+	Allocs         uint64 `json:"allocs"`
+	Frees          uint64 `json:"frees"`
+	AllocatedBytes uint64 `json:"allocated_bytes"`
+	FreedBytes     uint64 `json:"freed_bytes"`
+	Peak           int64  `json:"peak"`
+}
+
+// traceKnownC exercises every function of the family, every counting rule
+// and every failure path, with frees on another thread than the
+// allocation and a thread that exits with a full tcache. It keeps its own
+// tally with malloc_usable_size and prints it as JSON with write(2) (stdio
+// would allocate). Modes: "baseline" (only the thread, nothing allocated
+// by the program itself), "known" (everything), "stdio" (everything, plus
+// libc allocating for itself in fopen and printf, which the tally cannot
+// know: for comparing two views of one run).
+const traceKnownC = `
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static unsigned long long allocs, frees, abytes, fbytes;
+static long long live, peak;
+static int work;
+
+static void *A(void *p)
+{
+	if (p) {
+		allocs++;
+		abytes += malloc_usable_size(p);
+		live += malloc_usable_size(p);
+		if (live > peak)
+			peak = live;
+	}
+	return p;
+}
+
+static void F(void *p)
+{
+	if (p) {
+		frees++;
+		fbytes += malloc_usable_size(p);
+		live -= malloc_usable_size(p);
+	}
+	free(p);
+}
+
+/* realloc and reallocarray: one release plus one allocation. */
+static void *R(void *p, size_t n, size_t m, int array)
+{
+	size_t old = p ? malloc_usable_size(p) : 0;
+	void *q = array ? reallocarray(p, n, m) : realloc(p, n);
+	if (q || (p && (n == 0 || m == 0))) {
+		if (p) {
+			frees++;
+			fbytes += old;
+			live -= old;
+		}
+		A(q);
+	}
+	return q;
+}
+
+static void *blocks[64];
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	if (!work)
+		return NULL;
+	for (int i = 0; i < 32; i++)
+		F(blocks[i]); /* allocated on the main thread */
+	for (int i = 0; i < 100; i++) {
+		volatile size_t n = 16 + i * 8; /* volatile: no malloc/free pair elided */
+		F(A(malloc(n)));
+	}
+	return A(malloc(777)); /* freed on the main thread */
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "known";
+	work = strcmp(mode, "baseline") != 0;
+	pthread_t th;
+	void *r;
+	if (work)
+		for (int i = 0; i < 64; i++)
+			blocks[i] = A(malloc(24 * (i + 1)));
+	if (pthread_create(&th, 0, worker, 0) || pthread_join(th, &r))
+		return 20;
+	if (work) {
+		F(r);
+		for (int i = 32; i < 64; i++)
+			blocks[i] = R(blocks[i], 1000 + i, 1, 0); /* grow */
+		for (int i = 32; i < 48; i++)
+			blocks[i] = R(blocks[i], 8, 1, 0); /* shrink in place */
+		void *a = R(NULL, 300, 1, 0);          /* an allocation */
+		if (R(a, 0, 1, 0) != NULL)             /* a release */
+			return 21;
+		void *c = A(calloc(100, 7));
+		void *d;
+		if (posix_memalign(&d, 64, 500))
+			return 22;
+		A(d);
+		void *e = A(aligned_alloc(128, 256));
+		void *f = A(memalign(32, 96));
+		void *g = A(valloc(100));
+		void *h = A(pvalloc(5000));
+		void *k = R(NULL, 10, 20, 1);
+		k = R(k, 30, 20, 1);
+		void *big = A(malloc(1 << 20)); /* an mmapped chunk */
+		big = R(big, 2 << 20, 1, 0);
+		free(NULL);
+		/* Failures count nothing. */
+		if (malloc(SIZE_MAX / 2) || calloc(SIZE_MAX / 4, 8) || reallocarray(c, SIZE_MAX / 2, 4))
+			return 23;
+		void *fail;
+		if (posix_memalign(&fail, 3, 10) != EINVAL)
+			return 24;
+		char *s = A(strdup("hello heapline")); /* libc allocating, through its PLT */
+		if (strcmp(mode, "stdio") == 0) {
+			for (int i = 0; i < 10000; i++) /* a run long enough to be more than start-up */
+				F(A(malloc(16 + i % 512)));
+			FILE *fp = fopen("/proc/self/stat", "r");
+			char buf[64];
+			if (!fp || !fgets(buf, sizeof buf, fp))
+				return 25;
+			fclose(fp);
+			printf("%s\n", s);
+			fflush(stdout);
+		}
+		F(s); F(c); F(d); F(e); F(f); F(g); F(h); F(k); F(big);
+		for (int i = 32; i < 64; i++)
+			F(blocks[i]);
+	}
+	char out[256];
+	int n = snprintf(out, sizeof out,
+		"{\"allocs\":%llu,\"frees\":%llu,\"allocated_bytes\":%llu,\"freed_bytes\":%llu,\"peak\":%lld}\n",
+		allocs, frees, abytes, fbytes, peak);
+	return write(2, out, n) == n ? 0 : 26;
+}
+`
+
+// traceKnown compiles the known-answer program once per test.
+func traceKnown(t *testing.T) string {
+	return traceCC(t, t.TempDir(), "known", traceKnownC)
+}
+
+// traceCmdRun traces argv (with env, nil for heapctl's own) and returns
+// the trace's summary and what the command wrote on stderr.
+func traceCmdRun(t *testing.T, argv, env []string) (report.Summary, string) {
+	t.Helper()
+	var childOut, childErr bytes.Buffer
+	js, err := traceRun(t, traceOpts{argv: argv, json: true, env: env, stdout: &childOut, stderr: &childErr})
+	if err != nil {
+		t.Fatalf("trace %q: %v\ncommand stderr:\n%s", argv, err, childErr.String())
+	}
+	s := traceDecode(t, "trace", js)
+	if s.Source != "ebpf" || !s.Exited || s.PID <= 0 {
+		t.Errorf("trace summary: source %q, exited %v, pid %d", s.Source, s.Exited, s.PID)
+	}
+	if s.LiveBytes != int64(s.AllocatedBytes-s.FreedBytes) || s.LiveBlocks != int64(s.Allocs-s.Frees) {
+		t.Errorf("live %d B in %d blocks, from %d-%d B and %d-%d blocks", s.LiveBytes, s.LiveBlocks, s.AllocatedBytes, s.FreedBytes, s.Allocs, s.Frees)
+	}
+	if s.PeakLiveBytes < s.LiveBytes || s.PeakErrorBytes != 0 {
+		t.Errorf("peak %d B (error %d B) below live %d B", s.PeakLiveBytes, s.PeakErrorBytes, s.LiveBytes)
+	}
+	return s, childErr.String()
+}
+
+// TestTraceKnownAnswer: the trace of a program, minus the trace of the same
+// program doing nothing but start a thread, is exactly what the program
+// says it allocated and freed.
+func TestTraceKnownAnswer(t *testing.T) {
+	traceNeedsRoot(t)
+	prog := traceKnown(t)
+	base, _ := traceCmdRun(t, []string{prog, "baseline"}, nil)
+	got, stderr := traceCmdRun(t, []string{prog, "known"}, nil)
+	var want knownCounts
+	if err := json.Unmarshal([]byte(stderr), &want); err != nil {
+		t.Fatalf("program output %q: %v", stderr, err)
+	}
+	t.Logf("baseline: %s", report.Line(base))
+	t.Logf("known:    %s", report.Line(got))
+	for _, f := range []struct {
+		name            string
+		got, base, want uint64
+	}{
+		{"allocs", got.Allocs, base.Allocs, want.Allocs},
+		{"frees", got.Frees, base.Frees, want.Frees},
+		{"allocated_bytes", got.AllocatedBytes, base.AllocatedBytes, want.AllocatedBytes},
+		{"freed_bytes", got.FreedBytes, base.FreedBytes, want.FreedBytes},
+	} {
+		if f.got-f.base != f.want {
+			t.Errorf("%s: traced %d - baseline %d = %d, the program says %d", f.name, f.got, f.base, f.got-f.base, f.want)
+		}
+	}
+	// The baseline's few blocks (the thread's TLS) come before the
+	// program's own, so the peak lies between the program's and that plus
+	// the baseline's bytes.
+	if got.PeakLiveBytes < want.Peak || got.PeakLiveBytes > want.Peak+int64(base.AllocatedBytes) {
+		t.Errorf("peak %d B, want %d B to %d B", got.PeakLiveBytes, want.Peak, want.Peak+int64(base.AllocatedBytes))
+	}
+	if got.Threads != 2 {
+		t.Errorf("threads %d, want 2 (main and worker)", got.Threads)
+	}
+}
+
+// traceAgree runs argv under the shim and traced at the same time, and
+// returns the shim's exit summary and the trace's.
+func traceAgree(t *testing.T, lib string, argv []string) (shimSum, traceSum report.Summary) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "summary.json")
+	childEnv := shim.Env(os.Environ(), lib, "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)
+	traceSum, _ = traceCmdRun(t, argv, childEnv)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("the shim wrote no summary: %v", err)
+	}
+	shimSum = traceDecode(t, "shim", string(b))
+	if traceSum.PID != shimSum.PID {
+		t.Errorf("trace pid %d, shim pid %d", traceSum.PID, shimSum.PID)
+	}
+	return shimSum, traceSum
+}
+
+type traceDiff struct{ allocs, frees, allocated, freed uint64 }
+
+func traceMinus(tr, sh report.Summary) traceDiff {
+	return traceDiff{tr.Allocs - sh.Allocs, tr.Frees - sh.Frees, tr.AllocatedBytes - sh.AllocatedBytes, tr.FreedBytes - sh.FreedBytes}
+}
+
+// TestTraceAgreesWithShim: one run seen by both views at once, for a C
+// program and for python3. The uprobes also see the shim's own calls into
+// glibc (its start-up check that glibc's chunk headers give
+// malloc_usable_size), which the shim does not count: the difference must
+// be those calls and nothing else, so the same for both programs, and
+// balanced (everything they allocate, they free).
+func TestTraceAgreesWithShim(t *testing.T) {
+	traceNeedsRoot(t)
+	lib := traceShimLib(t)
+	prog := traceKnown(t)
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("python3 is needed (make deps installs it)")
+	}
+	// The real interpreter, not a wrapper script: a wrapper's allocations
+	// would be traced (same pid, before its exec) but not be in the shim's
+	// summary of the final image.
+	if b, _ := os.ReadFile(py); bytes.HasPrefix(b, []byte("#!")) {
+		py = "/usr/bin/python3"
+	}
+	script := filepath.Join(t.TempDir(), "script.py")
+	os.WriteFile(script, []byte(`
+import json, collections, threading
+d = {str(i): list(range(i % 50)) for i in range(5000)}
+s = json.dumps(d)
+c = collections.Counter(s)
+t = threading.Thread(target=lambda: json.loads(s))
+t.start(); t.join()
+print(len(s), len(c))
+`), 0o644)
+	var diffs []traceDiff
+	for _, argv := range [][]string{{prog, "stdio"}, {py, script}} {
+		sh, tr := traceAgree(t, lib, argv)
+		d := traceMinus(tr, sh)
+		t.Logf("%s\n\tshim:  %s\n\ttrace: %s\n\ttrace - shim: %d allocs, %d frees, %d B allocated, %d B freed",
+			filepath.Base(argv[0]), report.Line(sh), report.Line(tr), d.allocs, d.frees, d.allocated, d.freed)
+		if d.allocs != d.frees || d.allocated != d.freed || d.allocs > 64 {
+			t.Errorf("%s: trace - shim is not a few balanced calls of the shim's own: %+v", filepath.Base(argv[0]), d)
+		}
+		diffs = append(diffs, d)
+	}
+	if diffs[0] != diffs[1] {
+		t.Errorf("trace - shim differs between the C program (%+v) and python3 (%+v): one view counts calls the other does not", diffs[0], diffs[1])
+	}
+}
+
+// traceLoopC waits on stdin: 'a' makes 1000 malloc(100)/free pairs and
+// answers "ok", 'q' exits 0. Nothing else allocates.
+const traceLoopC = `
+#include <stdlib.h>
+#include <unistd.h>
+
+int main(void)
+{
+	char c;
+	unsigned sum = 0;
+	while (read(0, &c, 1) == 1) {
+		if (c == 'a') {
+			for (int i = 0; i < 1000; i++) {
+				volatile char *p = malloc(100);
+				p[0] = (char)i;
+				sum += (unsigned char)p[0];
+				free((void *)p);
+			}
+			if (write(1, "ok\n", 3) != 3)
+				return 4;
+		}
+		if (c == 'q')
+			return 0;
+	}
+	return 3;
+}
+`
+
+// traceLoop is a running loop program and its pipes.
+type traceLoop struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func traceStartLoop(t *testing.T, bin string) *traceLoop {
+	t.Helper()
+	cmd := exec.Command(bin)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	l := &traceLoop{cmd: cmd, in: in, out: bufio.NewReader(out)}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// One round before anything attaches: the program is then in main,
+	// its libc mapped.
+	l.round(t)
+	return l
+}
+
+// round makes the program do one round of 1000 pairs and waits for it.
+func (l *traceLoop) round(t *testing.T) {
+	t.Helper()
+	if _, err := l.in.Write([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := l.out.ReadString('\n'); err != nil || line != "ok\n" {
+		t.Fatalf("loop program answered %q, %v", line, err)
+	}
+}
+
+func (l *traceLoop) quit(t *testing.T) {
+	t.Helper()
+	l.in.Write([]byte("q"))
+	if err := l.cmd.Wait(); err != nil {
+		t.Fatalf("the traced program did not exit 0: %v", err)
+	}
+}
+
+// traceBackground runs trace(o) in a goroutine; attached is closed once
+// the probes are in place.
+func traceBackground(t *testing.T, o traceOpts) (attached chan struct{}, result func() (string, error)) {
+	attached = make(chan struct{})
+	var once sync.Once
+	o.attached = func(int) { once.Do(func() { close(attached) }) }
+	done := make(chan struct{})
+	var out string
+	var err error
+	go func() {
+		defer close(done)
+		var b, eb bytes.Buffer
+		e := &env{stdout: &b, stderr: &eb, log: zaptest.NewLogger(t)}
+		err = trace(context.Background(), e, o)
+		out = b.String()
+		once.Do(func() { close(attached) })
+	}()
+	return attached, func() (string, error) { <-done; return out, err }
+}
+
+// TestTracePIDUntilExit attaches to a running process, which then does two
+// rounds and exits: the trace ends with it and has counted exactly those.
+func TestTracePIDUntilExit(t *testing.T) {
+	traceNeedsRoot(t)
+	l := traceStartLoop(t, traceCC(t, t.TempDir(), "loop", traceLoopC)) // one round, before attach: not counted
+	attached, result := traceBackground(t, traceOpts{pid: l.cmd.Process.Pid, json: true})
+	<-attached
+	l.round(t)
+	l.round(t)
+	l.quit(t)
+	js, err := result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := traceDecode(t, "trace", js)
+	want := report.Summary{PID: l.cmd.Process.Pid, Command: l.cmd.Path, Source: "ebpf", Allocs: 2000, Frees: 2000,
+		AllocatedBytes: 2000 * 104, FreedBytes: 2000 * 104, PeakLiveBytes: 104, Threads: 1, Exited: true}
+	s.ElapsedS = 0
+	if s != want {
+		t.Errorf("trace --pid:\n got %+v\nwant %+v", s, want)
+	}
+}
+
+// TestTraceDetach: tracing ends at --duration, the probes go, and the
+// process goes on and exits 0.
+func TestTraceDetach(t *testing.T) {
+	traceNeedsRoot(t)
+	l := traceStartLoop(t, traceCC(t, t.TempDir(), "loop", traceLoopC))
+	attached, result := traceBackground(t, traceOpts{pid: l.cmd.Process.Pid, duration: 300 * time.Millisecond})
+	<-attached
+	l.round(t)
+	out, err := result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The text line, as heapctl run prints it; still running, so "live".
+	want := "heapline[" + strconv.Itoa(l.cmd.Process.Pid) + "]: 1000 allocs, 1000 frees, peak 104 B, live 0 B, "
+	if !strings.HasPrefix(out, want) || !strings.HasSuffix(out, " s\n") {
+		t.Errorf("output %q, want %q...", out, want)
+	}
+	l.round(t)
+	l.round(t)
+	l.quit(t)
+}
+
+// TestTraceWatch prints a JSON line at every refresh, then the summary.
+func TestTraceWatch(t *testing.T) {
+	traceNeedsRoot(t)
+	l := traceStartLoop(t, traceCC(t, t.TempDir(), "loop", traceLoopC))
+	attached, result := traceBackground(t, traceOpts{pid: l.cmd.Process.Pid, json: true, watch: true,
+		interval: 20 * time.Millisecond, duration: 500 * time.Millisecond})
+	<-attached
+	l.round(t)
+	out, err := result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("want refreshes then the summary, got %q", out)
+	}
+	for _, line := range lines {
+		traceDecode(t, "watch line", line)
+	}
+	if s := traceDecode(t, "summary", lines[len(lines)-1]); s.Allocs != 1000 || s.Exited {
+		t.Errorf("summary %+v", s)
+	}
+	l.quit(t)
+}
+
+// TestTraceCommandStatus: heapctl exits with the command's status.
+func TestTraceCommandStatus(t *testing.T) {
+	traceNeedsRoot(t)
+	out, err := traceRun(t, traceOpts{argv: []string{"sh", "-c", "exit 3"}})
+	var ee exitError
+	if !errorsAs(err, &ee) || ee.code != 3 {
+		t.Errorf("error %v, want exit status 3", err)
+	}
+	if !strings.HasPrefix(out, "heapline[") || !strings.Contains(out, "live at exit") {
+		t.Errorf("output %q", out)
+	}
+}
+
+// TestTraceErrors: what cannot be traced says why.
+func TestTraceErrors(t *testing.T) {
+	traceNeedsRoot(t)
+	dir := t.TempDir()
+
+	// A dead pid.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := traceRun(t, traceOpts{pid: dead.Process.Pid}); err == nil || !strings.Contains(err.Error(), "no process with pid "+strconv.Itoa(dead.Process.Pid)) {
+		t.Errorf("dead pid: %v", err)
+	}
+
+	// A static binary, as a command and running.
+	static := traceCC(t, dir, "static", traceLoopC, "-static")
+	if _, err := traceRun(t, traceOpts{argv: []string{static}}); err == nil || !strings.Contains(err.Error(), "is statically linked") {
+		t.Errorf("static command: %v", err)
+	}
+	l := traceStartLoop(t, static)
+	if _, err := traceRun(t, traceOpts{pid: l.cmd.Process.Pid}); err == nil || !strings.Contains(err.Error(), "maps no C library: a statically linked program") {
+		t.Errorf("static pid: %v", err)
+	}
+	l.quit(t)
+
+	// A "libc" without the whole family, and one that is not glibc.
+	partial := filepath.Join(dir, "libpartial.so")
+	notGlibc := filepath.Join(dir, "libnotglibc.so")
+	for lib, src := range map[string]string{
+		partial:  "#include <stddef.h>\nvoid *malloc(size_t n) { return 0; }\nvoid free(void *p) {}\n",
+		notGlibc: "#include <stddef.h>\n" + traceAllFamily,
+	} {
+		c := lib + ".c"
+		os.WriteFile(c, []byte(src), 0o644)
+		if out, err := exec.Command("gcc", "-shared", "-fPIC", "-fno-builtin", "-o", lib, c).CombinedOutput(); err != nil {
+			t.Fatalf("gcc: %v\n%s", err, out)
+		}
+	}
+	l = traceStartLoop(t, traceCC(t, dir, "loop", traceLoopC))
+	if _, err := traceRun(t, traceOpts{pid: l.cmd.Process.Pid, libc: partial}); err == nil ||
+		!strings.Contains(err.Error(), "has no symbol calloc, realloc, reallocarray, posix_memalign, memalign, aligned_alloc, valloc, pvalloc: not a C library with the whole malloc family") {
+		t.Errorf("missing symbols: %v", err)
+	}
+	if _, err := traceRun(t, traceOpts{pid: l.cmd.Process.Pid, libc: notGlibc}); err == nil || !strings.Contains(err.Error(), "is not glibc") {
+		t.Errorf("not glibc: %v", err)
+	}
+	l.round(t) // unharmed by the failed attempts
+	l.quit(t)
+}
+
+const traceAllFamily = `
+void *malloc(size_t n) { return 0; }
+void *calloc(size_t n, size_t m) { return 0; }
+void *realloc(void *p, size_t n) { return 0; }
+void *reallocarray(void *p, size_t n, size_t m) { return 0; }
+int posix_memalign(void **p, size_t a, size_t n) { return 12; }
+void *aligned_alloc(size_t a, size_t n) { return 0; }
+void *memalign(size_t a, size_t n) { return 0; }
+void *valloc(size_t n) { return 0; }
+void *pvalloc(size_t n) { return 0; }
+void free(void *p) {}
+`
+
+// TestTraceUnprivileged runs heapctl as nobody: the error names what is
+// missing, the exit status is not 0, and a command is never started.
+func TestTraceUnprivileged(t *testing.T) {
+	traceNeedsRoot(t) // to become someone else
+	dir, err := os.MkdirTemp("", "heapline-trace-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o777)
+	bin := filepath.Join(dir, "heapctl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building heapctl: %v\n%s", err, out)
+	}
+	marker := filepath.Join(dir, "started")
+	for _, args := range [][]string{
+		{"trace", "--pid", strconv.Itoa(os.Getpid())},
+		{"trace", "--", "touch", marker},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
+			t.Errorf("%q as nobody: %v, want exit status 1", args, err)
+		}
+		want := "heapctl: trace: eBPF tracing needs root, or the capabilities CAP_BPF and CAP_PERFMON: this process (uid 65534) lacks CAP_BPF and CAP_PERFMON; run it with sudo\n"
+		if stderr.String() != want {
+			t.Errorf("%q as nobody: stderr\n%q\nwant\n%q", args, stderr.String(), want)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran although it could not be traced")
+	}
+}
+
+// TestTraceBadArgs needs no privileges: arguments are checked first.
+func TestTraceBadArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "trace: nothing to trace (usage: heapctl trace --pid PID, or heapctl trace -- CMD ARGS...)"},
+		{[]string{"--pid", "1", "--", "true"}, "trace: give --pid PID or -- CMD, not both"},
+		{[]string{"--pid", "abc"}, `trace: --pid: "abc" is not a process id`},
+		{[]string{"--pid", "-4"}, `trace: --pid: "-4" is not a process id`},
+		{[]string{"--duration", "-1s", "--", "true"}, "trace: --duration must be 0 or more (got -1s)"},
+		{[]string{"--watch", "--interval", "0", "--", "true"}, "trace: --interval must be at least 1ms (got 0s)"},
+	} {
+		var out, errb bytes.Buffer
+		app := newAppEnv(&env{stdout: &out, stderr: &errb, log: zaptest.NewLogger(t)})
+		err := app.Run(append([]string{"heapctl", "trace"}, tc.args...))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("trace %q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
