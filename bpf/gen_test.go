@@ -1,0 +1,65 @@
+package bpf
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGeneratedMatchSources regenerates the BPF object and its Go loader
+// from heap.c with the //go:generate line of gen.go, into a temporary
+// directory, and compares them byte for byte with the committed files:
+// `make` builds without clang, so what it embeds must be what heap.c says.
+// Without clang the test skips (with the reason), except in CI.
+func TestGeneratedMatchSources(t *testing.T) {
+	for _, tool := range []string{"clang", "llvm-strip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is needed to check the generated BPF files (apt-get install clang llvm)", tool)
+			}
+			t.Skipf("needs %s to regenerate the BPF object (apt-get install clang llvm): %v", tool, err)
+		}
+	}
+	src, err := os.ReadFile("gen.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, line := range strings.Split(string(src), "\n") {
+		if rest, ok := strings.CutPrefix(line, "//go:generate go tool bpf2go "); ok {
+			args = strings.Fields(rest)
+		}
+	}
+	if args == nil {
+		t.Fatal("gen.go has no //go:generate go tool bpf2go line")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("go", append([]string{"tool", "bpf2go", "-output-dir", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GOPACKAGE=bpf", "GOFILE=gen.go")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bpf2go: %v\n%s", err, out)
+	}
+	gen, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(gen) == 0 {
+		t.Fatal("bpf2go generated nothing")
+	}
+	for _, p := range gen {
+		name := filepath.Base(p)
+		want, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(name)
+		if err != nil {
+			t.Errorf("%s is generated but not committed: run make generate", name)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			clang, _ := exec.Command("clang", "--version").Output()
+			t.Errorf("%s differs from what heap.c and gen.go generate: run make generate (clang here: %s)", name, strings.SplitN(string(clang), "\n", 2)[0])
+		}
+	}
+}
