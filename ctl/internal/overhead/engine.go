@@ -434,8 +434,12 @@ func summarize(job Job, opts Options, base, prof []Sample, roundOverheads []floa
 		res.Warnings = append(res.Warnings, fmt.Sprintf("no exit summary from %s: allocations/s unknown (is it a heapline build?)", job.Prof.Preload))
 	}
 
-	if opts.Measure == Time && opts.Runs*opts.Rounds < 10 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("only %d runs of each side: the interval is wide and an outlier weighs; use -n 10 or more", opts.Runs*opts.Rounds))
+	if n := opts.Runs * opts.Rounds; opts.Measure == Time && n < 10 {
+		runs := "runs"
+		if n == 1 {
+			runs = "run"
+		}
+		res.Warnings = append(res.Warnings, fmt.Sprintf("only %d %s of each side: the interval is wide and an outlier weighs; use -n 10 or more", n, runs))
 	}
 	for _, sr := range []*SideResult{&res.Baseline, &res.Profiled} {
 		if sr.CV > 0.10 {
