@@ -85,10 +85,8 @@ func run(e *env, o runOptions) error {
 	// read while the child is a zombie: its pid cannot be reused yet.
 	var s report.Summary
 	var sumErr error
-	summaryPath := filepath.Join(tmp, "summary.%d.json")
 	waitErr, err := runForwarding(cmd, func(pid int) {
-		summaryPath = fmt.Sprintf(summaryPath, pid)
-		s, sumErr = readRunSummary(summaryPath)
+		s, sumErr = readRunSummary(filepath.Join(tmp, fmt.Sprintf("summary.%d.json", pid)))
 		if sumErr != nil {
 			s, sumErr = leftRegion(e, pid, sumErr)
 		}
