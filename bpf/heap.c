@@ -38,8 +38,11 @@ char __license[] SEC("license") = "Dual MIT/GPL";
  * even trap; the check here is the second line of defence. */
 const volatile __u32 target_tgid = 0;
 
-/* Which function a probe is on: the BPF cookie of each attachment. The
- * loader uses the same numbers (tracer.go, Family). */
+/* Which function a probe is on: the low byte of the BPF cookie of each
+ * attachment; the next byte is how far past the function's entry the probe
+ * sits (see probe_skip in libc.go: a probe on an instruction the kernel
+ * emulates costs one trap instead of a trap and a single step). The loader
+ * uses the same numbers (tracer.go). */
 enum fn {
 	FN_MALLOC = 1,
 	FN_CALLOC,
@@ -185,7 +188,7 @@ static __always_inline void count_free(struct counters *k, __u64 n)
  * thread that exits hands the blocks in its tcache (already freed by the
  * program, and counted then) back to the arena with __libc_free.
  */
-static __always_inline int internal(struct pt_regs *ctx)
+static __always_inline int internal(struct pt_regs *ctx, __u64 skip)
 {
 	__u64 ret = 0;
 	__u8 insn[5] = {};
@@ -195,7 +198,7 @@ static __always_inline int internal(struct pt_regs *ctx)
 	if (insn[0] != 0xe8)
 		return 0;
 	__s32 rel = (__s32)((__u32)insn[1] | (__u32)insn[2] << 8 | (__u32)insn[3] << 16 | (__u32)insn[4] << 24);
-	return ret + (__s64)rel == PT_REGS_IP(ctx);
+	return ret + (__s64)rel == PT_REGS_IP(ctx) - skip;
 }
 
 /* enter records the outermost call of a thread; nested ones are ignored. */
@@ -213,7 +216,7 @@ static __always_inline struct call *enter(struct pt_regs *ctx, __u32 fn)
 	 * this call is a new outermost one. */
 	if (c->sp != 0 && sp <= c->sp)
 		return 0;
-	if (internal(ctx))
+	if (internal(ctx, bpf_get_attach_cookie(ctx) >> 8))
 		return 0;
 	c->sp = sp;
 	c->fn = fn;
@@ -325,7 +328,7 @@ static __always_inline int enter_free(struct pt_regs *ctx)
 		return 0;
 	if (c->sp != 0 && PT_REGS_SP(ctx) <= c->sp)
 		return 0; /* inside realloc(p, 0): counted by realloc's return */
-	if (internal(ctx))
+	if (internal(ctx, bpf_get_attach_cookie(ctx) >> 8))
 		return 0; /* a thread's tcache going back to the arena at exit */
 	struct counters *k = cpu_counts();
 	if (k)
@@ -336,7 +339,7 @@ static __always_inline int enter_free(struct pt_regs *ctx)
 /*
  * The two programs. The loader attaches heap_enter to the entry of every
  * function of the family and heap_return to every return but free's, each
- * attachment with the function's enum fn as its BPF cookie: one uprobe_multi
+ * attachment with the function's enum fn in its BPF cookie: one uprobe_multi
  * link per direction where the kernel has them (6.6+), so detaching waits
  * for two RCU grace periods instead of nineteen; else one perf uprobe per
  * function through the uprobe PMU.
@@ -344,7 +347,7 @@ static __always_inline int enter_free(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int heap_enter(struct pt_regs *ctx)
 {
-	__u32 fn = bpf_get_attach_cookie(ctx);
+	__u32 fn = bpf_get_attach_cookie(ctx) & 0xff;
 	switch (fn) {
 	case FN_FREE:
 		return enter_free(ctx);
@@ -370,7 +373,7 @@ int heap_enter(struct pt_regs *ctx)
 SEC("uretprobe.multi")
 int heap_return(struct pt_regs *ctx)
 {
-	__u32 fn = bpf_get_attach_cookie(ctx);
+	__u32 fn = bpf_get_attach_cookie(ctx) & 0xff;
 	switch (fn) {
 	case FN_REALLOC:
 	case FN_REALLOCARRAY:

@@ -29,7 +29,8 @@ type Tracer struct {
 }
 
 // cookies maps each function of the family to its enum fn in heap.c: the
-// BPF cookie of its attachments, which the two programs switch on.
+// low byte of the BPF cookie of its attachments, which the two programs
+// switch on (the next byte is the probe's distance from the entry).
 var cookies = map[string]heapFn{
 	"malloc":         heapFnFN_MALLOC,
 	"calloc":         heapFnFN_CALLOC,
@@ -78,7 +79,7 @@ func AttachMode(pid int, libcPath string, mode Mode) (*Tracer, error) {
 	if err := CheckPrivileges(); err != nil {
 		return nil, err
 	}
-	offsets, aliases, err := familyOffsets(libcPath)
+	points, aliases, err := familyOffsets(libcPath)
 	if err != nil {
 		return nil, err
 	}
@@ -119,13 +120,13 @@ func AttachMode(pid int, libcPath string, mode Mode) (*Tracer, error) {
 		var names []string
 		var addrs, cks []uint64
 		for _, name := range Family {
-			off, ok := offsets[name]
+			pt, ok := points[name]
 			if !ok || (ret && name == "free") {
 				continue // an alias of a function already probed; free has no return probe
 			}
 			names = append(names, name)
-			addrs = append(addrs, off)
-			cks = append(cks, uint64(cookies[name]))
+			addrs = append(addrs, pt.offset+pt.skip)
+			cks = append(cks, uint64(cookies[name])|pt.skip<<8)
 		}
 		prog, kind := t.objs.HeapEnter, "uprobe"
 		if ret {

@@ -171,3 +171,23 @@ func TestCheckPrivilegesRoot(t *testing.T) {
 		t.Errorf("root: %v", err)
 	}
 }
+
+func TestProbeSkip(t *testing.T) {
+	for _, tc := range []struct {
+		code []byte
+		want int
+	}{
+		{[]byte{0x41, 0x54, 0x55}, 0},                                  // push %r12: emulated where it is
+		{[]byte{0x48, 0x85, 0xff, 0x0f, 0x84, 0, 0, 0, 0}, 3},          // test %rdi,%rdi; je: on the je
+		{[]byte{0xf3, 0x0f, 0x1e, 0xfa, 0x55}, 4},                      // endbr64; push %rbp
+		{[]byte{0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x85, 0xff, 0x74, 5}, 7}, // endbr64; test; je
+		{[]byte{0x48, 0x89, 0xf0, 0x48, 0xf7, 0xe2}, 0},                // mov %rsi,%rax: changes a register, stays on entry
+		{[]byte{0x80, 0x3d, 1, 2, 3, 4, 0}, 0},                         // cmpb $0,x(%rip): unknown, stays on entry
+		{[]byte{0x48, 0x85}, 0},                                        // truncated
+		{nil, 0},
+	} {
+		if got := probeSkip(tc.code); got != tc.want {
+			t.Errorf("probeSkip(% x) = %d, want %d", tc.code, got, tc.want)
+		}
+	}
+}
