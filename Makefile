@@ -7,16 +7,19 @@ GO     ?= go
 CC     ?= gcc
 BIN    := bin
 SCEN_CFLAGS ?= -O2 -g -pthread -Wall -Wextra
+SCEN_CXXFLAGS ?= -O2 -g -pthread -Wall -Wextra -std=c++17
 
 PRELOAD_SRC := $(wildcard preload/*.c preload/*.h preload/*.go)
 GO_SRC      := $(shell find ctl bpf -name '*.go' -o -name '*.o' 2>/dev/null) go.mod go.sum
-SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c))
+SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
+               $(patsubst scenarios/%.cc,$(BIN)/%,$(wildcard scenarios/*.cc))
 
 # Debian packages that tests and benchmarks run: valgrind (instruction
 # counts), libjemalloc2 (the shim over another allocator), heaptrack and
 # hyperfine (measured beside us), python3 (scenario and tests), shellcheck
 # (actionlint checks the workflows' shell steps with it; 2.6 MB).
-DEBS := valgrind libjemalloc2 heaptrack hyperfine python3 shellcheck
+# g++ builds the C++ scenarios (scenarios/*.cc).
+DEBS := valgrind libjemalloc2 heaptrack hyperfine python3 shellcheck g++
 
 .PHONY: all scenarios test run deps generate bench clean
 
@@ -34,6 +37,10 @@ scenarios: $(SCEN_BINS)
 $(BIN)/%: scenarios/%.c
 	@mkdir -p $(BIN)
 	$(CC) $(SCEN_CFLAGS) -o $@ $<
+
+$(BIN)/%: scenarios/%.cc
+	@mkdir -p $(BIN)
+	$(CXX) $(SCEN_CXXFLAGS) -o $@ $<
 
 deps:
 	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -23,9 +23,11 @@ declare -A cmd=(
 	[resident-4t]="bin/malloc_churn -t 4 -i 25000000 -min 16 -max 512 -k 64 -r 512"
 	[large-4t]="bin/malloc_churn -t 4 -i 8000 -min 65536 -max 1048576 -k 64 -w"
 	[python]="/usr/bin/python3 scenarios/alloc_heavy.py 4 4000"
+	[larson-4t]="bin/larson -t 4 -g 50 -i 200000 -n 1000 -min 16 -max 512"
+	[cxx-4t]="bin/cxx_churn -t 4 -i 1000000 -k 1024 -min 16 -max 256"
 )
 printf '| scenario | cold median (s) | steady median (s) | cold / steady |\n|---|---|---|---|\n'
-for name in churn-1t churn-4t resident-4t large-4t python; do
+for name in churn-1t churn-4t resident-4t large-4t python larson-4t cxx-4t; do
 	hyperfine -N -s none --runs "$runs" --prepare 'sh -c "sync; echo 3 > /proc/sys/vm/drop_caches"' \
 		--export-json "$out/$name-cold.json" "${cmd[$name]}" >/dev/null
 	hyperfine -N -s none --runs "$runs" --warmup 3 --export-json "$out/$name-steady.json" "${cmd[$name]}" >/dev/null

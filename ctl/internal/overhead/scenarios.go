@@ -65,6 +65,19 @@ var Scenarios = []Scenario{
 		// from run to run.
 		Env: []string{"PYTHONHASHSEED=0"},
 	},
+	// Beyond the five of the issue: patterns the five do not cover.
+	{
+		Name:        "larson-4t",
+		Description: "4 lanes x 50 generations of threads, 1000 blocks each, 16-512 B, freed by other threads",
+		Argv:        []string{"{bin}/larson", "-t", "4", "-g", "50", "-i", "200000", "-n", "1000", "-min", "16", "-max", "512"},
+		Short:       []string{"{bin}/larson", "-t", "4", "-g", "5", "-i", "20000", "-n", "1000", "-min", "16", "-max", "512"},
+	},
+	{
+		Name:        "cxx-4t",
+		Description: "4 threads, std::map of 1024 std::string, 16-256 chars: operator new and delete",
+		Argv:        []string{"{bin}/cxx_churn", "-t", "4", "-i", "1000000", "-k", "1024", "-min", "16", "-max", "256"},
+		Short:       []string{"{bin}/cxx_churn", "-t", "4", "-i", "50000", "-k", "1024", "-min", "16", "-max", "256"},
+	},
 }
 
 // Names lists the registered scenario names in order.
