@@ -46,15 +46,17 @@ HL_EXPORT size_t malloc_usable_size(void *p)
 
 // ---- quick exit -------------------------------------------------------------
 
-/* _exit skips atexit and destructors, so the region would outlive its
- * process: fork children that end with _exit (Python's multiprocessing,
- * os._exit) would litter /dev/shm. Remove it, write no summary (the program
- * asked for no exit work), and end the process as _exit does. */
-void hl_region_unlink_own(void);
+/* _exit skips atexit and destructors. Shells end with it (dash's exit is
+ * _exit), so the process's summary is written here too; but a fork child
+ * that never exec'd ends with _exit as a matter of course (Python's
+ * multiprocessing workers, a failed exec in a child), and gets no summary:
+ * its parent's is the one wanted. Either way the region goes. */
+void hl_finish(int summary);
+int hl_forked_child(void);
 
 HL_EXPORT void _exit(int status)
 {
-    hl_region_unlink_own();
+    hl_finish(!hl_forked_child());
     for (;;)
         syscall(SYS_exit_group, status);
 }

@@ -170,6 +170,9 @@ void hl_region_unlink_own(void)
 
 static struct hl_counters fork_totals;
 static uint64_t fork_peak;
+static int forked; /* this image is a fork child: exec starts a new image, and clears it */
+
+int hl_forked_child(void) { return forked; }
 
 static void fork_prepare(void)
 {
@@ -184,6 +187,7 @@ static void fork_parent(void) {}
 static void fork_child(void)
 {
     struct hl_header *old = hl_region;
+    forked = 1;
     hl_thread_forget();
     if (old == NULL)
         return;

@@ -45,7 +45,8 @@ extern HL_HIDDEN const struct hl_fns hl_glibc_fns, hl_generic_fns;
  * whose marks are 0, so a thread's first operation fails the fast path's
  * mark check and registers it; exited and slot-less threads keep hl_dummy
  * and count through the atomic slow path. */
-enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE };
+enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE,
+       HL_T_IGNORED /* a thread of the shim's own Go runtime (gothreads.c) */ };
 struct hl_thread {
     struct hl_slot *slot;
     uint32_t state;

@@ -219,14 +219,19 @@ void hl_summary_write(void)
         close(fd);
 }
 
-/* At normal exit: the summary, then the region's name goes. Destructors
- * run after the program's atexit handlers and static destructors, so what
- * those free is counted. A vfork child shares our memory and must not. */
-__attribute__((destructor)) static void at_exit(void)
+/* The end of the process: the summary (unless asked not to), then the
+ * region's name goes. A vfork child shares our memory under another pid,
+ * and must leave both alone. */
+void hl_finish(int summary)
 {
     struct hl_header *r = hl_region;
     if (r == NULL || r->pid != (pid_t)syscall(SYS_getpid))
         return;
-    hl_summary_write();
+    if (summary)
+        hl_summary_write();
     hl_region_unlink_own();
 }
+
+/* At normal exit. Destructors run after the program's atexit handlers and
+ * static destructors, so what those free is counted. */
+__attribute__((destructor)) static void at_exit(void) { hl_finish(1); }

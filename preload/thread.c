@@ -142,6 +142,8 @@ static struct hl_slot *own_slot(void)
 
 void hl_alloc_slow(size_t usable)
 {
+    if (hl_self.state == HL_T_IGNORED)
+        return;
     int saved = errno;
     struct hl_slot *s = own_slot();
     if (s == &hl_dummy) {
@@ -157,6 +159,8 @@ void hl_alloc_slow(size_t usable)
 
 void hl_free_slow(size_t usable)
 {
+    if (hl_self.state == HL_T_IGNORED)
+        return;
     int saved = errno;
     struct hl_slot *s = own_slot();
     if (s == &hl_dummy) {
