@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mattn/go-shellwords"
@@ -226,6 +228,11 @@ func runOverhead(c *cli.Context, e *env) error {
 		}
 	}
 
+	// Ctrl-C kills the running child (exec.CommandContext) and still
+	// removes the temporary directory.
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
 	dir, err := os.MkdirTemp("", "heapctl-overhead-")
 	if err != nil {
 		return err
@@ -266,7 +273,7 @@ func runOverhead(c *cli.Context, e *env) error {
 			return err
 		}
 		e.log.Debug("measuring " + t.name)
-		res, err := overhead.Measure(c.Context, job, overhead.Options{
+		res, err := overhead.Measure(ctx, job, overhead.Options{
 			Runs: n, Warmup: warmup, Rounds: rounds, Measure: mode, Dir: jobDir, Progress: progress, Log: e.log,
 		})
 		if err != nil {

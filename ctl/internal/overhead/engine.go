@@ -423,9 +423,12 @@ func summarize(job Job, opts Options, base, prof []Sample, roundOverheads []floa
 		}
 		if opts.Measure == Instructions {
 			// Under callgrind the wall time means nothing; the added
-			// instructions per allocation do.
-			v := (Median(pv) - Median(bv)) / Median(allocs)
-			res.AddedInstructionsPerAlloc = &v
+			// instructions per allocation do (when there are any: JSON
+			// has no infinity).
+			if a := Median(allocs); a > 0 {
+				v := (Median(pv) - Median(bv)) / a
+				res.AddedInstructionsPerAlloc = &v
+			}
 		} else {
 			v := Median(rates)
 			res.AllocsPerS = &v

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
@@ -436,5 +437,39 @@ func TestSetGODEBUG(t *testing.T) {
 	}
 	if got := setGODEBUG([]string{"A=1"}, "asyncpreemptoff=1"); !reflect.DeepEqual(got, []string{"A=1", "GODEBUG=asyncpreemptoff=1"}) {
 		t.Errorf("setGODEBUG without GODEBUG = %q", got)
+	}
+}
+
+func TestProgressTTY(t *testing.T) {
+	var b bytes.Buffer
+	p := NewProgress(&b, true)
+	p.begin("churn-4t", 4)
+	p.step()
+	p.step()
+	p.finish()
+	bar := func(n int) string { return strings.Repeat("█", n) + strings.Repeat("░", barWidth-n) }
+	want := "\rchurn-4t  run 0/4 " + bar(0) + " " +
+		"\rchurn-4t  run 1/4 " + bar(5) + " " +
+		"\rchurn-4t  run 2/4 " + bar(10) + " \n"
+	if b.String() != want {
+		t.Errorf("progress = %q, want %q", b.String(), want)
+	}
+	var nilp *Progress
+	nilp.begin("x", 1) // a nil Progress reports nothing and does not panic
+	nilp.step()
+	nilp.finish()
+}
+
+func TestInterrupted(t *testing.T) {
+	job := plan(t, Spec{Scenario: "sleep", Argv: []string{"sleep", "30"}, Lib: testLib(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := Measure(ctx, job, Options{Runs: 1, Measure: Time, Dir: t.TempDir(), Log: zaptest.NewLogger(t)})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error = %v, want the context's", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the child was not killed: Measure returned after %v", d)
 	}
 }
