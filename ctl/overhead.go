@@ -38,15 +38,15 @@ func overheadCommand(e *env) *cli.Command {
 			"and reports median(profiled)/median(baseline) - 1 with a bootstrap 95% interval.\n" +
 			"Flags may follow the scenario names. Scenarios:\n" + strings.Join(lines, "\n"),
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "n", Value: 10, Usage: "counted runs of each side"},
-			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "uncounted runs of each side first (default 0 with --measure instructions)"},
+			&cli.IntFlag{Name: "n", Value: 10, Usage: "`N` counted runs of each side"},
+			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "`N` uncounted runs of each side first (with --measure instructions: 0 unless set)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table"},
-			&cli.StringFlag{Name: "lib", Usage: "profile with this libheap.so (default: $HEAPLINE_LIB, beside heapctl, ./bin)"},
-			&cli.StringFlag{Name: "baseline-lib", Usage: "compare with this library preloaded instead of with no library"},
-			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "repeat the measurement N times, alternating which side runs first; report the median"},
+			&cli.StringFlag{Name: "lib", Usage: "profile with the library at `PATH` (default: $HEAPLINE_LIB, else libheap.so beside heapctl, else ./bin)"},
+			&cli.StringFlag{Name: "baseline-lib", Usage: "preload the library at `PATH` on the baseline side instead of none (compare two builds)"},
+			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "repeat the measurement `N` times, alternating which side runs first; report the median"},
 			&cli.StringFlag{Name: "wrap", Usage: "profile by running `CMD` ARGS before the scenario, without libheap.so (e.g. 'heaptrack -o /tmp/ht')"},
-			&cli.StringFlag{Name: "measure", Value: "time", Usage: "time (wall time of whole runs) or instructions (callgrind, shortened runs)"},
-			&cli.StringFlag{Name: "root", Usage: "project directory holding bin/ and scenarios/ (default: found beside heapctl)"},
+			&cli.StringFlag{Name: "measure", Value: "time", Usage: "`WHAT` to measure: time (wall time of whole runs) or instructions (callgrind, shortened runs)"},
+			&cli.StringFlag{Name: "root", Usage: "project `DIR` holding bin/ and scenarios/ (default: found beside heapctl)"},
 		},
 		Action: func(c *cli.Context) error { return runOverhead(c, e) },
 	}
