@@ -28,9 +28,9 @@ declare -A cmd=(
 )
 printf '| scenario | cold median (s) | steady median (s) | cold / steady |\n|---|---|---|---|\n'
 for name in churn-1t churn-4t resident-4t large-4t python larson-4t cxx-4t; do
-	hyperfine -N -s none --runs "$runs" --prepare 'sh -c "sync; echo 3 > /proc/sys/vm/drop_caches"' \
+	hyperfine -N --style none --runs "$runs" --prepare 'sh -c "sync; echo 3 > /proc/sys/vm/drop_caches"' \
 		--export-json "$out/$name-cold.json" "${cmd[$name]}" >/dev/null
-	hyperfine -N -s none --runs "$runs" --warmup 3 --export-json "$out/$name-steady.json" "${cmd[$name]}" >/dev/null
+	hyperfine -N --style none --runs "$runs" --warmup 3 --export-json "$out/$name-steady.json" "${cmd[$name]}" >/dev/null
 	python3 - "$name" "$out/$name-cold.json" "$out/$name-steady.json" <<'PY'
 import json, sys
 name, cold, steady = sys.argv[1], *(json.load(open(p))["results"][0]["median"] for p in sys.argv[2:])
