@@ -18,8 +18,10 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # counts), libjemalloc2 (the shim over another allocator), heaptrack and
 # hyperfine (measured beside us), python3 (scenario and tests), shellcheck
 # (actionlint checks the workflows' shell steps with it; 2.6 MB).
-# g++ builds the C++ scenarios (scenarios/*.cc).
-DEBS := valgrind libjemalloc2 heaptrack hyperfine python3 shellcheck g++
+# g++ builds the C++ scenarios (scenarios/*.cc). clang, llvm (llvm-strip)
+# and libbpf-dev (bpf/bpf_helpers.h) regenerate the BPF object: `make
+# generate`, and the test that the committed one matches bpf/heap.c.
+DEBS := valgrind libjemalloc2 heaptrack hyperfine python3 shellcheck g++ clang llvm libbpf-dev
 
 .PHONY: all scenarios test run deps generate bench clean
 
@@ -57,6 +59,8 @@ test: deps all
 run: all
 	$(BIN)/heapctl overhead churn-4t -n 10
 
+# bpf/heap.c -> bpf/heap_x86_bpfel.{o,go} (committed: `make` needs no clang;
+# bpf's TestGeneratedMatchSources fails when they drift from the source).
 generate:
 	$(GO) generate ./bpf/...
 
