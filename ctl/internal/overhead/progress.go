@@ -31,6 +31,10 @@ func (p *Progress) begin(label string, total int) {
 	if p == nil {
 		return
 	}
+	// A long command would wrap the line and break the redraw.
+	if r := []rune(label); p.tty && len(r) > 32 {
+		label = string(r[:31]) + "…"
+	}
 	p.label, p.total, p.done, p.start = label, total, 0, time.Now()
 	p.draw()
 }
