@@ -243,10 +243,18 @@ func hsPlateaus(samples []timeline.Sample) []int64 {
 // two samples in a row: the sampler has seen the step.
 func hsWaitPlateau(t *testing.T, path string, v int64) {
 	t.Helper()
-	hsWait(t, fmt.Sprintf("live bytes %d twice in a row in %s", v, path), func() bool {
+	deadline := time.Now().Add(hsTimeout)
+	for {
 		ps := hsPlateaus(hsCSV(path))
-		return len(ps) > 0 && ps[len(ps)-1] == v
-	})
+		if len(ps) > 0 && ps[len(ps)-1] == v {
+			return
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(path)
+			t.Fatalf("waited %v for live bytes %d twice in a row; plateaus %v; %s:\n%s", hsTimeout, v, ps, path, b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // hsApp runs heapctl in this process with its own writers.
