@@ -249,7 +249,7 @@ func TestOtherUser(t *testing.T) {
 	if err := target.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { target.Process.Kill(); target.Wait() })
+	hsKillAtEnd(t, target)
 	lines := &hsLines{t: t, b: out}
 	lines.next("pid ")
 	lines.next("base")

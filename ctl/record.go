@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
@@ -99,7 +99,7 @@ func record(e *env, c *cli.Context) error {
 	}
 	var se startError
 	if errors.As(runErr, &se) {
-		return exitError{code: 127, msg: "record: " + se.Error()}
+		return exitError{code: se.code, msg: "record: " + se.Error()}
 	}
 	var ee exitError
 	if runErr != nil && !errors.As(runErr, &ee) {
@@ -194,53 +194,85 @@ func (r *recorder) attach(pid int) error {
 // run starts args under the shim and samples its region until it exits.
 // The shim writes its exit summary as JSON into a temporary directory, and
 // that summary is the last point: the region is unlinked at exit, so a
-// sampler from outside cannot see the final counters.
+// sampler from outside cannot see the final counters. The child's end,
+// status and signals are handled as `heapctl run` handles them (run.go).
 func (r *recorder) run(args []string, lib string) error {
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		// The shell's statuses: 127 not found, 126 found but not runnable.
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return startError{code: 127, err: fmt.Errorf("%s: command not found", args[0])}
+		}
+		return startError{code: 126, err: err}
+	}
 	tmp, err := os.MkdirTemp("", "heapctl-record-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = shim.Env(os.Environ(), lib,
-		"HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+filepath.Join(tmp, "%p.json"))
+	cmd := exec.Command(path, args[1:]...)
+	cmd.Args[0] = args[0]
+	out := strings.ReplaceAll(tmp, "%", "%%") + "/%p.json" // the shim expands %p and %%
+	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, r.e.stdout, r.e.stderr
 
-	// Ctrl-C on a terminal reaches CMD directly (same process group); heapctl
-	// ignores it and records until CMD exits, like time(1). A SIGTERM or
-	// SIGHUP sent to heapctl alone is passed on.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP)
+	// A ^C at a terminal reaches the child directly (our foreground process
+	// group), so SIGINT is passed on only when we are not that group;
+	// SIGTERM always. heapctl itself records on until the child has ended.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
-		return startError{err}
+		return startError{code: 126, err: err}
 	}
 	pid := cmd.Process.Pid
 	r.e.log.Debug("recording", zap.Int("pid", pid), zap.Strings("args", args), zap.Duration("interval", r.interval))
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// Wait for the end without reaping: while the child is a zombie its
+	// pid cannot be reused, so what it left (summary, region) is its own.
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+	}()
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
-	var waitErr error
+	var sampleErr error
 loop:
 	for {
 		select {
-		case waitErr = <-done:
+		case <-ended:
 			break loop
 		case sig := <-sigs:
-			if sig == syscall.SIGTERM || sig == syscall.SIGHUP {
+			if sig != syscall.SIGINT || !inTerminalForeground() {
 				cmd.Process.Signal(sig)
 			}
 		case <-tick.C:
-			if err := r.sample(pid); err != nil {
+			if sampleErr = r.sample(pid); sampleErr != nil {
 				cmd.Process.Kill()
-				<-done
-				return err
+				<-ended
+				break loop
 			}
 		}
 	}
-	if err := r.readSummaries(tmp, pid); err != nil {
-		r.e.log.Warn("exit summary unreadable; the timeline ends at the last sample", zap.Error(err))
+	if s, err := readRunSummary(filepath.Join(tmp, strconv.Itoa(pid)+".json")); err == nil {
+		r.final = &s
+	} else if s, err := leftRegion(r.e, pid, err); err == nil {
+		// Killed: the counters it last published, read from the region it
+		// left, which leftRegion removes.
+		r.last = s
+		r.samples = append(r.samples, timeline.FromSummary(s))
+		if err := r.out.Add(s); err != nil && sampleErr == nil {
+			sampleErr = err
+		}
+	} else {
+		r.e.log.Warn("no exit summary; the timeline ends at the last sample", zap.Int("pid", pid), zap.Error(err))
+	}
+	r.readChildren(tmp, pid)
+	waitErr := cmd.Wait()
+	if sampleErr != nil {
+		return sampleErr
 	}
 	return childStatus(args[0], cmd, waitErr)
 }
@@ -265,36 +297,26 @@ func (r *recorder) sample(pid int) error {
 	return r.add(ent.Summary)
 }
 
-// readSummaries reads the exit summaries the shim wrote: pid's is the
-// final point, those of other pids are CMD's children, printed after it.
-func (r *recorder) readSummaries(dir string, pid int) error {
+// readChildren reads the exit summaries of CMD's own children, which
+// inherited the shim and wrote theirs beside CMD's; they are printed
+// after CMD's.
+func (r *recorder) readChildren(dir string, pid int) {
 	des, err := os.ReadDir(dir)
 	if err != nil {
-		return err
+		return
 	}
-	var errs []error
 	for _, de := range des {
-		b, err := os.ReadFile(filepath.Join(dir, de.Name()))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		var s report.Summary
-		if err := json.Unmarshal(b, &s); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", de.Name(), err))
-			continue
-		}
 		if de.Name() == strconv.Itoa(pid)+".json" {
-			r.final = &s
-		} else {
-			r.children = append(r.children, s)
+			continue
 		}
+		s, err := readRunSummary(filepath.Join(dir, de.Name()))
+		if err != nil {
+			r.e.log.Warn("a child's exit summary", zap.String("file", de.Name()), zap.Error(err))
+			continue
+		}
+		r.children = append(r.children, s)
 	}
 	sort.Slice(r.children, func(i, j int) bool { return r.children[i].PID < r.children[j].PID })
-	if r.final == nil && len(errs) == 0 {
-		errs = append(errs, fmt.Errorf("no exit summary from pid %d (did it exit by a signal or _exit?)", pid))
-	}
-	return errors.Join(errs...)
 }
 
 // childStatus turns how CMD ended into heapctl's exit: CMD's own status,
@@ -313,9 +335,12 @@ func childStatus(name string, cmd *exec.Cmd, waitErr error) error {
 	return exitError{code: ws.ExitStatus()}
 }
 
-// startError is a command that could not be started: heapctl exits 127,
-// as a shell does for a command it cannot run.
-type startError struct{ err error }
+// startError is a command that could not be started: heapctl exits 127
+// (not found) or 126 (not runnable), as a shell does.
+type startError struct {
+	code int
+	err  error
+}
 
 func (s startError) Error() string { return s.err.Error() }
 func (s startError) Unwrap() error { return s.err }

@@ -175,15 +175,25 @@ func hsStart(t *testing.T, args ...string) *hsProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
+	hsKillAtEnd(t, cmd)
 	p := &hsProc{cmd: cmd, pid: cmd.Process.Pid, fifo: fifo, lines: &hsLines{t: t, b: out}}
 	p.lines.next("pid ")
 	p.lines.next("base")
 	p.base = hsRead(t, p.pid).LiveBytes
 	return p
+}
+
+// hsKillAtEnd kills cmd at the end of the test unless it has ended, and
+// removes the region a killed process leaves behind.
+func hsKillAtEnd(t *testing.T, cmd *exec.Cmd) {
+	path := region.Path(cmd.Process.Pid) // now: a test may move region.Dir
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			os.Remove(path)
+		}
+	})
 }
 
 // hsRead reads pid's region, which must be there.
