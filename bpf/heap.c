@@ -70,13 +70,20 @@ struct counters {
 	__u64 peak_error;  /* bytes the peak may be short by (lost compare-and-swap races) */
 };
 
-/* A thread's outermost allocator call in flight. sp == 0: none. */
+/* One thread's state: its outermost allocator call in flight (sp == 0:
+ * none), and its own counts, written by that thread's probes only (plain
+ * adds), so a reader can tell threads apart (the tests leave out the shim's
+ * Go runtime threads, which the shim does not count). */
 struct call {
 	__u64 sp;       /* stack pointer at entry of the outermost call */
 	__u64 ptr;      /* realloc: old block; posix_memalign: memptr */
 	__u64 old_size; /* realloc: usable size of the old block, read before the call */
 	__u32 fn;       /* enum fn */
 	__u32 size_zero; /* realloc: the requested size is 0 */
+	__u64 allocs;
+	__u64 frees;
+	__u64 allocated_bytes;
+	__u64 freed_bytes;
 };
 
 struct {
@@ -163,19 +170,23 @@ static __always_inline void raise_peak(struct counters *k, __s64 cur)
 		k->peak_error += cur - old;
 }
 
-static __always_inline void count_alloc(struct counters *k, __u64 p)
+static __always_inline void count_alloc(struct counters *k, struct call *c, __u64 p)
 {
 	__u64 n = usable(k, p);
 	k->allocs++;
 	k->allocated_bytes += n;
+	c->allocs++;
+	c->allocated_bytes += n;
 	__s64 cur = __sync_fetch_and_add(&live, (__s64)n) + (__s64)n;
 	raise_peak(k, cur);
 }
 
-static __always_inline void count_free(struct counters *k, __u64 n)
+static __always_inline void count_free(struct counters *k, struct call *c, __u64 n)
 {
 	k->frees++;
 	k->freed_bytes += n;
+	c->frees++;
+	c->freed_bytes += n;
 	__sync_fetch_and_add(&live, -(__s64)n);
 }
 
@@ -252,7 +263,7 @@ static __always_inline int ret_block(struct pt_regs *ctx, __u32 fn)
 	__u64 p = PT_REGS_RC(ctx);
 	struct counters *k = cpu_counts();
 	if (p && k)
-		count_alloc(k, p);
+		count_alloc(k, c, p);
 	return 0;
 }
 
@@ -283,18 +294,18 @@ static __always_inline int ret_realloc(struct pt_regs *ctx, __u32 fn)
 	__u64 p = PT_REGS_RC(ctx);
 	if (c->ptr == 0) { /* realloc(NULL, n) is malloc(n) */
 		if (p)
-			count_alloc(k, p);
+			count_alloc(k, c, p);
 		return 0;
 	}
 	if (p) { /* moved or not: one release, one allocation */
-		count_free(k, c->old_size);
-		count_alloc(k, p);
+		count_free(k, c, c->old_size);
+		count_alloc(k, c, p);
 		return 0;
 	}
 	/* NULL: realloc(p, 0) freed p; any other NULL is a failure and p is
 	 * still the caller's. */
 	if (c->size_zero)
-		count_free(k, c->old_size);
+		count_free(k, c, c->old_size);
 	return 0;
 }
 
@@ -313,7 +324,7 @@ static __always_inline int ret_posix_memalign(struct pt_regs *ctx)
 		return 0;
 	}
 	if (p)
-		count_alloc(k, p);
+		count_alloc(k, c, p);
 	return 0;
 }
 
@@ -332,7 +343,7 @@ static __always_inline int enter_free(struct pt_regs *ctx)
 		return 0; /* a thread's tcache going back to the arena at exit */
 	struct counters *k = cpu_counts();
 	if (k)
-		count_free(k, usable(k, p));
+		count_free(k, c, usable(k, p));
 	return 0;
 }
 

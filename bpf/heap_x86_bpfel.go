@@ -14,12 +14,16 @@ import (
 )
 
 type heapCall struct {
-	_        structs.HostLayout
-	Sp       uint64
-	Ptr      uint64
-	OldSize  uint64
-	Fn       uint32
-	SizeZero uint32
+	_              structs.HostLayout
+	Sp             uint64
+	Ptr            uint64
+	OldSize        uint64
+	Fn             uint32
+	SizeZero       uint32
+	Allocs         uint64
+	Frees          uint64
+	AllocatedBytes uint64
+	FreedBytes     uint64
 }
 
 type heapCounters struct {

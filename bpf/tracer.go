@@ -200,6 +200,24 @@ func (t *Tracer) Read() (Counts, error) {
 	return c, nil
 }
 
+// PerThread returns each thread's own counts by thread id, for the
+// threads still in the per-thread map (the 65,536 most recently seen).
+// Peak and PeakError are not kept per thread.
+func (t *Tracer) PerThread() (map[int]Counts, error) {
+	out := map[int]Counts{}
+	var key uint64
+	var v heapCall
+	it := t.objs.Calls.Iterate()
+	for it.Next(&key, &v) {
+		out[int(uint32(key))] = Counts{Allocs: v.Allocs, Frees: v.Frees, AllocatedBytes: v.AllocatedBytes,
+			FreedBytes: v.FreedBytes, Live: int64(v.AllocatedBytes - v.FreedBytes), Threads: 1}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading per-thread counters: %w", err)
+	}
+	return out, nil
+}
+
 // Close detaches every probe and unloads the programs; the traced process
 // goes on unharmed (the kernel restores the original instructions).
 func (t *Tracer) Close() error {

@@ -99,6 +99,14 @@ func TestAttachModes(t *testing.T) {
 			if c != want {
 				t.Errorf("%s:\n got %+v\nwant %+v", mode, c, want)
 			}
+			per, err := tr.PerThread()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want.Peak, want.Threads = 0, 1
+			if len(per) != 1 || per[cmd.Process.Pid] != want {
+				t.Errorf("per thread: %+v, want %d: %+v", per, cmd.Process.Pid, want)
+			}
 			if err := tr.Close(); err != nil {
 				t.Errorf("close: %v", err)
 			}

@@ -79,8 +79,10 @@ type traceOpts struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	// attached, when set, is called once the probes are in place (tests
-	// start the traced work then).
+	// start the traced work then); finished after the final read, before
+	// the probes go (tests read the per-thread counts).
 	attached func(pid int)
+	finished func(tr *bpf.Tracer)
 }
 
 func trace(ctx context.Context, e *env, o traceOpts) error {
@@ -153,6 +155,9 @@ func tracePID(ctx context.Context, e *env, o traceOpts) error {
 	if err != nil {
 		return err
 	}
+	if o.finished != nil {
+		o.finished(tr)
+	}
 	return t.print(s)
 }
 
@@ -207,6 +212,9 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	s, err := t.summary(done)
 	if err != nil {
 		return err
+	}
+	if o.finished != nil {
+		o.finished(tr)
 	}
 	if err := t.print(s); err != nil {
 		return err
