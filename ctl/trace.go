@@ -167,7 +167,12 @@ func tracePID(ctx context.Context, e *env, o traceOpts) error {
 func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	path, err := exec.LookPath(o.argv[0])
 	if err != nil {
-		return fmt.Errorf("trace: %w", err)
+		// The shell's statuses, as heapctl run: 127 not found, 126 found
+		// but not runnable.
+		if errors.Is(err, exec.ErrNotFound) {
+			return exitError{code: 127, msg: fmt.Sprintf("trace: %s: command not found", o.argv[0])}
+		}
+		return exitError{code: 126, msg: fmt.Sprintf("trace: %v", err)}
 	}
 	env := o.env
 	if env == nil {
@@ -182,7 +187,8 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	cmd := exec.Command(path, o.argv[1:]...)
 	cmd.Args[0] = o.argv[0]
 	cmd.Env = env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = traceOrReader(o.stdin, os.Stdin), traceOrWriter(o.stdout, os.Stdout), traceOrWriter(o.stderr, os.Stderr)
+	// The command's output goes where heapctl's does, as with heapctl run.
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = traceOrReader(o.stdin, os.Stdin), traceOrWriter(o.stdout, e.stdout), traceOrWriter(o.stderr, e.stderr)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
 
 	tr, err := traceStart(e, cmd, libc)
@@ -221,20 +227,19 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	}
 	if done != traceEndExit {
 		// Tracing stopped early: the command goes on untraced, and heapctl
-		// lasts as long as it does, like heapctl run. Ctrl-C on a terminal
-		// reached it too; a SIGTERM sent to heapctl alone is passed on.
+		// lasts as long as it does, like heapctl run, passing signals on.
 		tr.Close()
 		e.log.Debug("tracing stopped, waiting for the command", zap.Int("pid", pid))
 		for {
 			select {
 			case <-exited:
-				return traceChildStatus(waitErr)
+				return traceChildStatus(o.argv[0], waitErr)
 			case sig := <-sigs:
-				cmd.Process.Signal(sig)
+				traceForward(pid, sig)
 			}
 		}
 	}
-	return traceChildStatus(waitErr)
+	return traceChildStatus(o.argv[0], waitErr)
 }
 
 // traceStart starts cmd (which has Ptrace set), waits for the stop at its
@@ -293,19 +298,31 @@ func traceWaitStatus(ws unix.WaitStatus) string {
 }
 
 // traceChildStatus turns the command's end into heapctl's exit status, as
-// heapctl run does: 0, its exit code, or 128+signal.
-func traceChildStatus(err error) error {
+// heapctl run does: 0, its exit code, or 128+N when signal N killed it.
+func traceChildStatus(name string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return exitError{code: 128 + int(ws.Signal()), msg: "command killed by " + ws.Signal().String()}
+			return exitError{code: 128 + int(ws.Signal()), msg: fmt.Sprintf("trace: %s killed by signal %d (%v)", name, int(ws.Signal()), ws.Signal())}
 		}
 		return exitError{code: ee.ExitCode()}
 	}
 	return fmt.Errorf("trace: waiting for the command: %w", err)
+}
+
+// traceForward passes a signal heapctl received on to the command. A ^C at
+// a terminal already reached it (same foreground process group), so SIGINT
+// is passed on only when heapctl is not in that group (as heapctl run).
+func traceForward(pid int, sig os.Signal) {
+	if sig == syscall.SIGINT && inTerminalForeground() {
+		return
+	}
+	if s, ok := sig.(syscall.Signal); ok {
+		syscall.Kill(pid, s)
+	}
 }
 
 // Why tracing stopped.
@@ -355,9 +372,8 @@ func (t *tracing) loop(ctx context.Context, exited <-chan struct{}, sigs <-chan 
 			return traceEndSignal
 		case sig := <-sigs:
 			t.e.log.Debug("stopping", zap.Stringer("signal", sig))
-			if sig == syscall.SIGTERM && len(t.o.argv) > 0 {
-				// Sent to heapctl alone: the command is told too.
-				syscall.Kill(t.pid, syscall.SIGTERM)
+			if len(t.o.argv) > 0 {
+				traceForward(t.pid, sig)
 			}
 			return traceEndSignal
 		case <-timeout:
@@ -444,7 +460,7 @@ func traceOrReader(r io.Reader, def *os.File) io.Reader {
 	return r
 }
 
-func traceOrWriter(w io.Writer, def *os.File) io.Writer {
+func traceOrWriter(w, def io.Writer) io.Writer {
 	if w == nil {
 		return def
 	}

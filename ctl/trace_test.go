@@ -582,6 +582,14 @@ func TestTraceCommandStatus(t *testing.T) {
 	if !strings.HasPrefix(out, "heapline[") || !strings.Contains(out, "live at exit") {
 		t.Errorf("output %q", out)
 	}
+	_, err = traceRun(t, traceOpts{argv: []string{"sh", "-c", "kill -TERM $$"}})
+	if !errors.As(err, &ee) || ee.code != 128+15 || ee.msg != "trace: sh killed by signal 15 (terminated)" {
+		t.Errorf("killed: %v (%+v), want status 143", err, ee)
+	}
+	_, err = traceRun(t, traceOpts{argv: []string{"no-such-command-heapline"}})
+	if !errors.As(err, &ee) || ee.code != 127 || ee.msg != "trace: no-such-command-heapline: command not found" {
+		t.Errorf("not found: %v, want status 127", err)
+	}
 }
 
 // TestTraceErrors: what cannot be traced says why.
