@@ -124,14 +124,25 @@ func tracePID(ctx context.Context, e *env, o traceOpts) error {
 		}
 		return fmt.Errorf("trace: opening pid %d: %w", o.pid, err)
 	}
-	defer unix.Close(pidfd)
 	exited := make(chan struct{})
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	defer func() { close(stop); <-polled; unix.Close(pidfd) }()
 	go func() {
-		defer close(exited)
+		defer close(polled)
+		// A timeout, so that the goroutine ends with the trace: closing
+		// the fd would not wake a poll already waiting on it.
 		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 		for {
-			if _, err := unix.Poll(fds, -1); err == nil || !errors.Is(err, unix.EINTR) {
+			n, err := unix.Poll(fds, 100)
+			if (err == nil && n > 0) || (err != nil && !errors.Is(err, unix.EINTR)) {
+				close(exited)
 				return
+			}
+			select {
+			case <-stop:
+				return
+			default:
 			}
 		}
 	}()
