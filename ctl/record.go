@@ -44,6 +44,7 @@ func recordCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "svg", Usage: "also draw live bytes over time, peak marked, into `FILE`"},
 			&cli.IntFlag{Name: "pid", Aliases: []string{"p"}, Usage: "record the running process `PID` instead of starting a command"},
 			&cli.StringFlag{Name: "lib", Usage: "libheap.so to preload into CMD (default: $HEAPLINE_LIB, beside heapctl, ./bin)"},
+			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD, so each Python object is counted (docs/watching.md)"},
 		},
 		Action: func(c *cli.Context) error { return record(e, c) },
 	}
@@ -60,6 +61,8 @@ func record(e *env, c *cli.Context) error {
 		return errors.New("record: give --pid or a command after --, not both")
 	case c.IsSet("pid") && pid <= 0:
 		return fmt.Errorf("record: --pid must be a process id (got %d)", pid)
+	case c.IsSet("pid") && c.Bool("python-objects"):
+		return errors.New("record: --python-objects applies to a command started by record, not to --pid")
 	case !c.IsSet("pid") && len(args) == 0:
 		return errors.New("record: nothing to record (usage: heapctl record -o heap.csv -- CMD ARGS, or --pid PID)")
 	}
@@ -68,6 +71,9 @@ func record(e *env, c *cli.Context) error {
 		return fmt.Errorf("record: --svg %s: name the chart .svg", svg)
 	}
 	r := &recorder{e: e, interval: interval}
+	if c.Bool("python-objects") {
+		r.env = append(r.env, timeline.PythonObjectsEnv())
+	}
 	// With --pid, a process that cannot be recorded is said before any
 	// file is created.
 	if pid > 0 {
@@ -146,6 +152,7 @@ func writeChart(path, title string, samples []timeline.Sample) error {
 type recorder struct {
 	e        *env
 	interval time.Duration
+	env      []string // added to CMD's environment
 	out      timeline.Writer
 	samples  []timeline.Sample
 	last     report.Summary   // the last good sample
@@ -213,7 +220,7 @@ func (r *recorder) run(args []string, lib string) error {
 	cmd := exec.Command(path, args[1:]...)
 	cmd.Args[0] = args[0]
 	out := strings.ReplaceAll(tmp, "%", "%%") + "/%p.json" // the shim expands %p and %%
-	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)
+	cmd.Env = shim.Env(os.Environ(), lib, append(r.env, "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, r.e.stdout, r.e.stderr
 
 	// A ^C at a terminal reaches the child directly (our foreground process

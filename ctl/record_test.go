@@ -501,6 +501,7 @@ func TestRecordBadUse(t *testing.T) {
 		{[]string{"-o", filepath.Join(dir, "a.csv"), "--svg", filepath.Join(dir, "a.png"), "--", "true"}, "name the chart .svg"},
 		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", strconv.Itoa(dead)}, fmt.Sprintf("no process %d", dead)},
 		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", "-4"}, "--pid must be a process id"},
+		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", "1", "--python-objects"}, "--python-objects applies to a command"},
 	} {
 		e, _, _ := hsApp(t)
 		err := newAppEnv(e).Run(append([]string{"heapctl", "record"}, c.args...))
@@ -510,5 +511,42 @@ func TestRecordBadUse(t *testing.T) {
 		if exitCode(err) == 0 {
 			t.Errorf("record %q: exit status 0", c.args)
 		}
+	}
+}
+
+// TestRecordPythonObjects: with --python-objects every Python object is a
+// counted allocation; without it pymalloc serves small objects from its
+// own arenas, out of the shim's sight.
+func TestRecordPythonObjects(t *testing.T) {
+	lib := hsLib(t)
+	// The interpreter itself, not a wrapper script (pyenv's runs a dozen
+	// shells first).
+	b, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatalf("python3 (make deps installs it): %v", err)
+	}
+	py := strings.TrimSpace(string(b))
+	const n = 100_000
+	script := fmt.Sprintf("keep = [(i, str(i)) for i in range(%d)]", n)
+	allocs := func(extra ...string) uint64 {
+		out := filepath.Join(t.TempDir(), "py.json")
+		e, _, stderr := hsApp(t)
+		args := append([]string{"heapctl", "record", "-o", out, "--lib", lib}, extra...)
+		if err := newAppEnv(e).Run(append(args, "--", py, "-c", script)); err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		var doc timeline.Document
+		b, _ := os.ReadFile(out)
+		if err := json.Unmarshal(b, &doc); err != nil || doc.Summary == nil {
+			t.Fatalf("timeline: %v\n%s", err, b)
+		}
+		return doc.Summary.Allocs
+	}
+	// Each tuple and each string is an object: at least 2n with malloc.
+	if got := allocs("--python-objects"); got < 2*n {
+		t.Errorf("--python-objects: %d allocations, want at least %d", got, 2*n)
+	}
+	if got := allocs(); got >= n {
+		t.Errorf("pymalloc: %d allocations, want fewer than %d (objects hidden in arenas)", got, n)
 	}
 }

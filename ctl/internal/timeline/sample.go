@@ -87,8 +87,10 @@ func Rate(r float64) string {
 	}
 }
 
-// PythonObjectsEnv is the environment `heapctl run --python-objects` adds:
-// CPython's pymalloc serves small objects from 256 KiB arenas it takes from
-// malloc, so the shim sees arenas, not objects; PYTHONMALLOC=malloc sends
-// every object to malloc, where each one is counted (docs/watching.md).
+// PythonObjectsEnv is the environment `heapctl run --python-objects` (and
+// record's) adds to a command. CPython's pymalloc serves every request of
+// up to 512 bytes (most objects) from arenas that it maps itself with mmap
+// on Linux, so the shim counts neither those objects nor their arenas;
+// PYTHONMALLOC=malloc sends every object to malloc, where each one is
+// counted, at some cost in speed (docs/watching.md).
 func PythonObjectsEnv() string { return "PYTHONMALLOC=malloc" }
