@@ -519,15 +519,7 @@ func TestRecordBadUse(t *testing.T) {
 // own arenas, out of the shim's sight.
 func TestRecordPythonObjects(t *testing.T) {
 	lib := hsLib(t)
-	// The interpreter itself, not a wrapper script (pyenv's runs a dozen
-	// shells first).
-	b, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
-	if err != nil {
-		t.Fatalf("python3 (make deps installs it): %v", err)
-	}
-	py := strings.TrimSpace(string(b))
-	const n = 100_000
-	script := fmt.Sprintf("keep = [(i, str(i)) for i in range(%d)]", n)
+	py, script, n := hsPython(t)
 	allocs := func(extra ...string) uint64 {
 		out := filepath.Join(t.TempDir(), "py.json")
 		e, _, stderr := hsApp(t)
@@ -548,5 +540,43 @@ func TestRecordPythonObjects(t *testing.T) {
 	}
 	if got := allocs(); got >= n {
 		t.Errorf("pymalloc: %d allocations, want fewer than %d (objects hidden in arenas)", got, n)
+	}
+}
+
+// hsPython is the python3 interpreter itself, not a wrapper script (pyenv's
+// runs a dozen shells first), and a script that keeps n tuples of an int
+// and a str.
+func hsPython(t *testing.T) (py, script string, n uint64) {
+	t.Helper()
+	b, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatalf("python3 (make deps installs it): %v", err)
+	}
+	n = 100_000
+	return strings.TrimSpace(string(b)), fmt.Sprintf("keep = [(i, str(i)) for i in range(%d)]", n), n
+}
+
+// TestRunPythonObjects: `heapctl run --python-objects` sets PYTHONMALLOC
+// the same way.
+func TestRunPythonObjects(t *testing.T) {
+	lib := hsLib(t)
+	py, script, n := hsPython(t)
+	allocs := func(extra ...string) uint64 {
+		e, stdout, stderr := hsApp(t)
+		args := append([]string{"heapctl", "run", "--json", "--lib", lib}, extra...)
+		if err := newAppEnv(e).Run(append(args, "--", py, "-c", script)); err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		var s report.Summary
+		if err := json.Unmarshal([]byte(stdout.String()), &s); err != nil {
+			t.Fatalf("run --json: %v\n%s", err, stdout)
+		}
+		return s.Allocs
+	}
+	if got := allocs("--python-objects"); got < 2*n {
+		t.Errorf("--python-objects: %d allocations, want at least %d", got, 2*n)
+	}
+	if got := allocs(); got >= n {
+		t.Errorf("pymalloc: %d allocations, want fewer than %d", got, n)
 	}
 }

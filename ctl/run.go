@@ -19,6 +19,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
+	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
 // runCommand runs a command under libheap.so and prints its exit summary.
@@ -34,9 +35,14 @@ func runCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "lib", Usage: "the shim to preload (default: $HEAPLINE_LIB, beside heapctl, ./bin)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object on stdout"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the summary to `FILE` instead"},
+			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD, so each Python object is counted (docs/watching.md)"},
 		},
 		Action: func(c *cli.Context) error {
-			return run(e, runOptions{lib: c.String("lib"), json: c.Bool("json"), output: c.String("output"), args: c.Args().Slice()})
+			o := runOptions{lib: c.String("lib"), json: c.Bool("json"), output: c.String("output"), args: c.Args().Slice()}
+			if c.Bool("python-objects") {
+				o.env = append(o.env, timeline.PythonObjectsEnv())
+			}
+			return run(e, o)
 		},
 	}
 }
@@ -46,6 +52,7 @@ type runOptions struct {
 	json   bool
 	output string
 	args   []string
+	env    []string // KEY=VALUE added to CMD's environment
 }
 
 func run(e *env, o runOptions) error {
@@ -77,7 +84,7 @@ func run(e *env, o runOptions) error {
 
 	cmd := exec.Command(path, o.args[1:]...)
 	cmd.Args[0] = o.args[0]
-	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)
+	cmd.Env = shim.Env(os.Environ(), lib, append(o.env, "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, e.stdout, e.stderr
 	e.log.Debug("running", zap.Strings("argv", o.args), zap.String("lib", lib), zap.String("summary", out))
 
