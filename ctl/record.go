@@ -126,9 +126,12 @@ func record(e *env, c *cli.Context) error {
 	}
 	fmt.Fprintln(e.stderr, report.Line(last))
 	for _, s := range r.children {
-		fmt.Fprintln(e.stderr, report.Line(s))
+		e.log.Debug("child's exit summary", zap.String("summary", report.Line(s)))
 	}
 	msg := fmt.Sprintf("heapctl record: %d samples in %s", len(r.samples), c.String("output"))
+	if n := len(r.children); n > 0 {
+		msg += fmt.Sprintf(" (%d child processes of %s ran under the shim too: -v logs their summaries)", n, args[0])
+	}
 	if svg != "" {
 		title := fmt.Sprintf("%s (pid %d)", clip(last.Command, 60), last.PID)
 		if err := writeChart(svg, title, r.samples); err != nil {
@@ -158,7 +161,7 @@ type recorder struct {
 	last     report.Summary   // the last good sample
 	final    *report.Summary  // the exit summary, exact, when the process gave one
 	children []report.Summary // exit summaries of CMD's own children
-	warned   bool
+	fails    int              // failed reads in a row
 }
 
 func (r *recorder) add(s report.Summary) error {
@@ -181,14 +184,18 @@ func (r *recorder) attach(pid int) error {
 		switch {
 		case errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0:
 			return nil // unlinked at exit
+		case errors.Is(ent.Err, region.ErrBusy) && len(r.samples) > 0:
+			// A fold outlasted the read's retries: no sample this time.
+			r.e.log.Debug("region busy", zap.Int("pid", pid), zap.Error(ent.Err))
 		case ent.Err != nil:
 			return regionError(pid, ent)
-		}
-		if err := r.add(ent.Summary); err != nil {
-			return err
-		}
-		if ent.Stale || ent.Summary.Exited {
-			return nil
+		default:
+			if err := r.add(ent.Summary); err != nil {
+				return err
+			}
+			if ent.Stale || ent.Summary.Exited {
+				return nil
+			}
 		}
 		select {
 		case <-sigs:
@@ -286,27 +293,35 @@ loop:
 
 // sample reads the child's region once. Before the shim has created it,
 // and after it was unlinked at exit, there is none: not an error. A region
-// left by an earlier process with the same pid is stale and skipped. Any
-// other failure is logged once: the program then runs unrecorded, as it
-// does when the shim itself cannot publish.
+// left by an earlier process with the same pid is stale and skipped. A
+// region being created (magic not set yet) or a fold in progress (ErrBusy)
+// fails a read or two; only a region that stays unreadable is worth a
+// warning, once: the program then runs unrecorded, as it does when the
+// shim itself cannot publish.
 func (r *recorder) sample(pid int) error {
 	ent := region.Inspect(pid)
 	switch {
 	case errors.Is(ent.Err, fs.ErrNotExist), ent.Err == nil && ent.Stale:
 		return nil
 	case ent.Err != nil:
-		if !r.warned {
-			r.warned = true
+		r.fails++
+		r.e.log.Debug("region read failed", zap.Int("pid", pid), zap.Error(ent.Err))
+		if r.fails == unreadableAfter {
 			r.e.log.Warn("cannot read the region; not sampling it", zap.Int("pid", pid), zap.Error(ent.Err))
 		}
 		return nil
 	}
+	r.fails = 0
 	return r.add(ent.Summary)
 }
 
+// unreadableAfter is how many failed reads in a row make a region
+// unreadable rather than busy for a moment.
+const unreadableAfter = 50
+
 // readChildren reads the exit summaries of CMD's own children, which
-// inherited the shim and wrote theirs beside CMD's; they are printed
-// after CMD's.
+// inherited the shim and wrote theirs beside CMD's. A wrapper script can
+// start dozens (pyenv's python3 does), so they are only logged, with -v.
 func (r *recorder) readChildren(dir string, pid int) {
 	des, err := os.ReadDir(dir)
 	if err != nil {

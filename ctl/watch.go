@@ -165,9 +165,11 @@ func (w *watcher) poll() error {
 		switch {
 		case ent.PID == 0:
 		case ent.Err != nil:
+			// Debug, not a warning: a region being created reads as
+			// unreadable for a moment; heapctl ls shows the lasting ones.
 			if !w.warned[ent.Path] {
 				w.warned[ent.Path] = true
-				w.log.Warn("region not watched", zap.Error(ent.Err))
+				w.log.Debug("region not watched", zap.Error(ent.Err))
 			}
 		case ent.Stale:
 		default:
@@ -196,6 +198,9 @@ func (w *watcher) pollOne(first bool) error {
 	switch {
 	case errors.Is(ent.Err, fs.ErrNotExist):
 		w.end(w.pid)
+	case errors.Is(ent.Err, region.ErrBusy):
+		// A fold outlasted the read's retries: the view waits a refresh.
+		w.log.Debug("region busy", zap.Int("pid", w.pid), zap.Error(ent.Err))
 	case ent.Err != nil:
 		return regionError(w.pid, ent)
 	case ent.Stale || ent.Summary.Exited:
