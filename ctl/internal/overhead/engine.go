@@ -172,9 +172,11 @@ func Measure(ctx context.Context, job Job, opts Options) (Result, error) {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	devnull, err := os.Open(os.DevNull)
+	// The runs' stdout: opened for writing, or a wrapper that prints (heapctl
+	// trace, heaptrack) fails with EBADF.
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("opening %s: %w", os.DevNull, err)
 	}
 	defer devnull.Close()
 	r := &runner{opts: opts, stdout: devnull}
