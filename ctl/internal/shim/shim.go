@@ -94,4 +94,3 @@ func key(kv string) string {
 	}
 	return kv
 }
-
