@@ -140,7 +140,7 @@ func TestHistoryPipeline(t *testing.T) {
 func TestHistoryAddRefusesMalformed(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
-	good := writeHistoryFile(t, dir, "good.json", historyResult("abc", map[string]float64{"churn-1t": 0.1}, "time"))
+	good := writeHistoryFile(t, dir, "good.json", historyResult("abc1234", map[string]float64{"churn-1t": 0.1}, "time"))
 	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, good); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestHistoryAddRefusesMalformed(t *testing.T) {
 	cases := []struct {
 		name, content, want string
 	}{
-		{"nan.json", strings.Replace(historyResult("abc", map[string]float64{"churn-1t": 0.1}, "time"), `"overhead":0.1`, `"overhead":NaN`, 1), "nan.json: malformed overhead result: not JSON"},
+		{"nan.json", strings.Replace(historyResult("abc1234", map[string]float64{"churn-1t": 0.1}, "time"), `"overhead":0.1`, `"overhead":NaN`, 1), "nan.json: malformed overhead result: not JSON"},
 		{"empty.json", `{"env":{"cpu":"c","kernel":"k","lib_version":"v"},"scenarios":[]}`, "empty.json: malformed overhead result: scenarios: no scenarios"},
 		{"types.json", `{"env":{"cpu":"c","kernel":"k","lib_version":"v"},"scenarios":[{"scenario":"s","measure":"time","runs":"3","overhead":0.1,"ci_low":0,"ci_high":0.2,"allocs_per_s":1}]}`, `runs: want a number, got a string ("3")`},
 		{"noenv.json", `{"scenarios":[{"scenario":"s"}]}`, "env: missing"},
@@ -176,12 +176,13 @@ func TestHistoryAddRefusesMalformed(t *testing.T) {
 		t.Errorf("a refused add changed the store:\n%s", after)
 	}
 
-	// "-" reads stdin.
-	if _, err := heapctlHistory(t, historyResult("def", map[string]float64{"churn-4t": 0.2}, "time"), "history", "add", "--store", store, "-"); err != nil {
+	// "-" reads stdin. The stamps look like revisions, so the points take
+	// them rather than the HEAD of whatever checkout the test runs in.
+	if _, err := heapctlHistory(t, historyResult("def5678", map[string]float64{"churn-4t": 0.2}, "time"), "history", "add", "--store", store, "-"); err != nil {
 		t.Fatal(err)
 	}
 	pts, _, _ := history.Load(store)
-	if len(pts) != 2 || pts[1].Commit != "def" || pts[1].Scenario != "churn-4t" {
+	if len(pts) != 2 || pts[1].Commit != "def5678" || pts[1].Scenario != "churn-4t" {
 		t.Errorf("stdin add: %+v", pts)
 	}
 }
