@@ -129,6 +129,7 @@ void hl_set_mode_off(const char *why)
     if (why != NULL)
         hl_say(why, "; running unprofiled", NULL);
     hl_off_fns_make(&off_fns);
+    hl_glibc_mode = 0;
     hl_impl = off_fns;
 }
 
@@ -222,7 +223,9 @@ static void boot(void)
     if (hl_region_open() != 0) {
         hl_set_mode_off(NULL); /* hl_region_open said why, in its one line */
     } else {
-        hl_impl = next_is_glibc() ? hl_glibc_fns : hl_generic_fns;
+        int glibc = next_is_glibc();
+        hl_impl = glibc ? hl_glibc_fns : hl_generic_fns;
+        hl_glibc_mode = glibc;
         hl_thread_init();
         hl_fork_init();
     }

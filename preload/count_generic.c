@@ -11,7 +11,9 @@
 #include <string.h>
 #include "shim.h"
 
-static inline void counted(void *p) { hl_count_alloc(hl_next.usable(p)); }
+/* Each operation is a call into thread.c's slow path: still the thread's
+ * own slot, no lock, no shared atomic but the batched publication. */
+static inline void counted(void *p) { hl_alloc_slow(hl_next.usable(p)); }
 
 static HL_COLD void *realloc_pool(void *p, size_t n)
 {
@@ -39,7 +41,7 @@ static void x_free(void *p)
 {
     if (HL_UNLIKELY(p == NULL || hl_pool_owns(p)))
         return;
-    hl_count_free(hl_next.usable(p));
+    hl_free_slow(hl_next.usable(p));
     hl_next.free(p);
 }
 
@@ -60,10 +62,10 @@ static void *x_realloc(void *p, size_t n)
     size_t old = hl_next.usable(p);
     void *q = hl_next.realloc(p, n);
     if (q != NULL) {
-        hl_count_free(old);
+        hl_free_slow(old);
         counted(q);
     } else if (n == 0) {
-        hl_count_free(old); /* the allocator freed p */
+        hl_free_slow(old); /* the allocator freed p */
     }
     return q;
 }

@@ -18,82 +18,133 @@
 #define HDR(p)        (((const size_t *)(p))[-1])
 #define IS_MMAPPED    ((size_t)2)
 #define SIZE_BITS     ((size_t)7)
+#define CHUNK(h)      ((h) & ~(size_t)15) /* flags off; chunk sizes are multiples of 16 */
+
+/* Blocks the fast path takes: not mmapped (that bit also marks the
+ * bootstrap pool's blocks) and chunks under 128 KiB, so that one add never
+ * carries twice (HL_WORD_BATCH is 256 KiB). One test against the header
+ * checks both. */
+#define SLOW_BITS     (~(size_t)(HL_WORD_BATCH / 2 - 1) | IS_MMAPPED)
+
+/* The fast word's increment: one operation and its chunk size (region.h). */
+#define INC(h)        ((((uint64_t)(h) >> 4) << HL_WORD_SHIFT) | 1)
 
 static inline size_t usable_of(size_t h)
 {
     return (h & ~SIZE_BITS) - (h & IS_MMAPPED ? 16 : 8);
 }
 
-/* Count a block the next allocator just returned. */
-static inline void counted(void *p)
+/* Count a block the next allocator returned, or is about to release. */
+static inline void count_alloc(size_t h)
 {
-    size_t h = HDR(p);
-    if (HL_UNLIKELY(h & IS_MMAPPED))
-        hl_alloc_slow((h & ~SIZE_BITS) - 16);
-    else
-        hl_count_alloc((h & ~SIZE_BITS) - 8);
+    if (HL_UNLIKELY(h & SLOW_BITS)) {
+        hl_alloc_slow(usable_of(h));
+        return;
+    }
+    struct hl_slot *s = hl_self.slot;
+    uint64_t w;
+    if (HL_UNLIKELY(__builtin_add_overflow(s->alloc_word, INC(h), &w))) {
+        hl_alloc_chunk(CHUNK(h));
+        return;
+    }
+    s->alloc_word = w;
 }
 
-/* free's cold paths end by freeing, so that the hot path can tail-call them
- * and keep nothing across a call. */
-static HL_COLD void free_mmapped(void *p, size_t h)
+static inline void count_free(size_t h)
 {
-    if (hl_pool_owns(p))
-        return; /* a bootstrap block: glibc never saw it */
-    hl_free_slow((h & ~SIZE_BITS) - 16);
-    hl_next.free(p);
+    if (HL_UNLIKELY(h & SLOW_BITS)) {
+        hl_free_slow(usable_of(h));
+        return;
+    }
+    struct hl_slot *s = hl_self.slot;
+    uint64_t w;
+    if (HL_UNLIKELY(__builtin_add_overflow(s->free_word, INC(h), &w))) {
+        hl_free_chunk(CHUNK(h));
+        return;
+    }
+    s->free_word = w;
 }
 
-static HL_COLD void free_slow(void *p, size_t usable)
-{
-    hl_free_slow(usable);
-    hl_next.free(p);
-}
+static inline void counted(void *p) { count_alloc(HDR(p)); }
 
-// ---- the malloc family --------------------------------------------------------
-/* malloc and free are the pair docs/performance.md counts instructions of:
- * keep them in this shape (one load of the header, one of the slot, one
- * compare against the mark) and recount after any change. */
+// ---- malloc and free ------------------------------------------------------------
+/* The pair docs/performance.md counts instructions of. Their cold paths
+ * are tail calls that end the operation themselves (malloc's return the
+ * block, free's free it), so the hot path keeps nothing across a call:
+ * one load of the header, one test, one add to the thread's word. Recount
+ * (bench/instructions.sh) after any change. */
 
-/* malloc's cold paths take the block and return it, for the same reason. */
-static HL_COLD void *malloc_slow(void *p)
+static HL_COLD void *malloc_cold(void *p)
 {
     counted(p);
     return p;
 }
 
-static void *g_malloc(size_t n)
+static HL_COLD void free_cold(void *p)
+{
+    size_t h = HDR(p);
+    if ((h & IS_MMAPPED) && hl_pool_owns(p))
+        return; /* a bootstrap block: glibc never saw it */
+    count_free(h);
+    hl_next.free(p);
+}
+
+static inline __attribute__((always_inline)) void *g_malloc(size_t n)
 {
     void *p = hl_next.malloc(n);
     if (HL_UNLIKELY(p == NULL))
         return p;
     size_t h = HDR(p);
-    if (HL_UNLIKELY(h & IS_MMAPPED))
-        return malloc_slow(p);
+    if (HL_UNLIKELY(h & SLOW_BITS))
+        return malloc_cold(p);
     struct hl_slot *s = hl_self.slot;
-    uint64_t bytes = s->c.allocated_bytes + (h & ~SIZE_BITS) - 8;
-    if (HL_UNLIKELY(bytes >= s->alloc_mark))
-        return malloc_slow(p);
-    s->c.allocated_bytes = bytes;
-    s->c.allocs++;
+    uint64_t w;
+    if (HL_UNLIKELY(__builtin_add_overflow(s->alloc_word, INC(h), &w)))
+        return malloc_cold(p);
+    s->alloc_word = w;
     return p;
 }
 
-static void g_free(void *p)
+static inline __attribute__((always_inline)) void g_free(void *p)
 {
     if (HL_UNLIKELY(p == NULL))
         return;
     size_t h = HDR(p);
-    if (HL_UNLIKELY(h & IS_MMAPPED))
-        return free_mmapped(p, h);
+    if (HL_UNLIKELY(h & SLOW_BITS))
+        return free_cold(p);
     struct hl_slot *s = hl_self.slot;
-    uint64_t bytes = s->c.freed_bytes + (h & ~SIZE_BITS) - 8;
-    if (HL_UNLIKELY(bytes >= s->free_mark))
-        return free_slow(p, (h & ~SIZE_BITS) - 8);
-    s->c.freed_bytes = bytes;
-    s->c.frees++;
+    uint64_t w;
+    if (HL_UNLIKELY(__builtin_add_overflow(s->free_word, INC(h), &w)))
+        return free_cold(p);
+    s->free_word = w;
     hl_next.free(p);
 }
+
+/* The exported malloc and free are the glibc mode itself: a jump through
+ * hl_impl costs this hot pair about 6% on a churn loop (a taken indirect
+ * branch each, docs/performance.md), a test of a flag that is always set
+ * costs nothing measurable. Other modes (boot, generic, pass-through) and
+ * the rest of the family go through hl_impl (override.c). */
+HL_HIDDEN unsigned char hl_glibc_mode;
+
+HL_EXPORT void *malloc(size_t n)
+{
+    if (HL_UNLIKELY(!hl_glibc_mode))
+        return hl_impl.malloc(n);
+    return g_malloc(n);
+}
+
+HL_EXPORT void free(void *p)
+{
+    if (HL_UNLIKELY(!hl_glibc_mode)) {
+        hl_impl.free(p);
+        return;
+    }
+    g_free(p);
+}
+
+static void *g_malloc_fn(size_t n) { return g_malloc(n); }
+static void g_free_fn(void *p) { g_free(p); }
 
 static void *g_calloc(size_t n, size_t size)
 {
@@ -123,13 +174,12 @@ static void *g_realloc(void *p, size_t n)
     size_t h = HDR(p);
     if (HL_UNLIKELY((h & IS_MMAPPED) && hl_pool_owns(p)))
         return realloc_pool(p, n);
-    size_t old = usable_of(h);
     void *q = hl_next.realloc(p, n);
     if (q != NULL) {
-        hl_count_free(old);
+        count_free(h);
         counted(q);
     } else if (n == 0) {
-        hl_count_free(old); /* glibc frees p and returns NULL */
+        count_free(h); /* glibc frees p and returns NULL */
     }
     return q;
 }
@@ -155,7 +205,7 @@ static void *g_valloc(size_t n) ALIGNED(valloc, n)
 static void *g_pvalloc(size_t n) ALIGNED(pvalloc, n)
 
 const struct hl_fns hl_glibc_fns = {
-    .malloc = g_malloc, .free = g_free, .calloc = g_calloc, .realloc = g_realloc,
+    .malloc = g_malloc_fn, .free = g_free_fn, .calloc = g_calloc, .realloc = g_realloc,
     .posix_memalign = g_posix_memalign, .aligned_alloc = g_aligned_alloc,
     .memalign = g_memalign, .valloc = g_valloc, .pvalloc = g_pvalloc,
 };

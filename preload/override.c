@@ -1,7 +1,7 @@
 /*
- * override.c: the exported malloc family. Each entry point is one jump
- * through hl_impl (shim.h says why); the work is in count_glibc.c,
- * count_generic.c and boot.c.
+ * override.c: the exported malloc family but malloc and free. Each entry
+ * point is one jump through hl_impl (shim.h says why); the work is in
+ * count_glibc.c, count_generic.c and boot.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,8 +11,7 @@
 
 // ---- override -------------------------------------------------------------
 
-HL_EXPORT void *malloc(size_t n) { return hl_impl.malloc(n); }
-HL_EXPORT void free(void *p) { hl_impl.free(p); }
+/* malloc and free are in count_glibc.c: see there why. */
 HL_EXPORT void *calloc(size_t n, size_t size) { return hl_impl.calloc(n, size); }
 HL_EXPORT void *realloc(void *p, size_t n) { return hl_impl.realloc(p, n); }
 HL_EXPORT int posix_memalign(void **out, size_t align, size_t n) { return hl_impl.posix_memalign(out, align, n); }

@@ -141,7 +141,8 @@ int hl_region_open(void)
     r->uid = geteuid();
     r->start_ticks = ticks;
     r->start_ns = hl_now_ns();
-    r->peak_batch = hl_peak_batch;
+    /* unpublished at most: a fast word's 256 KiB and a slow-path batch */
+    r->peak_slack = hl_peak_batch ? HL_WORD_BATCH + hl_peak_batch : 0;
     hl_command_read(r->command, sizeof r->command);
     /* the magic last: a reader never takes a half-made header for a region */
     __atomic_store_n(&r->magic, HL_MAGIC, __ATOMIC_RELEASE);

@@ -17,7 +17,7 @@
  *  - threads that find no free slot, and threads that allocate after their
  *    exit hook ran, add straight into `retired` with atomics (slow, exact);
  *  - the peak is tracked on `published_live`, to which each thread adds its
- *    net change in batches of peak_batch bytes (see hl_slot.alloc_mark).
+ *    net change in batches (see hl_slot).
  */
 #ifndef HEAPLINE_REGION_H
 #define HEAPLINE_REGION_H
@@ -32,7 +32,18 @@
 #define HL_SLOTS_DEFAULT 256u
 #define HL_SLOTS_MAX     65536u
 #define HL_COMMAND_MAX   256u
-#define HL_PEAK_BATCH_DEFAULT (256u << 10)     /* 256 KiB a thread between publications */
+#define HL_PEAK_BATCH_DEFAULT (256u << 10)     /* slow-path bytes a thread holds unpublished */
+
+/* A slot's fast-path words (hl_slot.alloc_word, free_word): the number of
+ * operations in bits 0..49, and the chunk bytes they moved, in units of 16,
+ * modulo 2^14 units (256 KiB), in bits 50..63. One add counts both; its
+ * carry out of bit 63 says another 256 KiB went by, and the thread then
+ * moves those bytes into alloc_bytes (free_bytes) and publishes. */
+#define HL_WORD_SHIFT      50
+#define HL_WORD_UNIT       16u
+#define HL_WORD_COUNT_MASK ((1ull << HL_WORD_SHIFT) - 1)
+#define HL_WORD_BATCH      (1ull << 18)  /* bytes a carry stands for: 2^14 units of 16 */
+#define HL_CHUNK_BIAS      8u            /* counted bytes are usable + 8 (glibc's chunk size) */
 #define HL_PATH_PREFIX   "/dev/shm/heapline."
 
 /* header.flags */
@@ -51,17 +62,25 @@ struct hl_counters {
 };
 
 /*
- * One thread's slot. The owner writes every field; readers use only `c`,
- * `tid` and `state`. The marks live here rather than in TLS so the fast path
- * touches one cache line: when allocated_bytes reaches alloc_mark (or
- * freed_bytes reaches free_mark) the thread publishes its net change since
- * synced_live to header.published_live and moves both marks peak_batch ahead.
+ * One thread's slot: written only by its thread. Its counts are
+ *
+ *   allocs          = allocs + (alloc_word & HL_WORD_COUNT_MASK)
+ *   allocated_bytes = alloc_bytes + (alloc_word >> HL_WORD_SHIFT) * HL_WORD_UNIT
+ *                     - HL_CHUNK_BIAS * allocs
+ *
+ * and the same for frees: bytes are kept as usable + 8, which is glibc's
+ * chunk size, so the fast path adds the header's size as it is and the
+ * bias comes off once, here. hl_slot_counts() in C and Slot.Counts in Go
+ * apply this; the layout test checks both sides agree on the fields.
  */
 struct hl_slot {
-    struct hl_counters c;   /*  0 */
-    uint64_t alloc_mark;    /* 32 */
-    uint64_t free_mark;     /* 40 */
-    int64_t  synced_live;   /* 48: allocated - freed of this slot at its last publication */
+    uint64_t alloc_word;    /*  0: fast path, see HL_WORD_SHIFT */
+    uint64_t free_word;     /*  8 */
+    uint64_t alloc_bytes;   /* 16: usable + 8 bytes not in alloc_word */
+    uint64_t free_bytes;    /* 24 */
+    uint64_t allocs;        /* 32: allocations not in alloc_word */
+    uint64_t frees;         /* 40 */
+    int64_t  synced_live;   /* 48: this slot's live bytes at its last publication */
     uint32_t tid;           /* 56: owner's kernel thread id, 0 when free */
     uint32_t state;         /* 60: HL_SLOT_FREE or HL_SLOT_ACTIVE */
 } __attribute__((aligned(HL_LINE)));
@@ -78,7 +97,7 @@ struct hl_header {
     uint32_t uid;            /*  36: its effective uid when it created the region */
     uint64_t start_ticks;    /*  40: field 22 of /proc/pid/stat: tells a reused pid apart */
     uint64_t start_ns;       /*  48: CLOCK_MONOTONIC when the shim started counting */
-    uint64_t peak_batch;     /*  56: bytes a thread may hold unpublished, each way */
+    uint64_t peak_slack;     /*  56: bytes a thread may hold unpublished, each way: the peak error is this x threads_max */
 
     /* line 1: written by slow paths only (thread start and exit, fork) */
     uint64_t seq;            /*  64: fold seqlock: odd while a slot is being folded */
@@ -112,5 +131,20 @@ _Static_assert(__builtin_offsetof(struct hl_header, retired) == 2 * HL_LINE, "he
 _Static_assert(__builtin_offsetof(struct hl_header, published_live) == 3 * HL_LINE, "header line 3");
 _Static_assert(__builtin_offsetof(struct hl_header, command) == 4 * HL_LINE, "header line 4");
 #endif
+
+/* A slot's four counters (see hl_slot). */
+static inline struct hl_counters hl_slot_counts(const struct hl_slot *s)
+{
+    uint64_t aw = __atomic_load_n(&s->alloc_word, __ATOMIC_RELAXED);
+    uint64_t fw = __atomic_load_n(&s->free_word, __ATOMIC_RELAXED);
+    struct hl_counters c;
+    c.allocs = __atomic_load_n(&s->allocs, __ATOMIC_RELAXED) + (aw & HL_WORD_COUNT_MASK);
+    c.frees = __atomic_load_n(&s->frees, __ATOMIC_RELAXED) + (fw & HL_WORD_COUNT_MASK);
+    c.allocated_bytes = __atomic_load_n(&s->alloc_bytes, __ATOMIC_RELAXED) +
+                        (aw >> HL_WORD_SHIFT) * HL_WORD_UNIT - HL_CHUNK_BIAS * c.allocs;
+    c.freed_bytes = __atomic_load_n(&s->free_bytes, __ATOMIC_RELAXED) +
+                    (fw >> HL_WORD_SHIFT) * HL_WORD_UNIT - HL_CHUNK_BIAS * c.frees;
+    return c;
+}
 
 #endif /* HEAPLINE_REGION_H */

@@ -4,8 +4,9 @@
  * The exported allocation functions (override.c) jump through hl_impl, which
  * starts on the bootstrap functions (boot.c), then points at the counting
  * functions of the mode chosen at start (count_glibc.c, count_generic.c), or
- * straight at the next allocator when profiling is off. One indirect jump
- * buys all of that without a branch on the allocation path.
+ * straight at the next allocator when profiling is off. malloc and free,
+ * the hot pair, count inline in the glibc mode and test hl_glibc_mode
+ * instead: a predictable branch is cheaper there than a taken jump.
  */
 #ifndef HEAPLINE_SHIM_H
 #define HEAPLINE_SHIM_H
@@ -38,26 +39,31 @@ struct hl_fns {
 extern HL_HIDDEN struct hl_fns hl_next;
 extern HL_HIDDEN struct hl_fns hl_impl;
 extern HL_HIDDEN const struct hl_fns hl_glibc_fns, hl_generic_fns;
+extern HL_HIDDEN unsigned char hl_glibc_mode; /* malloc and free count inline (count_glibc.c) */
 
 /* ---- per-thread state -------------------------------------------------
  * Initial-exec TLS: the only model that never calls malloc (a dynamic TLS
- * block is allocated lazily by __tls_get_addr). `slot` starts on hl_dummy,
- * whose marks are 0, so a thread's first operation fails the fast path's
- * mark check and registers it; exited and slot-less threads keep hl_dummy
- * and count through the atomic slow path. */
+ * block is allocated lazily by __tls_get_addr). `slot` is what the fast path
+ * adds to; it starts on hl_dummy, whose words are all ones, so any add
+ * carries and a thread's first operation takes the slow path, which
+ * registers it. Exited and slot-less threads, and every thread when the peak
+ * must be exact, keep hl_dummy there; `own` is the thread's real slot. */
 enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE,
        HL_T_IGNORED /* a thread of the shim's own Go runtime (gothreads.c) */ };
 struct hl_thread {
-    struct hl_slot *slot;
+    struct hl_slot *slot;   /* the fast path's: own, or hl_dummy */
+    struct hl_slot *own;    /* NULL without a slot */
+    uint64_t alloc_mark;    /* slow path: publish when own->alloc_bytes reaches it */
+    uint64_t free_mark;
     uint32_t state;
-    uint32_t in_boot; /* this thread is resolving the next allocator */
+    uint32_t in_boot;       /* this thread is resolving the next allocator */
 };
 extern __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) HL_HIDDEN;
 extern HL_HIDDEN struct hl_slot hl_dummy;
 
 /* ---- process state ---------------------------------------------------- */
 extern HL_HIDDEN struct hl_header *hl_region;   /* NULL when profiling is off */
-extern HL_HIDDEN uint64_t hl_peak_batch;
+extern HL_HIDDEN uint64_t hl_peak_batch; /* slow-path batch; 0: every operation publishes */
 
 /* boot.c */
 void hl_boot(void);
@@ -66,9 +72,13 @@ size_t hl_pool_size(const void *p);
 void hl_say(const char *first, ...) __attribute__((sentinel)); /* one "heapline: " line on stderr */
 void hl_set_mode_off(const char *why);
 
-/* thread.c */
+/* thread.c: the slow paths. *_slow take a block's usable size (mmapped and
+ * large blocks, other allocators); *_chunk a glibc chunk size whose add to
+ * the fast word would carry, or that found no fast slot. */
 void hl_alloc_slow(size_t usable);
 void hl_free_slow(size_t usable);
+void hl_alloc_chunk(size_t chunk);
+void hl_free_chunk(size_t chunk);
 void hl_thread_init(void);
 void hl_totals(struct hl_header *r, struct hl_counters *out);
 void hl_peak_update(struct hl_header *r, int64_t live);
@@ -93,34 +103,5 @@ uint64_t hl_start_ticks(void);
 
 /* summary.c */
 void hl_summary_write(void);
-
-/* ---- the counting fast paths ------------------------------------------
- * A plain add to the thread's own slot. The mark check folds three slow
- * cases into one compare: an unregistered or slot-less thread (hl_dummy's
- * marks are 0), and a thread that has allocated (or freed) peak_batch bytes
- * since it last published to the shared peak. */
-static inline void hl_count_alloc(size_t usable)
-{
-    struct hl_slot *s = hl_self.slot;
-    uint64_t bytes = s->c.allocated_bytes + usable;
-    if (HL_UNLIKELY(bytes >= s->alloc_mark)) {
-        hl_alloc_slow(usable);
-        return;
-    }
-    s->c.allocated_bytes = bytes;
-    s->c.allocs++;
-}
-
-static inline void hl_count_free(size_t usable)
-{
-    struct hl_slot *s = hl_self.slot;
-    uint64_t bytes = s->c.freed_bytes + usable;
-    if (HL_UNLIKELY(bytes >= s->free_mark)) {
-        hl_free_slow(usable);
-        return;
-    }
-    s->c.freed_bytes = bytes;
-    s->c.frees++;
-}
 
 #endif /* HEAPLINE_SHIM_H */

@@ -183,7 +183,7 @@ void hl_summary_write(void)
         field_i64(&o, "live_bytes", live);
         field_i64(&o, "live_blocks", (int64_t)(t.allocs - t.frees));
         field_u64(&o, "peak_live_bytes", peak);
-        field_u64(&o, "peak_error_bytes", r->peak_batch * r->threads_max);
+        field_u64(&o, "peak_error_bytes", r->peak_slack * r->threads_max);
         field_u64(&o, "allocs", t.allocs);
         field_u64(&o, "frees", t.frees);
         field_u64(&o, "allocated_bytes", t.allocated_bytes);

@@ -15,11 +15,14 @@
 #include <sys/syscall.h>
 #include "shim.h"
 
-__thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) = {&hl_dummy, HL_T_NEW, 0};
+__thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) = {
+    .slot = &hl_dummy, .state = HL_T_NEW,
+};
 
-/* Marks of 0 send every operation of a thread without a slot to the slow
- * path. Nothing ever writes here. */
-struct hl_slot hl_dummy;
+/* All ones: any add to its words carries, which sends the operation to the
+ * slow path. The fast path stores only when its add does not carry, so
+ * nothing ever writes here. */
+struct hl_slot hl_dummy = {.alloc_word = ~0ull, .free_word = ~0ull};
 
 static pthread_key_t exit_key;
 static int exit_key_ok;
@@ -45,23 +48,30 @@ void hl_peak_update(struct hl_header *r, int64_t live)
         max_store(&r->peak_live, (uint64_t)live);
 }
 
+static int64_t live_of(const struct hl_slot *s)
+{
+    struct hl_counters c = hl_slot_counts(s);
+    return (int64_t)(c.allocated_bytes - c.freed_bytes);
+}
+
 // ---- publish --------------------------------------------------------------------
 
 /* Add this slot's net change since its last publication to the shared
- * total, and move its marks peak_batch bytes on. Between publications a
- * thread holds less than peak_batch bytes of allocation and of release
- * unpublished, which bounds the peak's error (docs/counting.md). */
+ * total, and move the slow path's marks on. A thread holds unpublished less
+ * than 256 KiB of fast-path bytes (the word carries every 256 KiB) plus
+ * less than peak_batch bytes of slow-path ones, each way: that bounds the
+ * peak's error (docs/counting.md). */
 static void publish(struct hl_header *r, struct hl_slot *s)
 {
-    int64_t net = (int64_t)(s->c.allocated_bytes - s->c.freed_bytes);
-    int64_t d = net - s->synced_live;
-    s->synced_live = net;
-    s->alloc_mark = s->c.allocated_bytes + hl_peak_batch;
-    s->free_mark = s->c.freed_bytes + hl_peak_batch;
+    int64_t live = live_of(s);
+    int64_t d = live - s->synced_live;
+    s->synced_live = live;
+    hl_self.alloc_mark = s->alloc_bytes + hl_peak_batch;
+    hl_self.free_mark = s->free_bytes + hl_peak_batch;
     if (d != 0) {
-        int64_t live = __atomic_add_fetch(&r->published_live, d, RELAXED);
+        int64_t now = __atomic_add_fetch(&r->published_live, d, RELAXED);
         if (d > 0)
-            hl_peak_update(r, live);
+            hl_peak_update(r, now);
     }
 }
 
@@ -99,17 +109,27 @@ static HL_NOINLINE void thread_start(void)
             continue;
         __atomic_store_n(&claim_hint, j + 1, RELAXED);
         /* a freed slot was zeroed by its fold */
-        s->synced_live = 0;
-        s->alloc_mark = hl_peak_batch;
-        s->free_mark = hl_peak_batch;
         s->tid = (uint32_t)syscall(SYS_gettid);
         max_store(&r->threads_max, __atomic_add_fetch(&r->threads_live, 1, RELAXED));
-        hl_self.slot = s;
+        hl_self.own = s;
+        hl_self.alloc_mark = hl_self.free_mark = hl_peak_batch;
+        /* With a batch of 0 the peak is exact: every operation takes the
+         * slow path and publishes, so the fast path keeps hl_dummy. */
+        hl_self.slot = hl_peak_batch ? s : &hl_dummy;
         hl_self.state = HL_T_SLOTTED;
         return;
     }
     __atomic_add_fetch(&r->overflow_threads, 1, RELAXED);
     hl_self.state = HL_T_OVERFLOW;
+}
+
+/* The thread's slot, registering it on its first operation; NULL when it
+ * has none (no free slot, exited, or the region is gone). */
+static struct hl_slot *own_slot(void)
+{
+    if (hl_self.state == HL_T_NEW)
+        thread_start();
+    return hl_self.own;
 }
 
 // ---- slow paths -------------------------------------------------------------------
@@ -133,11 +153,25 @@ static void atomic_count(int alloc, size_t usable)
     }
 }
 
-static struct hl_slot *own_slot(void)
+/* One operation of `bytes` (usable + 8) on one side of the slot. */
+static void count_slow(int alloc, uint64_t bytes)
 {
-    if (hl_self.slot == &hl_dummy && hl_self.state == HL_T_NEW)
-        thread_start();
-    return hl_self.slot;
+    struct hl_slot *s = own_slot();
+    if (s == NULL) {
+        atomic_count(alloc, bytes - HL_CHUNK_BIAS);
+        return;
+    }
+    if (alloc) {
+        s->allocs++;
+        s->alloc_bytes += bytes;
+        if (s->alloc_bytes >= hl_self.alloc_mark)
+            publish(hl_region, s);
+    } else {
+        s->frees++;
+        s->free_bytes += bytes;
+        if (s->free_bytes >= hl_self.free_mark)
+            publish(hl_region, s);
+    }
 }
 
 void hl_alloc_slow(size_t usable)
@@ -145,15 +179,7 @@ void hl_alloc_slow(size_t usable)
     if (hl_self.state == HL_T_IGNORED)
         return;
     int saved = errno;
-    struct hl_slot *s = own_slot();
-    if (s == &hl_dummy) {
-        atomic_count(1, usable);
-    } else {
-        s->c.allocs++;
-        s->c.allocated_bytes += usable;
-        if (s->c.allocated_bytes >= s->alloc_mark)
-            publish(hl_region, s);
-    }
+    count_slow(1, usable + HL_CHUNK_BIAS);
     errno = saved;
 }
 
@@ -162,17 +188,42 @@ void hl_free_slow(size_t usable)
     if (hl_self.state == HL_T_IGNORED)
         return;
     int saved = errno;
+    count_slow(0, usable + HL_CHUNK_BIAS);
+    errno = saved;
+}
+
+/* The fast path's add to a word would carry, or found hl_dummy. A real
+ * carry: store the wrapped word, move the 256 KiB it dropped into the byte
+ * counter, move a large count out too (it never gets near 2^50 between two
+ * carries, but a reader must never see it spill), and publish. */
+static void count_chunk(int alloc, size_t chunk)
+{
+    if (hl_self.state == HL_T_IGNORED)
+        return;
+    int saved = errno;
+    struct hl_slot *fast = hl_self.slot;
     struct hl_slot *s = own_slot();
-    if (s == &hl_dummy) {
-        atomic_count(0, usable);
+    if (s == NULL || fast != s) {
+        count_slow(alloc, chunk); /* no fast slot: this operation counts here */
     } else {
-        s->c.frees++;
-        s->c.freed_bytes += usable;
-        if (s->c.freed_bytes >= s->free_mark)
-            publish(hl_region, s);
+        uint64_t inc = ((uint64_t)chunk << (HL_WORD_SHIFT - 4)) | 1;
+        uint64_t *word = alloc ? &s->alloc_word : &s->free_word;
+        uint64_t *bytes = alloc ? &s->alloc_bytes : &s->free_bytes;
+        uint64_t *count = alloc ? &s->allocs : &s->frees;
+        uint64_t w = *word + inc; /* wraps: that is the carry */
+        *bytes += HL_WORD_BATCH;
+        if ((w & HL_WORD_COUNT_MASK) > (HL_WORD_COUNT_MASK >> 1)) {
+            *count += w & HL_WORD_COUNT_MASK;
+            w &= ~HL_WORD_COUNT_MASK;
+        }
+        *word = w;
+        publish(hl_region, s);
     }
     errno = saved;
 }
+
+void hl_alloc_chunk(size_t chunk) { count_chunk(1, chunk); }
+void hl_free_chunk(size_t chunk) { count_chunk(0, chunk); }
 
 // ---- thread exit ------------------------------------------------------------------
 
@@ -187,13 +238,15 @@ static void fold(struct hl_header *r, struct hl_slot *s)
     __atomic_store_n(&r->seq, seq + 1, RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
 
-    __atomic_add_fetch(&r->retired.allocs, s->c.allocs, RELAXED);
-    __atomic_add_fetch(&r->retired.frees, s->c.frees, RELAXED);
-    __atomic_add_fetch(&r->retired.allocated_bytes, s->c.allocated_bytes, RELAXED);
-    __atomic_add_fetch(&r->retired.freed_bytes, s->c.freed_bytes, RELAXED);
+    struct hl_counters c = hl_slot_counts(s);
+    __atomic_add_fetch(&r->retired.allocs, c.allocs, RELAXED);
+    __atomic_add_fetch(&r->retired.frees, c.frees, RELAXED);
+    __atomic_add_fetch(&r->retired.allocated_bytes, c.allocated_bytes, RELAXED);
+    __atomic_add_fetch(&r->retired.freed_bytes, c.freed_bytes, RELAXED);
     publish(r, s);
-    memset(&s->c, 0, sizeof s->c);
-    s->alloc_mark = s->free_mark = 0;
+    s->alloc_word = s->free_word = 0;
+    s->alloc_bytes = s->free_bytes = 0;
+    s->allocs = s->frees = 0;
     s->synced_live = 0;
 
     __atomic_store_n(&r->seq, seq + 2, __ATOMIC_RELEASE);
@@ -205,11 +258,11 @@ static void fold(struct hl_header *r, struct hl_slot *s)
 
 static void thread_exit(void *unused)
 {
-    struct hl_slot *s = hl_self.slot;
-    uint32_t state = hl_self.state;
+    struct hl_slot *s = hl_self.own;
     hl_self.slot = &hl_dummy;
+    hl_self.own = NULL;
     hl_self.state = HL_T_GONE; /* later frees of this thread: atomic path */
-    if (state == HL_T_SLOTTED && hl_region != NULL)
+    if (s != NULL && hl_region != NULL)
         fold(hl_region, s);
 }
 
@@ -232,10 +285,11 @@ void hl_totals(struct hl_header *r, struct hl_counters *out)
             __atomic_load_n(&r->retired.freed_bytes, RELAXED),
         };
         for (uint32_t i = 0; i < r->nslots; i++) {
-            t.allocs += __atomic_load_n(&slots[i].c.allocs, RELAXED);
-            t.frees += __atomic_load_n(&slots[i].c.frees, RELAXED);
-            t.allocated_bytes += __atomic_load_n(&slots[i].c.allocated_bytes, RELAXED);
-            t.freed_bytes += __atomic_load_n(&slots[i].c.freed_bytes, RELAXED);
+            struct hl_counters c = hl_slot_counts(&slots[i]);
+            t.allocs += c.allocs;
+            t.frees += c.frees;
+            t.allocated_bytes += c.allocated_bytes;
+            t.freed_bytes += c.freed_bytes;
         }
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&r->seq, RELAXED) == s1 || tries >= 1000) {
@@ -249,5 +303,6 @@ void hl_totals(struct hl_header *r, struct hl_counters *out)
 void hl_thread_forget(void)
 {
     hl_self.slot = &hl_dummy;
+    hl_self.own = NULL;
     hl_self.state = HL_T_NEW;
 }

@@ -15,6 +15,14 @@ const (
 	FlagExited    = 1                  // HL_FLAG_EXITED
 	PathPrefix    = "heapline."        // basename part of HL_PATH_PREFIX
 	MaxRegionSize = HeaderSize + SlotsMax*SlotSize
+
+	// A slot's fast-path words: operations in bits 0..49, chunk bytes in
+	// units of 16 modulo 2^14 units in bits 50..63 (region.h, hl_slot).
+	WordShift     = 50               // HL_WORD_SHIFT
+	WordUnit      = 16               // HL_WORD_UNIT
+	WordCountMask = 1<<WordShift - 1 // HL_WORD_COUNT_MASK
+	WordBatch     = 1 << 18          // HL_WORD_BATCH
+	ChunkBias     = 8                // HL_CHUNK_BIAS: slot bytes are usable + 8
 )
 
 // Offsets in struct hl_header.
@@ -29,7 +37,7 @@ const (
 	offUID             = 36
 	offStartTicks      = 40
 	offStartNS         = 48
-	offPeakBatch       = 56
+	offPeakSlack       = 56
 	offSeq             = 64
 	offFoldLock        = 72
 	offFlags           = 76
@@ -44,7 +52,7 @@ const (
 	offCommand         = 256
 )
 
-// Offsets in struct hl_counters (header.retired and slot.c).
+// Offsets in struct hl_counters (header.retired).
 const (
 	offAllocs         = 0
 	offFrees          = 8
@@ -55,9 +63,12 @@ const (
 
 // Offsets in struct hl_slot.
 const (
-	offSlotC          = 0
-	offSlotAllocMark  = 32
-	offSlotFreeMark   = 40
+	offSlotAllocWord  = 0
+	offSlotFreeWord   = 8
+	offSlotAllocBytes = 16
+	offSlotFreeBytes  = 24
+	offSlotAllocs     = 32
+	offSlotFrees      = 40
 	offSlotSyncedLive = 48
 	offSlotTID        = 56
 	offSlotState      = 60
@@ -75,9 +86,12 @@ var goFields = map[string]field{
 	"hl_counters.allocated_bytes": {offAllocatedBytes, 8},
 	"hl_counters.freed_bytes":     {offFreedBytes, 8},
 
-	"hl_slot.c":           {offSlotC, countersSize},
-	"hl_slot.alloc_mark":  {offSlotAllocMark, 8},
-	"hl_slot.free_mark":   {offSlotFreeMark, 8},
+	"hl_slot.alloc_word":  {offSlotAllocWord, 8},
+	"hl_slot.free_word":   {offSlotFreeWord, 8},
+	"hl_slot.alloc_bytes": {offSlotAllocBytes, 8},
+	"hl_slot.free_bytes":  {offSlotFreeBytes, 8},
+	"hl_slot.allocs":      {offSlotAllocs, 8},
+	"hl_slot.frees":       {offSlotFrees, 8},
 	"hl_slot.synced_live": {offSlotSyncedLive, 8},
 	"hl_slot.tid":         {offSlotTID, 4},
 	"hl_slot.state":       {offSlotState, 4},
@@ -92,7 +106,7 @@ var goFields = map[string]field{
 	"hl_header.uid":              {offUID, 4},
 	"hl_header.start_ticks":      {offStartTicks, 8},
 	"hl_header.start_ns":         {offStartNS, 8},
-	"hl_header.peak_batch":       {offPeakBatch, 8},
+	"hl_header.peak_slack":       {offPeakSlack, 8},
 	"hl_header.seq":              {offSeq, 8},
 	"hl_header.fold_lock":        {offFoldLock, 4},
 	"hl_header.flags":            {offFlags, 4},
@@ -117,6 +131,11 @@ var goConstants = map[string]uint64{
 	"HL_SLOTS_MAX":       SlotsMax,
 	"HL_COMMAND_MAX":     CommandMax,
 	"HL_FLAG_EXITED":     FlagExited,
+	"HL_WORD_SHIFT":      WordShift,
+	"HL_WORD_UNIT":       WordUnit,
+	"HL_WORD_COUNT_MASK": WordCountMask,
+	"HL_WORD_BATCH":      WordBatch,
+	"HL_CHUNK_BIAS":      ChunkBias,
 	"sizeof hl_header":   HeaderSize,
 	"sizeof hl_slot":     SlotSize,
 	"sizeof hl_counters": countersSize,

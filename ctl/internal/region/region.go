@@ -83,7 +83,7 @@ type header struct {
 	uid        uint32
 	startTicks uint64
 	startNS    uint64
-	peakBatch  uint64
+	peakSlack  uint64
 	command    string
 }
 
@@ -148,7 +148,7 @@ func validate(v view, pid int) (header, error) {
 		uid:        v.u32(offUID),
 		startTicks: v.u64(offStartTicks),
 		startNS:    v.u64(offStartNS),
-		peakBatch:  v.u64(offPeakBatch),
+		peakSlack:  v.u64(offPeakSlack),
 		command:    strings.ToValidUTF8(cmd[:end], "\uFFFD"),
 	}
 	return h, nil
@@ -161,6 +161,19 @@ func (c *counters) add(v view, off int) {
 	c.frees += v.u64(off + offFrees)
 	c.allocated += v.u64(off + offAllocatedBytes)
 	c.freed += v.u64(off + offFreedBytes)
+}
+
+// addSlot adds one slot's counters, decoded as region.h's hl_slot says:
+// the fast-path words hold counts in their low bits and chunk bytes, in
+// units of 16, in their high bits; bytes are kept as usable + 8.
+func (c *counters) addSlot(v view, off int) {
+	aw, fw := v.u64(off+offSlotAllocWord), v.u64(off+offSlotFreeWord)
+	allocs := v.u64(off+offSlotAllocs) + aw&WordCountMask
+	frees := v.u64(off+offSlotFrees) + fw&WordCountMask
+	c.allocs += allocs
+	c.frees += frees
+	c.allocated += v.u64(off+offSlotAllocBytes) + aw>>WordShift*WordUnit - ChunkBias*allocs
+	c.freed += v.u64(off+offSlotFreeBytes) + fw>>WordShift*WordUnit - ChunkBias*frees
 }
 
 // sum is the seqlock read of the region contract: a sum is accepted only if
@@ -185,7 +198,7 @@ func sum(v view, h header, pid int) (report.Summary, error) {
 		var c counters
 		c.add(v, offRetired)
 		for i := 0; i < h.nslots; i++ {
-			c.add(v, HeaderSize+i*SlotSize+offSlotC)
+			c.addSlot(v, HeaderSize+i*SlotSize)
 		}
 		flags := v.u32(offFlags)
 		exitNS := v.u64(offExitNS)
@@ -209,9 +222,9 @@ func summarize(h header, pid int, c counters, flags uint32, exitNS, threadsSeen,
 		return report.Summary{}, fmt.Errorf("implausible peak_live %d", peakLive)
 	}
 	peak := max(int64(peakLive), live)
-	hi, lo := bits.Mul64(h.peakBatch, threadsMax)
+	hi, lo := bits.Mul64(h.peakSlack, threadsMax)
 	if hi != 0 || lo > math.MaxInt64 {
-		return report.Summary{}, fmt.Errorf("implausible peak error: peak_batch %d times threads_max %d overflows", h.peakBatch, threadsMax)
+		return report.Summary{}, fmt.Errorf("implausible peak error: peak_slack %d times threads_max %d overflows", h.peakSlack, threadsMax)
 	}
 	exited := flags&FlagExited != 0
 	var elapsed float64

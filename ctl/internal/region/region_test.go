@@ -25,7 +25,7 @@ type fake struct {
 	nslots      int
 	startTicks  uint64
 	startNS     uint64
-	peakBatch   uint64
+	peakSlack   uint64
 	seq         uint64
 	flags       uint32
 	threadsSeen uint64
@@ -52,7 +52,7 @@ func (f fake) bytes() []byte {
 	le.PutUint32(b[offUID:], f.uid)
 	le.PutUint64(b[offStartTicks:], f.startTicks)
 	le.PutUint64(b[offStartNS:], f.startNS)
-	le.PutUint64(b[offPeakBatch:], f.peakBatch)
+	le.PutUint64(b[offPeakSlack:], f.peakSlack)
 	le.PutUint64(b[offSeq:], f.seq)
 	le.PutUint32(b[offFlags:], f.flags)
 	le.PutUint64(b[offThreadsSeen:], f.threadsSeen)
@@ -64,13 +64,33 @@ func (f fake) bytes() []byte {
 	copy(b[offCommand:offCommand+CommandMax-1], f.command)
 	for i, c := range f.slots {
 		s := b[HeaderSize+i*SlotSize:]
-		putCounters(s[offSlotC:], c)
+		putSlot(s, c)
 		le.PutUint32(s[offSlotTID:], uint32(1000+i))
 		if !f.freeSlots[i] {
 			le.PutUint32(s[offSlotState:], 1)
 		}
 	}
 	return b
+}
+
+// putSlot encodes counters the way the shim keeps them: part of the count
+// and of the bytes in the fast-path words, the rest in the plain fields,
+// bytes as usable + 8 (region.h, hl_slot).
+func putSlot(b []byte, c counters) {
+	le := binary.LittleEndian
+	enc := func(count, usable uint64) (word, rest, bytes uint64) {
+		e := usable + ChunkBias*count
+		inWord := e & (WordBatch - 1) &^ (WordUnit - 1)
+		return (inWord/WordUnit)<<WordShift | count/2, count - count/2, e - inWord
+	}
+	w, n, e := enc(c.allocs, c.allocated)
+	le.PutUint64(b[offSlotAllocWord:], w)
+	le.PutUint64(b[offSlotAllocs:], n)
+	le.PutUint64(b[offSlotAllocBytes:], e)
+	w, n, e = enc(c.frees, c.freed)
+	le.PutUint64(b[offSlotFreeWord:], w)
+	le.PutUint64(b[offSlotFrees:], n)
+	le.PutUint64(b[offSlotFreeBytes:], e)
 }
 
 func putCounters(b []byte, c counters) {
@@ -87,7 +107,7 @@ func sample(pid int) fake {
 	return fake{
 		pid: pid, uid: uint32(os.Geteuid()), nslots: 8,
 		startTicks: 0, startNS: 1_000_000_000, exitNS: 3_210_000_000,
-		peakBatch: 262144, threadsSeen: 5, threadsLive: 2, threadsMax: 3,
+		peakSlack: 524288, threadsSeen: 5, threadsLive: 2, threadsMax: 3,
 		flags: FlagExited, peakLive: 300_000_000,
 		retired: counters{allocs: 4000, frees: 3990, allocated: 500_000, freed: 400_000},
 		slots: map[int]counters{
@@ -109,7 +129,7 @@ func sampleWant(pid int) report.Summary {
 	return report.Summary{
 		PID: pid, Command: "python3 script.py", Source: "preload", ElapsedS: 2.21,
 		LiveBytes: int64(alloc - freed), LiveBlocks: int64(allocs - frees),
-		PeakLiveBytes: 300_000_000, PeakErrorBytes: 262144 * 3,
+		PeakLiveBytes: 300_000_000, PeakErrorBytes: 524288 * 3,
 		Allocs: allocs, Frees: frees, AllocatedBytes: alloc, FreedBytes: freed,
 		Threads: 5, Exited: true,
 	}
@@ -399,7 +419,7 @@ func TestCorrupt(t *testing.T) {
 			return b
 		}, "command not NUL-terminated within 256 bytes"},
 		{"peak", func(b []byte) []byte { le.PutUint64(b[offPeakLive:], math.MaxUint64); return b }, "implausible peak_live"},
-		{"peak error", func(b []byte) []byte { le.PutUint64(b[offPeakBatch:], math.MaxUint64/2); return b }, "implausible peak error"},
+		{"peak error", func(b []byte) []byte { le.PutUint64(b[offPeakSlack:], math.MaxUint64/2); return b }, "implausible peak error"},
 		{"exit before start", func(b []byte) []byte { le.PutUint64(b[offExitNS:], 5); return b }, "exit_ns 5 before start_ns 1000000000"},
 	}
 	for _, c := range cases {
