@@ -60,6 +60,20 @@ int hl_pool_owns(const void *p)
 
 size_t hl_pool_size(const void *p) { return (((const size_t *)p)[-1] & ~(size_t)7) - 16; }
 
+/* realloc of a bootstrap block, after boot: it moves to the real heap,
+ * counted there; the pool keeps the old one (its frees are no-ops). */
+HL_COLD void *hl_pool_realloc(void *p, size_t n)
+{
+    if (n == 0)
+        return NULL;
+    void *q = hl_impl.malloc(n);
+    if (q != NULL) {
+        size_t old = hl_pool_size(p);
+        memcpy(q, p, old < n ? old : n);
+    }
+    return q;
+}
+
 // ---- messages ---------------------------------------------------------------------
 
 /* One line on stderr, with write(2): stdio may allocate and lock. The

@@ -8,24 +8,12 @@
  * Pass-through (profiling off) lives here too: it only has to keep the
  * bootstrap pool away from the next allocator.
  */
-#include <string.h>
 #include "shim.h"
 
 /* Each operation is a call into thread.c's slow path: still the thread's
  * own slot, no lock, no shared atomic but the batched publication. */
 static inline void counted(void *p) { hl_alloc_slow(hl_next.usable(p)); }
 
-static HL_COLD void *realloc_pool(void *p, size_t n)
-{
-    if (n == 0)
-        return NULL;
-    void *q = hl_impl.malloc(n);
-    if (q != NULL) {
-        size_t old = hl_pool_size(p);
-        memcpy(q, p, old < n ? old : n);
-    }
-    return q;
-}
 
 // ---- counting -------------------------------------------------------------------
 
@@ -58,7 +46,7 @@ static void *x_realloc(void *p, size_t n)
     if (p == NULL)
         return x_malloc(n);
     if (HL_UNLIKELY(hl_pool_owns(p)))
-        return realloc_pool(p, n);
+        return hl_pool_realloc(p, n);
     size_t old = hl_next.usable(p);
     void *q = hl_next.realloc(p, n);
     if (q != NULL) {
@@ -108,7 +96,7 @@ static void off_free(void *p)
 static void *off_realloc(void *p, size_t n)
 {
     if (HL_UNLIKELY(p != NULL && hl_pool_owns(p)))
-        return realloc_pool(p, n);
+        return hl_pool_realloc(p, n);
     return hl_next.realloc(p, n);
 }
 

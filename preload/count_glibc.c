@@ -12,7 +12,6 @@
  * The mmap bit doubles as the bootstrap pool's mark (boot.c), so the pool
  * check costs nothing on the common path.
  */
-#include <string.h>
 #include "shim.h"
 
 #define HDR(p)        (((const size_t *)(p))[-1])
@@ -154,18 +153,6 @@ static void *g_calloc(size_t n, size_t size)
     return p;
 }
 
-static HL_COLD void *realloc_pool(void *p, size_t n)
-{
-    /* dlsym's bootstrap block moves to the real heap; the pool keeps it */
-    if (n == 0)
-        return NULL;
-    void *q = hl_impl.malloc(n);
-    if (q != NULL) {
-        size_t old = hl_pool_size(p);
-        memcpy(q, p, old < n ? old : n);
-    }
-    return q;
-}
 
 static void *g_realloc(void *p, size_t n)
 {
@@ -173,7 +160,7 @@ static void *g_realloc(void *p, size_t n)
         return g_malloc(n);
     size_t h = HDR(p);
     if (HL_UNLIKELY((h & IS_MMAPPED) && hl_pool_owns(p)))
-        return realloc_pool(p, n);
+        return hl_pool_realloc(p, n);
     void *q = hl_next.realloc(p, n);
     if (q != NULL) {
         count_free(h);

@@ -69,6 +69,7 @@ extern HL_HIDDEN uint64_t hl_peak_batch; /* slow-path batch; 0: every operation 
 void hl_boot(void);
 int  hl_pool_owns(const void *p);
 size_t hl_pool_size(const void *p);
+void *hl_pool_realloc(void *p, size_t n);
 void hl_say(const char *first, ...) __attribute__((sentinel)); /* one "heapline: " line on stderr */
 void hl_set_mode_off(const char *why);
 
