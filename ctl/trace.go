@@ -161,15 +161,8 @@ func tracePID(ctx context.Context, e *env, o traceOpts) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	done := t.loop(ctx, exited, sigs)
-	s, err := t.summary(done)
-	if err != nil {
-		return err
-	}
-	if o.finished != nil {
-		o.finished(tr)
-	}
-	return t.print(s)
+	_, err = t.follow(ctx, exited, sigs, tr)
+	return err
 }
 
 // traceCmd starts argv stopped right after its execve, before the dynamic
@@ -225,15 +218,8 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	done := t.loop(ctx, exited, sigs)
-	s, err := t.summary(done)
+	done, err := t.follow(ctx, exited, sigs, tr)
 	if err != nil {
-		return err
-	}
-	if o.finished != nil {
-		o.finished(tr)
-	}
-	if err := t.print(s); err != nil {
 		return err
 	}
 	if done != traceEndExit {
@@ -405,6 +391,20 @@ func (t *tracing) loop(ctx context.Context, exited <-chan struct{}, sigs <-chan 
 }
 
 // read makes a Summary from the counters now.
+// follow traces until the process exits, a signal arrives or --duration
+// ends, then prints the counters; it says which of those ended it.
+func (t *tracing) follow(ctx context.Context, exited <-chan struct{}, sigs <-chan os.Signal, tr *bpf.Tracer) (traceEnd, error) {
+	done := t.loop(ctx, exited, sigs)
+	s, err := t.summary(done)
+	if err != nil {
+		return done, err
+	}
+	if t.o.finished != nil {
+		t.o.finished(tr)
+	}
+	return done, t.print(s)
+}
+
 func (t *tracing) read(exited bool) (report.Summary, error) {
 	c, err := t.tr.Read()
 	if err != nil {
