@@ -1,0 +1,7 @@
+package main
+
+// An empty c-shared library: what loading a Go runtime costs a program.
+
+import "C"
+
+func main() {}
