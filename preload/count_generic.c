@@ -33,14 +33,6 @@ static void x_free(void *p)
     hl_next.free(p);
 }
 
-static void *x_calloc(size_t n, size_t size)
-{
-    void *p = hl_next.calloc(n, size);
-    if (HL_LIKELY(p != NULL))
-        counted(p);
-    return p;
-}
-
 static void *x_realloc(void *p, size_t n)
 {
     if (p == NULL)
@@ -58,25 +50,8 @@ static void *x_realloc(void *p, size_t n)
     return q;
 }
 
-static int x_posix_memalign(void **out, size_t align, size_t n)
-{
-    int err = hl_next.posix_memalign(out, align, n);
-    if (err == 0)
-        counted(*out);
-    return err;
-}
-
-#define ALIGNED(name, ...)                     \
-    {                                          \
-        void *p = hl_next.name(__VA_ARGS__);   \
-        if (HL_LIKELY(p != NULL))              \
-            counted(p);                        \
-        return p;                              \
-    }
-static void *x_aligned_alloc(size_t a, size_t n) ALIGNED(aligned_alloc, a, n)
-static void *x_memalign(size_t a, size_t n) ALIGNED(memalign, a, n)
-static void *x_valloc(size_t n) ALIGNED(valloc, n)
-static void *x_pvalloc(size_t n) ALIGNED(pvalloc, n)
+#define FAMILY(name) x_##name
+#include "family.h"
 
 const struct hl_fns hl_generic_fns = {
     .malloc = x_malloc, .free = x_free, .calloc = x_calloc, .realloc = x_realloc,

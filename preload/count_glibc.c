@@ -145,14 +145,6 @@ HL_EXPORT void free(void *p)
 static void *g_malloc_fn(size_t n) { return g_malloc(n); }
 static void g_free_fn(void *p) { g_free(p); }
 
-static void *g_calloc(size_t n, size_t size)
-{
-    void *p = hl_next.calloc(n, size);
-    if (HL_LIKELY(p != NULL))
-        counted(p);
-    return p;
-}
-
 
 static void *g_realloc(void *p, size_t n)
 {
@@ -171,25 +163,8 @@ static void *g_realloc(void *p, size_t n)
     return q;
 }
 
-static int g_posix_memalign(void **out, size_t align, size_t n)
-{
-    int err = hl_next.posix_memalign(out, align, n);
-    if (err == 0)
-        counted(*out);
-    return err;
-}
-
-#define ALIGNED(name, ...)                     \
-    {                                          \
-        void *p = hl_next.name(__VA_ARGS__);   \
-        if (HL_LIKELY(p != NULL))              \
-            counted(p);                        \
-        return p;                              \
-    }
-static void *g_aligned_alloc(size_t a, size_t n) ALIGNED(aligned_alloc, a, n)
-static void *g_memalign(size_t a, size_t n) ALIGNED(memalign, a, n)
-static void *g_valloc(size_t n) ALIGNED(valloc, n)
-static void *g_pvalloc(size_t n) ALIGNED(pvalloc, n)
+#define FAMILY(name) g_##name
+#include "family.h"
 
 const struct hl_fns hl_glibc_fns = {
     .malloc = g_malloc_fn, .free = g_free_fn, .calloc = g_calloc, .realloc = g_realloc,
