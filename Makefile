@@ -36,11 +36,11 @@ $(BIN)/heapctl: $(GO_SRC)
 
 scenarios: $(SCEN_BINS)
 
-$(BIN)/%: scenarios/%.c
+$(BIN)/%: scenarios/%.c scenarios/scenario.h
 	@mkdir -p $(BIN)
 	$(CC) $(SCEN_CFLAGS) -o $@ $<
 
-$(BIN)/%: scenarios/%.cc
+$(BIN)/%: scenarios/%.cc scenarios/scenario.h
 	@mkdir -p $(BIN)
 	$(CXX) $(SCEN_CXXFLAGS) -o $@ $<
 

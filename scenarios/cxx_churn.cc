@@ -21,6 +21,9 @@
 #include <thread>
 #include <vector>
 
+#define SCENARIO "cxx_churn"
+#include "scenario.h"
+
 namespace {
 
 struct Config {
@@ -33,29 +36,13 @@ struct Config {
 	bool verbose = false;
 };
 
-inline uint64_t xorshift64(uint64_t &s) {
-	uint64_t x = s;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return s = x;
-}
-
-uint64_t threadSeed(uint64_t seed, long index) {
-	uint64_t z = seed + uint64_t(index + 1) * 0x9E3779B97F4A7C15ULL;
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	z ^= z >> 31;
-	return z ? z : 1;
-}
-
 uint64_t churn(const Config &c, long index) {
-	uint64_t state = threadSeed(c.seed, index);
+	uint64_t state = seed_for(c.seed, uint64_t(index));
 	uint64_t span = uint64_t(c.max - c.min + 1);
 	uint64_t sum = 0;
 	std::map<uint32_t, std::string> m;
 	for (long i = 0; i < c.iters; i++) {
-		uint64_t r = xorshift64(state);
+		uint64_t r = xorshift64(&state);
 		size_t len = size_t(c.min) + size_t((r >> 32) % span);
 		auto [it, inserted] = m.try_emplace(uint32_t(r), len, char('a' + i % 26));
 		if (!inserted)
@@ -63,7 +50,7 @@ uint64_t churn(const Config &c, long index) {
 		if (long(m.size()) > c.keep) {
 			// Erase the first entry at or after a random key: a random
 			// victim without a second container.
-			auto victim = m.lower_bound(uint32_t(xorshift64(state)));
+			auto victim = m.lower_bound(uint32_t(xorshift64(&state)));
 			if (victim == m.end())
 				victim = m.begin();
 			sum += uint8_t(victim->second[0]);
@@ -73,17 +60,6 @@ uint64_t churn(const Config &c, long index) {
 	for (auto &kv : m)
 		sum += uint8_t(kv.second[0]);
 	return sum;
-}
-
-long parseLong(const char *flag, const char *s, long lo, long hi) {
-	char *end;
-	errno = 0;
-	long v = std::strtol(s, &end, 10);
-	if (errno || end == s || *end != '\0' || v < lo || v > hi) {
-		std::fprintf(stderr, "cxx_churn: -%s %s: want a whole number in [%ld, %ld]\n", flag, s, lo, hi);
-		std::exit(2);
-	}
-	return v;
 }
 
 void usage(FILE *f) {
@@ -113,12 +89,12 @@ int main(int argc, char **argv) {
 	int o;
 	while ((o = getopt_long_only(argc, argv, "", opts, nullptr)) != -1) {
 		switch (o) {
-		case 't': c.threads = parseLong("t", optarg, 1, 1024); break;
-		case 'i': c.iters = parseLong("i", optarg, 0, LONG_MAX); break;
-		case 'k': c.keep = parseLong("k", optarg, 1, 1L << 24); break;
-		case 'm': c.min = parseLong("min", optarg, 0, 1L << 24); break;
-		case 'M': c.max = parseLong("max", optarg, 0, 1L << 24); break;
-		case 's': c.seed = uint64_t(parseLong("s", optarg, 0, LONG_MAX)); break;
+		case 't': c.threads = parse_long("t", optarg, 1, 1024); break;
+		case 'i': c.iters = parse_long("i", optarg, 0, LONG_MAX); break;
+		case 'k': c.keep = parse_long("k", optarg, 1, 1L << 24); break;
+		case 'm': c.min = parse_long("min", optarg, 0, 1L << 24); break;
+		case 'M': c.max = parse_long("max", optarg, 0, 1L << 24); break;
+		case 's': c.seed = uint64_t(parse_long("s", optarg, 0, LONG_MAX)); break;
 		case 'v': c.verbose = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

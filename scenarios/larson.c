@@ -26,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define SCENARIO "larson"
+#include "scenario.h"
+
 struct config {
 	long lanes, blocks, iters, gens, min, max;
 	uint64_t seed;
@@ -40,21 +43,6 @@ struct lane {
 	uint64_t checksum;
 	int failed;
 };
-
-static inline uint64_t xorshift64(uint64_t *s) {
-	uint64_t x = *s;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
-static uint64_t mix(uint64_t z) {
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	z ^= z >> 31;
-	return z ? z : 1;
-}
 
 static void *work(void *arg) {
 	struct lane *l = arg;
@@ -81,17 +69,6 @@ static void *work(void *arg) {
 	}
 	l->checksum += sum;
 	return NULL;
-}
-
-static long parse_long(const char *flag, const char *s, long lo, long hi) {
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end != '\0' || v < lo || v > hi) {
-		fprintf(stderr, "larson: -%s %s: want a whole number in [%ld, %ld]\n", flag, s, lo, hi);
-		exit(2);
-	}
-	return v;
 }
 
 static void usage(FILE *f) {
@@ -166,7 +143,7 @@ int main(int argc, char **argv) {
 			// the second generation on, every free releases a block that
 			// another, exited thread allocated.
 			l->blocks = arrays[(j + g) % c.lanes];
-			l->state = mix(c.seed + (uint64_t)(g * c.lanes + j + 1) * 0x9E3779B97F4A7C15ULL);
+			l->state = seed_for(c.seed, (uint64_t)(g * c.lanes + j));
 			int err = pthread_create(&l->tid, NULL, work, l);
 			if (err) {
 				fprintf(stderr, "larson: pthread_create: %s\n", strerror(err));

@@ -24,6 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#define SCENARIO "malloc_churn"
+#include "scenario.h"
+
 struct config {
 	long threads;
 	long iters;
@@ -43,30 +46,10 @@ struct worker {
 	int failed;
 };
 
-// xorshift64 (Marsaglia 2003): three shifts per number, no multiplication,
-// cheap next to the malloc it feeds.
-static inline uint64_t xorshift64(uint64_t *s) {
-	uint64_t x = *s;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
-// splitmix64 spreads seed+index into a well-mixed, never-zero state, so
-// thread 0 and thread 1 do not draw correlated sizes.
-static uint64_t thread_seed(uint64_t seed, long index) {
-	uint64_t z = seed + (uint64_t)(index + 1) * 0x9E3779B97F4A7C15ULL;
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	z ^= z >> 31;
-	return z ? z : 1;
-}
-
 static void *churn(void *arg) {
 	struct worker *w = arg;
 	const struct config *c = w->cfg;
-	uint64_t state = thread_seed(c->seed, w->index);
+	uint64_t state = seed_for(c->seed, (uint64_t)w->index);
 	uint64_t span = (uint64_t)(c->max - c->min + 1);
 	uint64_t sum = 0;
 	unsigned char **blocks = calloc((size_t)c->keep, sizeof *blocks);
@@ -121,19 +104,6 @@ static void usage(FILE *f) {
 		"  -w        write every byte of each block, not only the first\n"
 		"  -s N      seed of the size generator (default 1)\n"
 		"  -v        print the parameters and a checksum on stdout\n");
-}
-
-// parse_long accepts a whole decimal number in [lo, hi] or exits with
-// status 2 naming the flag.
-static long parse_long(const char *flag, const char *s, long lo, long hi) {
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end != '\0' || v < lo || v > hi) {
-		fprintf(stderr, "malloc_churn: -%s %s: want a whole number in [%ld, %ld]\n", flag, s, lo, hi);
-		exit(2);
-	}
-	return v;
 }
 
 int main(int argc, char **argv) {
