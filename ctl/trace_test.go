@@ -51,20 +51,6 @@ func traceCC(t *testing.T, dir, name, src string, flags ...string) string {
 	return bin
 }
 
-// traceShimLib builds libheap.so from this tree (the go build cache makes
-// it quick), so the test compares against the shim of the same commit.
-func traceShimLib(t *testing.T) string {
-	t.Helper()
-	lib := filepath.Join(t.TempDir(), shim.LibName)
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, "./preload")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building libheap.so: %v\n%s", err, out)
-	}
-	return lib
-}
-
 // traceRun runs `heapctl trace` in process with opts, returning stdout.
 func traceRun(t *testing.T, o traceOpts) (string, error) {
 	t.Helper()
@@ -365,7 +351,7 @@ type traceDiff struct{ allocs, frees, allocated, freed uint64 }
 // programs, and small (a trace missing or doubling calls would show).
 func TestTraceAgreesWithShim(t *testing.T) {
 	traceNeedsRoot(t)
-	lib := traceShimLib(t)
+	lib := rgLib(t)
 	prog := traceKnown(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {
