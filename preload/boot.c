@@ -19,9 +19,6 @@
 #include <unistd.h>
 #include "shim.h"
 
-void hl_off_fns_make(struct hl_fns *f);
-size_t hl_glibc_usable(const void *p);
-
 struct hl_fns hl_next;
 
 // ---- bootstrap pool -------------------------------------------------------------
@@ -104,12 +101,23 @@ static void die_missing(const char *sym)
 /* Is every function we forward to glibc's own, with its chunk headers? A
  * malloc debugging library (glibc.malloc.check), jemalloc or tcmalloc
  * preloaded after us fails this and gets the generic mode. */
+static int same_object(void *a, void *b)
+{
+    Dl_info ia, ib;
+    return a != NULL && b != NULL && dladdr(a, &ia) && dladdr(b, &ib) && ia.dli_fbase == ib.dli_fbase;
+}
+
+/* One block's usable size by the header formula and by glibc; frees it. */
+static int formula_agrees(void *p)
+{
+    int ok = p != NULL && hl_glibc_usable(p) == hl_next.usable(p);
+    hl_next.free(p);
+    return ok;
+}
+
 static int next_is_glibc(void)
 {
     void *marker = dlsym(RTLD_DEFAULT, "gnu_get_libc_version");
-    Dl_info libc, info;
-    if (marker == NULL || !dladdr(marker, &libc))
-        return 0;
     void *fns[] = {
         (void *)hl_next.malloc, (void *)hl_next.free, (void *)hl_next.calloc,
         (void *)hl_next.realloc, (void *)hl_next.usable, (void *)hl_next.posix_memalign,
@@ -117,23 +125,16 @@ static int next_is_glibc(void)
         (void *)hl_next.pvalloc,
     };
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
-        if (!dladdr(fns[i], &info) || info.dli_fbase != libc.dli_fbase)
+        if (!same_object(fns[i], marker))
             return 0;
     /* The formula must agree with glibc on small, aligned and mmapped
      * blocks. 33 MiB is above glibc's largest dynamic mmap threshold, so
      * freeing it does not move the threshold the program will see. */
     size_t sizes[] = {0, 1, 24, 25, 1000, 70000, (size_t)33 << 20};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        void *p = hl_next.malloc(sizes[i]);
-        int ok = p != NULL && hl_glibc_usable(p) == hl_next.usable(p);
-        hl_next.free(p);
-        if (!ok)
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (!formula_agrees(hl_next.malloc(sizes[i])))
             return 0;
-    }
-    void *p = hl_next.memalign(256, 100);
-    int ok = p != NULL && hl_glibc_usable(p) == hl_next.usable(p);
-    hl_next.free(p);
-    return ok;
+    return formula_agrees(hl_next.memalign(256, 100));
 }
 
 static struct hl_fns off_fns;
@@ -195,12 +196,6 @@ static void *fb_pvalloc(size_t n)
         return NULL;
     }
     return via_posix_memalign(page, rounded ? rounded : page);
-}
-
-static int same_object(void *a, void *b)
-{
-    Dl_info ia, ib;
-    return a != NULL && b != NULL && dladdr(a, &ia) && dladdr(b, &ib) && ia.dli_fbase == ib.dli_fbase;
 }
 
 static void resolve(void)

@@ -50,8 +50,6 @@ HL_EXPORT size_t malloc_usable_size(void *p)
  * that never exec'd ends with _exit as a matter of course (Python's
  * multiprocessing workers, a failed exec in a child), and gets no summary:
  * its parent's is the one wanted. Either way the region goes. */
-void hl_finish(int summary);
-int hl_forked_child(void);
 
 HL_EXPORT void _exit(int status)
 {

@@ -19,7 +19,6 @@
 #include <sys/syscall.h>
 #include "shim.h"
 
-void hl_thread_forget(void);
 
 struct hl_header *hl_region;
 static size_t region_len;

@@ -73,6 +73,10 @@ void *hl_pool_realloc(void *p, size_t n);
 void hl_say(const char *first, ...) __attribute__((sentinel)); /* one "heapline: " line on stderr */
 void hl_set_mode_off(const char *why);
 
+/* count_glibc.c, count_generic.c */
+size_t hl_glibc_usable(const void *p); /* the header formula, for boot's check */
+void hl_off_fns_make(struct hl_fns *f);
+
 /* thread.c: the slow paths. *_slow take a block's usable size (mmapped and
  * large blocks, other allocators); *_chunk a glibc chunk size whose add to
  * the fast word would carry, or that found no fast slot. */
@@ -81,12 +85,15 @@ void hl_free_slow(size_t usable);
 void hl_alloc_chunk(size_t chunk);
 void hl_free_chunk(size_t chunk);
 void hl_thread_init(void);
+void hl_thread_forget(void); /* in a fork child */
 void hl_totals(struct hl_header *r, struct hl_counters *out);
 void hl_peak_update(struct hl_header *r, int64_t live);
 
 /* region.c */
 int  hl_region_open(void);
 void hl_fork_init(void);
+void hl_region_unlink_own(void);
+int  hl_forked_child(void);
 uint64_t hl_now_ns(void);
 
 /* env.c */
@@ -104,5 +111,6 @@ uint64_t hl_start_ticks(void);
 
 /* summary.c */
 void hl_summary_write(void);
+void hl_finish(int summary); /* the summary if asked, then the region's name goes */
 
 #endif /* HEAPLINE_SHIM_H */

@@ -14,7 +14,6 @@
 #include <sys/syscall.h>
 #include "shim.h"
 
-void hl_region_unlink_own(void);
 
 struct buf {
     char b[2048];
