@@ -1,6 +1,7 @@
 package shimtest
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -138,6 +139,44 @@ func TestShellTrapsTERM(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
 			t.Fatalf("try %d: the shell missed SIGTERM: still running 10 s later", i)
+		}
+	}
+}
+
+// TestSigwaitServer: a program that blocks SIGTERM in all its threads and
+// takes it with sigwait, as servers do. While the runtime's threads left
+// SIGTERM unblocked, the kernel gave it to one of them and its default
+// action killed the program, every time.
+func TestSigwaitServer(t *testing.T) {
+	prog := compile(t, "gcc", "sigwait.c")
+	for i := 0; i < 5; i++ {
+		cmd := exec.Command(prog)
+		cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(out)
+		if line, err := r.ReadString('\n'); line != "ready\n" {
+			_ = cmd.Process.Kill()
+			t.Fatalf("try %d: first line %q, %v", i, line, err)
+		}
+		// The runtime's threads start beside main; let them be up.
+		for deadline := time.Now().Add(10 * time.Second); len(threadsOf(t, cmd.Process.Pid)) < 4; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				break
+			}
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		line, _ := r.ReadString('\n')
+		err = cmd.Wait()
+		if err != nil || line != "sigwait 15\n" {
+			t.Fatalf("try %d: %v, output %q: want exit 0 after \"sigwait 15\"", i, err, line)
 		}
 	}
 }
