@@ -75,8 +75,12 @@ func TestRuntimeThreadsBlockSignals(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	pid := cmd.Process.Pid
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = os.Remove(regionPath(pid)) // killed: the shim could not unlink it
+	}()
 
 	// The runtime's threads come up beside main; wait until they have.
 	var tids []int
