@@ -15,11 +15,14 @@
  * checks its flags, then sigsuspends, and ignores a signal that arrives
  * while it is between vfork and exec, so a SIGTERM that lands on one of
  * our threads in that window is lost, and `sh -c 'trap ... TERM; ...'`
- * runs on (2 in 100 tries, before this). So our threads start with every
- * asynchronous signal blocked. The Go runtime keeps it so: its init thread,
- * created here first, records the mask it starts with as the one every
- * later thread of the runtime gets, and unblocks only the signals it must
- * take (faults, and SIGURG, by which it preempts its own threads). glibc
+ * runs on (2 in 100 tries, before this); a server that blocks SIGTERM in
+ * all its threads and sigwaits for it was killed by it, every time. So our
+ * threads start with every signal but the faults blocked. The Go runtime
+ * keeps that: its init thread, created here first, records the mask it
+ * starts with as the one every later thread of the runtime gets, and
+ * unblocks only the signals its sigtable marks _SigUnblock (the faults,
+ * SIGSTKFLT, SIGCHLD, SIGPROF, SIGRTMIN) and SIGURG, by which it preempts
+ * its own threads: docs/shim.md says what those five still cost. glibc
  * never lets its own internal signals be blocked.
  */
 #include <dlfcn.h>
@@ -49,23 +52,26 @@ HL_HIDDEN int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
         real = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
     if (hl_next.malloc == NULL)
         hl_boot();
-    /* the next allocator's own malloc: this block is the shim's, not counted */
-    struct start *s = hl_next.malloc(sizeof *s);
-    if (s == NULL)
-        return real(t, attr, fn, arg);
-    s->fn = fn;
-    s->arg = arg;
-    /* The new thread inherits the mask it is created with. */
+    /* The new thread inherits the mask it is created with, on every path. */
     sigset_t async, saved;
     sigfillset(&async);
     static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
     for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
         sigdelset(&async, faults[i]);
     int masked = pthread_sigmask(SIG_BLOCK, &async, &saved) == 0;
-    int err = real(t, attr, ignored_thread, s);
+    int err;
+    /* the next allocator's own malloc: this block is the shim's, not counted */
+    struct start *s = hl_next.malloc(sizeof *s);
+    if (s == NULL) {
+        err = real(t, attr, fn, arg); /* runs, but is not marked: it counts */
+    } else {
+        s->fn = fn;
+        s->arg = arg;
+        err = real(t, attr, ignored_thread, s);
+        if (err != 0)
+            hl_next.free(s);
+    }
     if (masked)
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
-    if (err != 0)
-        hl_next.free(s);
     return err;
 }

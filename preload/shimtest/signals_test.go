@@ -50,6 +50,26 @@ func threadsOf(t *testing.T, pid int) []int {
 	return tids
 }
 
+// started starts cmd and makes sure that, however the test ends, the
+// process is gone and so is its region (the shim cannot unlink the region of
+// a process killed by a signal). A test that waits for cmd itself must have
+// done so before it returns.
+func started(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		_ = os.Remove(regionPath(pid))
+	})
+	return pid
+}
+
 // TestRuntimeThreadsBlockSignals: the threads of the shim's Go runtime block
 // the asynchronous signals, so a signal sent to the process reaches the
 // program's own threads, as it would without the shim; the program's
@@ -65,22 +85,13 @@ func TestRuntimeThreadsBlockSignals(t *testing.T) {
 		syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTERM, syscall.SIGWINCH, syscall.SIGIO)
 
 	plain := exec.Command("sleep", "30")
-	if err := plain.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = plain.Process.Kill(); _ = plain.Wait() }()
-
+	plainPID := started(t, plain)
 	cmd := exec.Command("sleep", "30")
 	cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	pid := started(t, cmd)
+	if m := sigBlocked(t, plainPID, plainPID); m&async != 0 {
+		t.Fatalf("the test's children start with %#x blocked: this test cannot tell", m&async)
 	}
-	pid := cmd.Process.Pid
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		_ = os.Remove(regionPath(pid)) // killed: the shim could not unlink it
-	}()
 
 	// The runtime's threads come up beside main; wait until they have.
 	var tids []int
@@ -93,7 +104,7 @@ func TestRuntimeThreadsBlockSignals(t *testing.T) {
 			t.Fatalf("sleep under the shim: %d threads and no region after 10 s", len(tids))
 		}
 	}
-	if got, want := sigBlocked(t, pid, pid), sigBlocked(t, plain.Process.Pid, plain.Process.Pid); got != want {
+	if got, want := sigBlocked(t, pid, pid), sigBlocked(t, plainPID, plainPID); got != want {
 		t.Errorf("the program's thread blocks %#x under the shim, %#x without", got, want)
 	}
 	for _, tid := range tids {
@@ -109,22 +120,21 @@ func TestRuntimeThreadsBlockSignals(t *testing.T) {
 // TestShellTrapsTERM: dash ignores a signal that its handler receives while
 // it is between vfork and exec, so with the runtime's threads taking
 // SIGTERM, `trap ... TERM` in a loop of commands missed about 2 tries in
-// 100. Each try here must end with the trap's status.
+// 100. Each try here must end with the trap's status. A smoke test: forty
+// tries would have caught that only about half the time;
+// TestRuntimeThreadsBlockSignals and TestSigwaitServer are the exact ones.
 func TestShellTrapsTERM(t *testing.T) {
 	dir := t.TempDir()
 	for i := 0; i < 40; i++ {
 		ready := filepath.Join(dir, "ready"+strconv.Itoa(i))
 		cmd := exec.Command("sh", "-c", "trap 'exit 7' TERM; : > "+ready+"; while :; do sleep 0.01; done")
 		cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		started(t, cmd)
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 			if _, err := os.Stat(ready); err == nil {
 				break
 			}
 			if time.Now().After(deadline) {
-				_ = cmd.Process.Kill()
 				t.Fatalf("try %d: the shell never started its loop", i)
 			}
 		}
@@ -142,6 +152,7 @@ func TestShellTrapsTERM(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
+			<-done
 			t.Fatalf("try %d: the shell missed SIGTERM: still running 10 s later", i)
 		}
 	}
@@ -154,33 +165,57 @@ func TestShellTrapsTERM(t *testing.T) {
 func TestSigwaitServer(t *testing.T) {
 	prog := compile(t, "gcc", "sigwait.c")
 	for i := 0; i < 5; i++ {
-		cmd := exec.Command(prog)
-		cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
-		out, err := cmd.StdoutPipe()
+		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		cmd := exec.Command(prog)
+		cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
+		cmd.Stdout = w
+		pid := started(t, cmd)
+		w.Close()
+		lines := make(chan string, 4)
+		go func() {
+			defer r.Close()
+			br := bufio.NewReader(r)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					close(lines)
+					return
+				}
+				lines <- line
+			}
+		}()
+		next := func() string {
+			select {
+			case line := <-lines:
+				return line
+			case <-time.After(10 * time.Second):
+				return "(nothing in 10 s)"
+			}
 		}
-		r := bufio.NewReader(out)
-		if line, err := r.ReadString('\n'); line != "ready\n" {
-			_ = cmd.Process.Kill()
-			t.Fatalf("try %d: first line %q, %v", i, line, err)
+		if line := next(); line != "ready\n" {
+			t.Fatalf("try %d: first line %q", i, line)
 		}
 		// The runtime's threads start beside main; let them be up.
-		for deadline := time.Now().Add(10 * time.Second); len(threadsOf(t, cmd.Process.Pid)) < 4; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				break
-			}
+		for deadline := time.Now().Add(10 * time.Second); len(threadsOf(t, pid)) < 4 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		}
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		line, _ := r.ReadString('\n')
-		err = cmd.Wait()
-		if err != nil || line != "sigwait 15\n" {
-			t.Fatalf("try %d: %v, output %q: want exit 0 after \"sigwait 15\"", i, err, line)
+		line := next()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil || line != "sigwait 15\n" {
+				t.Fatalf("try %d: %v, output %q: want exit 0 after \"sigwait 15\"", i, err, line)
+			}
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("try %d: still running 10 s after SIGTERM (output %q)", i, line)
 		}
 	}
 }
