@@ -23,6 +23,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
 // hsExport starts `heapctl export` on a free loopback port and returns the
@@ -162,7 +163,7 @@ func TestExportRegionStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := hsUseDir(t)
-	dead := hsDeadPID(t)
+	dead := testkit.DeadPID(t)
 	// A copy of a real region claimed by a pid with no process: stale.
 	binary.LittleEndian.PutUint32(good[32:], uint32(dead)) // hl_header.pid
 	if err := os.WriteFile(filepath.Join(dir, "heapline."+strconv.Itoa(dead)), good, 0o600); err != nil {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
 // gc removes exactly the regions of gone processes: a real region left by
@@ -42,10 +44,10 @@ func TestGC(t *testing.T) {
 	if err := os.Remove("/dev/shm/heapline." + strconv.Itoa(killed.pid)); err != nil {
 		t.Fatal(err)
 	}
-	dead := rgDeadPID(t)
+	dead := testkit.DeadPID(t)
 	deadPath := filepath.Join(d, "heapline."+strconv.Itoa(dead))
 	mePath := filepath.Join(d, "heapline."+strconv.Itoa(os.Getpid()))
-	linkPath := filepath.Join(d, "heapline."+strconv.Itoa(rgDeadPID(t)))
+	linkPath := filepath.Join(d, "heapline."+strconv.Itoa(testkit.DeadPID(t)))
 	oddPath := filepath.Join(d, "heapline.x")
 	for _, p := range []string{deadPath, mePath, oddPath} {
 		if err := os.WriteFile(p, []byte("garbage"), 0o600); err != nil {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heapline/heapline/ctl/internal/history"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
 // heapctlHistory runs heapctl with args and returns its stdout and error.
@@ -215,17 +216,7 @@ func TestHistoryAddGitDefaults(t *testing.T) {
 		t.Skip("needs git")
 	}
 	repo := t.TempDir()
-	gitRun := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	gitRun := func(args ...string) string { t.Helper(); return testkit.Git(t, repo, args...) }
 	gitRun("init", "-q", "-b", "main")
 	gitRun("commit", "-q", "--allow-empty", "-m", "one")
 	head := gitRun("rev-parse", "HEAD")

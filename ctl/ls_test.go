@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
 // ls sees a real running process as show does, and marks it running.
@@ -75,7 +76,7 @@ func TestLsUnreadable(t *testing.T) {
 		t.Fatalf("empty ls --json: %q %v", r.stdout, r.err)
 	}
 
-	dead := rgDeadPID(t)
+	dead := testkit.DeadPID(t)
 	me := os.Getpid()
 	bad := func(name string, b []byte) string {
 		p := filepath.Join(d, name)

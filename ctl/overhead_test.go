@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/heapline/heapline/ctl/internal/testkit"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -22,24 +22,8 @@ func heapctlOverhead(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errb.String(), err
 }
 
-// overheadTestLib builds a shared library that does nothing, to stand for
-// libheap.so: these tests check the command, not the shim.
-func overheadTestLib(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "nop.c")
-	if err := os.WriteFile(src, []byte("int heapline_test_nop(void) { return 0; }\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	lib := filepath.Join(dir, "libnop.so")
-	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
-		t.Fatalf("building a test library (cc is needed, as for make): %v\n%s", err, out)
-	}
-	return lib
-}
-
 func TestOverheadBadFlags(t *testing.T) {
-	lib := overheadTestLib(t)
+	lib := testkit.NopLib(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -68,7 +52,7 @@ func TestOverheadBadFlags(t *testing.T) {
 }
 
 func TestOverheadCommand(t *testing.T) {
-	lib := overheadTestLib(t)
+	lib := testkit.NopLib(t)
 	// Flags before --; after it, -n belongs to the command (sh ignores it).
 	out, stderr, err := heapctlOverhead(t, "-n", "3", "--warmup", "1", "--lib", lib, "--", "sh", "-c", "exit 0", "-n", "99")
 	if err != nil {
@@ -96,7 +80,7 @@ func TestOverheadCommand(t *testing.T) {
 }
 
 func TestOverheadJSON(t *testing.T) {
-	lib := overheadTestLib(t)
+	lib := testkit.NopLib(t)
 	out, _, err := heapctlOverhead(t, "--json", "-n", "2", "--warmup", "0", "--lib", lib, "--", "true")
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +150,7 @@ func TestOverheadScenario(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "bin", "malloc_churn"), []byte(stub), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	lib := overheadTestLib(t)
+	lib := testkit.NopLib(t)
 	out, _, err := heapctlOverhead(t, "churn-4t", "-n", "2", "--warmup", "0", "--root", root, "--lib", lib)
 	if err != nil {
 		t.Fatal(err)

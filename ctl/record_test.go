@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +20,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
@@ -273,16 +272,6 @@ func hsApp(t *testing.T) (e *env, stdout, stderr *hsBuffer) {
 	return &env{stdout: stdout, stderr: stderr, log: zaptest.NewLogger(t)}, stdout, stderr
 }
 
-// hsDeadPID is the pid of a process that has exited and been reaped.
-func hsDeadPID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd.Process.Pid
-}
-
 // TestRecordSteps records heapsteps growing by four steps of 8 MiB and
 // shrinking back: each step is a plateau of the timeline at exactly the
 // program's base plus the usable bytes it says it holds, the peak column
@@ -368,47 +357,12 @@ func TestRecordSteps(t *testing.T) {
 	}
 	label := "peak " + report.Bytes(top) + " at "
 	found := false
-	for _, s := range hsSVGTexts(t, b) {
+	for _, s := range testkit.SVGTexts(t, b) {
 		found = found || strings.HasPrefix(s, label)
 	}
 	if !found {
 		t.Errorf("chart has no text starting %q", label)
 	}
-}
-
-// hsSVGTexts parses an SVG document, failing on anything that is not XML,
-// and returns the text of its <text> elements.
-func hsSVGTexts(t *testing.T, b []byte) []string {
-	t.Helper()
-	d := xml.NewDecoder(bytes.NewReader(b))
-	var texts []string
-	inText, root := false, ""
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("chart is not XML: %v", err)
-		}
-		switch v := tok.(type) {
-		case xml.StartElement:
-			if root == "" {
-				root = v.Name.Local
-			}
-			inText = v.Name.Local == "text"
-		case xml.CharData:
-			if inText {
-				texts = append(texts, string(v))
-			}
-		case xml.EndElement:
-			inText = false
-		}
-	}
-	if root != "svg" {
-		t.Fatalf("chart's root element is %q, want svg", root)
-	}
-	return texts
 }
 
 // TestRecordJSON: a timeline named .json is one document whose last
@@ -489,7 +443,7 @@ func TestRecordExitStatus(t *testing.T) {
 
 func TestRecordBadUse(t *testing.T) {
 	dir := t.TempDir()
-	dead := hsDeadPID(t)
+	dead := testkit.DeadPID(t)
 	for _, c := range []struct {
 		args []string
 		want string

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
 // show --json at three quiescent points of a real process, against the
@@ -129,7 +129,7 @@ func TestShowGone(t *testing.T) {
 }
 
 func TestShowErrors(t *testing.T) {
-	dead := rgDeadPID(t)
+	dead := testkit.DeadPID(t)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -168,14 +168,4 @@ func rgUseDir(t *testing.T) string {
 	region.Dir = d
 	t.Cleanup(func() { region.Dir = old })
 	return d
-}
-
-// rgDeadPID is the pid of a process that has ended and been reaped.
-func rgDeadPID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd.Process.Pid
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
 // traceNeedsRoot skips a test that loads BPF programs when not root, and
@@ -584,11 +585,8 @@ func TestTraceErrors(t *testing.T) {
 	dir := t.TempDir()
 
 	// A dead pid.
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := traceRun(t, traceOpts{pid: dead.Process.Pid}); err == nil || !strings.Contains(err.Error(), "no process with pid "+strconv.Itoa(dead.Process.Pid)) {
+	dead := testkit.DeadPID(t)
+	if _, err := traceRun(t, traceOpts{pid: dead}); err == nil || !strings.Contains(err.Error(), "no process with pid "+strconv.Itoa(dead)) {
 		t.Errorf("dead pid: %v", err)
 	}
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
 // hsWatch runs `heapctl watch args...` in the background with stdout as
@@ -159,7 +160,7 @@ func hsUseDir(t *testing.T) string {
 // TestWatchErrors: a pid that does not exist, a process without a region,
 // a corrupt region, bad flags: a clear error each, and a non-zero exit.
 func TestWatchErrors(t *testing.T) {
-	dead := hsDeadPID(t)
+	dead := testkit.DeadPID(t)
 	self := os.Getpid() // alive, and not under the shim
 	for _, c := range []struct {
 		args []string

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/heapline/heapline/ctl/internal/testkit"
 	"github.com/rhysd/actionlint"
 )
 
@@ -152,19 +153,6 @@ func needTools(t *testing.T, tools ...string) {
 	}
 }
 
-// gitIn runs git in dir with a fixed identity.
-func gitIn(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // resultFile writes an overhead result for commit with the given timed
 // overheads.
 func resultFile(t *testing.T, path, commit, measure string, overheads map[string]float64) {
@@ -196,11 +184,11 @@ func TestPublishConcurrent(t *testing.T) {
 	script := filepath.Join(repoRoot(t), "bench", "history-publish.sh")
 	dir := t.TempDir()
 	remote := filepath.Join(dir, "remote.git")
-	gitIn(t, dir, "init", "-q", "--bare", "-b", "main", remote)
+	testkit.Git(t, dir, "init", "-q", "--bare", "-b", "main", remote)
 	seed := filepath.Join(dir, "seed")
-	gitIn(t, dir, "clone", "-q", remote, seed)
-	gitIn(t, seed, "commit", "-q", "--allow-empty", "-m", "project")
-	gitIn(t, seed, "push", "-q", "origin", "HEAD:main")
+	testkit.Git(t, dir, "clone", "-q", remote, seed)
+	testkit.Git(t, seed, "commit", "-q", "--allow-empty", "-m", "project")
+	testkit.Git(t, seed, "push", "-q", "origin", "HEAD:main")
 
 	const jobs = 4
 	type run struct {
@@ -211,7 +199,7 @@ func TestPublishConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range jobs {
 		clone := filepath.Join(dir, fmt.Sprintf("runner%d", i))
-		gitIn(t, dir, "clone", "-q", remote, clone)
+		testkit.Git(t, dir, "clone", "-q", remote, clone)
 		commit := strings.Repeat(fmt.Sprint(i+1), 40)
 		res := filepath.Join(dir, fmt.Sprintf("results%d", i))
 		resultFile(t, filepath.Join(res, "time.json"), commit, MeasureTime, map[string]float64{"churn-1t": 0.12, "churn-4t": 0.18})
@@ -238,7 +226,7 @@ func TestPublishConcurrent(t *testing.T) {
 	}
 
 	check := filepath.Join(dir, "check")
-	gitIn(t, dir, "clone", "-q", "-b", "bench-data", remote, check)
+	testkit.Git(t, dir, "clone", "-q", "-b", "bench-data", remote, check)
 	pts, bad, err := Load(check)
 	if err != nil || len(bad) > 0 {
 		t.Fatalf("bench-data store: %v %v", err, bad)
@@ -266,12 +254,12 @@ func TestPublishConcurrent(t *testing.T) {
 			t.Errorf("bench-data %s is not the render of its store (%v)", name, err)
 		}
 	}
-	if n := gitIn(t, check, "rev-list", "--count", "HEAD"); n != fmt.Sprint(jobs) {
+	if n := testkit.Git(t, check, "rev-list", "--count", "HEAD"); n != fmt.Sprint(jobs) {
 		t.Errorf("bench-data has %s commits, want one per job (%d)", n, jobs)
 	}
 	// The clones' worktrees were cleaned up.
 	for i := range jobs {
-		if wt := gitIn(t, filepath.Join(dir, fmt.Sprintf("runner%d", i)), "worktree", "list"); strings.Count(wt, "\n") != 0 {
+		if wt := testkit.Git(t, filepath.Join(dir, fmt.Sprintf("runner%d", i)), "worktree", "list"); strings.Count(wt, "\n") != 0 {
 			t.Errorf("runner %d left worktrees:\n%s", i, wt)
 		}
 	}

@@ -14,25 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heapline/heapline/ctl/internal/testkit"
 	"go.uber.org/zap/zaptest"
 )
-
-// testLib builds a tiny shared library that does nothing: it stands for
-// libheap.so where a test needs "a library in LD_PRELOAD" and not the shim
-// itself, so these tests do not depend on the shim being built.
-func testLib(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "nop.c")
-	if err := os.WriteFile(src, []byte("int heapline_test_nop(void) { return 0; }\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	lib := filepath.Join(dir, "libnop.so")
-	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
-		t.Fatalf("building a test library (cc is needed, as for make): %v\n%s", err, out)
-	}
-	return lib
-}
 
 func plan(t *testing.T, spec Spec) Job {
 	t.Helper()
@@ -62,7 +46,7 @@ func measure(t *testing.T, job Job, opts Options) (Result, error) {
 }
 
 func TestMeasureTrue(t *testing.T) {
-	lib := testLib(t)
+	lib := testkit.NopLib(t)
 	job := plan(t, Spec{Scenario: "true", Argv: []string{"/bin/true"}, Lib: lib})
 	var progress bytes.Buffer
 	res, err := measure(t, job, Options{Runs: 3, Warmup: 1, Progress: NewProgress(&progress, false)})
@@ -119,7 +103,7 @@ func wantWarn(t *testing.T, res Result, sub string) {
 }
 
 func TestMeasureFailure(t *testing.T) {
-	job := plan(t, Spec{Scenario: "fail", Argv: []string{"sh", "-c", "echo boom >&2; exit 3"}, Lib: testLib(t)})
+	job := plan(t, Spec{Scenario: "fail", Argv: []string{"sh", "-c", "echo boom >&2; exit 3"}, Lib: testkit.NopLib(t)})
 	_, err := measure(t, job, Options{Runs: 3, Warmup: 0})
 	if err == nil {
 		t.Fatal("a run exiting 3 gave no error")
@@ -130,13 +114,13 @@ func TestMeasureFailure(t *testing.T) {
 		}
 	}
 	// Only the profiled side fails: still an error, not a data point.
-	job = plan(t, Spec{Scenario: "fail", Argv: []string{"sh", "-c", `[ -z "$HEAPLINE_OUTPUT" ]`}, Lib: testLib(t)})
+	job = plan(t, Spec{Scenario: "fail", Argv: []string{"sh", "-c", `[ -z "$HEAPLINE_OUTPUT" ]`}, Lib: testkit.NopLib(t)})
 	_, err = measure(t, job, Options{Runs: 3, Warmup: 1})
 	if err == nil || !strings.Contains(err.Error(), "heapline, warm-up 1/1") || !strings.Contains(err.Error(), "exit status 1") {
 		t.Errorf("profiled failure: error = %v", err)
 	}
 	// A command that does not exist.
-	job = plan(t, Spec{Scenario: "missing", Argv: []string{"/nonexistent/heapline-test"}, Lib: testLib(t)})
+	job = plan(t, Spec{Scenario: "missing", Argv: []string{"/nonexistent/heapline-test"}, Lib: testkit.NopLib(t)})
 	if _, err = measure(t, job, Options{Runs: 1}); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing command: error = %v", err)
 	}
@@ -148,7 +132,7 @@ func TestMeasureFailure(t *testing.T) {
 func TestInterleaving(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "order")
 	script := `if [ -n "$HEAPLINE_OUTPUT" ]; then printf P >> "$1"; else printf B >> "$1"; fi`
-	job := plan(t, Spec{Scenario: "order", Argv: []string{"sh", "-c", script, "sh", log}, Lib: testLib(t)})
+	job := plan(t, Spec{Scenario: "order", Argv: []string{"sh", "-c", script, "sh", log}, Lib: testkit.NopLib(t)})
 	res, err := measure(t, job, Options{Runs: 2, Warmup: 1, Rounds: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +161,7 @@ f=$(printf %s "$HEAPLINE_OUTPUT" | sed "s/%p/$$/")
 printf '{"pid":%d,"command":"sh","source":"preload","allocs":%d,"frees":990,"exited":true}\n' $$ "$1" > "$f"`
 
 func TestAllocsPerSecond(t *testing.T) {
-	job := plan(t, Spec{Scenario: "fake", Argv: []string{"sh", "-c", fakeShim, "sh", "1000"}, Lib: testLib(t)})
+	job := plan(t, Spec{Scenario: "fake", Argv: []string{"sh", "-c", fakeShim, "sh", "1000"}, Lib: testkit.NopLib(t)})
 	res, err := measure(t, job, Options{Runs: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +206,7 @@ func TestWrap(t *testing.T) {
 }
 
 func TestBaselineLib(t *testing.T) {
-	oldLib, newLib := testLib(t), testLib(t)
+	oldLib, newLib := testkit.NopLib(t), testkit.NopLib(t)
 	// Both sides write exit summaries: the comparison is like for like.
 	script := `case "$LD_PRELOAD" in "$1"*) ;; *) exit 7;; esac; [ -n "$HEAPLINE_OUTPUT" ]`
 	job := plan(t, Spec{Scenario: "libs", Argv: []string{"sh", "-c", script, "sh", newLib}, Lib: newLib, BaselineLib: oldLib})
@@ -244,7 +228,7 @@ func TestInstructions(t *testing.T) {
 		}
 		t.Skip("needs valgrind (make deps installs it)")
 	}
-	job := plan(t, Spec{Scenario: "true", Argv: []string{"/bin/true"}, Lib: testLib(t), Measure: Instructions, Valgrind: vg})
+	job := plan(t, Spec{Scenario: "true", Argv: []string{"/bin/true"}, Lib: testkit.NopLib(t), Measure: Instructions, Valgrind: vg})
 	if job.Prof.Argv[0] != vg || !slicesContains(job.Prof.Argv, "--trace-children=no") || job.Prof.Argv[len(job.Prof.Argv)-1] != "/bin/true" {
 		t.Fatalf("profiled argv = %q", job.Prof.Argv)
 	}
@@ -313,7 +297,7 @@ func TestReadCallgrindTotal(t *testing.T) {
 // TestJSONShape checks the overhead contract's field names on a real
 // measurement.
 func TestJSONShape(t *testing.T) {
-	job := plan(t, Spec{Scenario: "fake", Description: "a fake shim", Argv: []string{"sh", "-c", fakeShim, "sh", "5"}, Lib: testLib(t)})
+	job := plan(t, Spec{Scenario: "fake", Description: "a fake shim", Argv: []string{"sh", "-c", fakeShim, "sh", "5"}, Lib: testkit.NopLib(t)})
 	res, err := measure(t, job, Options{Runs: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -461,7 +445,7 @@ func TestProgressTTY(t *testing.T) {
 }
 
 func TestInterrupted(t *testing.T) {
-	job := plan(t, Spec{Scenario: "sleep", Argv: []string{"sleep", "30"}, Lib: testLib(t)})
+	job := plan(t, Spec{Scenario: "sleep", Argv: []string{"sleep", "30"}, Lib: testkit.NopLib(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region/cdefs"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
 // fake describes a region the way the shim would publish it; bytes lays it
@@ -152,16 +152,6 @@ func writeRegion(t *testing.T, name string, b []byte) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// deadPID returns the pid of a process that has exited and been reaped.
-func deadPID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd.Process.Pid
 }
 
 func ownStartTicks(t *testing.T) uint64 {
@@ -516,7 +506,7 @@ func TestStale(t *testing.T) {
 	useDir(t)
 	me := os.Getpid()
 	ticks := ownStartTicks(t)
-	dead := deadPID(t)
+	dead := testkit.DeadPID(t)
 
 	live := sample(me)
 	live.startTicks = ticks
@@ -574,9 +564,9 @@ func TestParseName(t *testing.T) {
 func TestListAndGC(t *testing.T) {
 	d := useDir(t)
 	me := os.Getpid()
-	dead := deadPID(t)
-	dead2 := deadPID(t)
-	dead3 := deadPID(t)
+	dead := testkit.DeadPID(t)
+	dead2 := testkit.DeadPID(t)
+	dead3 := testkit.DeadPID(t)
 
 	live := sample(me)
 	live.startTicks = ownStartTicks(t)
@@ -681,7 +671,7 @@ func TestGCLeavesOtherOwners(t *testing.T) {
 		t.Skip("needs root: chowns a region to another user")
 	}
 	useDir(t)
-	dead := deadPID(t)
+	dead := testkit.DeadPID(t)
 	f := sample(dead)
 	f.uid = 4242
 	p := writeRegion(t, "heapline."+strconv.Itoa(dead), f.bytes())

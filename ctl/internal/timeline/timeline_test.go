@@ -3,7 +3,6 @@ package timeline
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"io"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
 func TestRates(t *testing.T) {
@@ -157,42 +157,6 @@ func TestCreateUnknownFormat(t *testing.T) {
 	}
 }
 
-// svgTexts parses b as XML (failing the test if it is not) and returns the
-// character data of its <text> elements.
-func svgTexts(t *testing.T, b []byte) []string {
-	t.Helper()
-	d := xml.NewDecoder(bytes.NewReader(b))
-	var texts []string
-	inText := false
-	root := ""
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG is not XML: %v", err)
-		}
-		switch v := tok.(type) {
-		case xml.StartElement:
-			if root == "" {
-				root = v.Name.Local
-			}
-			inText = v.Name.Local == "text"
-		case xml.CharData:
-			if inText {
-				texts = append(texts, string(v))
-			}
-		case xml.EndElement:
-			inText = false
-		}
-	}
-	if root != "svg" {
-		t.Fatalf("root element %q, want svg", root)
-	}
-	return texts
-}
-
 func TestChart(t *testing.T) {
 	var s []Sample
 	for i, mib := range []int64{1, 9, 17, 25, 33, 25, 17, 9, 1} {
@@ -202,7 +166,7 @@ func TestChart(t *testing.T) {
 	if err := (Chart{Title: "steps"}).WriteSVG(&b, s); err != nil {
 		t.Fatal(err)
 	}
-	texts := svgTexts(t, b.Bytes())
+	texts := testkit.SVGTexts(t, b.Bytes())
 	for _, want := range []string{"peak 33.0 MiB at 0.60 s", "time (s)", "live heap (MiB)", "steps"} {
 		found := false
 		for _, x := range texts {
@@ -219,7 +183,7 @@ func TestChart(t *testing.T) {
 	if err := (Chart{}).WriteSVG(&b, s); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(svgTexts(t, b.Bytes()), "\n"), "peak_live_bytes 40.0 MiB") {
+	if !strings.Contains(strings.Join(testkit.SVGTexts(t, b.Bytes()), "\n"), "peak_live_bytes 40.0 MiB") {
 		t.Error("no peak_live_bytes line")
 	}
 	// One sample still draws; none is an error.
