@@ -279,48 +279,57 @@ func releases(md *bytes.Buffer, pts []Point, opt RenderOptions) {
 	if len(tags) > opt.Releases {
 		tags = tags[len(tags)-opt.Releases:]
 	}
-	var scenarios []string
-	for _, sc := range Scenarios(pts) {
-		for _, t := range tags {
-			if _, ok := last[key{t, sc, MeasureTime, ""}]; ok {
-				scenarios = append(scenarios, sc)
-				break
+	// overhead is the cell of tag's release on scenario sc, against vs
+	// ("" for no library): its timed and instruction figures, "" if none.
+	overhead := func(tag, sc, vs string) string {
+		var timed, instr *Point
+		if p, ok := last[key{tag, sc, MeasureTime, vs}]; ok {
+			timed = &p
+		}
+		if p, ok := last[key{tag, sc, MeasureInstructions, vs}]; ok {
+			instr = &p
+		}
+		return overheadCell(timed, instr)
+	}
+	// table writes one column per head and one row per scenario.
+	table := func(heads, scenarios []string, at func(sc string, col int) string) {
+		w("| Scenario |")
+		for _, h := range heads {
+			w(" %s |", h)
+		}
+		w("\n|---|")
+		for range heads {
+			w("---|")
+		}
+		w("\n")
+		for _, sc := range scenarios {
+			w("| %s |", cell(sc))
+			for i := range heads {
+				c := at(sc, i)
+				if c == "" {
+					c = "–"
+				}
+				w(" %s |", c)
 			}
-			if _, ok := last[key{t, sc, MeasureInstructions, ""}]; ok {
-				scenarios = append(scenarios, sc)
-				break
-			}
+			w("\n")
 		}
 	}
 
-	w("Each tagged version's overhead against no library, side by side (newest right).\n\n")
-	w("| Scenario |")
-	for _, t := range tags {
-		w(" %s |", cell(t))
-	}
-	w("\n|---|")
-	for range tags {
-		w("---|")
-	}
-	w("\n")
-	for _, sc := range scenarios {
-		w("| %s |", cell(sc))
+	var scenarios []string
+	for _, sc := range Scenarios(pts) {
 		for _, t := range tags {
-			var timed, instr *Point
-			if p, ok := last[key{t, sc, MeasureTime, ""}]; ok {
-				timed = &p
+			if overhead(t, sc, "") != "" {
+				scenarios = append(scenarios, sc)
+				break
 			}
-			if p, ok := last[key{t, sc, MeasureInstructions, ""}]; ok {
-				instr = &p
-			}
-			c := overheadCell(timed, instr)
-			if c == "" {
-				c = "–"
-			}
-			w(" %s |", c)
 		}
-		w("\n")
 	}
+	heads := make([]string, len(tags))
+	for i, t := range tags {
+		heads[i] = cell(t)
+	}
+	w("Each tagged version's overhead against no library, side by side (newest right).\n\n")
+	table(heads, scenarios, func(sc string, i int) string { return overhead(tags[i], sc, "") })
 
 	// Library against library: ratios measured in one alternating run,
 	// so they hold across runners where the columns above may not.
@@ -358,33 +367,11 @@ func releases(md *bytes.Buffer, pts []Point, opt RenderOptions) {
 	})
 	w("\nEach release against the one before it: both libraries in one run, alternating, ")
 	w("median of three rounds (`heapctl overhead --baseline-lib`). Negative is faster.\n\n")
-	w("| Scenario |")
-	for _, pr := range pairs {
-		w(" %s vs %s |", cell(pr.tag), cell(pr.vs))
+	heads = make([]string, len(pairs))
+	for i, pr := range pairs {
+		heads[i] = cell(pr.tag) + " vs " + cell(pr.vs)
 	}
-	w("\n|---|")
-	for range pairs {
-		w("---|")
-	}
-	w("\n")
-	for _, sc := range vsScen {
-		w("| %s |", cell(sc))
-		for _, pr := range pairs {
-			var timed, instr *Point
-			if p, ok := last[key{pr.tag, sc, MeasureTime, pr.vs}]; ok {
-				timed = &p
-			}
-			if p, ok := last[key{pr.tag, sc, MeasureInstructions, pr.vs}]; ok {
-				instr = &p
-			}
-			c := overheadCell(timed, instr)
-			if c == "" {
-				c = "–"
-			}
-			w(" %s |", c)
-		}
-		w("\n")
-	}
+	table(heads, vsScen, func(sc string, i int) string { return overhead(pairs[i].tag, sc, pairs[i].vs) })
 }
 
 // versionLess orders tags like versions: digit runs compare as numbers,
