@@ -15,9 +15,6 @@ make -s all
 HEAPCTL=${HEAPCTL:-$root/bin/heapctl}
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(all)
-mkdir -p bench/results
-out=bench/results/instructions-$(date -u +%Y%m%dT%H%M%SZ).json
-echo "overhead-instructions.sh: heapctl overhead ${scenarios[*]} --measure instructions -n ${RUNS:-3} --json > $out" >&2
-"$HEAPCTL" overhead "${scenarios[@]}" --measure instructions -n "${RUNS:-3}" --json >"$out.part"
-mv "$out.part" "$out"
-python3 bench/table.py "$out"
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. bench/measure.sh
+measure instructions "${scenarios[@]}" --measure instructions -n "${RUNS:-3}"

@@ -16,9 +16,6 @@ make -s all
 HEAPCTL=${HEAPCTL:-$root/bin/heapctl}
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(all)
-mkdir -p bench/results
-out=bench/results/overhead-$(date -u +%Y%m%dT%H%M%SZ).json
-echo "overhead.sh: heapctl overhead ${scenarios[*]} -n ${RUNS:-10} --warmup ${WARMUP:-2} --json > $out" >&2
-"$HEAPCTL" overhead "${scenarios[@]}" -n "${RUNS:-10}" --warmup "${WARMUP:-2}" --json >"$out.part"
-mv "$out.part" "$out"
-python3 bench/table.py "$out"
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. bench/measure.sh
+measure overhead "${scenarios[@]}" -n "${RUNS:-10}" --warmup "${WARMUP:-2}"

@@ -20,9 +20,6 @@ make -s all
 HEAPCTL=${HEAPCTL:-$root/bin/heapctl}
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(all)
-mkdir -p bench/results
-out=bench/results/release-$(date -u +%Y%m%dT%H%M%SZ).json
-echo "release.sh: heapctl overhead ${scenarios[*]} --baseline-lib $old --lib $new --rounds ${ROUNDS:-3} -n ${RUNS:-10} --json > $out" >&2
-"$HEAPCTL" overhead "${scenarios[@]}" --baseline-lib "$old" --lib "$new" --rounds "${ROUNDS:-3}" -n "${RUNS:-10}" --json >"$out.part"
-mv "$out.part" "$out"
-python3 bench/table.py "$out"
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. bench/measure.sh
+measure release "${scenarios[@]}" --baseline-lib "$old" --lib "$new" --rounds "${ROUNDS:-3}" -n "${RUNS:-10}"
