@@ -174,23 +174,18 @@ static void count_slow(int alloc, uint64_t bytes)
     }
 }
 
-void hl_alloc_slow(size_t usable)
+/* A block's usable size on the slow path, for a thread that counts. */
+static void slow(int alloc, size_t usable)
 {
     if (hl_self.state == HL_T_IGNORED)
         return;
     int saved = errno;
-    count_slow(1, usable + HL_CHUNK_BIAS);
+    count_slow(alloc, usable + HL_CHUNK_BIAS);
     errno = saved;
 }
 
-void hl_free_slow(size_t usable)
-{
-    if (hl_self.state == HL_T_IGNORED)
-        return;
-    int saved = errno;
-    count_slow(0, usable + HL_CHUNK_BIAS);
-    errno = saved;
-}
+void hl_alloc_slow(size_t usable) { slow(1, usable); }
+void hl_free_slow(size_t usable) { slow(0, usable); }
 
 /* The fast path's add to a word would carry, or found hl_dummy. A real
  * carry: store the wrapped word, move the 256 KiB it dropped into the byte
