@@ -72,8 +72,8 @@ struct counters {
 
 /* One thread's state: its outermost allocator call in flight (sp == 0:
  * none), and its own counts, written by that thread's probes only (plain
- * adds), so a reader can tell threads apart (the tests leave out the shim's
- * Go runtime threads, which the shim does not count). */
+ * adds), so a reader can tell threads apart (the tests compare the
+ * program's own threads with the shim). */
 struct call {
 	__u64 sp;       /* stack pointer at entry of the outermost call */
 	__u64 ptr;      /* realloc: old block; posix_memalign: memptr */

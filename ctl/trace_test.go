@@ -345,11 +345,9 @@ type traceDiff struct{ allocs, frees, allocated, freed uint64 }
 // program and for python3. Over the program's own threads, the trace is
 // the shim's count plus the calls the shim makes into glibc for itself and
 // rightly leaves out: its start-up check that glibc's chunk headers give
-// malloc_usable_size (8 mallocs and frees), and the record its
-// pthread_create wrapper allocates on the main thread for the Go runtime's
-// first thread (freed on that thread, which both leave out). Those are the
-// same for any program: the difference must be identical for both
-// programs, and small (a trace missing or doubling calls would show).
+// malloc_usable_size (preload/boot.c: 8 mallocs, each freed at once).
+// Nothing else: the difference must be exactly those, the same for both
+// programs (a trace missing or doubling calls would show).
 func TestTraceAgreesWithShim(t *testing.T) {
 	traceNeedsRoot(t)
 	lib := rgLib(t)
@@ -387,9 +385,12 @@ print(json.dumps({"tids": [threading.main_thread().native_id, t.native_id]}), fi
 		d := traceDiff{own.Allocs - sh.Allocs, own.Frees - sh.Frees, own.AllocatedBytes - sh.AllocatedBytes, own.FreedBytes - sh.FreedBytes}
 		t.Logf("%s\n\tshim:  %s\n\ttrace: %s\n\ttrace over the program's %d threads - shim: %d allocs, %d frees, %d B allocated, %d B freed",
 			filepath.Base(argv[0]), report.Line(sh), report.Line(tr), own.Threads, d.allocs, d.frees, d.allocated, d.freed)
-		// Unsigned: a trace below the shim wraps around and fails too.
-		if d.allocs > 64 || d.frees > 64 || d.allocated > 64<<20 || d.freed > 64<<20 {
-			t.Errorf("%s: trace - shim is not a few calls of the shim's own: %+v", filepath.Base(argv[0]), d)
+		if d.allocs != 8 || d.frees != 8 || d.allocated != d.freed || d.allocated > 64<<20 {
+			t.Errorf("%s: trace - shim is not the start-up check's 8 blocks, each freed: %+v", filepath.Base(argv[0]), d)
+		}
+		// No thread of the shim's own: the whole process differs the same way.
+		if w := (traceDiff{tr.Allocs - sh.Allocs, tr.Frees - sh.Frees, tr.AllocatedBytes - sh.AllocatedBytes, tr.FreedBytes - sh.FreedBytes}); w != d {
+			t.Errorf("%s: trace - shim over the whole process %+v, over the program's threads %+v", filepath.Base(argv[0]), w, d)
 		}
 		diffs = append(diffs, d)
 	}

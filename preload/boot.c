@@ -260,6 +260,17 @@ void hl_boot(void)
         sched_yield();
 }
 
+/* The region exists from the moment the library is loaded, with the
+ * loading thread in it, so a program that has not allocated yet reads as
+ * zeros and one thread, not as a process without a region. Most programs
+ * have booted before this runs: the loader and other libraries'
+ * constructors allocate first. */
+__attribute__((constructor)) static void at_load(void)
+{
+    hl_boot();
+    hl_thread_enter();
+}
+
 // ---- the first calls ------------------------------------------------------------------
 /* hl_impl starts here. Each boots, then goes where hl_impl now points; the
  * booting thread's own re-entrant calls get the pool. */

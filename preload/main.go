@@ -6,9 +6,9 @@
 // The Go side is deliberately empty: the Go runtime calls malloc from its own
 // threads, so an allocation function exported from Go would deadlock
 // (golang/go#26184), and the allocation path must never enter Go. This file
-// exists so that the shim builds with the same toolchain as heapctl; it
-// starts no goroutines and exports nothing. What the Go runtime costs at
-// load time is measured in docs/performance.md.
+// exists so that the shim builds with the same toolchain as heapctl. It
+// exports nothing, and its runtime never starts (goruntime.c): a Go function
+// exported from here would wait for ever. docs/shim.md says why.
 package main
 
 /*

@@ -48,8 +48,7 @@ extern HL_HIDDEN unsigned char hl_glibc_mode; /* malloc and free count inline (c
  * carries and a thread's first operation takes the slow path, which
  * registers it. Exited and slot-less threads, and every thread when the peak
  * must be exact, keep hl_dummy there; `own` is the thread's real slot. */
-enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE,
-       HL_T_IGNORED /* a thread of the shim's own Go runtime (gothreads.c) */ };
+enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE };
 struct hl_thread {
     struct hl_slot *slot;   /* the fast path's: own, or hl_dummy */
     struct hl_slot *own;    /* NULL without a slot */
@@ -85,6 +84,7 @@ void hl_free_slow(size_t usable);
 void hl_alloc_chunk(size_t chunk);
 void hl_free_chunk(size_t chunk);
 void hl_thread_init(void);
+void hl_thread_enter(void);  /* registers the calling thread now */
 void hl_thread_forget(void); /* in a fork child */
 void hl_totals(struct hl_header *r, struct hl_counters *out);
 void hl_peak_update(struct hl_header *r, int64_t live);

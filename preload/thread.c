@@ -132,6 +132,14 @@ static struct hl_slot *own_slot(void)
     return hl_self.own;
 }
 
+/* The loading thread, from the library's constructor: a program that
+ * never allocates still has its thread in the region. */
+void hl_thread_enter(void)
+{
+    if (hl_region != NULL)
+        own_slot();
+}
+
 // ---- slow paths -------------------------------------------------------------------
 
 /* A thread without a slot (none free, or its exit hook already ran) adds
@@ -174,11 +182,9 @@ static void count_slow(int alloc, uint64_t bytes)
     }
 }
 
-/* A block's usable size on the slow path, for a thread that counts. */
+/* A block's usable size on the slow path. */
 static void slow(int alloc, size_t usable)
 {
-    if (hl_self.state == HL_T_IGNORED)
-        return;
     int saved = errno;
     count_slow(alloc, usable + HL_CHUNK_BIAS);
     errno = saved;
@@ -193,8 +199,6 @@ void hl_free_slow(size_t usable) { slow(0, usable); }
  * carries, but a reader must never see it spill), and publish. */
 static void count_chunk(int alloc, size_t chunk)
 {
-    if (hl_self.state == HL_T_IGNORED)
-        return;
     int saved = errno;
     struct hl_slot *fast = hl_self.slot;
     struct hl_slot *s = own_slot();

@@ -84,10 +84,10 @@ func Plan(spec Spec, base []string) (Job, error) {
 	env := append(append([]string(nil), base...), spec.Env...)
 	if spec.Measure == Instructions {
 		// callgrind 3.19 dies on an assertion (vgCallgrind_post_signal:
-		// sigNum == current_state.sig) when the Go runtime inside
-		// libheap.so preempts a goroutine with SIGURG. Without async
-		// preemption no signal is sent; the count of the shim's own
-		// path is unchanged (it never enters Go).
+		// sigNum == current_state.sig) when a Go runtime preempts a
+		// goroutine with SIGURG. libheap.so's runtime never starts
+		// (preload/goruntime.c), but a command measured with `--` may be
+		// a Go program. Without async preemption no signal is sent.
 		env = setGODEBUG(env, "asyncpreemptoff=1")
 	}
 	side := func(label, lib string, wrap []string, key string) (Side, error) {

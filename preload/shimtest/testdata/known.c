@@ -278,7 +278,6 @@ static void execs(char *self)
 
 int main(int argc, char **argv)
 {
-    usleep(20000); /* let the shim's Go runtime finish starting its threads */
     const char *mode = argc > 1 ? argv[1] : "funcs";
     if (!strcmp(mode, "funcs")) funcs();
     else if (!strcmp(mode, "threads")) threads();

@@ -1,0 +1,39 @@
+/*
+ * goruntime.c: the shim's own Go runtime never starts.
+ *
+ * libheap.so is built as a Go c-shared library, and such a library starts
+ * the Go runtime when it is loaded: runtime/cgo's C creates a thread (with
+ * pthread_create) that initialises the runtime, which then starts more
+ * (sysmon, GC workers): six in every profiled process. Nothing in the shim
+ * needs that runtime: the allocation path must never enter Go
+ * (golang/go#26184), and the Go side of preload/ is empty. Those threads
+ * did cost the program something it could not work around. A signal sent
+ * to a process goes to any of its threads that does not block it, and the
+ * Go runtime keeps five unblocked on every one of its threads, whatever mask
+ * they start with (the faults aside: SIGSTKFLT, SIGCHLD, SIGURG, SIGPROF,
+ * signal 32). A program that blocks SIGCHLD and collects it with sigwait or
+ * a signalfd, as process supervisors do, lost its children's exits: the
+ * kernel gave the signal to one of our threads, where its default action
+ * discarded it (50 of 50 in a test; see docs/shim.md).
+ *
+ * So the runtime's first thread is never created. This hidden definition is
+ * what runtime/cgo's pthread_create call binds to (the linker resolves
+ * references inside libheap.so to it, and it is not exported, so the
+ * program's own calls never come here). It reports success and starts
+ * nothing; the runtime, which does not wait for that thread, is left as its
+ * loader entry left it: no threads, no heap, and its handlers for the
+ * faults, SIGPIPE and SIGURG, which forward every signal to the handler
+ * there was before, or to the default action, while the runtime is not
+ * initialised (runtime.sigfwdgo). A Go function exported from here would
+ * wait for ever for that initialisation: preload/ exports none, and must
+ * not. preload/shimtest's TestNoRuntimeThreads fails if a Go release
+ * starts the runtime another way.
+ */
+#include <pthread.h>
+#include "shim.h"
+
+HL_HIDDEN int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    *t = 0;
+    return 0;
+}
