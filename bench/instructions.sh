@@ -4,8 +4,10 @@
 #
 # Runs bench/pair.c's churn loop with and without bin/libheap.so, collecting
 # only inside main() (--toggle-collect=main), which leaves out process
-# start-up, exit and the Go runtime's own threads. Two loop lengths cancel
-# the fixed part: added = ((B1-A1) - (B0-A0)) / (N1-N0).
+# start-up and exit. Two loop lengths cancel the fixed part:
+# added = ((B1-A1) - (B0-A0)) / (N1-N0). Then the fixed part itself: the
+# whole process of a loop of 0, with and without the shim (loading it,
+# resolving the allocator, the glibc self-check, the region, the summary).
 #
 #   bench/instructions.sh            # from the project root, after make
 set -euo pipefail
@@ -28,3 +30,11 @@ base=$(( (a1 - a0) / (n1 - n0) ))
 added=$(awk -v a0="$a0" -v a1="$a1" -v b0="$b0" -v b1="$b1" -v d=$((n1 - n0)) \
 	'BEGIN { printf "%.2f", ((b1 - a1) - (b0 - a0)) / d }')
 echo "instructions per malloc+free pair: glibc alone $base, added by libheap.so $added"
+
+whole() { # whole LIB -> Ir of the whole process, a loop of 0
+	valgrind --tool=callgrind --callgrind-out-file="$bin/out" \
+		--trace-children=yes env ${1:+LD_PRELOAD=$1} HEAPLINE_SUMMARY=0 "$bin/pair" 0 >/dev/null 2>&1
+	awk '/^totals:/ {print $2}' "$bin/out"
+}
+w0=$(whole "") w1=$(whole "$lib")
+echo "instructions of a process that allocates nothing: alone $w0, with libheap.so $w1 (added $((w1 - w0)))"
