@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # layout.sh [RUNS]: why larson-4t once seemed to pay for the Go runtime
-# (docs/performance.md, "What the Go runtime costs"). Builds larson as it was
+# (docs/performance.md, "What the Go runtime cost"). Builds larson as it was
 # before each lane got a cache line of its own (commit 9739fcd, from git) and
 # times it, and today's larson, with bench/floor/layout.c's libraries and an
 # empty Go c-shared library preloaded (bench/ab.py: interleaved runs, median
