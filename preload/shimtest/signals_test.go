@@ -227,3 +227,43 @@ func sigwaitOnce(t *testing.T, prog string, sig syscall.Signal, try int) {
 		t.Fatalf("signal %d (%v), try %d: still running 10 s after the signal (output %q)", sig, sig, try, line)
 	}
 }
+
+// TestFaultsAsWithout: libheap.so's Go runtime, which never starts, still
+// installed its handlers for the faults and SIGPIPE when the library was
+// loaded. They must forward: a program that faults dies of the same signal
+// as without the shim (so it dumps core the same way), and one that
+// handles SIGSEGV itself gets its handler.
+func TestFaultsAsWithout(t *testing.T) {
+	prog := compile(t, "gcc", "fault.c")
+	for _, c := range []struct {
+		mode string
+		sig  syscall.Signal
+		exit int
+		out  string
+	}{
+		{"segv", syscall.SIGSEGV, -1, ""},
+		{"pipe", syscall.SIGPIPE, -1, ""},
+		{"handled", 0, 5, "handled 11\n"},
+	} {
+		for _, preload := range []bool{false, true} {
+			cmd := exec.Command(prog, c.mode)
+			if preload {
+				cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
+			}
+			out, _ := cmd.Output()
+			ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			var sig syscall.Signal
+			if ws.Signaled() {
+				sig = ws.Signal()
+			}
+			if sig != c.sig || cmd.ProcessState.ExitCode() != c.exit || string(out) != c.out {
+				t.Errorf("fault %s (shim %v): signal %v, exit %d, output %q; want signal %v, exit %d, output %q",
+					c.mode, preload, sig, cmd.ProcessState.ExitCode(), out, c.sig, c.exit, c.out)
+			}
+			if preload {
+				// killed by a signal, the shim could not remove its region
+				_ = os.Remove(regionPath(cmd.Process.Pid))
+			}
+		}
+	}
+}
