@@ -11,7 +11,7 @@
  * to a process goes to any of its threads that does not block it, and the
  * Go runtime keeps five unblocked on every one of its threads, whatever mask
  * they start with (the faults aside: SIGSTKFLT, SIGCHLD, SIGURG, SIGPROF,
- * signal 32). A program that blocks SIGCHLD and collects it with sigwait or
+ * SIGRTMIN). A program that blocks SIGCHLD and collects it with sigwait or
  * a signalfd, as process supervisors do, lost its children's exits: the
  * kernel gave the signal to one of our threads, where its default action
  * discarded it (50 of 50 in a test; see docs/shim.md).

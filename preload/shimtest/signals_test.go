@@ -150,9 +150,8 @@ func TestShellTrapsTERM(t *testing.T) {
 // default action would run there. While the shim started the Go runtime,
 // SIGTERM killed such a server every time, until its threads blocked it;
 // five signals the runtime unblocks on its threads whatever their mask
-// (SIGCHLD, SIGURG, SIGPROF, SIGSTKFLT and glibc's internal signal 32)
-// stayed lost: SIGCHLD and SIGURG discarded, SIGPROF and SIGSTKFLT fatal.
-// SIGRTMIN (34 with glibc) is what real-time servers wait for.
+// (SIGCHLD, SIGURG, SIGPROF, SIGSTKFLT and SIGRTMIN, 34 with glibc) stayed
+// lost: SIGCHLD and SIGURG discarded, the other three fatal.
 func TestSigwaitServer(t *testing.T) {
 	prog := compile(t, "gcc", "sigwait.c")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGPROF, syscall.SIGSTKFLT, syscall.Signal(34)} {
