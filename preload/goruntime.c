@@ -14,7 +14,9 @@
  * SIGRTMIN). A program that blocks SIGCHLD and collects it with sigwait or
  * a signalfd, as process supervisors do, lost its children's exits: the
  * kernel gave the signal to one of our threads, where its default action
- * discarded it (50 of 50 in a test; see docs/shim.md).
+ * discarded it (50 of 50 in a test; see docs/shim.md). And the kernel
+ * lets only a single-threaded process unshare(CLONE_NEWUSER): `unshare -U`
+ * failed under the shim.
  *
  * So the runtime's first thread is never created. This hidden definition is
  * what runtime/cgo's pthread_create call binds to (the linker resolves
@@ -26,8 +28,8 @@
  * there was before, or to the default action, while the runtime is not
  * initialised (runtime.sigfwdgo). A Go function exported from here would
  * wait for ever for that initialisation: preload/ exports none, and must
- * not. preload/shimtest's TestNoRuntimeThreads fails if a Go release
- * starts the runtime another way.
+ * not. preload/shimtest/goruntime_test.go fails if a Go release starts
+ * the runtime another way.
  */
 #include <pthread.h>
 #include "shim.h"
