@@ -301,6 +301,7 @@ void hl_boot(void)
  * constructors allocate first. */
 __attribute__((constructor)) static void at_load(void)
 {
+    hl_runtime_undo();
     hl_boot();
     hl_thread_enter();
 }

@@ -23,19 +23,48 @@
  * references inside libheap.so to it, and it is not exported, so the
  * program's own calls never come here). It reports success and starts
  * nothing; the runtime, which does not wait for that thread, is left as its
- * loader entry left it: no threads, no heap, and its handlers for the
- * faults, SIGPIPE and SIGURG, which forward every signal to the handler
- * there was before, or to the default action, while the runtime is not
- * initialised (runtime.sigfwdgo). A Go function exported from here would
- * wait for ever for that initialisation: preload/ exports none, and must
- * not. preload/shimtest/goruntime_test.go fails if a Go release starts
- * the runtime another way.
+ * loader entry left it: no threads, no heap. A Go function exported from
+ * here would wait for ever for that initialisation: preload/ exports none,
+ * and must not. preload/shimtest/goruntime_test.go fails if a Go release
+ * starts the runtime another way.
+ *
+ * The loader entry has also installed the runtime's handlers for the
+ * faults, SIGPIPE and SIGURG. Uninitialised, they forward to whatever was
+ * there before (runtime.sigfwdgo), but a handler is not nothing: a caught
+ * SIGURG makes poll, epoll_wait and nanosleep fail with EINTR where an
+ * ignored one does not, and a fault that dies in a handler leaves a core
+ * whose top frames are the handler's. So the dispositions of every signal
+ * are read before the runtime's loader entry runs (a constructor of
+ * priority 101 comes before the plain ones in .init_array) and put back
+ * after it, where it changed them.
  */
 #include <pthread.h>
+#include <signal.h>
+#include <string.h>
 #include "shim.h"
 
 HL_HIDDEN int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
     *t = 0;
     return 0;
+}
+
+static struct sigaction before[NSIG];
+static unsigned char saved[NSIG];
+
+__attribute__((constructor(101))) static void before_runtime(void)
+{
+    for (int sig = 1; sig < NSIG; sig++)
+        saved[sig] = sigaction(sig, NULL, &before[sig]) == 0;
+}
+
+void hl_runtime_undo(void)
+{
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction now;
+        if (!saved[sig] || sigaction(sig, NULL, &now) != 0)
+            continue;
+        if (now.sa_handler != before[sig].sa_handler || now.sa_flags != before[sig].sa_flags)
+            sigaction(sig, &before[sig], NULL);
+    }
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // The Go runtime inside libheap.so never starts (preload/goruntime.c): a
-// profiled process has its own threads only, and the handlers the
-// runtime's loader entry installs behave as if absent.
+// profiled process has its own threads only, and the signal handlers the
+// runtime's loader entry installs are taken out again.
 
 // TestNoRuntimeThreads: a profiled process has its own threads and no
 // other: the Go runtime inside libheap.so is never started (goruntime.c).
@@ -44,11 +44,10 @@ func TestNoRuntimeThreads(t *testing.T) {
 	}
 }
 
-// TestFaultsAsWithout: libheap.so's Go runtime, which never starts, still
-// installed its handlers for the faults and SIGPIPE when the library was
-// loaded. They must forward: a program that faults dies of the same signal
-// as without the shim (so it dumps core the same way), and one that
-// handles SIGSEGV itself gets its handler.
+// TestFaultsAsWithout: a program that faults dies of the same signal as
+// without the shim (so it dumps core the same way), and one that handles
+// SIGSEGV itself gets its handler. The runtime's loader entry installs
+// handlers for these; the shim puts back what was there before.
 func TestFaultsAsWithout(t *testing.T) {
 	prog := compile(t, "gcc", "fault.c")
 	for _, c := range []struct {
@@ -100,5 +99,28 @@ func TestUnshareUser(t *testing.T) {
 	cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("unshare -U under the shim: %v: %s", err, out)
+	}
+}
+
+// TestDispositionsAsWithout: the runtime's loader entry installs handlers
+// for the faults, SIGPIPE and SIGURG, over whatever was there, even
+// SIG_IGN; the shim puts the dispositions back. A program started with
+// SIGPIPE and SIGURG ignored (by `trap` in a shell) keeps them ignored, so
+// its children inherit that, and catches nothing it did not ask for:
+// /proc/self/status of a profiled grep reads as it does without the shim.
+func TestDispositionsAsWithout(t *testing.T) {
+	script := `trap '' PIPE URG; exec grep -E '^Sig(Ign|Cgt)' /proc/self/status`
+	plain, err := exec.Command("sh", "-c", script).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
+	got, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(plain) {
+		t.Errorf("under the shim:\n%swithout:\n%s", got, plain)
 	}
 }

@@ -5,7 +5,7 @@
  *   handled writes through NULL with its own SIGSEGV handler, which
  *           prints "handled 11" and exits 5
  * The Go runtime's loader entry installs handlers for these signals in
- * every process that loads libheap.so; they must behave as if absent.
+ * every process that loads libheap.so; the shim must take them out again.
  */
 #include <signal.h>
 #include <stdio.h>
