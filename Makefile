@@ -27,8 +27,10 @@ DEBS := valgrind libjemalloc2 heaptrack hyperfine python3 shellcheck g++ clang l
 
 all: $(BIN)/libheap.so $(BIN)/heapctl scenarios
 
-$(BIN)/libheap.so: $(PRELOAD_SRC)
-	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $@ ./preload
+# preload/exports.map limits what the shim exports; cgo's own LDFLAGS may
+# not name a version script, so it is passed to the external linker here.
+$(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/preload/exports.map -o $@ ./preload
 	@rm -f $(BIN)/libheap.h
 
 $(BIN)/heapctl: $(GO_SRC)

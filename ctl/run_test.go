@@ -124,8 +124,14 @@ const rgTimeout = 90 * time.Second
 func rgLib(t *testing.T) string {
 	t.Helper()
 	lib := filepath.Join(t.TempDir(), shim.LibName)
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, "./preload")
-	cmd.Dir = ".."
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// as the Makefile builds it, with the exports limited (preload/exports.map)
+	cmd := exec.Command("go", "build", "-buildmode=c-shared",
+		"-ldflags=-extldflags=-Wl,--version-script="+filepath.Join(root, "preload", "exports.map"), "-o", lib, "./preload")
+	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building libheap.so (the shim; these tests run real processes under it): %v\n%s", err, out)

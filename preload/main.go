@@ -1,6 +1,9 @@
-// Package main builds libheap.so, heapline's LD_PRELOAD shim:
+// Package main builds libheap.so, heapline's LD_PRELOAD shim (`make
+// bin/libheap.so` runs this, from the project root):
 //
-//	go build -buildmode=c-shared -o bin/libheap.so ./preload
+//	go build -buildmode=c-shared \
+//	    -ldflags=-extldflags=-Wl,--version-script=$PWD/preload/exports.map \
+//	    -o bin/libheap.so ./preload
 //
 // Everything that runs inside the profiled program is the C in this folder.
 // The Go side is deliberately empty: the Go runtime calls malloc from its own

@@ -1,0 +1,92 @@
+package shimtest
+
+import (
+	"context"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// exportsMap is the list of preload/exports.map's global names.
+func exportsMap(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root(t), "preload", "exports.map"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := regexp.MustCompile(`(?s)/\*.*?\*/`).ReplaceAllString(string(b), "")
+	_, rest, ok := strings.Cut(text, "global:")
+	body, _, ok2 := strings.Cut(rest, "local:")
+	if !ok || !ok2 {
+		t.Fatalf("preload/exports.map has no global: ... local: list")
+	}
+	names := strings.FieldsFunc(body, func(r rune) bool { return r == ';' || r == ' ' || r == '\n' || r == '\t' })
+	slices.Sort(names)
+	return names
+}
+
+// TestExports: libheap.so defines, for the rest of the process, the
+// malloc family and _exit and nothing else (preload/exports.map says why).
+func TestExports(t *testing.T) {
+	f, err := elf.Open(lib(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range syms {
+		bind := elf.ST_BIND(s.Info)
+		if s.Section != elf.SHN_UNDEF && (bind == elf.STB_GLOBAL || bind == elf.STB_WEAK) {
+			got = append(got, s.Name)
+		}
+	}
+	slices.Sort(got)
+	if want := exportsMap(t); !slices.Equal(got, want) {
+		t.Errorf("libheap.so exports\n  %v\nwant (preload/exports.map)\n  %v", got, want)
+	}
+}
+
+// TestEmbeddedGoLibrary: a Go c-archive linked into a C shared library
+// without -Bsymbolic resolves runtime/cgo's names through the global scope.
+// While libheap.so exported its own copies, that runtime bound to them and
+// never started (goruntime.c): its first exported call waited for ever
+// (before the shim stopped its own runtime, the program crashed).
+func TestEmbeddedGoLibrary(t *testing.T) {
+	dir := t.TempDir()
+	archive := filepath.Join(dir, "libanswer.a")
+	build := exec.Command("go", "build", "-buildmode=c-archive", "-o", archive, "./testdata/goarchive")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -buildmode=c-archive: %v\n%s", err, out)
+	}
+	so := filepath.Join(dir, "libanswer.so")
+	if out, err := exec.Command("gcc", "-shared", "-o", so, "-Wl,--whole-archive", archive, "-Wl,--no-whole-archive", "-pthread").CombinedOutput(); err != nil {
+		t.Fatalf("gcc -shared: %v\n%s", err, out)
+	}
+	prog := compile(t, "gcc", "goarchive.c", so, "-Wl,-rpath,"+dir)
+	for _, preload := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, prog)
+		if preload {
+			cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
+		}
+		out, err := cmd.Output()
+		cancel()
+		if err != nil || string(out) != "answer 42\n" {
+			t.Errorf("shim %v: %v, output %q; want \"answer 42\" (a timeout means the Go runtime never started)", preload, err, out)
+		}
+		if preload && cmd.Process != nil {
+			_ = os.Remove(regionPath(cmd.Process.Pid))
+		}
+	}
+}
