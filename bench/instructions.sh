@@ -7,7 +7,7 @@
 # start-up and exit. Two loop lengths cancel the fixed part:
 # added = ((B1-A1) - (B0-A0)) / (N1-N0). Then the fixed part itself: the
 # whole process of a loop of 0, with and without the shim (loading it,
-# resolving the allocator, the glibc self-check, the region, the summary).
+# resolving the allocator, the glibc self-check, the region; no summary).
 #
 #   bench/instructions.sh            # from the project root, after make
 set -euo pipefail

@@ -135,6 +135,12 @@ static const void *object_of(const void *addr)
     return l.object;
 }
 
+int hl_in_shim(const void *addr)
+{
+    const void *o = object_of(addr);
+    return o != NULL && o == object_of((const void *)hl_in_shim);
+}
+
 static int same_object(void *a, void *b)
 {
     const void *oa = object_of(a);
@@ -301,7 +307,6 @@ void hl_boot(void)
  * constructors allocate first. */
 __attribute__((constructor)) static void at_load(void)
 {
-    hl_runtime_undo();
     hl_boot();
     hl_thread_enter();
 }

@@ -4,7 +4,7 @@
  * libheap.so is built as a Go c-shared library, and such a library starts
  * the Go runtime when it is loaded: runtime/cgo's C creates a thread (with
  * pthread_create) that initialises the runtime, which then starts more
- * (sysmon, GC workers): six in every profiled process. Nothing in the shim
+ * (sysmon, GC workers): five in every profiled process. Nothing in the shim
  * needs that runtime: the allocation path must never enter Go
  * (golang/go#26184), and the Go side of preload/ is empty. Those threads
  * did cost the program something it could not work around. A signal sent
@@ -35,19 +35,14 @@
  * ignored one does not, and a fault that dies in a handler leaves a core
  * whose top frames are the handler's. So the dispositions of every signal
  * are read before the runtime's loader entry runs (a constructor of
- * priority 101 comes before the plain ones in .init_array) and put back
- * after it, where it changed them.
+ * priority 101 comes before the plain ones in .init_array), and put back
+ * where a handler of ours replaced them, from the pthread_create below,
+ * which the entry calls right after installing its handlers.
  */
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include "shim.h"
-
-HL_HIDDEN int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
-{
-    *t = 0;
-    return 0;
-}
 
 static struct sigaction before[NSIG];
 static unsigned char saved[NSIG];
@@ -58,13 +53,21 @@ __attribute__((constructor(101))) static void before_runtime(void)
         saved[sig] = sigaction(sig, NULL, &before[sig]) == 0;
 }
 
-void hl_runtime_undo(void)
+/* Only where the handler now in place is ours: anything else that changed
+ * meanwhile is not the runtime's doing. */
+static void undo_handlers(void)
 {
     for (int sig = 1; sig < NSIG; sig++) {
         struct sigaction now;
-        if (!saved[sig] || sigaction(sig, NULL, &now) != 0)
-            continue;
-        if (now.sa_handler != before[sig].sa_handler || now.sa_flags != before[sig].sa_flags)
+        if (saved[sig] && sigaction(sig, NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO) &&
+            hl_in_shim((const void *)now.sa_sigaction))
             sigaction(sig, &before[sig], NULL);
     }
+}
+
+HL_HIDDEN int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    undo_handlers();
+    *t = 0;
+    return 0;
 }

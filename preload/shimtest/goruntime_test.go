@@ -14,7 +14,7 @@ import (
 
 // TestNoRuntimeThreads: a profiled process has its own threads and no
 // other: the Go runtime inside libheap.so is never started (goruntime.c).
-// When it was, it added six threads to every process, and signals sent to
+// When it was, it added five threads to every process, and signals sent to
 // the process went to them (TestSigwaitServer). The program's thread keeps
 // the signal mask it had, and the region is there before the program has
 // allocated anything.
@@ -32,7 +32,7 @@ func TestNoRuntimeThreads(t *testing.T) {
 			t.Fatal("sleep under the shim: no region after 10 s")
 		}
 	}
-	// A runtime started the old way had its six threads up within a few
+	// A runtime started the old way had its five threads up within a few
 	// milliseconds of the region; look for a while.
 	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		if tids := threadsOf(t, pid); len(tids) != 1 || tids[0] != pid {
