@@ -100,9 +100,6 @@ static void die_missing(const char *sym)
 
 // ---- mode ---------------------------------------------------------------------------
 
-/* Is every function we forward to glibc's own, with its chunk headers? A
- * malloc debugging library (glibc.malloc.check), jemalloc or tcmalloc
- * preloaded after us fails this and gets the generic mode. */
 struct lookup {
     uintptr_t addr;
     const void *object;
@@ -127,7 +124,7 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *data)
  * for the nearest symbol, about 85,000 instructions a call in libc, which
  * made boot's 28 calls 2.4 million instructions, most of the shim's
  * start-up. */
-static const void *object_of(const void *addr)
+const void *hl_object_of(const void *addr)
 {
     struct lookup l = {(uintptr_t)addr, NULL};
     if (addr != NULL)
@@ -135,17 +132,15 @@ static const void *object_of(const void *addr)
     return l.object;
 }
 
-int hl_in_shim(const void *addr)
-{
-    const void *o = object_of(addr);
-    return o != NULL && o == object_of((const void *)hl_in_shim);
-}
-
 static int same_object(void *a, void *b)
 {
-    const void *oa = object_of(a);
-    return oa != NULL && oa == object_of(b);
+    const void *oa = hl_object_of(a);
+    return oa != NULL && oa == hl_object_of(b);
 }
+
+/* Is every function we forward to glibc's own, with its chunk headers? A
+ * malloc debugging library (glibc.malloc.check), jemalloc or tcmalloc
+ * preloaded after us fails this and gets the generic mode. */
 
 /* One block's usable size by the header formula and by glibc; frees it. */
 static int formula_agrees(void *p)

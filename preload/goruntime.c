@@ -41,7 +41,6 @@
  */
 #include <pthread.h>
 #include <signal.h>
-#include <string.h>
 #include "shim.h"
 
 static struct sigaction before[NSIG];
@@ -57,10 +56,11 @@ __attribute__((constructor(101))) static void before_runtime(void)
  * meanwhile is not the runtime's doing. */
 static void undo_handlers(void)
 {
+    const void *self = hl_object_of((const void *)undo_handlers);
     for (int sig = 1; sig < NSIG; sig++) {
         struct sigaction now;
         if (saved[sig] && sigaction(sig, NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO) &&
-            hl_in_shim((const void *)now.sa_sigaction))
+            self != NULL && hl_object_of((const void *)now.sa_sigaction) == self)
             sigaction(sig, &before[sig], NULL);
     }
 }

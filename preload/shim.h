@@ -85,7 +85,7 @@ void hl_alloc_chunk(size_t chunk);
 void hl_free_chunk(size_t chunk);
 void hl_thread_init(void);
 void hl_thread_enter(void);  /* registers the calling thread now */
-int  hl_in_shim(const void *addr); /* boot.c: is addr in libheap.so's own segments? */
+const void *hl_object_of(const void *addr); /* boot.c: the loaded object holding addr, or NULL */
 void hl_thread_forget(void); /* in a fork child */
 void hl_totals(struct hl_header *r, struct hl_counters *out);
 void hl_peak_update(struct hl_header *r, int64_t live);
