@@ -19,22 +19,20 @@ ${CC:-gcc} -O2 -o "$bin/pair" bench/pair.c
 lib=$PWD/bin/libheap.so
 n0=100000 n1=300000
 
-ir() { # ir LIB N -> Ir inside main()
-	valgrind --tool=callgrind --toggle-collect=main --callgrind-out-file="$bin/out" \
-		--trace-children=yes env ${1:+LD_PRELOAD=$1} HEAPLINE_SUMMARY=0 "$bin/pair" "$2" >/dev/null 2>&1
+ir() { # ir LIB N [CALLGRIND-OPTION...] -> Ir of pair N, with LIB preloaded
+	local with=$1 n=$2
+	shift 2
+	valgrind --tool=callgrind "$@" --callgrind-out-file="$bin/out" \
+		--trace-children=yes env ${with:+LD_PRELOAD=$with} HEAPLINE_SUMMARY=0 "$bin/pair" "$n" >/dev/null 2>&1
 	awk '/^totals:/ {print $2}' "$bin/out"
 }
 
-a0=$(ir "" $n0) a1=$(ir "" $n1) b0=$(ir "$lib" $n0) b1=$(ir "$lib" $n1)
+main=--toggle-collect=main
+a0=$(ir "" $n0 $main) a1=$(ir "" $n1 $main) b0=$(ir "$lib" $n0 $main) b1=$(ir "$lib" $n1 $main)
 base=$(( (a1 - a0) / (n1 - n0) ))
 added=$(awk -v a0="$a0" -v a1="$a1" -v b0="$b0" -v b1="$b1" -v d=$((n1 - n0)) \
 	'BEGIN { printf "%.2f", ((b1 - a1) - (b0 - a0)) / d }')
 echo "instructions per malloc+free pair: glibc alone $base, added by libheap.so $added"
 
-whole() { # whole LIB -> Ir of the whole process, a loop of 0
-	valgrind --tool=callgrind --callgrind-out-file="$bin/out" \
-		--trace-children=yes env ${1:+LD_PRELOAD=$1} HEAPLINE_SUMMARY=0 "$bin/pair" 0 >/dev/null 2>&1
-	awk '/^totals:/ {print $2}' "$bin/out"
-}
-w0=$(whole "") w1=$(whole "$lib")
+w0=$(ir "" 0) w1=$(ir "$lib" 0) # the whole process
 echo "instructions of a process that allocates nothing: alone $w0, with libheap.so $w1 (added $((w1 - w0)))"
