@@ -118,21 +118,16 @@ int main(int argc, char **argv) {
 // test, not a speed assertion.
 const rgTimeout = 90 * time.Second
 
-// rgLib builds libheap.so from this tree into a temporary directory (the
-// go build cache makes it quick), so these tests use the shim of the same
-// commit and never race with a `make` writing bin/.
+// rgLib builds libheap.so from this tree into a temporary directory with
+// the Makefile's own recipe (the go build cache makes it quick), so these
+// tests use the shim of the same commit, built the same way, and never race
+// with a `make` writing bin/.
 func rgLib(t *testing.T) string {
 	t.Helper()
-	lib := filepath.Join(t.TempDir(), shim.LibName)
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// as the Makefile builds it, with the exports limited (preload/exports.map)
-	cmd := exec.Command("go", "build", "-buildmode=c-shared",
-		"-ldflags=-extldflags=-Wl,--version-script="+filepath.Join(root, "preload", "exports.map"), "-o", lib, "./preload")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	dir := t.TempDir()
+	lib := filepath.Join(dir, shim.LibName)
+	cmd := exec.Command("make", "-s", "BIN="+dir, lib)
+	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building libheap.so (the shim; these tests run real processes under it): %v\n%s", err, out)
 	}
