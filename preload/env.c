@@ -39,12 +39,22 @@ static long long number(const char *s, long long lo, long long hi)
     return v < lo || v > hi ? -1 : v;
 }
 
+static int one_of(const char *v, const char *a, const char *b, const char *c, const char *d)
+{
+    return strcmp(v, a) == 0 || strcmp(v, b) == 0 || strcmp(v, c) == 0 || strcmp(v, d) == 0;
+}
+
 static void setting(const char *kv)
 {
     const char *v = strchr(kv, '=') + 1;
     long long n;
     if (starts_with(kv, "HEAPLINE_SUMMARY=")) {
-        hl_config.summary = strcmp(v, "0") != 0;
+        if (one_of(v, "0", "off", "no", "false"))
+            hl_config.summary = 0;
+        else if (one_of(v, "1", "on", "yes", "true") || *v == 0)
+            hl_config.summary = 1;
+        else
+            hl_say("HEAPLINE_SUMMARY=", v, " is neither 0 nor 1; summary on", NULL);
     } else if (starts_with(kv, "HEAPLINE_FORMAT=")) {
         if (strcmp(v, "json") == 0)
             hl_config.json = 1;
@@ -82,6 +92,15 @@ static void setting(const char *kv)
             hl_say("HEAPLINE_PEAK_BATCH=", v, " is not a byte count from 0 to 2^40; using 262144", NULL);
         else
             hl_config.peak_batch = (uint64_t)n;
+    } else if (!starts_with(kv, "HEAPLINE_LIB=")) { /* heapctl's, passed down to children */
+        /* A misspelt name would otherwise be ignored without a word. */
+        char name[64];
+        size_t len = (size_t)(v - 1 - kv);
+        if (len >= sizeof name)
+            len = sizeof name - 1;
+        memcpy(name, kv, len);
+        name[len] = 0;
+        hl_say(name, " is not a setting of the shim; ignored", NULL);
     }
 }
 

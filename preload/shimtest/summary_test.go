@@ -32,8 +32,10 @@ func TestExitSummary(t *testing.T) {
 		t.Errorf("default: stdout %q, stderr %q", out, errOut)
 	}
 
-	if _, _, errOut := run("HEAPLINE_SUMMARY=0"); errOut != "" {
-		t.Errorf("HEAPLINE_SUMMARY=0: stderr %q, want nothing", errOut)
+	for _, off := range []string{"0", "off", "no", "false"} {
+		if _, _, errOut := run("HEAPLINE_SUMMARY=" + off); errOut != "" {
+			t.Errorf("HEAPLINE_SUMMARY=%s: stderr %q, want nothing", off, errOut)
+		}
 	}
 
 	dir := t.TempDir()
@@ -76,5 +78,21 @@ func TestBadSetting(t *testing.T) {
 	want := "heapline: HEAPLINE_SLOTS=lots is not a number from 1 to 65536; using 256\nhello 42\n"
 	if string(out) != want {
 		t.Errorf("output %q, want %q", out, want)
+	}
+
+	// A misspelt name, and a value that is not a yes or a no: each one line,
+	// and the summary stays on. HEAPLINE_LIB is heapctl's and passes quietly.
+	cmd = exec.Command(prog)
+	cmd.Env = env(t, "HEAPLINE_SUMARY=0", "HEAPLINE_SUMMARY=maybe", "HEAPLINE_LIB=/x/libheap.so", "HEAPLINE_FORMAT=json")
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	warned := "heapline: HEAPLINE_SUMARY is not a setting of the shim; ignored\n" +
+		"heapline: HEAPLINE_SUMMARY=maybe is neither 0 nor 1; summary on\n"
+	rest, ok := strings.CutPrefix(e.String(), warned)
+	if o.String() != "hello 42\n" || !ok || !strings.HasPrefix(rest, `{"pid":`) || strings.Count(rest, "\n") != 1 {
+		t.Errorf("stdout %q, stderr %q; want %q, then a JSON summary", o.String(), e.String(), warned)
 	}
 }
