@@ -217,8 +217,8 @@ func runOverhead(c *cli.Context, e *env) error {
 		}
 	}
 	if p := c.String("baseline-lib"); p != "" {
-		if baseLib, err = shim.Path(p); err != nil {
-			return fmt.Errorf("--baseline-lib: %w", err)
+		if baseLib, err = shim.Check(p, "--baseline-lib"); err != nil {
+			return err
 		}
 	}
 	var valgrind string

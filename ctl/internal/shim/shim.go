@@ -5,9 +5,11 @@
 package shim
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -19,10 +21,10 @@ const LibName = "libheap.so"
 // bin/libheap.so under the working directory.
 func Path(flag string) (string, error) {
 	if flag != "" {
-		return check(flag, "--lib")
+		return Check(flag, "--lib")
 	}
 	if v := os.Getenv("HEAPLINE_LIB"); v != "" {
-		return check(v, "HEAPLINE_LIB")
+		return Check(v, "HEAPLINE_LIB")
 	}
 	var tried []string
 	if exe, err := os.Executable(); err == nil {
@@ -40,7 +42,12 @@ func Path(flag string) (string, error) {
 	return "", fmt.Errorf("%s not found (tried %s): build it with make, or name it with --lib or HEAPLINE_LIB", LibName, strings.Join(tried, ", "))
 }
 
-func check(p, what string) (string, error) {
+// Check returns p's absolute path, or an error that names it as what. It
+// refuses what the dynamic loader would skip with a line on stderr (a
+// missing file, a directory, not ELF, another machine's ELF) and a library
+// that does not define malloc: the child would then run unprofiled, and a
+// measurement would compare a program with itself.
+func Check(p, what string) (string, error) {
 	st, err := os.Stat(p)
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", what, p, err)
@@ -48,8 +55,27 @@ func check(p, what string) (string, error) {
 	if st.IsDir() {
 		return "", fmt.Errorf("%s %s: is a directory, not a shared library", what, p)
 	}
-	return filepath.Abs(p)
+	f, err := elf.Open(p)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: not a shared library: %w", what, p, err)
+	}
+	defer f.Close()
+	if f.Type != elf.ET_DYN || f.Machine != nativeMachine {
+		return "", fmt.Errorf("%s %s: not a shared library for this machine (%s, %s)", what, p, f.Type, f.Machine)
+	}
+	syms, _ := f.DynamicSymbols()
+	for _, s := range syms {
+		if s.Name == "malloc" && s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			return filepath.Abs(p)
+		}
+	}
+	return "", fmt.Errorf("%s %s: defines no malloc, so it would profile nothing", what, p)
 }
+
+var nativeMachine = map[string]elf.Machine{
+	"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64, "386": elf.EM_386,
+	"riscv64": elf.EM_RISCV, "ppc64le": elf.EM_PPC64, "s390x": elf.EM_S390,
+}[runtime.GOARCH]
 
 // Env returns base with LD_PRELOAD rewritten for a child: any libheap.so
 // already there is dropped, lib (when not empty) goes first, and the other

@@ -23,14 +23,17 @@ func DeadPID(t testing.TB) int {
 	return cmd.Process.Pid
 }
 
-// NopLib builds a shared library that does nothing. It stands for
-// libheap.so where a test needs "a library in LD_PRELOAD", not the shim, so
-// such tests do not depend on the shim being built.
+// NopLib builds a shared library whose malloc forwards to glibc's and does
+// nothing else. It stands for libheap.so where a test needs "a malloc
+// interposer in LD_PRELOAD", not the shim, so such tests do not depend on
+// the shim being built (heapctl refuses a library without malloc).
 func NopLib(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "nop.c")
-	if err := os.WriteFile(src, []byte("int heapline_test_nop(void) { return 0; }\n"), 0o600); err != nil {
+	if err := os.WriteFile(src, []byte("#include <stddef.h>\n"+
+		"void *__libc_malloc(size_t);\n"+
+		"void *malloc(size_t n) { return __libc_malloc(n); }\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	lib := filepath.Join(dir, "libnop.so")
