@@ -68,8 +68,10 @@ func Sparkline(samples []Sample, end, window float64, width int) string {
 		case hi == lo:
 			b.WriteRune(ticks[0])
 		default:
-			k := int(float64(v-lo)/float64(hi-lo)*float64(len(ticks)-1) + 0.5)
-			b.WriteRune(ticks[k])
+			// In float64: hi-lo overflows int64 when a (corrupt or hostile)
+			// region reports live bytes near both ends of the range.
+			k := int((float64(v)-float64(lo))/(float64(hi)-float64(lo))*float64(len(ticks)-1) + 0.5)
+			b.WriteRune(ticks[min(max(k, 0), len(ticks)-1)])
 		}
 	}
 	return b.String()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,6 +59,11 @@ func TestSparkline(t *testing.T) {
 	}
 	if got := Sparkline(nil, 1, 60, 0); got != "" {
 		t.Errorf("zero width = %q", got)
+	}
+	// Values at both ends of int64 (a corrupt region): hi-lo would overflow.
+	wild := []Sample{{TimeS: 0, LiveBytes: math.MinInt64}, {TimeS: 1, LiveBytes: 0}, {TimeS: 2, LiveBytes: math.MaxInt64}}
+	if got, want := Sparkline(wild, 3, 3, 3), "▁▅█"; got != want {
+		t.Errorf("full int64 range = %q, want %q", got, want)
 	}
 }
 
