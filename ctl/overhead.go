@@ -57,6 +57,7 @@ func overheadCommand(e *env) *cli.Command {
 type overheadArgs struct {
 	names   []string
 	command []string
+	help    bool // -h or --help after a name
 }
 
 // splitOverheadArgs separates names from a "--" command and parses flags
@@ -89,11 +90,19 @@ func splitOverheadArgs(c *cli.Context) (overheadArgs, error) {
 					return out, err
 				}
 			}
-			if err := fs.Parse(args); err != nil {
+			err := fs.Parse(args)
+			if errors.Is(err, flag.ErrHelp) {
+				out.help = true
+				return out, nil
+			}
+			if err != nil {
 				return out, err
 			}
 			var setErr error
 			fs.Visit(func(f *flag.Flag) {
+				if f.Name == "help" || f.Name == "h" {
+					out.help = true
+				}
 				if err := c.Set(f.Name, f.Value.String()); err != nil && setErr == nil {
 					setErr = fmt.Errorf("-%s: %w", f.Name, err)
 				}
@@ -120,6 +129,9 @@ func runOverhead(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	if a.help { // "overhead all --help" asks for help, not for an hour of runs
+		return cli.ShowSubcommandHelp(c)
+	}
 	n, warmup, rounds := c.Int("n"), c.Int("warmup"), c.Int("rounds")
 	mode := overhead.Mode(c.String("measure"))
 	switch {
@@ -137,7 +149,7 @@ func runOverhead(c *cli.Context, e *env) error {
 		warmup = 0
 	}
 	var wrap []string
-	if w := c.String("wrap"); w != "" {
+	if w := c.String("wrap"); c.IsSet("wrap") { // --wrap '' is a mistake, not "no wrapper"
 		if wrap, err = shellwords.Parse(w); err != nil {
 			return fmt.Errorf("--wrap %q: %w", w, err)
 		}

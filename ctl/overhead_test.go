@@ -40,6 +40,8 @@ func TestOverheadBadFlags(t *testing.T) {
 		{[]string{"--wrap", "true", "--measure", "instructions", "--", "true"}, "--wrap and --measure instructions exclude each other"},
 		{[]string{"--wrap", "no-such-profiler-heapline", "--", "true"}, "--wrap: exec: \"no-such-profiler-heapline\""},
 		{[]string{"--wrap", "'unterminated", "--", "true"}, "--wrap \"'unterminated\""},
+		{[]string{"--wrap", "", "--", "true"}, "--wrap: empty command"},
+		{[]string{"churn-4t", "--wrap", ""}, "--wrap: empty command"},
 		{[]string{"--lib", "/nonexistent/libheap.so", "--", "true"}, "--lib /nonexistent/libheap.so"},
 		{[]string{"churn-4t", "--", "true"}, "name scenarios or give a command after --, not both"},
 		{[]string{"churn-4t", "--bogus"}, "flag provided but not defined: -bogus"},
@@ -47,6 +49,17 @@ func TestOverheadBadFlags(t *testing.T) {
 		_, _, err := heapctlOverhead(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("overhead %q: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// -h after a name shows the help and measures nothing (the scenario's
+// program is not even looked for: there is no --root here that has one).
+func TestOverheadHelpAfterName(t *testing.T) {
+	for _, args := range [][]string{{"churn-4t", "-h"}, {"all", "-n", "3", "--help"}, {"churn-1t", "-help"}} {
+		out, stderr, err := heapctlOverhead(t, append(args, "--root", t.TempDir())...)
+		if err != nil || !strings.Contains(out, "heapctl overhead - measure what profiling costs") || stderr != "" {
+			t.Errorf("overhead %q: error %v, stdout %.80q, stderr %q; want the help", args, err, out, stderr)
 		}
 	}
 }
