@@ -9,7 +9,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
+	"strings"
 )
 
 func main() {
@@ -46,4 +49,23 @@ func (e exitError) Error() string {
 		return e.msg
 	}
 	return fmt.Sprintf("exit status %d", e.code)
+}
+
+// lookCommand finds name on PATH as a shell would, or returns the shell's
+// status for it: 127 when there is no such command or file, 126 when there
+// is one that cannot be run (a directory, no execute permission). verb
+// starts the message ("run", "trace", "record").
+func lookCommand(verb, name string) (string, error) {
+	path, err := exec.LookPath(name)
+	switch {
+	case err == nil:
+		return path, nil
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
+		if strings.Contains(name, "/") {
+			return "", exitError{code: 127, msg: fmt.Sprintf("%s: %s: no such file", verb, name)}
+		}
+		return "", exitError{code: 127, msg: fmt.Sprintf("%s: %s: command not found", verb, name)}
+	default:
+		return "", exitError{code: 126, msg: fmt.Sprintf("%s: %v", verb, err)}
+	}
 }

@@ -81,6 +81,18 @@ func record(e *env, c *cli.Context) error {
 			return fmt.Errorf("record: %w", err)
 		}
 	}
+	// So is a command that cannot be started, or a bad --lib: the output
+	// file, perhaps an earlier recording, is only truncated to record.
+	var lib, path string
+	if pid == 0 {
+		var err error
+		if lib, err = shim.Path(c.String("lib")); err != nil {
+			return fmt.Errorf("record: %w", err)
+		}
+		if path, err = lookCommand("record", args[0]); err != nil {
+			return err
+		}
+	}
 	out, err := timeline.Create(c.String("output"))
 	if err != nil {
 		return fmt.Errorf("record: %w", err)
@@ -90,12 +102,7 @@ func record(e *env, c *cli.Context) error {
 	if pid > 0 {
 		runErr = r.attach(pid)
 	} else {
-		var lib string
-		if lib, err = shim.Path(c.String("lib")); err != nil {
-			out.Close(nil)
-			return fmt.Errorf("record: %w", err)
-		}
-		runErr = r.run(args, lib)
+		runErr = r.run(path, args, lib)
 	}
 	if err := out.Close(r.final); err != nil {
 		return fmt.Errorf("record: %w", err)
@@ -210,15 +217,7 @@ func (r *recorder) attach(pid int) error {
 // that summary is the last point: the region is unlinked at exit, so a
 // sampler from outside cannot see the final counters. The child's end,
 // status and signals are handled as `heapctl run` handles them (run.go).
-func (r *recorder) run(args []string, lib string) error {
-	path, err := exec.LookPath(args[0])
-	if err != nil {
-		// The shell's statuses: 127 not found, 126 found but not runnable.
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return startError{code: 127, err: fmt.Errorf("%s: command not found", args[0])}
-		}
-		return startError{code: 126, err: err}
-	}
+func (r *recorder) run(path string, args []string, lib string) error {
 	tmp, err := os.MkdirTemp("", "heapctl-record-")
 	if err != nil {
 		return err

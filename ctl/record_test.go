@@ -441,6 +441,32 @@ func TestRecordExitStatus(t *testing.T) {
 	}
 }
 
+// A command that cannot start, or a --lib that is no shim, leaves an
+// earlier recording of the same name as it was.
+func TestRecordKeepsOutputOnBadStart(t *testing.T) {
+	lib := hsLib(t)
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old.csv")
+	const before = "time_s,live_bytes\n0.1,100\n"
+	if err := os.WriteFile(old, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--lib", lib, "--", filepath.Join(dir, "no-such-program")},
+		{"--lib", lib, "--", "heapline-no-such-command"},
+		{"--lib", "/etc/passwd", "--", "true"},
+	} {
+		e, _, _ := hsApp(t)
+		err := newAppEnv(e).Run(append([]string{"heapctl", "record", "-o", old}, args...))
+		if err == nil {
+			t.Errorf("%v: no error", args)
+		}
+		if b, _ := os.ReadFile(old); string(b) != before {
+			t.Errorf("%v: the earlier file now holds %q", args, b)
+		}
+	}
+}
+
 func TestRecordBadUse(t *testing.T) {
 	dir := t.TempDir()
 	dead := testkit.DeadPID(t)

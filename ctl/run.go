@@ -63,13 +63,9 @@ func run(e *env, o runOptions) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	path, err := exec.LookPath(o.args[0])
+	path, err := lookCommand("run", o.args[0])
 	if err != nil {
-		// The shell's statuses: 127 not found, 126 found but not runnable.
-		if errors.Is(err, exec.ErrNotFound) {
-			return exitError{code: 127, msg: fmt.Sprintf("run: %s: command not found", o.args[0])}
-		}
-		return exitError{code: 126, msg: fmt.Sprintf("run: %v", err)}
+		return err
 	}
 	// The shim writes its summary, as JSON, into a directory of ours: the
 	// child's own stderr stays the child's, and the file is named by the

@@ -391,6 +391,7 @@ func TestRunStatus(t *testing.T) {
 		{"exit status", []string{"--", prog, "exit", "10", "7"}, 7, "", true},
 		{"killed", []string{"--", "sh", "-c", "kill -KILL $$"}, 128 + 9, "run: sh killed by signal 9 (killed)", true},
 		{"not found", []string{"--", "heapline-no-such-command"}, 127, "run: heapline-no-such-command: command not found", false},
+		{"no such file", []string{"--", "./heapline-no-such-file"}, 127, "run: ./heapline-no-such-file: no such file", false},
 		{"not executable", []string{"--", notExec}, 126, "permission denied", false},
 		{"no command", nil, 1, "run: missing command", false},
 		{"no command after --", []string{"--"}, 1, "run: missing command", false},

@@ -169,14 +169,9 @@ func tracePID(ctx context.Context, e *env, o traceOpts) error {
 // loader runs (PTRACE_TRACEME), attaches the probes to the libc it will map
 // with the filter on its pid, and lets it go: nothing it allocates is missed.
 func traceCmd(ctx context.Context, e *env, o traceOpts) error {
-	path, err := exec.LookPath(o.argv[0])
+	path, err := lookCommand("trace", o.argv[0])
 	if err != nil {
-		// The shell's statuses, as heapctl run: 127 not found, 126 found
-		// but not runnable.
-		if errors.Is(err, exec.ErrNotFound) {
-			return exitError{code: 127, msg: fmt.Sprintf("trace: %s: command not found", o.argv[0])}
-		}
-		return exitError{code: 126, msg: fmt.Sprintf("trace: %v", err)}
+		return err
 	}
 	env := o.env
 	if env == nil {

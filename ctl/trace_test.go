@@ -584,6 +584,10 @@ func TestTraceCommandStatus(t *testing.T) {
 	if !errors.As(err, &ee) || ee.code != 127 || ee.msg != "trace: no-such-command-heapline: command not found" {
 		t.Errorf("not found: %v, want status 127", err)
 	}
+	_, err = traceRun(t, traceOpts{argv: []string{"./no-such-file-heapline"}})
+	if !errors.As(err, &ee) || ee.code != 127 || ee.msg != "trace: ./no-such-file-heapline: no such file" {
+		t.Errorf("no such file: %v, want status 127", err)
+	}
 }
 
 // TestTraceErrors: what cannot be traced says why.
