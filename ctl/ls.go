@@ -80,7 +80,7 @@ func ls(e *env, asJSON bool) error {
 		}
 		s := ent.Summary
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", pid, report.Bytes(s.LiveBytes), report.Bytes(s.PeakLiveBytes),
-			s.Allocs, lsState(ent), shorten(s.Command, 60))
+			s.Allocs, lsState(ent), shorten(report.Printable(s.Command), 60))
 	}
 	return tw.Flush()
 }

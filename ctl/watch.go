@@ -277,7 +277,7 @@ func (w *watcher) rows(scr *screen) []string {
 			spark := timeline.Sparkline(p.hist, s.ElapsedS, w.window, sparkWidth)
 			out = append(out, fmt.Sprintf("%-9d %-11s %-11d %-11s %-10s %-10s %s  %s",
 				pid, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
-				timeline.Rate(p.allocsS), timeline.Rate(p.freesS), spark, s.Command))
+				timeline.Rate(p.allocsS), timeline.Rate(p.freesS), spark, report.Printable(s.Command)))
 			continue
 		}
 		out = append(out, fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, %s allocs, %s frees",

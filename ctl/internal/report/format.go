@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The formatting here is the shim's (preload/summary.c), digit for digit:
@@ -105,7 +107,7 @@ func Human(s Summary, gone bool) string {
 		state = "gone (died without its exit summary: counters as last published)"
 	}
 	row("pid", "%d", s.PID)
-	row("command", "%s", s.Command)
+	row("command", "%s", Printable(s.Command))
 	row("state", "%s", state)
 	row("elapsed", "%s s", Seconds(s.ElapsedS))
 	row("live", "%s (%d B) in %d blocks", Bytes(s.LiveBytes), s.LiveBytes, s.LiveBlocks)
@@ -121,6 +123,31 @@ func Human(s Summary, gone bool) string {
 	row("threads", "%d", s.Threads)
 	if s.Source != "" && s.Source != "preload" {
 		row("source", "%s", s.Source)
+	}
+	return b.String()
+}
+
+// Printable returns s with control characters written as Go escapes (a
+// newline as \n, ESC as \x1b), for a terminal or a table: a command line is
+// another process's to choose, and raw it could break a row or send the
+// terminal escape sequences. JSON output needs none of this.
+func Printable(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1: // not UTF-8
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r) // '\n', '\x1b', '\u0085'
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
 	}
 	return b.String()
 }

@@ -77,3 +77,19 @@ threads    4
 		t.Errorf("Human exited =\n%s", got)
 	}
 }
+
+// A command line is printed with its control characters escaped; the rest,
+// accents and U+FFFD included, as it is.
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"python3 app.py --port 80":     "python3 app.py --port 80",
+		"sh -c if 1:\n  pass":          `sh -c if 1:\n  pass`,
+		"sh \x1b[31mred\x1b[0m":        `sh \x1b[31mred\x1b[0m`,
+		"caf\u00e9 \ufffd \u0085 \x7f": "café \ufffd \\u0085 \\x7f",
+		"bad \xff byte":                `bad \xff byte`,
+	} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
