@@ -66,6 +66,9 @@ func record(e *env, c *cli.Context) error {
 	case !c.IsSet("pid") && len(args) == 0:
 		return errors.New("record: nothing to record (usage: heapctl record -o heap.csv -- CMD ARGS, or --pid PID)")
 	}
+	if err := timeline.CheckName(c.String("output")); err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
 	svg := c.String("svg")
 	if svg != "" && strings.ToLower(filepath.Ext(svg)) != ".svg" {
 		return fmt.Errorf("record: --svg %s: name the chart .svg", svg)

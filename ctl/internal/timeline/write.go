@@ -30,10 +30,10 @@ type Writer interface {
 // .csv (one row a sample, written as it comes, so a recording cut short
 // keeps what it had) or .json (one document written at Close).
 func Create(path string) (Writer, error) {
-	ext := strings.ToLower(filepath.Ext(path))
-	if ext != ".csv" && ext != ".json" {
-		return nil, fmt.Errorf("%s: unknown timeline format %q (name the file .csv or .json)", path, ext)
+	if err := CheckName(path); err != nil {
+		return nil, err
 	}
+	ext := strings.ToLower(filepath.Ext(path))
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("creating timeline: %w", err)
@@ -47,6 +47,16 @@ func Create(path string) (Writer, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// CheckName says whether Create would know the format of path, without
+// creating anything.
+func CheckName(path string) error {
+	ext := strings.ToLower(filepath.Ext(path))
+	if ext != ".csv" && ext != ".json" {
+		return fmt.Errorf("%s: unknown timeline format %q (name the file .csv or .json)", path, ext)
+	}
+	return nil
 }
 
 // CSVWriter writes a timeline as CSV and flushes every row, so a reader (or
