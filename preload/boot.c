@@ -15,7 +15,6 @@
 #include <link.h>
 #include <stdint.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -71,25 +70,6 @@ HL_COLD void *hl_pool_realloc(void *p, size_t n)
         memcpy(q, p, old < n ? old : n);
     }
     return q;
-}
-
-// ---- messages ---------------------------------------------------------------------
-
-/* One line on stderr, with write(2): stdio may allocate and lock. The
- * parts end with NULL. */
-void hl_say(const char *first, ...)
-{
-    char line[512] = "heapline: ";
-    size_t n = 10;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *s = first; s != NULL; s = va_arg(ap, const char *))
-        for (; *s && n < sizeof line - 1; s++)
-            line[n++] = *s;
-    va_end(ap);
-    line[n++] = '\n';
-    ssize_t w = write(2, line, n);
-    (void)w;
 }
 
 static void die_missing(const char *sym)
@@ -262,6 +242,7 @@ static int boot_state;
 static void boot(void)
 {
     int saved = errno;
+    hl_stderr_note();
     resolve();
     hl_config_read();
     if (hl_region_open() != 0) {
@@ -304,6 +285,7 @@ __attribute__((constructor)) static void at_load(void)
 {
     hl_boot();
     hl_thread_enter();
+    hl_exit_hook();
 }
 
 // ---- the first calls ------------------------------------------------------------------

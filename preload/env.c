@@ -8,6 +8,7 @@
  */
 #include <fcntl.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 #include "shim.h"
 
@@ -66,6 +67,13 @@ static void setting(const char *kv)
         size_t len = strlen(v);
         if (len == 0)
             return;
+        if (getauxval(AT_SECURE)) {
+            /* A setuid program would create or truncate any file the user
+             * names, with the program's rights (the shim can be preloaded
+             * system-wide, /etc/ld.so.preload). The loader's own rule. */
+            hl_say("HEAPLINE_OUTPUT is ignored in a setuid or setgid program; summary on stderr", NULL);
+            return;
+        }
         char *out = hl_config.output;
         size_t cap = sizeof hl_config.output, at = 0;
         if (v[0] != '/') { /* relative to where the program started, not where it ends */

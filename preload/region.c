@@ -98,6 +98,18 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, const char **w
     return -1;
 }
 
+/* Give the region its pages now. ftruncate only makes a sparse file: on a
+ * full /dev/shm the first store into a page nobody backs is a SIGBUS, in
+ * the program, at its first allocation or when a new thread takes a slot.
+ * Reserved here, a full /dev/shm is an error we can report. A file system
+ * that cannot reserve (not tmpfs) is left as it was. */
+static int reserve(int fd, size_t len)
+{
+    if (fallocate(fd, 0, 0, (off_t)len) == 0 || errno == EOPNOTSUPP || errno == ENOSYS)
+        return 0;
+    return -1;
+}
+
 /* Create and map this process's region; 0 on success. On failure say why
  * in one line on stderr; the caller then runs the program unprofiled. */
 int hl_region_open(void)
@@ -120,13 +132,18 @@ int hl_region_open(void)
     }
     size_t len = HL_HEADER_SIZE + (size_t)hl_config.slots * HL_SLOT_SIZE;
     void *m = MAP_FAILED;
-    if (fchmod(fd, 0600) == 0 && ftruncate(fd, (off_t)len) == 0)
-        m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    const char *step = NULL;
+    if (fchmod(fd, 0600) != 0)
+        step = ": cannot set its mode: ";
+    else if (ftruncate(fd, (off_t)len) != 0 || reserve(fd, len) != 0)
+        step = ": cannot give it room: ";
+    else if ((m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+        step = ": cannot map it: ";
     int err = errno;
     close(fd);
-    if (m == MAP_FAILED) {
+    if (step != NULL) {
         unlink(path);
-        hl_say(path, ": cannot map it: ", errno_text(err), "; running unprofiled", NULL);
+        hl_say(path, step, errno_text(err), "; running unprofiled", NULL);
         return -1;
     }
 

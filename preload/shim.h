@@ -69,8 +69,13 @@ void hl_boot(void);
 int  hl_pool_owns(const void *p);
 size_t hl_pool_size(const void *p);
 void *hl_pool_realloc(void *p, size_t n);
-void hl_say(const char *first, ...) __attribute__((sentinel)); /* one "heapline: " line on stderr */
 void hl_set_mode_off(const char *why);
+
+/* output.c */
+void hl_say(const char *first, ...) __attribute__((sentinel)); /* one "heapline: " line on stderr */
+void hl_stderr_note(void);  /* at boot: fd 2 as the program starts */
+int  hl_stderr_ok(void);    /* fd 2 is still that file */
+void hl_write_all(int fd, const char *p, size_t n); /* no SIGPIPE, no endless wait */
 
 /* count_glibc.c, count_generic.c */
 size_t hl_glibc_usable(const void *p); /* the header formula, for boot's check */
@@ -112,6 +117,7 @@ uint64_t hl_start_ticks(void);
 
 /* summary.c */
 void hl_summary_write(void);
-void hl_finish(int summary); /* the summary if asked, then the region's name goes */
+void hl_finish(int summary); /* once: the summary if asked, then the region's name goes */
+void hl_exit_hook(void);     /* at load: the summary after every library's destructors */
 
 #endif /* HEAPLINE_SHIM_H */

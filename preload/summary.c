@@ -149,7 +149,9 @@ static int open_output(pid_t pid)
         }
     }
     path[n] = 0;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* O_NONBLOCK: a FIFO with no reader fails at once instead of holding
+     * the exit; hl_write_all waits for a slow one. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd < 0)
         hl_say("cannot write the summary to ", path, "; writing it on stderr", NULL);
     return fd;
@@ -205,17 +207,12 @@ void hl_summary_write(void)
         put(&o, " s\n");
     }
     int fd = hl_config.output[0] ? open_output(r->pid) : -1;
-    const char *p = o.b;
-    size_t left = o.n;
-    while (left > 0) {
-        ssize_t w = write(fd >= 0 ? fd : 2, p, left);
-        if (w <= 0)
-            break;
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fd >= 0)
+    if (fd >= 0) {
+        hl_write_all(fd, o.b, o.n);
         close(fd);
+    } else if (hl_stderr_ok()) {
+        hl_write_all(2, o.b, o.n);
+    }
 }
 
 /* The end of the process: the summary (unless asked not to), then the
@@ -223,14 +220,39 @@ void hl_summary_write(void)
  * and must leave both alone. */
 void hl_finish(int summary)
 {
+    static int finished; /* a library destructor may call _exit after exit began */
     struct hl_header *r = hl_region;
     if (r == NULL || r->pid != (pid_t)syscall(SYS_getpid))
+        return;
+    if (__atomic_exchange_n(&finished, 1, __ATOMIC_ACQ_REL))
         return;
     if (summary)
         hl_summary_write();
     hl_region_unlink_own();
 }
 
-/* At normal exit. Destructors run after the program's atexit handlers and
- * static destructors, so what those free is counted. */
-__attribute__((destructor)) static void at_exit(void) { hl_finish(1); }
+/* At normal exit, as late as can be: after the program's atexit handlers,
+ * its static destructors and every library's ELF destructors, so that what
+ * they free is counted. exit() runs its handlers last registered first, and
+ * the loader's _dl_fini, which runs the destructors, is registered by
+ * __libc_start_main, after the libraries' constructors have run: a handler
+ * registered from ours runs after it. dso NULL: with our own handle, our
+ * destructor (crtstuff's __cxa_finalize) would run it early. Our destructor
+ * only stands in when the handler could not be registered. */
+extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
+
+static int exit_hooked;
+
+static void at_exit(void *unused)
+{
+    (void)unused;
+    hl_finish(1);
+}
+
+void hl_exit_hook(void) { exit_hooked = __cxa_atexit(at_exit, NULL, NULL) == 0; }
+
+__attribute__((destructor)) static void at_unload(void)
+{
+    if (!exit_hooked)
+        hl_finish(1);
+}
