@@ -218,13 +218,10 @@ func (v *validator) result(doc any) Result {
 		s.Overhead, okO = v.number(obj, "overhead", path+".overhead")
 		s.CILow, okL = v.number(obj, "ci_low", path+".ci_low")
 		s.CIHigh, okH = v.number(obj, "ci_high", path+".ci_high")
-		if okO && okL && okH && s.CILow > s.CIHigh {
-			v.bad(path, "ci_low %g is above ci_high %g", s.CILow, s.CIHigh)
-		}
-		if okO && s.Overhead <= -1 {
-			// overhead = profiled/baseline - 1 cannot reach -1 with
-			// positive times: a figure like this is a broken run.
-			v.bad(path+".overhead", "want above -1, got %g", s.Overhead)
+		if okO && okL && okH {
+			if err := checkFigures(s.Overhead, s.CILow, s.CIHigh); err != nil {
+				v.bad(path, "%v", err)
+			}
 		}
 		// allocs_per_s is null when the rate is unknown (instructions
 		// mode: callgrind's slowed runs say nothing about the program's
@@ -390,6 +387,26 @@ func Points(res Result, m Meta) ([]Point, error) {
 
 // parseLine reads one store line. Lines are checked like results are:
 // a hand-edited or truncated line is reported, not plotted.
+// maxFigure bounds an overhead (a fraction: 1e6 is +100,000,000%) and a
+// rate. Real ones are far below it (heaptrack on churn-4t: 72); above it a
+// chart's scale overflows to infinity.
+const maxFigure = 1e15
+
+// checkFigures is what a result's and a stored point's overhead and
+// interval must satisfy: overhead = profiled/baseline - 1 cannot reach -1
+// with positive times, the interval is ordered, nothing is absurd.
+func checkFigures(overhead, lo, hi float64) error {
+	switch {
+	case overhead <= -1:
+		return fmt.Errorf("overhead: want above -1, got %g", overhead)
+	case lo > hi:
+		return fmt.Errorf("ci_low %g is above ci_high %g", lo, hi)
+	case overhead > 1e6 || lo < -1e6 || hi > 1e6:
+		return fmt.Errorf("overhead %g (%g .. %g) is beyond any measurement", overhead, lo, hi)
+	}
+	return nil
+}
+
 func parseLine(b []byte, line int) (Point, error) {
 	var p Point
 	// Unknown fields are fine: a newer heapctl may have added some.
@@ -412,6 +429,12 @@ func parseLine(b []byte, line int) (Point, error) {
 	t, err := time.Parse(time.RFC3339, p.Date)
 	if err != nil {
 		return Point{}, fmt.Errorf("date %q is not RFC 3339", p.Date)
+	}
+	if err := checkFigures(p.Overhead, p.CILow, p.CIHigh); err != nil {
+		return Point{}, err // a hand-edited line; render would choke on it
+	}
+	if p.AllocsPerS < 0 || p.AllocsPerS > maxFigure {
+		return Point{}, fmt.Errorf("allocs_per_s %g is out of range", p.AllocsPerS)
 	}
 	p.when = t.UTC()
 	p.line = line

@@ -197,16 +197,22 @@ func TestLoadDamagedLines(t *testing.T) {
 		`not json`,
 		``, // blank lines are fine
 		string(good),
+		// hand-edited figures: render's chart scale overflowed on the first
+		`{"commit":"abd","date":"2026-05-01T00:00:00Z","scenario":"s","measure":"time","overhead":1e307,"ci_low":0,"ci_high":1e307}`,
+		`{"commit":"abe","date":"2026-05-01T00:00:00Z","scenario":"s","measure":"time","overhead":-5,"ci_low":3,"ci_high":-3}`,
+		`{"commit":"abf","date":"2026-05-01T00:00:00Z","scenario":"s","measure":"time","overhead":0.1,"ci_low":0.3,"ci_high":-0.3}`,
 	}, "\n") + "\n"
 	os.WriteFile(filepath.Join(dir, StoreFile), []byte(content), 0o644)
 	pts, bad, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pts) != 2 || len(bad) != 3 {
-		t.Fatalf("%d points, %d bad; want 2 and 3", len(pts), len(bad))
+	if len(pts) != 2 || len(bad) != 6 {
+		t.Fatalf("%d points, %d bad; want 2 and 6", len(pts), len(bad))
 	}
-	for i, want := range []string{"line 2: missing scenario", "line 3: date \"May 1\" is not RFC 3339", "line 4: invalid character"} {
+	for i, want := range []string{"line 2: missing scenario", "line 3: date \"May 1\" is not RFC 3339", "line 4: invalid character",
+		"line 7: overhead 1e+307 (0 .. 1e+307) is beyond any measurement", "line 8: overhead: want above -1, got -5",
+		"line 9: ci_low 0.3 is above ci_high -0.3"} {
 		if !strings.Contains(bad[i].Error(), want) {
 			t.Errorf("bad[%d] = %v, want %q", i, bad[i], want)
 		}
