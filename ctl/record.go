@@ -232,11 +232,10 @@ func (r *recorder) run(path string, args []string, lib string) error {
 	cmd.Env = shim.Env(os.Environ(), lib, append(r.env, "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, r.e.stdout, r.e.stderr
 
-	// A ^C at a terminal reaches the child directly (our foreground process
-	// group), so SIGINT is passed on only when we are not that group;
-	// SIGTERM always. heapctl itself records on until the child has ended.
+	// Signals are passed on as heapctl run does (forward.go); heapctl
+	// itself records on until the child has ended.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	notifyForwarded(sigs)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		return startError{code: 126, err: err}
@@ -261,9 +260,7 @@ loop:
 		case <-ended:
 			break loop
 		case sig := <-sigs:
-			if sig != syscall.SIGINT || !inTerminalForeground() {
-				cmd.Process.Signal(sig)
-			}
+			forward(pid, sig)
 		case <-tick.C:
 			if sampleErr = r.sample(pid); sampleErr != nil {
 				cmd.Process.Kill()

@@ -28,7 +28,8 @@ func runCommand(e *env) *cli.Command {
 		Name:      "run",
 		Usage:     "run a command under libheap.so and print its heap summary when it exits",
 		ArgsUsage: "[--lib PATH] [--json] [--output FILE] -- CMD [ARGS...]",
-		Description: "The command's stdin, stdout and stderr are its own, SIGINT and SIGTERM reach it, and heapctl\n" +
+		Description: "The command's stdin, stdout and stderr are its own, signals sent to heapctl (INT, QUIT, TERM, HUP,\n" +
+			"USR1, USR2) reach it, and heapctl\n" +
 			"exits with its status (128+N if signal N killed it). The summary line goes to stderr,\n" +
 			"or with --json one JSON object to stdout.",
 		Flags: []cli.Flag{
@@ -136,7 +137,7 @@ func leftRegion(e *env, pid int, why error) (report.Summary, error) {
 	return ent.Summary, nil
 }
 
-// runForwarding starts cmd and waits for it, passing on SIGINT and SIGTERM.
+// runForwarding starts cmd and waits for it, passing signals on (forward.go).
 // A ^C at a terminal already reaches the child (it is in our foreground
 // process group), so SIGINT is forwarded only when we are not that group:
 // a second SIGINT would interrupt the child's own handling of the first.
@@ -144,7 +145,7 @@ func leftRegion(e *env, pid int, why error) (report.Summary, error) {
 // exited runs once the child has ended, before it is reaped.
 func runForwarding(cmd *exec.Cmd, exited func(pid int)) (waitErr, startErr error) {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	notifyForwarded(sigs)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -154,10 +155,7 @@ func runForwarding(cmd *exec.Cmd, exited func(pid int)) (waitErr, startErr error
 		for {
 			select {
 			case s := <-sigs:
-				if s == syscall.SIGINT && inTerminalForeground() {
-					continue
-				}
-				_ = cmd.Process.Signal(s)
+				forward(cmd.Process.Pid, s)
 			case <-done:
 				return
 			}
@@ -175,13 +173,6 @@ func runForwarding(cmd *exec.Cmd, exited func(pid int)) (waitErr, startErr error
 	waitErr = cmd.Wait()
 	close(done)
 	return waitErr, nil
-}
-
-// inTerminalForeground reports whether our process group is the foreground
-// group of the terminal on stdin, the one a ^C is sent to.
-func inTerminalForeground() bool {
-	pg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
-	return err == nil && pg == unix.Getpgrp()
 }
 
 // runStatus maps the child's end to heapctl's: nil for 0, its exit status,

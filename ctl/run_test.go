@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/sys/unix"
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
@@ -492,9 +493,9 @@ func TestRunForwardsSignals(t *testing.T) {
 	for _, c := range []struct {
 		sig  syscall.Signal
 		code int
-	}{{syscall.SIGTERM, 7}, {syscall.SIGINT, 8}} {
+	}{{syscall.SIGTERM, 7}, {syscall.SIGINT, 8}, {syscall.SIGHUP, 9}, {syscall.SIGUSR1, 10}, {syscall.SIGQUIT, 11}} {
 		t.Run(c.sig.String(), func(t *testing.T) {
-			if c.sig == syscall.SIGINT && inTerminalForeground() {
+			if (c.sig == syscall.SIGINT || c.sig == syscall.SIGQUIT) && inTerminalForeground() {
 				t.Skip("stdin is a terminal we are in the foreground of: a ^C reaches the child itself, so SIGINT is not forwarded")
 			}
 			ready := filepath.Join(t.TempDir(), "ready")
@@ -526,12 +527,4 @@ func TestRunForwardsSignals(t *testing.T) {
 	}
 }
 
-func sigName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGINT:
-		return "SIGINT"
-	}
-	return ""
-}
+func sigName(s syscall.Signal) string { return unix.SignalName(s) }

@@ -210,8 +210,8 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 		t.end = time.Now()
 		close(exited)
 	}()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 4)
+	notifyForwarded(sigs)
 	defer signal.Stop(sigs)
 	done, err := t.follow(ctx, exited, sigs, tr)
 	if err != nil {
@@ -227,7 +227,7 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 			case <-exited:
 				return traceChildStatus(o.argv[0], waitErr)
 			case sig := <-sigs:
-				traceForward(pid, sig)
+				forward(pid, sig)
 			}
 		}
 	}
@@ -305,18 +305,6 @@ func traceChildStatus(name string, err error) error {
 	return fmt.Errorf("trace: waiting for the command: %w", err)
 }
 
-// traceForward passes a signal heapctl received on to the command. A ^C at
-// a terminal already reached it (same foreground process group), so SIGINT
-// is passed on only when heapctl is not in that group (as heapctl run).
-func traceForward(pid int, sig os.Signal) {
-	if sig == syscall.SIGINT && inTerminalForeground() {
-		return
-	}
-	if s, ok := sig.(syscall.Signal); ok {
-		syscall.Kill(pid, s)
-	}
-}
-
 // Why tracing stopped.
 type traceEnd int
 
@@ -363,10 +351,13 @@ func (t *tracing) loop(ctx context.Context, exited <-chan struct{}, sigs <-chan 
 		case <-ctx.Done():
 			return traceEndSignal
 		case sig := <-sigs:
-			t.e.log.Debug("stopping", zap.Stringer("signal", sig))
 			if len(t.o.argv) > 0 {
-				traceForward(t.pid, sig)
+				forward(t.pid, sig)
 			}
+			if sig != os.Interrupt && sig != syscall.SIGTERM {
+				continue // passed on to the command; tracing goes on
+			}
+			t.e.log.Debug("stopping", zap.Stringer("signal", sig))
 			return traceEndSignal
 		case <-timeout:
 			return traceEndDuration
