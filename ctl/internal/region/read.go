@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,7 +111,45 @@ func readFile(e *Entry, pid int) (h header, s report.Summary, err error) {
 	if h.uid != fst.Uid {
 		return h, report.Summary{}, fmt.Errorf("header says uid %d, file owned by uid %d", h.uid, fst.Uid)
 	}
+	// Anyone can create heapline.<pid> for a pid of another user's process
+	// that has none, and root's ls, show and export would then report what
+	// it says as that process's heap. The shim creates the file as the
+	// process's effective user, so its owner is one of the process's uids,
+	// or root (a process that started as root and gave it up).
+	if fst.Uid != 0 {
+		if uids, err := procUIDs(pid); err == nil && !slices.Contains(uids, fst.Uid) {
+			return h, report.Summary{}, fmt.Errorf("owned by uid %d, but process %d runs as uid %d: not its region", fst.Uid, pid, uids[1])
+		}
+	}
 	return h, s, nil
+}
+
+// procUIDs returns the real, effective, saved and file-system uids of pid,
+// from the Uid: line of /proc/pid/status.
+func procUIDs(pid int) ([]uint32, error) {
+	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "Uid:")
+		if !ok {
+			continue
+		}
+		var uids []uint32
+		for _, f := range strings.Fields(rest) {
+			u, err := strconv.ParseUint(f, 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("/proc/%d/status: Uid: %q", pid, rest)
+			}
+			uids = append(uids, uint32(u))
+		}
+		if len(uids) != 4 {
+			return nil, fmt.Errorf("/proc/%d/status: Uid: %q", pid, rest)
+		}
+		return uids, nil
+	}
+	return nil, fmt.Errorf("/proc/%d/status: no Uid line", pid)
 }
 
 // checkFile: a regular file, not writable by others (anyone who can write

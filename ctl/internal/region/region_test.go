@@ -493,6 +493,30 @@ func TestFileChecks(t *testing.T) {
 		defer os.Remove(p)
 		expect(t, "header says uid "+strconv.Itoa(os.Geteuid()+7)+", file owned by uid "+strconv.Itoa(os.Geteuid()))
 	})
+	t.Run("another user's process", func(t *testing.T) {
+		// A region for a live process, made by a user the process does not
+		// run as: root chowns it to a stranger; another user fakes the
+		// process's uids instead.
+		f := sample(pid)
+		if os.Geteuid() == 0 {
+			f.uid = 4242
+			writeRegion(t, name, f.bytes())
+			if err := os.Chown(p, 4242, -1); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			writeRegion(t, name, f.bytes())
+			old := procRoot
+			procRoot = t.TempDir()
+			defer func() { procRoot = old }()
+			dir := filepath.Join(procRoot, strconv.Itoa(pid))
+			os.MkdirAll(dir, 0o700)
+			u := strconv.Itoa(os.Geteuid() + 1)
+			os.WriteFile(filepath.Join(dir, "status"), []byte("Name:\tx\nUid:\t"+u+"\t"+u+"\t"+u+"\t"+u+"\n"), 0o600)
+		}
+		defer os.Remove(p)
+		expect(t, "not its region")
+	})
 	t.Run("bad pid", func(t *testing.T) {
 		for _, pid := range []int{0, -1, 1 << 40} {
 			if _, err := Read(pid); err == nil || !strings.Contains(err.Error(), "out of range") {
