@@ -3,6 +3,7 @@ package region
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"sort"
@@ -265,7 +266,11 @@ func List() ([]Entry, error) {
 				Err:     fmt.Errorf("%s: not a region name (want %s<pid>)", path, PathPrefix)})
 			continue
 		}
-		out = append(out, inspect(pid, path))
+		e := inspect(pid, path)
+		if errors.Is(e.Err, fs.ErrNotExist) {
+			continue // removed since the lstat above: the process exited
+		}
+		out = append(out, e)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i].PID, out[j].PID
