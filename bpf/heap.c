@@ -35,8 +35,23 @@ char __license[] SEC("license") = "Dual MIT/GPL";
 
 /* Set by the loader before the program is loaded: only this process counts.
  * The perf events are also opened for this pid, so other processes never
- * even trap; the check here is the second line of defence. */
+ * even trap; the check here is the second line of defence.
+ *
+ * target_tgid is the pid as the loader sees it. bpf_get_current_pid_tgid
+ * gives the pid in the initial namespace, which is another number when the
+ * process (or heapctl with it) runs in a PID namespace, a container's: then
+ * the loader also names the process's own namespace (the device and inode
+ * of /proc/PID/ns/pid) and its pid there, and that is what is compared. */
 const volatile __u32 target_tgid = 0;
+const volatile __u64 target_ns_dev = 0;
+const volatile __u64 target_ns_ino = 0;
+const volatile __u32 target_ns_tgid = 0;
+
+/* Set by the loader once every probe is attached, and cleared before any
+ * is detached. Attaching takes a while, one function after another, free
+ * last: counting mallocs while free's probe is not yet in place once made
+ * blocks that were never live, in live and in the peak. */
+__u32 armed = 0;
 
 /* Which function a probe is on: the low byte of the BPF cookie of each
  * attachment; the next byte is how far past the function's entry the probe
@@ -118,6 +133,13 @@ static __always_inline struct counters *cpu_counts(void)
 
 static __always_inline int mine(void)
 {
+	if (!armed)
+		return 0;
+	if (target_ns_ino != 0) {
+		struct bpf_pidns_info ns = {};
+		return bpf_get_ns_current_pid_tgid(target_ns_dev, target_ns_ino, &ns, sizeof(ns)) == 0 &&
+		       ns.tgid == target_ns_tgid;
+	}
 	return target_tgid == 0 || (bpf_get_current_pid_tgid() >> 32) == target_tgid;
 }
 

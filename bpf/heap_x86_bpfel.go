@@ -56,14 +56,18 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	heapMapCalls       = "calls"
-	heapMapCounts      = "counts"
-	heapProgHeapEnter  = "heap_enter"
-	heapProgHeapReturn = "heap_return"
-	heapVarLive        = "live"
-	heapVarPeak        = "peak"
-	heapVarTargetTgid  = "target_tgid"
-	heapVarUnusedFn    = "unused_fn"
+	heapMapCalls        = "calls"
+	heapMapCounts       = "counts"
+	heapProgHeapEnter   = "heap_enter"
+	heapProgHeapReturn  = "heap_return"
+	heapVarArmed        = "armed"
+	heapVarLive         = "live"
+	heapVarPeak         = "peak"
+	heapVarTargetNsDev  = "target_ns_dev"
+	heapVarTargetNsIno  = "target_ns_ino"
+	heapVarTargetNsTgid = "target_ns_tgid"
+	heapVarTargetTgid   = "target_tgid"
+	heapVarUnusedFn     = "unused_fn"
 )
 
 // loadHeap returns the embedded CollectionSpec for heap.
@@ -124,10 +128,14 @@ type heapMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type heapVariableSpecs struct {
-	Live       *ebpf.VariableSpec `ebpf:"live"`
-	Peak       *ebpf.VariableSpec `ebpf:"peak"`
-	TargetTgid *ebpf.VariableSpec `ebpf:"target_tgid"`
-	UnusedFn   *ebpf.VariableSpec `ebpf:"unused_fn"`
+	Armed        *ebpf.VariableSpec `ebpf:"armed"`
+	Live         *ebpf.VariableSpec `ebpf:"live"`
+	Peak         *ebpf.VariableSpec `ebpf:"peak"`
+	TargetNsDev  *ebpf.VariableSpec `ebpf:"target_ns_dev"`
+	TargetNsIno  *ebpf.VariableSpec `ebpf:"target_ns_ino"`
+	TargetNsTgid *ebpf.VariableSpec `ebpf:"target_ns_tgid"`
+	TargetTgid   *ebpf.VariableSpec `ebpf:"target_tgid"`
+	UnusedFn     *ebpf.VariableSpec `ebpf:"unused_fn"`
 }
 
 // heapObjects contains all objects after they have been loaded into the kernel.
@@ -165,10 +173,14 @@ func (m *heapMaps) Close() error {
 //
 // It can be passed to loadHeapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type heapVariables struct {
-	Live       *ebpf.Variable `ebpf:"live"`
-	Peak       *ebpf.Variable `ebpf:"peak"`
-	TargetTgid *ebpf.Variable `ebpf:"target_tgid"`
-	UnusedFn   *ebpf.Variable `ebpf:"unused_fn"`
+	Armed        *ebpf.Variable `ebpf:"armed"`
+	Live         *ebpf.Variable `ebpf:"live"`
+	Peak         *ebpf.Variable `ebpf:"peak"`
+	TargetNsDev  *ebpf.Variable `ebpf:"target_ns_dev"`
+	TargetNsIno  *ebpf.Variable `ebpf:"target_ns_ino"`
+	TargetNsTgid *ebpf.Variable `ebpf:"target_ns_tgid"`
+	TargetTgid   *ebpf.Variable `ebpf:"target_tgid"`
+	UnusedFn     *ebpf.Variable `ebpf:"unused_fn"`
 }
 
 // heapPrograms contains all programs after they have been loaded into the kernel.

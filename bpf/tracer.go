@@ -5,12 +5,16 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 )
 
 // Tracer holds the loaded programs and the probes of one traced process.
@@ -93,6 +97,17 @@ func AttachMode(pid int, libcPath string, mode Mode) (*Tracer, error) {
 	if err := spec.Variables[heapVarTargetTgid].Set(uint32(pid)); err != nil {
 		return nil, fmt.Errorf("setting target_tgid: %w", err)
 	}
+	// The process's own pid namespace and its pid there (heap.c, mine()):
+	// in a container, the kernel's tgid is neither.
+	ns, err := pidNamespace(pid)
+	if err != nil {
+		return nil, err
+	}
+	for name, v := range map[string]any{heapVarTargetNsDev: ns.dev, heapVarTargetNsIno: ns.ino, heapVarTargetNsTgid: ns.tgid} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
 	if mode == ModePMU {
 		// A program attached through a perf event has no expected attach
 		// type; the same code runs, with the cookie from the perf link.
@@ -162,8 +177,47 @@ func AttachMode(pid int, libcPath string, mode Mode) (*Tracer, error) {
 			t.links = append(t.links, l)
 		}
 	}
+	// Count from now on, with every probe in place (heap.c, armed).
+	if err := t.objs.Armed.Set(uint32(1)); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("arming the probes: %w", err)
+	}
 	t.Attached = time.Now()
 	return t, nil
+}
+
+// pidNS is a process's own pid namespace (the device and inode of
+// /proc/PID/ns/pid) and its pid there (the last NSpid of /proc/PID/status).
+type pidNS struct {
+	dev, ino uint64
+	tgid     uint32
+}
+
+func pidNamespace(pid int) (pidNS, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/pid", pid), &st); err != nil {
+		return pidNS{}, fmt.Errorf("reading the pid namespace of %d: %w", pid, err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return pidNS{}, fmt.Errorf("reading the pid namespace of %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "NSpid:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			break
+		}
+		n, err := strconv.ParseUint(f[len(f)-1], 10, 32)
+		if err != nil {
+			break
+		}
+		return pidNS{dev: st.Dev, ino: st.Ino, tgid: uint32(n)}, nil
+	}
+	return pidNS{}, fmt.Errorf("reading the pid namespace of %d: /proc/%d/status has no NSpid line", pid, pid)
 }
 
 // Read sums the per-CPU counters and reads the running total and its peak.
@@ -225,6 +279,11 @@ func (t *Tracer) Close() error {
 		return nil
 	}
 	t.closed = true
+	// Stop counting before the first probe goes: free's might go before
+	// malloc's (heap.c, armed). Read keeps working on the maps.
+	if t.objs.Armed != nil {
+		_ = t.objs.Armed.Set(uint32(0))
+	}
 	errs := make([]error, len(t.links)+1)
 	for i, l := range t.links {
 		errs[i] = l.Close()

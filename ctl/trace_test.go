@@ -709,3 +709,78 @@ func TestTraceBadArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceInPIDNamespace: heapctl and the command in a PID namespace of
+// their own, as in a container. The kernel's tgid is then not the pid
+// heapctl knows, and every count was 0; now the probes compare the pid in
+// the process's own namespace. The same known answer as outside.
+func TestTraceInPIDNamespace(t *testing.T) {
+	traceNeedsRoot(t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatal("unshare(1) is missing (util-linux)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "heapctl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building heapctl: %v\n%s", err, out)
+	}
+	prog := traceKnown(t)
+	run := func(mode string) (report.Summary, string) {
+		cmd := exec.Command(unshare, "-pf", "--mount-proc", bin, "trace", "--json", "--", prog, mode)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: %v\n%s", cmd, err, errb.String())
+		}
+		lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+		return traceDecode(t, "trace in a pid namespace", out.String()), lines[len(lines)-1]
+	}
+	base, _ := run("baseline")
+	got, said := run("known")
+	var want knownCounts
+	if err := json.Unmarshal([]byte(said), &want); err != nil {
+		t.Fatalf("program output %q: %v", said, err)
+	}
+	if got.Allocs-base.Allocs != want.Allocs || got.Frees-base.Frees != want.Frees ||
+		got.AllocatedBytes-base.AllocatedBytes != want.AllocatedBytes || got.FreedBytes-base.FreedBytes != want.FreedBytes {
+		t.Errorf("in a pid namespace: %s, baseline %s; the program says %+v", report.Line(got), report.Line(base), want)
+	}
+}
+
+// TestTraceAttachBusy: --pid on a process that allocates and frees as fast
+// as it can, never holding more than one block. Attaching takes a while,
+// one function after another; counting began with the first, so mallocs
+// were counted while free's probe was not yet in place, and live and the
+// peak grew by blocks that were never live (up to a thousand here). Now
+// nothing counts until every probe is in place: one block at most either
+// way (one allocated before, freed after, and the reverse at the end).
+func TestTraceAttachBusy(t *testing.T) {
+	traceNeedsRoot(t)
+	prog := traceCC(t, t.TempDir(), "busy", `#include <stdlib.h>
+int main(void)
+{
+	for (unsigned i = 0;; i++) {
+		char *p = malloc(16 + i % 300);
+		p[0] = 1;
+		free(p);
+	}
+}
+`, "-fno-builtin")
+	cmd := exec.Command(prog)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	time.Sleep(100 * time.Millisecond)
+	for i := range 5 {
+		js, err := traceRun(t, traceOpts{pid: cmd.Process.Pid, json: true, duration: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := traceDecode(t, "trace --pid", js)
+		if s.Allocs < 1000 || s.LiveBlocks < -1 || s.LiveBlocks > 1 || s.PeakLiveBytes > 328 {
+			t.Errorf("attach %d: %d allocs, %d blocks live, peak %d B; want at most one block (328 B) either way", i, s.Allocs, s.LiveBlocks, s.PeakLiveBytes)
+		}
+	}
+}
