@@ -110,6 +110,11 @@ func Cmdline(pid int) string {
 	return strings.Join(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), " ")
 }
 
+// ErrCannotRun is in LibcFor's error when execve itself would refuse the
+// program (not ELF and no "#!", a "#!" naming no interpreter): heapctl then
+// exits 126, as heapctl run and a shell do.
+var ErrCannotRun = errors.New("cannot be run")
+
 // LibcFor returns the C library that the program at path will map once it
 // runs with environment env: for a command started stopped, before its
 // dynamic loader has run. It follows "#!" interpreters, refuses static
@@ -122,6 +127,9 @@ func LibcFor(path string, env []string) (string, error) {
 		}
 		b, err := readHead(path, 256)
 		if err != nil {
+			if depth > 0 { // the #! line's interpreter
+				return "", fmt.Errorf("%s: the #! interpreter, %w: %w", path, ErrCannotRun, err)
+			}
 			return "", err
 		}
 		if bytes.HasPrefix(b, []byte("#!")) {
@@ -135,7 +143,7 @@ func LibcFor(path string, env []string) (string, error) {
 		}
 		f, err := elf.Open(path)
 		if err != nil {
-			return "", fmt.Errorf("%s: not an ELF program or a #! script: %w", path, err)
+			return "", fmt.Errorf("%s: not an ELF program or a #! script, %w: %w", path, ErrCannotRun, err)
 		}
 		dynamic := false
 		for _, p := range f.Progs {

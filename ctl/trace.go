@@ -180,6 +180,9 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	libc := o.libc
 	if libc == "" {
 		if libc, err = bpf.LibcFor(path, env); err != nil {
+			if errors.Is(err, bpf.ErrCannotRun) {
+				return exitError{code: 126, msg: "trace: " + err.Error()}
+			}
 			return fmt.Errorf("trace: %w", err)
 		}
 	}

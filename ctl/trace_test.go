@@ -588,6 +588,18 @@ func TestTraceCommandStatus(t *testing.T) {
 	if !errors.As(err, &ee) || ee.code != 127 || ee.msg != "trace: ./no-such-file-heapline: no such file" {
 		t.Errorf("no such file: %v, want status 127", err)
 	}
+	// Found but not runnable by execve: 126, as heapctl run and a shell.
+	dir := t.TempDir()
+	for name, body := range map[string]string{"no-hashbang": "echo hi\n", "bad-interpreter": "#!/nonexistent/heapline-interp\n"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, err = traceRun(t, traceOpts{argv: []string{p}})
+		if !errors.As(err, &ee) || ee.code != 126 || !strings.Contains(ee.msg, "cannot be run") {
+			t.Errorf("%s: %v, want status 126", name, err)
+		}
+	}
 }
 
 // TestTraceErrors: what cannot be traced says why.
