@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -50,13 +51,26 @@ func LibcOf(pid int) (string, error) {
 		if !strings.HasPrefix(path, "/") || !libcName.MatchString(filepath.Base(path)) {
 			continue
 		}
+		mapFile := fmt.Sprintf("/proc/%d/map_files/%s", pid, fields[0])
 		if deleted {
-			return fmt.Sprintf("/proc/%d/map_files/%s", pid, fields[0]), nil
+			return mapFile, nil
 		}
+		// The path in maps is as the kernel can name it from our root: the
+		// process's own path in a container (then under /proc/PID/root),
+		// ours for a chroot below our root. The one holding the mapped
+		// inode is the file; else the mapping itself.
+		ino, _ := strconv.ParseUint(fields[4], 10, 64)
+		cands := []string{path}
 		if otherRoot(pid) {
-			return fmt.Sprintf("/proc/%d/root%s", pid, path), nil
+			cands = []string{fmt.Sprintf("/proc/%d/root%s", pid, path), path}
 		}
-		return path, nil
+		for _, c := range cands {
+			var st syscall.Stat_t
+			if syscall.Stat(c, &st) == nil && st.Ino == ino {
+				return c, nil
+			}
+		}
+		return mapFile, nil
 	}
 	if err := sc.Err(); err != nil {
 		return "", fmt.Errorf("reading the mappings of pid %d: %w", pid, err)

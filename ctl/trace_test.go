@@ -796,3 +796,61 @@ int main(void)
 		}
 	}
 }
+
+// TestTracePidChroot: --pid on a process chrooted below our root. Its maps
+// name libc by our path, which LibcOf once took as the process's own and
+// looked up again under /proc/PID/root; now the path that holds the mapped
+// inode is taken.
+func TestTracePidChroot(t *testing.T) {
+	traceNeedsRoot(t)
+	root := t.TempDir()
+	prog := traceCC(t, t.TempDir(), "busy", `#include <stdlib.h>
+#include <unistd.h>
+int main(void)
+{
+	for (;;) {
+		free(malloc(100));
+		usleep(100);
+	}
+}
+`, "-fno-builtin")
+	// The program, its loader and its libraries, at the same paths inside.
+	out, err := exec.Command("ldd", prog).Output()
+	if err != nil {
+		t.Fatalf("ldd %s: %v", prog, err)
+	}
+	files := []string{prog}
+	for _, line := range strings.Split(string(out), "\n") {
+		for _, f := range strings.Fields(line) {
+			if strings.HasPrefix(f, "/") {
+				files = append(files, f)
+			}
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("chroot", root, prog)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	time.Sleep(200 * time.Millisecond)
+	js, err := traceRun(t, traceOpts{pid: cmd.Process.Pid, json: true, duration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := traceDecode(t, "trace --pid (chroot)", js); s.Allocs < 100 || s.Frees < 100 {
+		t.Errorf("chrooted process: %s; want its calls counted", report.Line(s))
+	}
+}
