@@ -132,9 +132,11 @@ var ErrCannotRun = errors.New("cannot be run")
 // LibcFor returns the C library that the program at path will map once it
 // runs with environment env: for a command started stopped, before its
 // dynamic loader has run. It follows "#!" interpreters, refuses static
-// binaries, and looks for libc.so.6 where the loader does: LD_LIBRARY_PATH,
-// then the loader's cache, then the default directories.
+// binaries, and looks for libc.so.6 where the loader does: the program's
+// DT_RPATH, LD_LIBRARY_PATH, its DT_RUNPATH, then the loader's cache, then
+// the default directories.
 func LibcFor(path string, env []string) (string, error) {
+	var before, after []string // the program's DT_RPATH, DT_RUNPATH
 	for depth := 0; ; depth++ {
 		if depth > 4 {
 			return "", fmt.Errorf("%s: too many levels of #! interpreters", path)
@@ -165,18 +167,28 @@ func LibcFor(path string, env []string) (string, error) {
 				dynamic = true
 			}
 		}
+		// The program's own search path: DT_RPATH (when it has no
+		// DT_RUNPATH) comes before LD_LIBRARY_PATH, DT_RUNPATH after.
+		rpath, _ := f.DynString(elf.DT_RPATH)
+		runpath, _ := f.DynString(elf.DT_RUNPATH)
+		origin := filepath.Dir(path)
+		if len(runpath) == 0 {
+			before = searchDirs(rpath, origin)
+		}
+		after = searchDirs(runpath, origin)
 		f.Close()
 		if !dynamic {
 			return "", fmt.Errorf("%s is statically linked: it maps no libc, so there is no malloc to probe", path)
 		}
 		break
 	}
-	var dirs []string
+	dirs := before
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "LD_LIBRARY_PATH="); ok {
 			dirs = append(dirs, filepath.SplitList(v)...)
 		}
 	}
+	dirs = append(dirs, after...)
 	for _, d := range dirs {
 		if p := filepath.Join(d, "libc.so.6"); isELF(p) {
 			return p, nil
@@ -190,7 +202,22 @@ func LibcFor(path string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("libc.so.6 not found (LD_LIBRARY_PATH, ldconfig -p, /lib, /usr/lib): name it with --libc")
+	return "", errors.New("libc.so.6 not found (DT_RPATH, LD_LIBRARY_PATH, DT_RUNPATH, ldconfig -p, /lib, /usr/lib): name it with --libc")
+}
+
+// searchDirs splits a DT_RPATH or DT_RUNPATH value into directories, with
+// $ORIGIN (the program's directory) expanded as the loader does.
+func searchDirs(v []string, origin string) []string {
+	var dirs []string
+	for _, s := range v {
+		for _, d := range filepath.SplitList(s) {
+			d = strings.ReplaceAll(strings.ReplaceAll(d, "${ORIGIN}", origin), "$ORIGIN", origin)
+			if d != "" {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	return dirs
 }
 
 func readHead(path string, n int) ([]byte, error) {

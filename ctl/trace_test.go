@@ -854,3 +854,41 @@ int main(void)
 		t.Errorf("chrooted process: %s; want its calls counted", report.Line(s))
 	}
 }
+
+// TestTraceRunpath: a command whose libc comes from its own DT_RUNPATH or
+// DT_RPATH (a copy beside it, as bundled applications ship). The probes
+// went on the system's libc, and nothing was counted.
+func TestTraceRunpath(t *testing.T) {
+	traceNeedsRoot(t)
+	libc, err := bpf.LibcFor("/bin/sh", os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tags := range []string{"--enable-new-dtags", "--disable-new-dtags"} { // RUNPATH, RPATH
+		t.Run(tags, func(t *testing.T) {
+			dir := t.TempDir()
+			libdir := filepath.Join(dir, "lib")
+			os.Mkdir(libdir, 0o755)
+			b, err := os.ReadFile(libc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(libdir, "libc.so.6"), b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			prog := traceCC(t, dir, "known", traceKnownC, "-Wl,"+tags, "-Wl,-rpath,$ORIGIN/lib")
+			if got, err := bpf.LibcFor(prog, os.Environ()); err != nil || got != filepath.Join(libdir, "libc.so.6") {
+				t.Fatalf("LibcFor = %q, %v; want the copy in %s", got, err, libdir)
+			}
+			base, _ := traceCmdRun(t, []string{prog, "baseline"}, nil)
+			got, stderr := traceCmdRun(t, []string{prog, "known"}, nil)
+			var want knownCounts
+			if err := json.Unmarshal([]byte(stderr), &want); err != nil {
+				t.Fatalf("program output %q: %v", stderr, err)
+			}
+			if got.Allocs-base.Allocs != want.Allocs || got.FreedBytes-base.FreedBytes != want.FreedBytes {
+				t.Errorf("traced %s, baseline %s; the program says %+v", report.Line(got), report.Line(base), want)
+			}
+		})
+	}
+}
