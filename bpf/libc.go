@@ -106,6 +106,23 @@ func alive(pid int) error {
 	return nil
 }
 
+// ProcessOf returns the process (thread group) that thread id tid belongs
+// to, from /proc/TID/status (a thread's directory is there, unlisted), or
+// 0 when it cannot tell.
+func ProcessOf(tid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
 // Comm returns the command name of pid, or "?".
 func Comm(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))

@@ -108,6 +108,9 @@ func trace(ctx context.Context, e *env, o traceOpts) error {
 
 // tracePID attaches to a running process and counts from then on.
 func tracePID(ctx context.Context, e *env, o traceOpts) error {
+	if tgid := bpf.ProcessOf(o.pid); tgid != 0 && tgid != o.pid {
+		return fmt.Errorf("trace: %d is a thread of process %d: trace --pid %d", o.pid, tgid, tgid)
+	}
 	libc := o.libc
 	if libc == "" {
 		var err error

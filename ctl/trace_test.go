@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -611,6 +612,20 @@ func TestTraceErrors(t *testing.T) {
 	dead := testkit.DeadPID(t)
 	if _, err := traceRun(t, traceOpts{pid: dead}); err == nil || !strings.Contains(err.Error(), "no process with pid "+strconv.Itoa(dead)) {
 		t.Errorf("dead pid: %v", err)
+	}
+
+	// A thread id, not a process's: one of this test binary's threads.
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(task.Name())
+		if tid == os.Getpid() {
+			continue
+		}
+		want := fmt.Sprintf("trace: %d is a thread of process %d: trace --pid %d", tid, os.Getpid(), os.Getpid())
+		if _, err := traceRun(t, traceOpts{pid: tid}); err == nil || err.Error() != want {
+			t.Errorf("thread id: %v, want %q", err, want)
+		}
+		break
 	}
 
 	// A static binary, as a command and running.
