@@ -780,8 +780,7 @@ func TestTraceInPIDNamespace(t *testing.T) {
 // one function after another; counting began with the first, so mallocs
 // were counted while free's probe was not yet in place, and live and the
 // peak grew by blocks that were never live (up to a thousand here). Now
-// nothing counts until every probe is in place: one block at most either
-// way (one allocated before, freed after, and the reverse at the end).
+// nothing counts until every probe is in place: a block or two either way.
 func TestTraceAttachBusy(t *testing.T) {
 	traceNeedsRoot(t)
 	prog := traceCC(t, t.TempDir(), "busy", `#include <stdlib.h>
@@ -806,8 +805,11 @@ int main(void)
 			t.Fatal(err)
 		}
 		s := traceDecode(t, "trace --pid", js)
-		if s.Allocs < 1000 || s.LiveBlocks < -1 || s.LiveBlocks > 1 || s.PeakLiveBytes > 328 {
-			t.Errorf("attach %d: %d allocs, %d blocks live, peak %d B; want at most one block (328 B) either way", i, s.Allocs, s.LiveBlocks, s.PeakLiveBytes)
+		// One block either way from the edges, and one more from the read:
+		// it copies the CPUs' counters one after another while the process
+		// runs, so a malloc and its free can fall on either side of it.
+		if s.Allocs < 1000 || s.LiveBlocks < -2 || s.LiveBlocks > 2 || s.PeakLiveBytes > 2*328 {
+			t.Errorf("attach %d: %d allocs, %d blocks live, peak %d B; want at most two blocks (of 328 B at most) either way", i, s.Allocs, s.LiveBlocks, s.PeakLiveBytes)
 		}
 	}
 }
