@@ -59,22 +59,16 @@ var ErrPrivileges = errors.New("eBPF tracing needs root, or the capabilities CAP
 // may load BPF programs and open uprobe perf events: CAP_BPF and
 // CAP_PERFMON, or CAP_SYS_ADMIN (root).
 func CheckPrivileges() error {
-	b, err := os.ReadFile("/proc/self/status")
+	v, found, err := procStatus("self", "CapEff")
 	if err != nil {
 		return fmt.Errorf("reading capabilities: %w", err)
 	}
-	var eff uint64
-	found := false
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%x", &eff); err != nil {
-				return fmt.Errorf("parsing CapEff %q: %w", v, err)
-			}
-			found = true
-		}
-	}
 	if !found {
 		return errors.New("reading capabilities: no CapEff line in /proc/self/status")
+	}
+	var eff uint64
+	if _, err := fmt.Sscanf(v, "%x", &eff); err != nil {
+		return fmt.Errorf("parsing CapEff %q: %w", v, err)
 	}
 	has := func(c uint) bool { return eff&(1<<c) != 0 }
 	if has(capSysAdmin) || (has(capBPF) && has(capPerfmon)) {

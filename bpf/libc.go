@@ -110,17 +110,28 @@ func alive(pid int) error {
 // to, from /proc/TID/status (a thread's directory is there, unlisted), or
 // 0 when it cannot tell.
 func ProcessOf(tid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
-	if err != nil {
+	v, ok, err := procStatus(strconv.Itoa(tid), "Tgid")
+	if err != nil || !ok {
 		return 0
 	}
+	n, _ := strconv.Atoi(v)
+	return n
+}
+
+// procStatus returns the value of key ("Tgid", "NSpid", "CapEff") in
+// /proc/PID/status, PID a number or "self", trimmed; ok is false when the
+// file has no such line.
+func procStatus(pid, key string) (v string, ok bool, err error) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return "", false, err
+	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return strings.TrimSpace(v), true, nil
 		}
 	}
-	return 0
+	return "", false, nil
 }
 
 // Comm returns the command name of pid, or "?".

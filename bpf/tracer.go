@@ -5,7 +5,6 @@ package bpf
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -198,24 +197,14 @@ func pidNamespace(pid int) (pidNS, error) {
 	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/pid", pid), &st); err != nil {
 		return pidNS{}, fmt.Errorf("reading the pid namespace of %d: %w", pid, err)
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	v, ok, err := procStatus(strconv.Itoa(pid), "NSpid")
 	if err != nil {
 		return pidNS{}, fmt.Errorf("reading the pid namespace of %d: %w", pid, err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, "NSpid:")
-		if !ok {
-			continue
+	if f := strings.Fields(v); ok && len(f) > 0 {
+		if n, err := strconv.ParseUint(f[len(f)-1], 10, 32); err == nil {
+			return pidNS{dev: st.Dev, ino: st.Ino, tgid: uint32(n)}, nil
 		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			break
-		}
-		n, err := strconv.ParseUint(f[len(f)-1], 10, 32)
-		if err != nil {
-			break
-		}
-		return pidNS{dev: st.Dev, ino: st.Ino, tgid: uint32(n)}, nil
 	}
 	return pidNS{}, fmt.Errorf("reading the pid namespace of %d: /proc/%d/status has no NSpid line", pid, pid)
 }
