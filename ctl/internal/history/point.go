@@ -385,12 +385,13 @@ func Points(res Result, m Meta) ([]Point, error) {
 	return pts, nil
 }
 
-// parseLine reads one store line. Lines are checked like results are:
-// a hand-edited or truncated line is reported, not plotted.
-// maxFigure bounds an overhead (a fraction: 1e6 is +100,000,000%) and a
-// rate. Real ones are far below it (heaptrack on churn-4t: 72); above it a
-// chart's scale overflows to infinity.
-const maxFigure = 1e15
+// Bounds beyond any measurement, where a chart's scale would overflow to
+// infinity: an overhead (a fraction: 1e6 is +100,000,000%; heaptrack on
+// churn-4t is 72) and a rate of allocations a second.
+const (
+	maxOverhead = 1e6
+	maxRate     = 1e15
+)
 
 // checkFigures is what a result's and a stored point's overhead and
 // interval must satisfy: overhead = profiled/baseline - 1 cannot reach -1
@@ -401,12 +402,14 @@ func checkFigures(overhead, lo, hi float64) error {
 		return fmt.Errorf("overhead: want above -1, got %g", overhead)
 	case lo > hi:
 		return fmt.Errorf("ci_low %g is above ci_high %g", lo, hi)
-	case overhead > 1e6 || lo < -1e6 || hi > 1e6:
+	case overhead > maxOverhead || lo < -maxOverhead || hi > maxOverhead:
 		return fmt.Errorf("overhead %g (%g .. %g) is beyond any measurement", overhead, lo, hi)
 	}
 	return nil
 }
 
+// parseLine reads one store line. Lines are checked like results are:
+// a hand-edited or truncated line is reported, not plotted.
 func parseLine(b []byte, line int) (Point, error) {
 	var p Point
 	// Unknown fields are fine: a newer heapctl may have added some.
@@ -433,7 +436,7 @@ func parseLine(b []byte, line int) (Point, error) {
 	if err := checkFigures(p.Overhead, p.CILow, p.CIHigh); err != nil {
 		return Point{}, err // a hand-edited line; render would choke on it
 	}
-	if p.AllocsPerS < 0 || p.AllocsPerS > maxFigure {
+	if p.AllocsPerS < 0 || p.AllocsPerS > maxRate {
 		return Point{}, fmt.Errorf("allocs_per_s %g is out of range", p.AllocsPerS)
 	}
 	p.when = t.UTC()
