@@ -258,3 +258,21 @@ func abs(v int64) int64 {
 	}
 	return v
 }
+
+// waitWithin waits for cmd and returns what Wait returned; after d it kills
+// the program and fails the test with the message: a program the shim
+// holds must not hold the test suite too.
+func waitWithin(t *testing.T, cmd *exec.Cmd, d time.Duration, format string, args ...any) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf(format, args...)
+		return nil
+	}
+}

@@ -95,18 +95,10 @@ func TestShellTrapsTERM(t *testing.T) {
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != 7 {
-				t.Fatalf("try %d: %v, want exit status 7 from the trap", i, err)
-			}
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Fatalf("try %d: the shell missed SIGTERM: still running 10 s later", i)
+		err := waitWithin(t, cmd, 10*time.Second, "try %d: the shell missed SIGTERM: still running 10 s later", i)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+			t.Fatalf("try %d: %v, want exit status 7 from the trap", i, err)
 		}
 	}
 }
@@ -181,16 +173,7 @@ func sigwaitOnce(t *testing.T, prog string, sig syscall.Signal, try int) {
 	}
 	want := fmt.Sprintf("sigwait %d\n", sig)
 	line := next()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil || line != want {
-			t.Fatalf("signal %d (%v), try %d: %v, output %q: want exit 0 after %q", sig, sig, try, err, line, want)
-		}
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("signal %d (%v), try %d: still running 10 s after the signal (output %q)", sig, sig, try, line)
+	if err := waitWithin(t, cmd, 10*time.Second, "signal %d (%v), try %d: still running 10 s after the signal (output %q)", sig, sig, try, line); err != nil || line != want {
+		t.Fatalf("signal %d (%v), try %d: %v, output %q: want exit 0 after %q", sig, sig, try, err, line, want)
 	}
 }
