@@ -356,8 +356,8 @@ func childStatus(name string, cmd *exec.Cmd, waitErr error) error {
 	return exitError{code: ws.ExitStatus()}
 }
 
-// startError is a command that could not be started: heapctl exits 127
-// (not found) or 126 (not runnable), as a shell does.
+// startError is a command that lookCommand found but that could not be
+// started: heapctl exits 126, as a shell does, with no word about samples.
 type startError struct {
 	code int
 	err  error

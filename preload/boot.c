@@ -118,10 +118,6 @@ static int same_object(void *a, void *b)
     return oa != NULL && oa == hl_object_of(b);
 }
 
-/* Is every function we forward to glibc's own, with its chunk headers? A
- * malloc debugging library (glibc.malloc.check), jemalloc or tcmalloc
- * preloaded after us fails this and gets the generic mode. */
-
 /* One block's usable size by the header formula and by glibc; frees it. */
 static int formula_agrees(void *p)
 {
@@ -130,6 +126,9 @@ static int formula_agrees(void *p)
     return ok;
 }
 
+/* Is every function we forward to glibc's own, with its chunk headers? A
+ * malloc debugging library (glibc.malloc.check), jemalloc or tcmalloc
+ * preloaded after us fails this and gets the generic mode. */
 static int next_is_glibc(void)
 {
     void *marker = dlsym(RTLD_DEFAULT, "gnu_get_libc_version");

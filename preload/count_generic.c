@@ -14,7 +14,6 @@
  * own slot, no lock, no shared atomic but the batched publication. */
 static inline void counted(void *p) { hl_alloc_slow(hl_next.usable(p)); }
 
-
 // ---- counting -------------------------------------------------------------------
 
 static void *x_malloc(size_t n)
