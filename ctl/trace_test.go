@@ -435,9 +435,9 @@ type traceLoop struct {
 	out *bufio.Reader
 }
 
-func traceStartLoop(t *testing.T, bin string) *traceLoop {
+func traceStartLoop(t *testing.T, bin string, args ...string) *traceLoop {
 	t.Helper()
-	cmd := exec.Command(bin)
+	cmd := exec.Command(bin, args...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -815,16 +815,7 @@ int main(void)
 func TestTracePidChroot(t *testing.T) {
 	traceNeedsRoot(t)
 	root := t.TempDir()
-	prog := traceCC(t, t.TempDir(), "busy", `#include <stdlib.h>
-#include <unistd.h>
-int main(void)
-{
-	for (;;) {
-		free(malloc(100));
-		usleep(100);
-	}
-}
-`, "-fno-builtin")
+	prog := traceCC(t, t.TempDir(), "loop", traceLoopC)
 	// The program, its loader and its libraries, at the same paths inside.
 	out, err := exec.Command("ldd", prog).Output()
 	if err != nil {
@@ -851,18 +842,17 @@ int main(void)
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command("chroot", root, prog)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	time.Sleep(200 * time.Millisecond)
-	js, err := traceRun(t, traceOpts{pid: cmd.Process.Pid, json: true, duration: 300 * time.Millisecond})
+	l := traceStartLoop(t, "chroot", root, prog) // chroot execs the program: one pid
+	attached, result := traceBackground(t, traceOpts{pid: l.cmd.Process.Pid, json: true})
+	<-attached
+	l.round(t)
+	l.quit(t)
+	js, err := result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := traceDecode(t, "trace --pid (chroot)", js); s.Allocs < 100 || s.Frees < 100 {
-		t.Errorf("chrooted process: %s; want its calls counted", report.Line(s))
+	if s := traceDecode(t, "trace --pid (chroot)", js); s.Allocs != 1000 || s.Frees != 1000 {
+		t.Errorf("chrooted process: %s; want its round of 1000 pairs", report.Line(s))
 	}
 }
 
