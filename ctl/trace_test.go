@@ -234,6 +234,30 @@ func traceKnown(t *testing.T) string {
 	return traceCC(t, t.TempDir(), "known", traceKnownC)
 }
 
+// traceKnownCheck: the known-answer program's trace minus its baseline's
+// is exactly what the program said (its JSON line) it allocated and freed.
+func traceKnownCheck(t *testing.T, got, base report.Summary, said string) knownCounts {
+	t.Helper()
+	var want knownCounts
+	if err := json.Unmarshal([]byte(said), &want); err != nil {
+		t.Fatalf("program output %q: %v", said, err)
+	}
+	for _, f := range []struct {
+		name            string
+		got, base, want uint64
+	}{
+		{"allocs", got.Allocs, base.Allocs, want.Allocs},
+		{"frees", got.Frees, base.Frees, want.Frees},
+		{"allocated_bytes", got.AllocatedBytes, base.AllocatedBytes, want.AllocatedBytes},
+		{"freed_bytes", got.FreedBytes, base.FreedBytes, want.FreedBytes},
+	} {
+		if f.got-f.base != f.want {
+			t.Errorf("%s: traced %d - baseline %d = %d, the program says %d", f.name, f.got, f.base, f.got-f.base, f.want)
+		}
+	}
+	return want
+}
+
 // traceCmdRun traces argv (with env, nil for heapctl's own) and returns
 // the trace's summary and what the command wrote on stderr.
 func traceCmdRun(t *testing.T, argv, env []string) (report.Summary, string) {
@@ -264,25 +288,9 @@ func TestTraceKnownAnswer(t *testing.T) {
 	prog := traceKnown(t)
 	base, _ := traceCmdRun(t, []string{prog, "baseline"}, nil)
 	got, stderr := traceCmdRun(t, []string{prog, "known"}, nil)
-	var want knownCounts
-	if err := json.Unmarshal([]byte(stderr), &want); err != nil {
-		t.Fatalf("program output %q: %v", stderr, err)
-	}
 	t.Logf("baseline: %s", report.Line(base))
 	t.Logf("known:    %s", report.Line(got))
-	for _, f := range []struct {
-		name            string
-		got, base, want uint64
-	}{
-		{"allocs", got.Allocs, base.Allocs, want.Allocs},
-		{"frees", got.Frees, base.Frees, want.Frees},
-		{"allocated_bytes", got.AllocatedBytes, base.AllocatedBytes, want.AllocatedBytes},
-		{"freed_bytes", got.FreedBytes, base.FreedBytes, want.FreedBytes},
-	} {
-		if f.got-f.base != f.want {
-			t.Errorf("%s: traced %d - baseline %d = %d, the program says %d", f.name, f.got, f.base, f.got-f.base, f.want)
-		}
-	}
+	want := traceKnownCheck(t, got, base, stderr)
 	// The baseline's few blocks (the thread's TLS) come before the
 	// program's own, so the peak lies between the program's and that plus
 	// the baseline's bytes.
@@ -759,14 +767,7 @@ func TestTraceInPIDNamespace(t *testing.T) {
 	}
 	base, _ := run("baseline")
 	got, said := run("known")
-	var want knownCounts
-	if err := json.Unmarshal([]byte(said), &want); err != nil {
-		t.Fatalf("program output %q: %v", said, err)
-	}
-	if got.Allocs-base.Allocs != want.Allocs || got.Frees-base.Frees != want.Frees ||
-		got.AllocatedBytes-base.AllocatedBytes != want.AllocatedBytes || got.FreedBytes-base.FreedBytes != want.FreedBytes {
-		t.Errorf("in a pid namespace: %s, baseline %s; the program says %+v", report.Line(got), report.Line(base), want)
-	}
+	traceKnownCheck(t, got, base, said)
 }
 
 // TestTraceAttachBusy: --pid on a process that allocates and frees as fast
@@ -883,13 +884,7 @@ func TestTraceRunpath(t *testing.T) {
 			}
 			base, _ := traceCmdRun(t, []string{prog, "baseline"}, nil)
 			got, stderr := traceCmdRun(t, []string{prog, "known"}, nil)
-			var want knownCounts
-			if err := json.Unmarshal([]byte(stderr), &want); err != nil {
-				t.Fatalf("program output %q: %v", stderr, err)
-			}
-			if got.Allocs-base.Allocs != want.Allocs || got.FreedBytes-base.FreedBytes != want.FreedBytes {
-				t.Errorf("traced %s, baseline %s; the program says %+v", report.Line(got), report.Line(base), want)
-			}
+			traceKnownCheck(t, got, base, stderr)
 		})
 	}
 }
