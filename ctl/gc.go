@@ -9,11 +9,12 @@ import (
 )
 
 // gcCommand removes the regions that processes left behind when they died
-// without running their exit code (killed, crashed, _exit).
+// without running their exit code (killed, crashed, a raw exit), or when
+// they exec'd a program that does not load the shim (detached).
 func gcCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "gc",
-		Usage: "remove the regions of processes that are gone (yours only, never a running one's)",
+		Usage: "remove the regions of processes that are gone or run on without the shim (yours only, never one a process maps)",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "only print what would be removed"},
 		},
@@ -37,13 +38,17 @@ func gc(e *env, dryRun bool) error {
 		if ent.Err == nil {
 			what = fmt.Sprintf("region of %q", shorten(ent.Summary.Command, 60))
 		}
-		fmt.Fprintf(e.stdout, "%s %s: %s, process %d gone\n", verb, ent.Path, what, ent.PID)
+		state := "gone"
+		if ent.Detached {
+			state = "runs on without the shim"
+		}
+		fmt.Fprintf(e.stdout, "%s %s: %s, process %d %s\n", verb, ent.Path, what, ent.PID, state)
 	}
 	if err != nil {
 		return fmt.Errorf("gc: %w", err)
 	}
 	if len(removed) == 0 {
-		fmt.Fprintf(e.stderr, "no regions of gone processes in %s\n", region.Dir)
+		fmt.Fprintf(e.stderr, "no regions of gone or detached processes in %s\n", region.Dir)
 	}
 	return nil
 }

@@ -2,18 +2,25 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
-// gc removes exactly the regions of gone processes: a real region left by
-// a killed process and a garbage file of a dead pid go; the region of a
-// running process, a corrupt file of a running pid, a symlink and a file
-// not named heapline.<pid> stay.
+// gc removes exactly the regions of gone and detached processes: a real
+// region left by a killed process, one left by a process that exec'd a
+// program without the shim, and a garbage file of a dead pid go; the
+// region of a running process, a corrupt file of a running pid, a symlink
+// and a file not named heapline.<pid> stay.
 func TestGC(t *testing.T) {
 	lib, prog := rgLib(t), rgProg(t)
 	live := rgStartSteps(t, lib, prog)
@@ -24,25 +31,26 @@ func TestGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = killed.cmd.Wait()
+	detached := rgStartDetached(t, lib)
 
-	// Regions are always in /dev/shm; gc runs on copies in a directory of
-	// ours, so that the test never touches regions of other programs.
-	d := rgUseDir(t)
-	copyRegion := func(pid int) string {
-		b, err := os.ReadFile("/dev/shm/heapline." + strconv.Itoa(pid))
-		if err != nil {
-			t.Fatal(err)
-		}
+	// Regions are always in /dev/shm; gc runs on links to them in a
+	// directory of ours, so that the test never touches regions of other
+	// programs. A link is the same file, which a live process maps.
+	d := rgUseShmDir(t)
+	linkRegion := func(pid int) string {
 		p := filepath.Join(d, "heapline."+strconv.Itoa(pid))
-		if err := os.WriteFile(p, b, 0o600); err != nil {
+		if err := os.Link("/dev/shm/heapline."+strconv.Itoa(pid), p); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	livePath := copyRegion(live.pid)
-	killedPath := copyRegion(killed.pid)
-	if err := os.Remove("/dev/shm/heapline." + strconv.Itoa(killed.pid)); err != nil {
-		t.Fatal(err)
+	livePath := linkRegion(live.pid)
+	killedPath := linkRegion(killed.pid)
+	detachedPath := linkRegion(detached)
+	for _, pid := range []int{killed.pid, detached} {
+		if err := os.Remove("/dev/shm/heapline." + strconv.Itoa(pid)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dead := testkit.DeadPID(t)
 	deadPath := filepath.Join(d, "heapline."+strconv.Itoa(dead))
@@ -60,20 +68,23 @@ func TestGC(t *testing.T) {
 
 	lines := map[int]string{
 		killed.pid: killedPath + `: region of "` + prog + ` steps", process ` + strconv.Itoa(killed.pid) + " gone\n",
+		detached:   detachedPath + `: region of "env -u LD_PRELOAD sleep 60", process ` + strconv.Itoa(detached) + " runs on without the shim\n",
 		dead:       deadPath + ": unreadable region, process " + strconv.Itoa(dead) + " gone\n",
 	}
 	expect := func(verb string) string {
-		a, b := killed.pid, dead
-		if a > b {
-			a, b = b, a
+		pids := []int{killed.pid, detached, dead}
+		slices.Sort(pids)
+		var b strings.Builder
+		for _, pid := range pids {
+			b.WriteString(verb + " " + lines[pid])
 		}
-		return verb + " " + lines[a] + verb + " " + lines[b]
+		return b.String()
 	}
 	r := rgHeapctl(t, "gc", "--dry-run")
 	if r.err != nil || r.stdout != expect("would remove") {
 		t.Fatalf("gc --dry-run: %v\n%s\nwant\n%s", r.err, r.stdout, expect("would remove"))
 	}
-	for _, p := range []string{livePath, killedPath, deadPath, mePath, linkPath, oddPath} {
+	for _, p := range []string{livePath, killedPath, detachedPath, deadPath, mePath, linkPath, oddPath} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Fatalf("dry run removed %s", p)
 		}
@@ -82,16 +93,63 @@ func TestGC(t *testing.T) {
 	if r.err != nil || r.stdout != expect("removed") {
 		t.Fatalf("gc: %v\n%s\nwant\n%s", r.err, r.stdout, expect("removed"))
 	}
-	for p, kept := range map[string]bool{livePath: true, mePath: true, linkPath: true, oddPath: true, killedPath: false, deadPath: false} {
+	for p, kept := range map[string]bool{livePath: true, mePath: true, linkPath: true, oddPath: true, killedPath: false, detachedPath: false, deadPath: false} {
 		if _, err := os.Lstat(p); (err == nil) != kept {
 			t.Errorf("%s: kept %v, want %v", p, err == nil, kept)
 		}
 	}
 	r = rgHeapctl(t, "gc")
-	if r.err != nil || r.stdout != "" || r.stderr != "no regions of gone processes in "+d+"\n" {
+	if r.err != nil || r.stdout != "" || r.stderr != "no regions of gone or detached processes in "+d+"\n" {
 		t.Fatalf("second gc: %v %q %q", r.err, r.stdout, r.stderr)
 	}
 	if r := rgHeapctl(t, "gc", "now"); r.err == nil || r.err.Error() != `gc: takes no arguments, got "now"` {
 		t.Errorf("gc now: %v", r.err)
+	}
+}
+
+// rgUseShmDir points region.Dir at a fresh directory in /dev/shm, where a
+// process's region can be hard-linked (rgUseDir's is on another file
+// system). Its name does not start with heapline., so no ls lists it.
+func rgUseShmDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/dev/shm", "heapctl-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := region.Dir
+	region.Dir = d
+	t.Cleanup(func() {
+		region.Dir = old
+		_ = os.RemoveAll(d)
+	})
+	return d
+}
+
+// rgStartDetached starts, under the shim, a shell that execs env, which
+// execs sleep without LD_PRELOAD: env's image takes over the shell's
+// region, sleep runs without the shim and leaves it as env published it.
+// It returns the pid once the process is sleep.
+func rgStartDetached(t *testing.T, lib string) int {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "exec env -u LD_PRELOAD sleep 60")
+	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=0")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = os.Remove("/dev/shm/heapline." + strconv.Itoa(pid))
+	})
+	for deadline := time.Now().Add(rgTimeout); ; time.Sleep(5 * time.Millisecond) {
+		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if string(comm) == "sleep\n" {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d never became sleep (comm %q)", pid, comm)
+		}
 	}
 }

@@ -15,9 +15,9 @@ import (
 func lsCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "ls",
-		Usage: "list the processes publishing heap counters (gone ones marked; heapctl gc removes them)",
+		Usage: "list the processes publishing heap counters (gone and detached ones marked; heapctl gc removes them)",
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "json", Usage: "a JSON array: each region's summary with path, stale and error"},
+			&cli.BoolFlag{Name: "json", Usage: "a JSON array: each region's summary with path, stale, detached and error"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.Args().Len() > 0 {
@@ -33,9 +33,10 @@ func lsCommand(e *env) *cli.Command {
 type lsEntry struct {
 	PID int `json:"pid"` // shadows Summary's pid: present even for an unreadable region
 	*report.Summary
-	Path  string `json:"path"`
-	Stale bool   `json:"stale"`
-	Error string `json:"error,omitempty"`
+	Path     string `json:"path"`
+	Stale    bool   `json:"stale"`
+	Detached bool   `json:"detached"`
+	Error    string `json:"error,omitempty"`
 }
 
 func ls(e *env, asJSON bool) error {
@@ -46,7 +47,7 @@ func ls(e *env, asJSON bool) error {
 	if asJSON {
 		out := make([]lsEntry, 0, len(entries))
 		for _, ent := range entries {
-			j := lsEntry{PID: ent.PID, Path: ent.Path, Stale: ent.Stale}
+			j := lsEntry{PID: ent.PID, Path: ent.Path, Stale: ent.Stale, Detached: ent.Detached}
 			if ent.Err != nil {
 				j.Error = ent.Err.Error()
 			} else {
@@ -89,6 +90,8 @@ func lsState(ent region.Entry) string {
 	switch {
 	case ent.Stale:
 		return "gone"
+	case ent.Detached:
+		return "detached"
 	case ent.Summary.Exited:
 		return "exiting"
 	}

@@ -39,13 +39,17 @@ func show(e *env, args []string, asJSON bool) error {
 	if ent.Err != nil {
 		return fmt.Errorf("show: %w", explainRegionErr(pid, ent))
 	}
-	if ent.Stale && !ent.Summary.Exited {
+	switch {
+	case ent.Summary.Exited:
+	case ent.Stale:
 		e.log.Warn("the process is gone: these are the counters it last published", zap.Int("pid", pid), zap.String("region", ent.Path))
+	case ent.Detached:
+		e.log.Warn("the process runs on without the shim (it exec'd a program that does not load libheap.so, or is exiting): these are the counters its last image published", zap.Int("pid", pid), zap.String("region", ent.Path))
 	}
 	if asJSON {
 		return writeJSON(e, ent.Summary)
 	}
-	_, err = fmt.Fprint(e.stdout, report.Human(ent.Summary, ent.Stale))
+	_, err = fmt.Fprint(e.stdout, report.Human(ent.Summary, ent.State()))
 	return err
 }
 

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -125,6 +127,51 @@ func TestShowGone(t *testing.T) {
 	r = rgHeapctl(t, "show", strconv.Itoa(p.pid))
 	if !strings.Contains(r.stdout, "state      gone (died without its exit summary") {
 		t.Errorf("human view of a gone process:\n%s", r.stdout)
+	}
+}
+
+// A process that exec'd a program without the shim runs on, but its
+// region is as its last image left it: show says so and warns, ls marks it
+// detached.
+func TestShowDetached(t *testing.T) {
+	pid := rgStartDetached(t, rgLib(t))
+	r := rgHeapctl(t, "show", strconv.Itoa(pid))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if !strings.Contains(r.stdout, "state      detached (runs on without the shim, after an exec") ||
+		!strings.Contains(r.stdout, "command    env -u LD_PRELOAD sleep 60\n") {
+		t.Errorf("human view of a detached process:\n%s", r.stdout)
+	}
+	if !r.warned("the process runs on without the shim") {
+		t.Error("no warning that the process runs on without the shim")
+	}
+
+	r = rgHeapctl(t, "ls", "--json")
+	var entries []struct {
+		PID      int  `json:"pid"`
+		Stale    bool `json:"stale"`
+		Detached bool `json:"detached"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil || r.err != nil {
+		t.Fatalf("ls --json %q: %v %v", r.stdout, err, r.err)
+	}
+	found := false
+	for _, e := range entries {
+		if e.PID == pid {
+			found = true
+			if e.Stale || !e.Detached {
+				t.Errorf("ls --json entry %+v, want detached and not stale", e)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("pid %d not in ls --json: %s", pid, r.stdout)
+	}
+	r = rgHeapctl(t, "ls")
+	row := regexp.MustCompile(`(?m)^` + strconv.Itoa(pid) + ` .* detached +env -u LD_PRELOAD sleep 60$`)
+	if r.err != nil || !row.MatchString(r.stdout) {
+		t.Errorf("ls lacks the row %s: %v\n%s", row, r.err, r.stdout)
 	}
 }
 

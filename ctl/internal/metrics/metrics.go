@@ -56,7 +56,7 @@ func New(list Lister, log *zap.Logger) *Collector {
 		allocatedBytes: d("allocated_bytes_total", "Usable bytes of every allocation."),
 		freedBytes:     d("freed_bytes_total", "Usable bytes of every release."),
 		regions: prometheus.NewDesc("heapline_regions",
-			"Regions found in the shared-memory directory, by state: live (exported), stale (process gone: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).",
+			"Regions found in the shared-memory directory, by state: live (exported), stale (process gone, or running on without the shim: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).",
 			[]string{"state"}, nil),
 	}
 }
@@ -85,7 +85,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		case e.Err != nil:
 			unreadable++
 			c.log.Debug("region not exported", zap.String("path", e.Path), zap.Error(e.Err))
-		case e.Stale:
+		case e.Stale || e.Detached:
 			stale++
 		default:
 			live++

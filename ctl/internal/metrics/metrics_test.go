@@ -22,6 +22,7 @@ func entries() []region.Entry {
 			LiveBytes: 483533, LiveBlocks: 30, PeakLiveBytes: 302305689, PeakErrorBytes: 1048576,
 			Allocs: 4153, Frees: 4123, AllocatedBytes: 900000000, FreedBytes: 899516467, Threads: 4}},
 		{PID: 99, Path: "/dev/shm/heapline.99", Stale: true, Summary: report.Summary{PID: 99, Command: "killed", LiveBytes: 1}},
+		{PID: 98, Path: "/dev/shm/heapline.98", Detached: true, Summary: report.Summary{PID: 98, Command: "exec'd without the shim", LiveBytes: 1}},
 		{PID: 100, Path: "/dev/shm/heapline.100", Err: errors.New("bad magic")},
 	}
 }
@@ -54,10 +55,10 @@ heapline_peak_error_bytes{command="python3 script.py",pid="4711"} 1.048576e+06
 # HELP heapline_peak_live_bytes Highest live bytes the shim has published since the process started.
 # TYPE heapline_peak_live_bytes gauge
 heapline_peak_live_bytes{command="python3 script.py",pid="4711"} 3.02305689e+08
-# HELP heapline_regions Regions found in the shared-memory directory, by state: live (exported), stale (process gone: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).
+# HELP heapline_regions Regions found in the shared-memory directory, by state: live (exported), stale (process gone, or running on without the shim: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).
 # TYPE heapline_regions gauge
 heapline_regions{state="live"} 1
-heapline_regions{state="stale"} 1
+heapline_regions{state="stale"} 2
 heapline_regions{state="unreadable"} 1
 # HELP heapline_threads Threads that have counted allocations in the process since it started.
 # TYPE heapline_threads gauge

@@ -1,6 +1,7 @@
 package region
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,11 +25,28 @@ type Entry struct {
 	// no process has that pid, or the one that has it started at another
 	// time (a reused pid).
 	Stale bool
-	Err   error // why the region could not be read; Summary is zero then
-	UID   int   // owner of the file
+	// Detached is true when that process still runs but no longer maps
+	// the region: it exec'd a program that does not load the shim (a
+	// static one, or with LD_PRELOAD dropped), or it is exiting or a
+	// zombie. Its counters are the last the shim's image published, and
+	// nothing will update them or remove the file. Never set with Stale.
+	Detached bool
+	Err      error // why the region could not be read; Summary is zero then
+	UID      int   // owner of the file
 
 	regular  bool // a regular file (not a symlink, fifo, ...)
 	dev, ino uint64
+}
+
+// State is where e's process is, for report.Human.
+func (e Entry) State() report.State {
+	switch {
+	case e.Stale:
+		return report.Gone
+	case e.Detached:
+		return report.Detached
+	}
+	return report.Running
 }
 
 // Read takes one consistent snapshot of pid's region.
@@ -51,7 +69,55 @@ func inspect(pid int, path string) Entry {
 	// Without a readable header the start time is unknown (0): only a
 	// vanished pid then marks the region stale.
 	e.Stale = !alive(pid, h.startTicks)
+	// Only a valid header can be detached: an image taking the region over
+	// after exec empties it before it maps it, so an unmapped but valid
+	// region is either an image's that is gone, or one in the moment
+	// between exec and the new image's open (region.c copes with gc
+	// removing it then).
+	if !e.Stale && e.Err == nil {
+		if mapped, known := mapsFile(pid, path, e.dev, e.ino); known && !mapped {
+			e.Detached = true
+		}
+	}
 	return e
+}
+
+// mapsFile reports whether process pid maps the file at path, dev:ino,
+// from /proc/pid/maps: fields 4 (major:minor, hex) and 5 (the inode), or
+// the path itself, since on overlayfs the maps name the underlying file's
+// device and inode. known is false when that cannot be told: no /proc, or
+// the process is another user's and we are not root. A zombie's maps are
+// empty: known, unmapped.
+func mapsFile(pid int, path string, dev, ino uint64) (mapped, known bool) {
+	f, err := os.Open(procRoot + "/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		return false, false
+	}
+	defer f.Close()
+	inode := strconv.FormatUint(ino, 10)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20) // a path is at most PATH_MAX
+	for sc.Scan() {
+		// start-end perms offset major:minor inode [path]; the path may
+		// hold spaces, so it is what follows the fifth field.
+		line := sc.Text()
+		fields := strings.Fields(line)
+		if len(fields) < 5 || fields[4] == "0" {
+			continue // anonymous
+		}
+		if fields[4] == inode {
+			major, minor, ok := strings.Cut(fields[3], ":")
+			ma, err1 := strconv.ParseUint(major, 16, 32)
+			mi, err2 := strconv.ParseUint(minor, 16, 32)
+			if ok && err1 == nil && err2 == nil && unix.Mkdev(uint32(ma), uint32(mi)) == dev {
+				return true, true
+			}
+		}
+		if len(fields) >= 6 && strings.HasSuffix(line, " "+path) {
+			return true, true
+		}
+	}
+	return false, sc.Err() == nil
 }
 
 // readFile opens e.Path without following links, checks the file, maps it
@@ -282,11 +348,12 @@ func List() ([]Entry, error) {
 	return out, nil
 }
 
-// GC removes the regions whose process is gone, and returns them. Only
-// regular files named heapline.<pid> and owned by the caller are touched
-// (even root leaves other users' files alone), and a region whose process
-// still runs is never removed. With dryRun it only returns what it would
-// remove. Errors of single files are joined; the others are still removed.
+// GC removes the regions whose process is gone or detached, and returns
+// them. Only regular files named heapline.<pid> and owned by the caller are
+// touched (even root leaves other users' files alone), and a region that
+// its process maps is never removed. With dryRun it only returns what it
+// would remove. Errors of single files are joined; the others are still
+// removed.
 func GC(dryRun bool) ([]Entry, error) {
 	entries, err := List()
 	if err != nil {
@@ -296,7 +363,7 @@ func GC(dryRun bool) ([]Entry, error) {
 	var removed []Entry
 	var errs []error
 	for _, e := range entries {
-		if e.PID == 0 || !e.Stale || !e.regular || e.UID != euid {
+		if e.PID == 0 || !(e.Stale || e.Detached) || !e.regular || e.UID != euid {
 			continue
 		}
 		if !dryRun {
@@ -311,8 +378,10 @@ func GC(dryRun bool) ([]Entry, error) {
 }
 
 // removeStale unlinks e.Path if it is still the file List examined and its
-// process is still gone: a new process that got the same pid since then
-// has a new file, which is left alone.
+// process is still gone or detached: a new process that got the same pid
+// since then has a new file, which is left alone, and an image that took
+// the file over after exec has emptied it, which makes it unreadable, not
+// detached.
 func removeStale(e Entry) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(e.Path, &st); err != nil {
@@ -324,7 +393,7 @@ func removeStale(e Entry) error {
 	if st.Dev != e.dev || st.Ino != e.ino {
 		return fmt.Errorf("%s: replaced since it was examined: left alone", e.Path)
 	}
-	if again := inspect(e.PID, e.Path); !again.Stale {
+	if again := inspect(e.PID, e.Path); !again.Stale && !again.Detached {
 		return fmt.Errorf("%s: process %d is running: left alone", e.Path, e.PID)
 	}
 	if err := unix.Unlink(e.Path); err != nil && !errors.Is(err, unix.ENOENT) {

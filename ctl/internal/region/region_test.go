@@ -6,11 +6,15 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/heapline/heapline/ctl/internal/region/cdefs"
 	"github.com/heapline/heapline/ctl/internal/report"
@@ -152,6 +156,22 @@ func writeRegion(t *testing.T, name string, b []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// mapRegion maps the file at p into this process until the test ends, as
+// the shim keeps its region mapped: a region nobody maps is detached.
+func mapRegion(t *testing.T, p string) {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := syscall.Mmap(int(f.Fd()), 0, HeaderSize, syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Munmap(b) })
 }
 
 func ownStartTicks(t *testing.T) uint64 {
@@ -534,16 +554,29 @@ func TestStale(t *testing.T) {
 
 	live := sample(me)
 	live.startTicks = ticks
-	writeRegion(t, "heapline."+strconv.Itoa(me), live.bytes())
-	if e := Inspect(me); e.Err != nil || e.Stale {
-		t.Fatalf("own region: stale %v err %v, want live", e.Stale, e.Err)
+	p := writeRegion(t, "heapline."+strconv.Itoa(me), live.bytes())
+	// Our pid and start time, but we do not map it: the shim's image that
+	// published it is gone, the process runs on (after an exec).
+	if e := Inspect(me); e.Err != nil || e.Stale || !e.Detached || e.State() != report.Detached {
+		t.Fatalf("own region, unmapped: stale %v detached %v err %v, want detached", e.Stale, e.Detached, e.Err)
+	}
+	mapRegion(t, p)
+	if e := Inspect(me); e.Err != nil || e.Stale || e.Detached || e.State() != report.Running {
+		t.Fatalf("own region, mapped: stale %v detached %v err %v, want live", e.Stale, e.Detached, e.Err)
 	}
 
 	reused := sample(me)
 	reused.startTicks = ticks + 1 // same pid, another process
 	writeRegion(t, "heapline."+strconv.Itoa(me), reused.bytes())
-	if e := Inspect(me); e.Err != nil || !e.Stale {
-		t.Fatalf("reused pid: stale %v err %v, want stale", e.Stale, e.Err)
+	if e := Inspect(me); e.Err != nil || !e.Stale || e.Detached || e.State() != report.Gone {
+		t.Fatalf("reused pid: stale %v detached %v err %v, want stale", e.Stale, e.Detached, e.Err)
+	}
+
+	// Unreadable: never detached, whatever maps it (an image taking the
+	// region over after exec empties it first).
+	writeRegion(t, "heapline."+strconv.Itoa(me), []byte("garbage"))
+	if e := Inspect(me); e.Err == nil || e.Stale || e.Detached {
+		t.Fatalf("unreadable own region: stale %v detached %v err %v", e.Stale, e.Detached, e.Err)
 	}
 
 	writeRegion(t, "heapline."+strconv.Itoa(dead), sample(dead).bytes())
@@ -572,6 +605,48 @@ func TestProcStartTicks(t *testing.T) {
 	}
 }
 
+// mapsFile reads /proc/pid/maps: a mapping of the file's device and inode,
+// or of its path (overlayfs shows the underlying file's device and inode),
+// counts; a deleted file of that name, or the same inode on another
+// device, does not.
+func TestMapsFile(t *testing.T) {
+	old := procRoot
+	procRoot = t.TempDir()
+	t.Cleanup(func() { procRoot = old })
+	const path = "/dev/shm/heapline.77"
+	put := func(maps string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(procRoot, "77"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(procRoot, "77", "maps"), []byte(maps), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const other = "7f0000000000-7f0000001000 r--p 00000000 fe:00 247026                     /usr/bin/cat\n" +
+		"7f0000002000-7f0000003000 rw-p 00000000 00:00 0 \n"
+	for _, c := range []struct {
+		name, maps    string
+		dev           uint64
+		mapped, known bool
+	}{
+		{"device and inode", other + "7f0000004000-7f0000005000 rw-s 00000000 00:1a 4711    " + path + "\n", unix.Mkdev(0, 0x1a), true, true},
+		{"a minor over ff", "7f0000004000-7f0000005000 rw-s 00000000 103:1c2 4711    /elsewhere\n", unix.Mkdev(0x103, 0x1c2), true, true},
+		{"the path, other device and inode", "7f0000004000-7f0000005000 rw-s 00000000 00:30 99    " + path + "\n", unix.Mkdev(0, 0x1a), true, true},
+		{"the inode on another device", "7f0000004000-7f0000005000 rw-s 00000000 00:1b 4711    /elsewhere\n", unix.Mkdev(0, 0x1a), false, true},
+		{"deleted", "7f0000004000-7f0000005000 rw-s 00000000 00:30 99    " + path + " (deleted)\n", unix.Mkdev(0, 0x1a), false, true},
+		{"a zombie's: empty", "", unix.Mkdev(0, 0x1a), false, true},
+	} {
+		put(c.maps)
+		if mapped, known := mapsFile(77, path, c.dev, 4711); mapped != c.mapped || known != c.known {
+			t.Errorf("%s: mapped %v known %v, want %v %v", c.name, mapped, known, c.mapped, c.known)
+		}
+	}
+	if _, known := mapsFile(78, path, 1, 1); known {
+		t.Error("no /proc/78/maps: known")
+	}
+}
+
 func TestParseName(t *testing.T) {
 	for name, want := range map[string]int{
 		"heapline.1": 1, "heapline.4711": 4711, "heapline.2147483647": 2147483647,
@@ -594,7 +669,20 @@ func TestListAndGC(t *testing.T) {
 
 	live := sample(me)
 	live.startTicks = ownStartTicks(t)
-	writeRegion(t, "heapline."+strconv.Itoa(me), live.bytes())
+	mapRegion(t, writeRegion(t, "heapline."+strconv.Itoa(me), live.bytes()))
+	// A running process whose region nobody maps: as after an exec into a
+	// program without the shim.
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+	detached := sample(sleeper.Process.Pid)
+	var err error
+	if detached.startTicks, err = procStartTicks(sleeper.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	writeRegion(t, "heapline."+strconv.Itoa(sleeper.Process.Pid), detached.bytes())
 	writeRegion(t, "heapline."+strconv.Itoa(dead), sample(dead).bytes())
 	writeRegion(t, "heapline."+strconv.Itoa(dead2), []byte("garbage")) // corrupt and gone: removed
 	writeRegion(t, "heapline.1", []byte("garbage"))                    // corrupt but pid 1 runs: kept
@@ -610,29 +698,30 @@ func TestListAndGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	type row struct {
-		pid   int
-		stale bool
-		err   string
+		pid             int
+		stale, detached bool
+		err             string
 	}
 	var got []row
 	for _, e := range entries {
-		r := row{pid: e.PID, stale: e.Stale}
+		r := row{pid: e.PID, stale: e.Stale, detached: e.Detached}
 		if e.Err != nil {
 			r.err = strings.TrimPrefix(e.Err.Error(), e.Path+": ")
 		}
 		got = append(got, r)
 	}
 	want := map[int]row{
-		1:     {1, false, "truncated: 7 bytes, need 512"},
-		me:    {me, false, ""},
-		dead:  {dead, true, ""},
-		dead2: {dead2, true, "truncated: 7 bytes, need 512"},
-		dead3: {dead3, true, "is a symbolic link: not followed"},
+		1:                   {1, false, false, "truncated: 7 bytes, need 512"},
+		me:                  {me, false, false, ""},
+		sleeper.Process.Pid: {sleeper.Process.Pid, false, true, ""},
+		dead:                {dead, true, false, ""},
+		dead2:               {dead2, true, false, "truncated: 7 bytes, need 512"},
+		dead3:               {dead3, true, false, "is a symbolic link: not followed"},
 	}
-	if len(got) != 7 {
-		t.Fatalf("List = %+v, want 7 entries", got)
+	if len(got) != 8 {
+		t.Fatalf("List = %+v, want 8 entries", got)
 	}
-	for i, r := range got[:5] {
+	for i, r := range got[:6] {
 		if w := want[r.pid]; r != w {
 			t.Errorf("entry %d = %+v, want %+v", i, r, w)
 		}
@@ -640,7 +729,7 @@ func TestListAndGC(t *testing.T) {
 			t.Errorf("entries not sorted by pid: %+v", got)
 		}
 	}
-	for _, r := range got[5:] {
+	for _, r := range got[6:] {
 		if r.pid != 0 || !strings.HasPrefix(r.err, "not a region name") {
 			t.Errorf("odd name entry %+v", r)
 		}
@@ -654,12 +743,13 @@ func TestListAndGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantGone := []int{min(dead, dead2), max(dead, dead2)}
+	wantGone := []int{dead, dead2, sleeper.Process.Pid}
+	slices.Sort(wantGone)
 	if pids := pidsOf(gone); !equal(pids, wantGone) {
 		t.Fatalf("GC dry run = %v, want %v", pids, wantGone)
 	}
-	if n := countFiles(t, d); n != 8 {
-		t.Fatalf("dry run left %d files, want 8", n)
+	if n := countFiles(t, d); n != 9 {
+		t.Fatalf("dry run left %d files, want 9", n)
 	}
 	gone, err = GC(false)
 	if err != nil {

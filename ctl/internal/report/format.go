@@ -90,11 +90,20 @@ func fixed(num, den uint64, places int) string {
 	return out
 }
 
+// Where a region's process is, for Human: running, gone (it died and left
+// its region behind), or detached (it runs on without the shim, after an
+// exec). Gone and detached counters are as last published.
+type State int
+
+const (
+	Running State = iota
+	Gone
+	Detached
+)
+
 // Human is the multi-line view of `heapctl show`: every counter, exact
-// byte counts beside the rounded ones. gone says the process no longer
-// runs (its region was left behind, so the counters are as last
-// published).
-func Human(s Summary, gone bool) string {
+// byte counts beside the rounded ones, and the process's state.
+func Human(s Summary, st State) string {
 	var b strings.Builder
 	row := func(k, format string, args ...any) {
 		fmt.Fprintf(&b, "%-10s %s\n", k, fmt.Sprintf(format, args...))
@@ -103,8 +112,10 @@ func Human(s Summary, gone bool) string {
 	switch {
 	case s.Exited:
 		state = "exited (counters are final)"
-	case gone:
+	case st == Gone:
 		state = "gone (died without its exit summary: counters as last published)"
+	case st == Detached:
+		state = "detached (runs on without the shim, after an exec: counters as its last image published)"
 	}
 	row("pid", "%d", s.PID)
 	row("command", "%s", Printable(s.Command))

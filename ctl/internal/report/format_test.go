@@ -65,15 +65,18 @@ allocated  1.0 GiB (1073741824 B) in 4153 allocs
 freed      1023.5 MiB (1073258291 B) in 4123 frees
 threads    4
 `
-	if got := Human(s, false); got != want {
+	if got := Human(s, Running); got != want {
 		t.Errorf("Human =\n%s\nwant\n%s", got, want)
 	}
 	s.PeakErrorBytes = 0
-	if got := Human(s, true); !strings.Contains(got, "state      gone (died without its exit summary") || !strings.Contains(got, "302305690 B, exact)") {
+	if got := Human(s, Detached); !strings.Contains(got, "state      detached (runs on without the shim, after an exec") {
+		t.Errorf("detached view:\n%s", got)
+	}
+	if got := Human(s, Gone); !strings.Contains(got, "state      gone (died without its exit summary") || !strings.Contains(got, "302305690 B, exact)") {
 		t.Errorf("Human gone, exact peak =\n%s", got)
 	}
 	s.Exited = true
-	if got := Human(s, true); !strings.Contains(got, "state      exited (counters are final)") {
+	if got := Human(s, Gone); !strings.Contains(got, "state      exited (counters are final)") {
 		t.Errorf("Human exited =\n%s", got)
 	}
 }
