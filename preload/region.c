@@ -71,6 +71,14 @@ static const char *errno_text(int e)
 static int take_over(const char *path, pid_t pid, uint64_t ticks, const char **why)
 {
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        /* removed since our O_EXCL open: by our earlier image's exit, or
+         * by heapctl gc (detached, see hl_region_open) */
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+            *why = errno_text(errno);
+        return fd;
+    }
     if (fd < 0) {
         *why = errno == ELOOP ? "a symlink is planted at that name" : "it exists and cannot be opened";
         return -1;
@@ -120,31 +128,43 @@ int hl_region_open(void)
     region_path(path, pid);
     hl_peak_batch = hl_config.peak_batch;
 
-    const char *why = NULL;
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST)
-        fd = take_over(path, pid, ticks, &why);
-    else if (fd < 0)
-        why = errno_text(errno);
-    if (fd < 0) {
-        hl_say(path, ": ", why, "; running unprofiled", NULL);
-        return -1;
-    }
     size_t len = HL_HEADER_SIZE + (size_t)hl_config.slots * HL_SLOT_SIZE;
     void *m = MAP_FAILED;
-    const char *step = NULL;
-    if (fchmod(fd, 0600) != 0)
-        step = ": cannot set its mode: ";
-    else if (ftruncate(fd, (off_t)len) != 0 || reserve(fd, len) != 0)
-        step = ": cannot give it room: ";
-    else if ((m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
-        step = ": cannot map it: ";
-    int err = errno;
-    close(fd);
-    if (step != NULL) {
-        unlink(path);
-        hl_say(path, step, errno_text(err), "; running unprofiled", NULL);
-        return -1;
+    /* Twice at most. After exec, the region of our earlier image is valid
+     * and mapped by nobody until we take it over, and heapctl gc removes
+     * such a region (detached: the process runs on without the shim). If
+     * it removed the name while we were taking the file over, the file we
+     * mapped has none; then we make a new one. */
+    for (int tries = 0;; tries++) {
+        const char *why = NULL;
+        int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST)
+            fd = take_over(path, pid, ticks, &why);
+        else if (fd < 0)
+            why = errno_text(errno);
+        if (fd < 0) {
+            hl_say(path, ": ", why, "; running unprofiled", NULL);
+            return -1;
+        }
+        const char *step = NULL;
+        if (fchmod(fd, 0600) != 0)
+            step = ": cannot set its mode: ";
+        else if (ftruncate(fd, (off_t)len) != 0 || reserve(fd, len) != 0)
+            step = ": cannot give it room: ";
+        else if ((m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+            step = ": cannot map it: ";
+        int err = errno;
+        struct stat st;
+        int nameless = step == NULL && fstat(fd, &st) == 0 && st.st_nlink == 0;
+        close(fd);
+        if (step != NULL) {
+            unlink(path);
+            hl_say(path, step, errno_text(err), "; running unprofiled", NULL);
+            return -1;
+        }
+        if (!nameless || tries == 1)
+            break;
+        munmap(m, len);
     }
 
     struct hl_header *r = m;
