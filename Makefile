@@ -29,7 +29,10 @@ all: $(BIN)/libheap.so $(BIN)/heapctl scenarios
 
 # preload/exports.map limits what the shim exports; cgo's own LDFLAGS may
 # not name a version script, so it is passed to the external linker here.
+# The go build cache does not know the version script: without the rm, a
+# change to exports.map alone leaves the library as it was.
 $(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map
+	@rm -f $@
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/preload/exports.map -o $@ ./preload
 	@rm -f $(BIN)/libheap.h
 

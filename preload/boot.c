@@ -243,6 +243,7 @@ static void boot(void)
     int saved = errno;
     hl_stderr_note();
     resolve();
+    hl_fork_resolve();
     hl_config_read();
     if (hl_region_open() != 0) {
         hl_set_mode_off(NULL); /* hl_region_open said why, in its one line */

@@ -8,6 +8,7 @@
  * of this very process (exec keeps the pid), and one with a pid but another
  * start time by a dead process whose pid we were given.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -211,17 +212,17 @@ static int forked; /* this image is a fork child: exec starts a new image, and c
 
 int hl_forked_child(void) { return forked; }
 
-static void fork_prepare(void)
+/* The parent's totals and peak as it forks. */
+static void fork_take(struct hl_counters *totals, uint64_t *peak)
 {
     if (hl_region != NULL) {
-        hl_totals(hl_region, &fork_totals);
-        fork_peak = __atomic_load_n(&hl_region->peak_live, __ATOMIC_RELAXED);
+        hl_totals(hl_region, totals);
+        *peak = __atomic_load_n(&hl_region->peak_live, __ATOMIC_RELAXED);
     }
 }
 
-static void fork_parent(void) {}
-
-static void fork_child(void)
+/* In the child: a region of its own, from the parent's totals. */
+static void fork_start(const struct hl_counters *totals, uint64_t peak)
 {
     struct hl_header *old = hl_region;
     forked = 1;
@@ -235,11 +236,40 @@ static void fork_child(void)
         return;
     }
     struct hl_header *r = hl_region;
-    r->retired = fork_totals;
-    int64_t live = (int64_t)(fork_totals.allocated_bytes - fork_totals.freed_bytes);
+    r->retired = *totals;
+    int64_t live = (int64_t)(totals->allocated_bytes - totals->freed_bytes);
     r->published_live = live;
-    r->peak_live = fork_peak > (uint64_t)live ? fork_peak : (uint64_t)live;
+    r->peak_live = peak > (uint64_t)live ? peak : (uint64_t)live;
 }
+
+static void fork_prepare(void) { fork_take(&fork_totals, &fork_peak); }
+static void fork_parent(void) {}
+static void fork_child(void) { fork_start(&fork_totals, fork_peak); }
+
+/* glibc's _Fork (2.34) forks without the atfork handlers: its child would
+ * go on counting into its parent's slots, and have no region. Ours does
+ * what the handlers do, with the totals on its stack. glibc's own fork
+ * calls its _Fork directly, not through us. */
+static pid_t (*next_Fork)(void);
+
+HL_EXPORT pid_t _Fork(void)
+{
+    if (next_Fork == NULL)
+        hl_boot();
+    if (next_Fork == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    struct hl_counters totals = {0};
+    uint64_t peak = 0;
+    fork_take(&totals, &peak);
+    pid_t pid = next_Fork();
+    if (pid == 0)
+        fork_start(&totals, peak);
+    return pid;
+}
+
+void hl_fork_resolve(void) { *(void **)&next_Fork = dlsym(RTLD_NEXT, "_Fork"); }
 
 void hl_fork_init(void)
 {

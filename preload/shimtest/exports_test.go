@@ -32,7 +32,8 @@ func exportsMap(t *testing.T) []string {
 }
 
 // TestExports: libheap.so defines, for the rest of the process, the
-// malloc family and _exit and nothing else (preload/exports.map says why).
+// malloc family, _exit and _Fork, and nothing else (preload/exports.map
+// says why).
 func TestExports(t *testing.T) {
 	f, err := elf.Open(lib(t))
 	if err != nil {

@@ -59,13 +59,18 @@ func TestMoreThreadsThanSlots(t *testing.T) {
 
 // fork: the child publishes its own region from the parent's totals, and
 // never writes the parent's slots (the parent's step after the child
-// exits expects no change).
+// exits expects no change). The same for glibc's _Fork, which runs no
+// atfork handler: the shim wraps it.
 func TestFork(t *testing.T) {
 	prog := compile(t, "gcc", "known.c")
-	pids := map[string]int{}
-	known(t, nil, prog, []string{"fork"}, func(s step, _ summary) { pids[s.name] = s.pid })
-	if pids["child-start"] == pids["before-fork"] || pids["child-start"] == 0 {
-		t.Errorf("child step ran as pid %d, parent %d", pids["child-start"], pids["before-fork"])
+	for _, mode := range []string{"fork", "_Fork"} {
+		t.Run(mode, func(t *testing.T) {
+			pids := map[string]int{}
+			known(t, nil, prog, []string{mode}, func(s step, _ summary) { pids[s.name] = s.pid })
+			if pids["child-start"] == pids["before-fork"] || pids["child-start"] == 0 {
+				t.Errorf("child step ran as pid %d, parent %d", pids["child-start"], pids["before-fork"])
+			}
+		})
 	}
 }
 

@@ -10,6 +10,7 @@
  * stdin while the test reads the region: every thread is parked, so the
  * counters must match exactly. Output uses write(2) only: stdio allocates.
  */
+#define _GNU_SOURCE /* _Fork */
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -240,12 +241,13 @@ static void wide(void)
     step("exited", 0, 0, 0, 0, 0);
 }
 
-/* ---- fork: the child starts from the parent's totals, in its own region ---- */
-static void forks(void)
+/* ---- fork: the child starts from the parent's totals, in its own region ----
+ * The same with glibc's _Fork, which runs no atfork handler. */
+static void forks(pid_t (*fork_fn)(void))
 {
     void *keep = malloc(5000);
     step("before-fork", UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, 0);
-    pid_t pid = fork();
+    pid_t pid = fork_fn();
     if (pid < 0) fail("fork");
     if (pid == 0) {
         step("child-start", 0, 0, 0, 0, 0); /* compared with the parent's last step */
@@ -284,7 +286,8 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "peak")) peak();
     else if (!strcmp(mode, "many")) many(argc > 2 ? atol(argv[2]) : 10000);
     else if (!strcmp(mode, "wide")) wide();
-    else if (!strcmp(mode, "fork")) forks();
+    else if (!strcmp(mode, "fork")) forks(fork);
+    else if (!strcmp(mode, "_Fork")) forks(_Fork);
     else if (!strcmp(mode, "exec")) execs(argv[0]);
     else if (!strcmp(mode, "execd")) step("after-exec", UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, 0);
     else fail("unknown mode");
