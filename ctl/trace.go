@@ -329,6 +329,9 @@ type tracing struct {
 	command string
 	start   time.Time
 	end     time.Time // when the process exited, if it did
+	// chunk headers the probes could not read, as of the last read: those
+	// blocks counted 0 bytes
+	readErrors uint64
 }
 
 // loop waits for the end of tracing, refreshing the view with --watch.
@@ -375,14 +378,13 @@ func (t *tracing) loop(ctx context.Context, exited <-chan struct{}, sigs <-chan 
 			}
 			if scr != nil {
 				scr.frame(nil, []string{report.Line(s)})
-			} else if err := traceJSON(t.e.stdout, s); err != nil {
+			} else if err := traceJSON(t.e.stdout, s, t.readErrors); err != nil {
 				t.e.log.Warn("writing", zap.Error(err))
 			}
 		}
 	}
 }
 
-// read makes a Summary from the counters now.
 // follow traces until the process exits, a signal arrives or --duration
 // ends, then prints the counters; it says which of those ended it.
 func (t *tracing) follow(ctx context.Context, exited <-chan struct{}, sigs <-chan os.Signal, tr *bpf.Tracer) (traceEnd, error) {
@@ -397,11 +399,13 @@ func (t *tracing) follow(ctx context.Context, exited <-chan struct{}, sigs <-cha
 	return done, t.print(s)
 }
 
+// read makes a Summary from the counters now.
 func (t *tracing) read(exited bool) (report.Summary, error) {
 	c, err := t.tr.Read()
 	if err != nil {
 		return report.Summary{}, fmt.Errorf("trace: %w", err)
 	}
+	t.readErrors = c.ReadErrors
 	end := time.Now()
 	if exited && !t.end.IsZero() {
 		end = t.end
@@ -429,9 +433,8 @@ func (t *tracing) summary(done traceEnd) (report.Summary, error) {
 	if err != nil {
 		return s, err
 	}
-	c, _ := t.tr.Read()
-	if c.ReadErrors > 0 {
-		t.e.log.Warn("some chunk headers could not be read; those blocks count 0 bytes", zap.Uint64("read_errors", c.ReadErrors))
+	if t.readErrors > 0 {
+		t.e.log.Warn("some chunk headers could not be read; those blocks count 0 bytes", zap.Uint64("read_errors", t.readErrors))
 	}
 	if s.Allocs == 0 && s.Frees == 0 && len(t.o.argv) > 0 {
 		t.e.log.Warn("no allocation seen: does the command use another allocator, or another libc than the one probed? (--libc)", zap.String("libc", t.tr.Libc))
@@ -441,14 +444,20 @@ func (t *tracing) summary(done traceEnd) (report.Summary, error) {
 
 func (t *tracing) print(s report.Summary) error {
 	if t.o.json {
-		return traceJSON(t.e.stdout, s)
+		return traceJSON(t.e.stdout, s, t.readErrors)
 	}
 	_, err := fmt.Fprintln(t.e.stdout, report.Line(s))
 	return err
 }
 
-func traceJSON(w io.Writer, s report.Summary) error {
-	b, err := json.Marshal(s)
+// traceJSON writes the document of heapctl show --json, and read_errors:
+// the blocks whose chunk header the probes could not read, which count 0
+// bytes (always 0 for the shim, which reads headers in the process).
+func traceJSON(w io.Writer, s report.Summary, readErrors uint64) error {
+	b, err := json.Marshal(struct {
+		report.Summary
+		ReadErrors uint64 `json:"read_errors"`
+	}{s, readErrors})
 	if err != nil {
 		return err
 	}
