@@ -6,7 +6,8 @@
  * written. The one file we do take over is our own: a region whose header
  * names this pid and this process's start time was left by an earlier image
  * of this very process (exec keeps the pid), and one with a pid but another
- * start time by a dead process whose pid we were given.
+ * start time by a dead process whose pid we were given, unless its header
+ * names another pid namespace: then the same pid is another process's.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -67,9 +68,17 @@ static const char *errno_text(int e)
     }
 }
 
+/* Our pid namespace's inode, 0 if /proc cannot say: the pid in our
+ * region's name is a pid there. */
+static uint64_t own_pid_ns(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
 /* The name is taken. Take it over only if it is ours (see the top);
  * otherwise set *why and return -1. */
-static int take_over(const char *path, pid_t pid, uint64_t ticks, const char **why)
+static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, const char **why)
 {
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) {
@@ -91,6 +100,14 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, const char **w
         pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != HL_MAGIC || h.pid != pid) {
         close(fd);
         *why = "a file that is not this process's region is at that name";
+        return -1;
+    }
+    if (h.pid_ns != 0 && ns != 0 && h.pid_ns != ns) {
+        /* Our pid, in another pid namespace that shares this /dev/shm
+         * (containers of one Kubernetes pod do): whether that process
+         * lives cannot be told from here, so its region stays. */
+        close(fd);
+        *why = "the region of a process with this pid in another pid namespace is at that name";
         return -1;
     }
     if (h.start_ticks == ticks) {
@@ -125,7 +142,7 @@ int hl_region_open(void)
 {
     char path[64];
     pid_t pid = raw_getpid();
-    uint64_t ticks = hl_start_ticks();
+    uint64_t ticks = hl_start_ticks(), ns = own_pid_ns();
     region_path(path, pid);
     hl_peak_batch = hl_config.peak_batch;
 
@@ -140,7 +157,7 @@ int hl_region_open(void)
         const char *why = NULL;
         int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0 && errno == EEXIST)
-            fd = take_over(path, pid, ticks, &why);
+            fd = take_over(path, pid, ticks, ns, &why);
         else if (fd < 0)
             why = errno_text(errno);
         if (fd < 0) {
@@ -177,6 +194,7 @@ int hl_region_open(void)
     r->pid = pid;
     r->uid = geteuid();
     r->start_ticks = ticks;
+    r->pid_ns = ns;
     r->start_ns = hl_now_ns();
     /* unpublished at most: a fast word's 256 KiB and a slow-path batch */
     r->peak_slack = hl_peak_batch ? HL_WORD_BATCH + hl_peak_batch : 0;

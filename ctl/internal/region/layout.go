@@ -46,6 +46,7 @@ const (
 	offThreadsMax      = 96
 	offOverflowThreads = 104
 	offExitNS          = 112
+	offPidNS           = 120
 	offRetired         = 128
 	offPublishedLive   = 192
 	offPeakLive        = 200
@@ -115,6 +116,7 @@ var goFields = map[string]field{
 	"hl_header.threads_max":      {offThreadsMax, 8},
 	"hl_header.overflow_threads": {offOverflowThreads, 8},
 	"hl_header.exit_ns":          {offExitNS, 8},
+	"hl_header.pid_ns":           {offPidNS, 8},
 	"hl_header.retired":          {offRetired, countersSize},
 	"hl_header.published_live":   {offPublishedLive, 8},
 	"hl_header.peak_live":        {offPeakLive, 8},
