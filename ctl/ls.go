@@ -47,7 +47,7 @@ func ls(e *env, asJSON bool) error {
 	if asJSON {
 		out := make([]lsEntry, 0, len(entries))
 		for _, ent := range entries {
-			j := lsEntry{PID: ent.PID, Path: ent.Path, Stale: ent.Stale, Detached: ent.Detached}
+			j := lsEntry{PID: lsPID(ent), Path: ent.Path, Stale: ent.Stale, Detached: ent.Detached}
 			if ent.Err != nil {
 				j.Error = ent.Err.Error()
 			} else {
@@ -66,8 +66,8 @@ func ls(e *env, asJSON bool) error {
 	fmt.Fprintln(tw, "PID\tLIVE\tPEAK\tALLOCS\tSTATE\tCOMMAND")
 	for _, ent := range entries {
 		pid := "-"
-		if ent.PID > 0 {
-			pid = fmt.Sprint(ent.PID)
+		if p := lsPID(ent); p > 0 {
+			pid = fmt.Sprint(p)
 		}
 		if ent.Err != nil {
 			state := "unreadable"
@@ -84,6 +84,15 @@ func ls(e *env, asJSON bool) error {
 			s.Allocs, lsState(ent), shorten(report.Printable(s.Command), 60))
 	}
 	return tw.Flush()
+}
+
+// lsPID is the pid to act on: the process as we know it, which for a
+// process of another pid namespace is not the pid in its region's name.
+func lsPID(ent region.Entry) int {
+	if ent.Err == nil && ent.Proc > 0 {
+		return ent.Proc
+	}
+	return ent.PID
 }
 
 func lsState(ent region.Entry) string {

@@ -21,6 +21,10 @@ type Entry struct {
 	PID     int    // from the file name; 0 when the name is not heapline.<pid>
 	Path    string // the file
 	Summary report.Summary
+	// Proc is the publishing process as a pid of ours: PID, or for a
+	// region of another pid namespace the pid we know its process by; 0
+	// when there is none, or it cannot be told.
+	Proc int
 	// Stale is true when the process that published the region is gone:
 	// no process has that pid, or the one that has it started at another
 	// time (a reused pid).
@@ -56,26 +60,60 @@ func Read(pid int) (report.Summary, error) {
 }
 
 // Inspect reads pid's region like Read and also says whether its process
-// is gone.
-func Inspect(pid int) Entry { return inspect(pid, Path(pid)) }
+// is gone. A process of a pid namespace below ours publishes under its pid
+// there: when pid has no region of its own name, that one is tried.
+func Inspect(pid int) Entry {
+	e := inspect(pid, Path(pid))
+	if !errors.Is(e.Err, fs.ErrNotExist) {
+		return e
+	}
+	if ids, err := nsPIDs(pid); err == nil && len(ids) > 1 {
+		inner := ids[len(ids)-1]
+		if in := inspect(inner, Path(inner)); in.Err == nil && in.Proc == pid {
+			return in
+		}
+	}
+	return e
+}
 
-func inspect(pid int, path string) Entry {
-	e := Entry{PID: pid, Path: path, UID: -1}
+func inspect(pid int, path string) (e Entry) {
+	e = Entry{PID: pid, Proc: pid, Path: path, UID: -1}
 	var h header
 	h, e.Summary, e.Err = readFile(&e, pid)
-	if e.Err != nil {
-		e.Err = fmt.Errorf("%s: %w", path, e.Err)
+	defer func() {
+		if e.Err != nil {
+			e.Summary = report.Summary{}
+			e.Err = fmt.Errorf("%s: %w", path, e.Err)
+		}
+	}()
+	if own := ownPidNS(); e.Err == nil && h.pidNS != 0 && own != 0 && h.pidNS != own {
+		// The name's pid is a pid of another namespace (pidns.go).
+		p, visible := findInNS(h.pidNS, pid)
+		switch {
+		case p > 0:
+			e.Proc, e.Summary.PID = p, p
+		case visible || own == initPidNS:
+			e.Proc, e.Stale = 0, true // its namespace has no such process now
+			return e
+		default:
+			e.Proc = 0
+			e.Err = fmt.Errorf("published by pid %d of another pid namespace (pid:[%d]), which is not visible from here", pid, h.pidNS)
+			return e
+		}
+	}
+	if e.Err == nil {
+		e.Err = checkOwner(e.Proc, uint32(e.UID))
 	}
 	// Without a readable header the start time is unknown (0): only a
 	// vanished pid then marks the region stale.
-	e.Stale = !alive(pid, h.startTicks)
+	e.Stale = !alive(e.Proc, h.startTicks)
 	// Only a valid header can be detached: an image taking the region over
 	// after exec empties it before it maps it, so an unmapped but valid
 	// region is either an image's that is gone, or one in the moment
 	// between exec and the new image's open (region.c copes with gc
 	// removing it then).
 	if !e.Stale && e.Err == nil {
-		if mapped, known := mapsFile(pid, path, e.dev, e.ino); known && !mapped {
+		if mapped, known := mapsFile(e.Proc, path, e.dev, e.ino); known && !mapped {
 			e.Detached = true
 		}
 	}
@@ -178,45 +216,59 @@ func readFile(e *Entry, pid int) (h header, s report.Summary, err error) {
 	if h.uid != fst.Uid {
 		return h, report.Summary{}, fmt.Errorf("header says uid %d, file owned by uid %d", h.uid, fst.Uid)
 	}
-	// Anyone can create heapline.<pid> for a pid of another user's process
-	// that has none, and root's ls, show and export would then report what
-	// it says as that process's heap. The shim creates the file as the
-	// process's effective user, so its owner is one of the process's uids,
-	// or root (a process that started as root and gave it up).
-	if fst.Uid != 0 {
-		if uids, err := procUIDs(pid); err == nil && !slices.Contains(uids, fst.Uid) {
-			return h, report.Summary{}, fmt.Errorf("owned by uid %d, but process %d runs as uid %d: not its region", fst.Uid, pid, uids[1])
+	return h, s, nil
+}
+
+// checkOwner: anyone can create heapline.<pid> for a pid of another user's
+// process that has none, and root's ls, show and export would then report
+// what it says as that process's heap. The shim creates the file as the
+// process's effective user, so its owner is one of the uids of proc (the
+// process, as a pid of ours), or root (a process that started as root and
+// gave it up).
+func checkOwner(proc int, owner uint32) error {
+	if owner == 0 {
+		return nil
+	}
+	if uids, err := procUIDs(proc); err == nil && !slices.Contains(uids, owner) {
+		return fmt.Errorf("owned by uid %d, but process %d runs as uid %d: not its region", owner, proc, uids[1])
+	}
+	return nil
+}
+
+// procStatus returns what follows key ("Uid:") on its line of
+// /proc/pid/status.
+func procStatus(pid int, key string) (string, error) {
+	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, key); ok {
+			return rest, nil
 		}
 	}
-	return h, s, nil
+	return "", fmt.Errorf("/proc/%d/status: no %s line", pid, key)
 }
 
 // procUIDs returns the real, effective, saved and file-system uids of pid,
 // from the Uid: line of /proc/pid/status.
 func procUIDs(pid int) ([]uint32, error) {
-	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/status")
+	rest, err := procStatus(pid, "Uid:")
 	if err != nil {
 		return nil, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, "Uid:")
-		if !ok {
-			continue
-		}
-		var uids []uint32
-		for _, f := range strings.Fields(rest) {
-			u, err := strconv.ParseUint(f, 10, 32)
-			if err != nil {
-				return nil, fmt.Errorf("/proc/%d/status: Uid: %q", pid, rest)
-			}
-			uids = append(uids, uint32(u))
-		}
-		if len(uids) != 4 {
+	var uids []uint32
+	for _, f := range strings.Fields(rest) {
+		u, err := strconv.ParseUint(f, 10, 32)
+		if err != nil {
 			return nil, fmt.Errorf("/proc/%d/status: Uid: %q", pid, rest)
 		}
-		return uids, nil
+		uids = append(uids, uint32(u))
 	}
-	return nil, fmt.Errorf("/proc/%d/status: no Uid line", pid)
+	if len(uids) != 4 {
+		return nil, fmt.Errorf("/proc/%d/status: Uid: %q", pid, rest)
+	}
+	return uids, nil
 }
 
 // checkFile: a regular file, not writable by others (anyone who can write

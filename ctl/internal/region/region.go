@@ -81,6 +81,7 @@ func Parse(b []byte, pid int) (report.Summary, error) {
 type header struct {
 	nslots     int
 	uid        uint32
+	pidNS      uint64 // the publisher's pid namespace (inode), 0 if unknown
 	startTicks uint64
 	startNS    uint64
 	peakSlack  uint64
@@ -146,6 +147,7 @@ func validate(v view, pid int) (header, error) {
 	h = header{
 		nslots:     int(n),
 		uid:        v.u32(offUID),
+		pidNS:      v.u64(offPidNS),
 		startTicks: v.u64(offStartTicks),
 		startNS:    v.u64(offStartNS),
 		peakSlack:  v.u64(offPeakSlack),

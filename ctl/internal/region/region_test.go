@@ -28,6 +28,7 @@ type fake struct {
 	uid         uint32
 	nslots      int
 	startTicks  uint64
+	pidNS       uint64
 	startNS     uint64
 	peakSlack   uint64
 	seq         uint64
@@ -55,6 +56,7 @@ func (f fake) bytes() []byte {
 	le.PutUint32(b[offPID:], uint32(int32(f.pid)))
 	le.PutUint32(b[offUID:], f.uid)
 	le.PutUint64(b[offStartTicks:], f.startTicks)
+	le.PutUint64(b[offPidNS:], f.pidNS)
 	le.PutUint64(b[offStartNS:], f.startNS)
 	le.PutUint64(b[offPeakSlack:], f.peakSlack)
 	le.PutUint64(b[offSeq:], f.seq)

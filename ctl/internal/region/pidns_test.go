@@ -1,0 +1,106 @@
+package region
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// nsSleeper starts sleep as pid 1 of a new pid namespace and returns the
+// pid we know it by. Needs root.
+func nsSleeper(t *testing.T) (pid int, cmd *exec.Cmd) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root: a new pid namespace needs it")
+		}
+		t.Skip("needs root to make a pid namespace")
+	}
+	cmd = exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	children := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/task/" + strconv.Itoa(cmd.Process.Pid) + "/children"
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		b, _ := os.ReadFile(children)
+		if f := strings.Fields(string(b)); len(f) == 1 {
+			pid, _ = strconv.Atoi(f[0])
+			if comm, _ := os.ReadFile("/proc/" + f[0] + "/comm"); string(comm) == "sleep\n" {
+				return pid, cmd
+			}
+		}
+	}
+	t.Fatal("unshare's sleep never started")
+	return 0, nil
+}
+
+// A region published in another pid namespace names its process by its
+// pid there (1 here, like a container's main process) and says which
+// namespace in its header. The reader finds the process through NSpid,
+// reports it by our pid, and finds the region from our pid too; it never
+// takes our pid 1 (init) for its publisher. Once the namespace is empty the
+// region is stale. A namespace that cannot be seen gives an error, never
+// a stale region that gc would remove.
+func TestOtherPidNamespace(t *testing.T) {
+	useDir(t)
+	pid, cmd := nsSleeper(t)
+	ns := pidNSOf(strconv.Itoa(pid))
+	if ns == 0 || ns == ownPidNS() {
+		t.Fatalf("sleep's pid namespace %d, ours %d", ns, ownPidNS())
+	}
+	if ids, err := nsPIDs(pid); err != nil || len(ids) != 2 || ids[0] != pid || ids[1] != 1 {
+		t.Fatalf("NSpid of %d = %v, %v; want [%d 1]", pid, ids, err, pid)
+	}
+	f := sample(1)
+	f.pidNS = ns
+	var err error
+	if f.startTicks, err = procStartTicks(pid); err != nil {
+		t.Fatal(err)
+	}
+	writeRegion(t, "heapline.1", f.bytes())
+
+	want := sampleWant(1)
+	want.PID = pid
+	for _, asked := range []int{1, pid} {
+		e := Inspect(asked)
+		// Nobody maps this file: detached, as the process runs on.
+		if e.Err != nil || e.Stale || !e.Detached || e.PID != 1 || e.Proc != pid || e.Summary != want {
+			t.Errorf("Inspect(%d) = PID %d Proc %d stale %v detached %v err %v\n%+v", asked, e.PID, e.Proc, e.Stale, e.Detached, e.Err, e.Summary)
+		}
+	}
+
+	// Seen from a namespace that is not the initial one, a namespace with
+	// no visible process cannot be judged.
+	oldOwn := ownPidNS
+	ownPidNS = func() uint64 { return 4242 }
+	f.pidNS = 4243
+	writeRegion(t, "heapline.1", f.bytes())
+	e := Inspect(1)
+	if e.Err == nil || !strings.Contains(e.Err.Error(), "published by pid 1 of another pid namespace (pid:[4243]), which is not visible from here") || e.Stale || e.Detached {
+		t.Errorf("invisible namespace: stale %v detached %v err %v", e.Stale, e.Detached, e.Err)
+	}
+	if gone, err := GC(false); err != nil || len(gone) != 0 {
+		t.Errorf("GC removed %v, %v; want nothing", pidsOf(gone), err)
+	}
+	ownPidNS = oldOwn
+
+	// The namespace empties: from the initial namespace that is certain.
+	f.pidNS = ns
+	writeRegion(t, "heapline.1", f.bytes())
+	_ = syscall.Kill(pid, syscall.SIGKILL) // unshare then reaps it and exits
+	_ = cmd.Wait()
+	for deadline := time.Now().Add(10 * time.Second); pidNSOf(strconv.Itoa(pid)) != 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond) // the namespace's init is being reaped
+	}
+	if e := Inspect(1); e.Err != nil || !e.Stale || e.Detached || e.Proc != 0 {
+		t.Errorf("empty namespace: Proc %d stale %v detached %v err %v", e.Proc, e.Stale, e.Detached, e.Err)
+	}
+	if gone, err := GC(false); err != nil || len(gone) != 1 || gone[0].PID != 1 {
+		t.Errorf("GC removed %v, %v; want heapline.1", pidsOf(gone), err)
+	}
+}
