@@ -19,8 +19,9 @@ import (
 // gc removes exactly the regions of gone and detached processes: a real
 // region left by a killed process, one left by a process that exec'd a
 // program without the shim, and a garbage file of a dead pid go; the
-// region of a running process, a corrupt file of a running pid, a symlink
-// and a file not named heapline.<pid> stay.
+// regions of running processes (one of them without its main thread,
+// whose /proc/<pid>/maps is empty), a corrupt file of a running pid, a
+// symlink and a file not named heapline.<pid> stay.
 func TestGC(t *testing.T) {
 	lib, prog := rgLib(t), rgProg(t)
 	live := rgStartSteps(t, lib, prog)
@@ -32,6 +33,7 @@ func TestGC(t *testing.T) {
 	}
 	_ = killed.cmd.Wait()
 	detached := rgStartDetached(t, lib)
+	pexit := rgStartPexit(t, lib, prog)
 
 	// Regions are always in /dev/shm; gc runs on links to them in a
 	// directory of ours, so that the test never touches regions of other
@@ -45,6 +47,7 @@ func TestGC(t *testing.T) {
 		return p
 	}
 	livePath := linkRegion(live.pid)
+	pexitPath := linkRegion(pexit)
 	killedPath := linkRegion(killed.pid)
 	detachedPath := linkRegion(detached)
 	for _, pid := range []int{killed.pid, detached} {
@@ -84,7 +87,7 @@ func TestGC(t *testing.T) {
 	if r.err != nil || r.stdout != expect("would remove") {
 		t.Fatalf("gc --dry-run: %v\n%s\nwant\n%s", r.err, r.stdout, expect("would remove"))
 	}
-	for _, p := range []string{livePath, killedPath, detachedPath, deadPath, mePath, linkPath, oddPath} {
+	for _, p := range []string{livePath, pexitPath, killedPath, detachedPath, deadPath, mePath, linkPath, oddPath} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Fatalf("dry run removed %s", p)
 		}
@@ -93,7 +96,7 @@ func TestGC(t *testing.T) {
 	if r.err != nil || r.stdout != expect("removed") {
 		t.Fatalf("gc: %v\n%s\nwant\n%s", r.err, r.stdout, expect("removed"))
 	}
-	for p, kept := range map[string]bool{livePath: true, mePath: true, linkPath: true, oddPath: true, killedPath: false, detachedPath: false, deadPath: false} {
+	for p, kept := range map[string]bool{livePath: true, pexitPath: true, mePath: true, linkPath: true, oddPath: true, killedPath: false, detachedPath: false, deadPath: false} {
 		if _, err := os.Lstat(p); (err == nil) != kept {
 			t.Errorf("%s: kept %v, want %v", p, err == nil, kept)
 		}
@@ -150,6 +153,41 @@ func rgStartDetached(t *testing.T, lib string) int {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("pid %d never became sleep (comm %q)", pid, comm)
+		}
+	}
+}
+
+// rgStartPexit starts `prog pexit` under the shim and returns its pid once
+// its main thread has gone (its /proc/<pid>/maps is empty then).
+func rgStartPexit(t *testing.T, lib, prog string) int {
+	t.Helper()
+	cmd := exec.Command(prog, "pexit")
+	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = os.Remove("/dev/shm/heapline." + strconv.Itoa(pid))
+	})
+	line := make([]byte, 64)
+	n, _ := out.Read(line)
+	if want := "pid " + strconv.Itoa(pid) + "\n"; string(line[:n]) != want {
+		t.Fatalf("pexit said %q, want %q", line[:n], want)
+	}
+	for deadline := time.Now().Add(rgTimeout); ; time.Sleep(5 * time.Millisecond) {
+		if maps, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps"); err == nil && len(maps) == 0 {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d: main thread never left", pid)
 		}
 	}
 }

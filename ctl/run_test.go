@@ -99,8 +99,22 @@ static int steps(void) {
 	return 0;
 }
 
+static void *park(void *arg) { (void)arg; for (;;) pause(); return NULL; }
+
+/* The main thread leaves with pthread_exit, another runs on: the process
+ * lives, but /proc/<pid>/maps, the leader's, is empty. */
+static int pexit(void) {
+	pthread_t t;
+	char line[64];
+	pthread_create(&t, NULL, park, NULL);
+	snprintf(line, sizeof line, "pid %d\n", (int)getpid());
+	say(line);
+	pthread_exit(NULL);
+}
+
 int main(int argc, char **argv) {
 	if (argc == 2 && strcmp(argv[1], "steps") == 0) return steps();
+	if (argc == 2 && strcmp(argv[1], "pexit") == 0) return pexit();
 	if (argc < 3) return 2;
 	int n = atoi(argv[2]);
 	static void *p[4096]; /* not calloc'd: its size would differ with n */

@@ -29,11 +29,11 @@ type Entry struct {
 	// no process has that pid, or the one that has it started at another
 	// time (a reused pid).
 	Stale bool
-	// Detached is true when that process still runs but no longer maps
-	// the region: it exec'd a program that does not load the shim (a
-	// static one, or with LD_PRELOAD dropped), or it is exiting or a
-	// zombie. Its counters are the last the shim's image published, and
-	// nothing will update them or remove the file. Never set with Stale.
+	// Detached is true when that process still runs but no thread of it
+	// maps the region: it exec'd a program that does not load the shim (a
+	// static one, or with LD_PRELOAD dropped). Its counters are the last
+	// the shim's image published, and nothing will update them or remove
+	// the file. Never set with Stale.
 	Detached bool
 	Err      error // why the region could not be read; Summary is zero then
 	UID      int   // owner of the file
@@ -120,22 +120,46 @@ func inspect(pid int, path string) (e Entry) {
 	return e
 }
 
-// mapsFile reports whether process pid maps the file at path, dev:ino,
-// from /proc/pid/maps: fields 4 (major:minor, hex) and 5 (the inode), or
-// the path itself, since on overlayfs the maps name the underlying file's
-// device and inode. known is false when that cannot be told: no /proc, or
-// the process is another user's and we are not root. A zombie's maps are
-// empty: known, unmapped.
+// mapsFile reports whether process pid maps the file at path, dev:ino.
+// known is false when that cannot be told: no /proc, the process is
+// another user's and we are not root, or no thread of it has an address
+// space (a zombie, or a process exiting), whose parent may yet read the
+// region (heapctl run does).
 func mapsFile(pid int, path string, dev, ino uint64) (mapped, known bool) {
-	f, err := os.Open(procRoot + "/" + strconv.Itoa(pid) + "/maps")
+	dir := procRoot + "/" + strconv.Itoa(pid)
+	mapped, lines, err := mapsHas(dir+"/maps", path, dev, ino)
 	if err != nil {
 		return false, false
+	}
+	if lines > 0 {
+		return mapped, true
+	}
+	// The leader's maps are empty once the main thread has called
+	// pthread_exit; the other threads' are the process's.
+	tasks, _ := os.ReadDir(dir + "/task")
+	for _, t := range tasks {
+		if mapped, lines, err := mapsHas(dir+"/task/"+t.Name()+"/maps", path, dev, ino); err == nil && lines > 0 {
+			return mapped, true
+		}
+	}
+	return false, false
+}
+
+// mapsHas reads one maps file (fields 4, major:minor in hex, and 5, the
+// inode): does a line map dev:ino, or path? On overlayfs the maps name the
+// underlying file's device and inode, hence the path. It also returns the
+// number of lines.
+func mapsHas(file, path string, dev, ino uint64) (mapped bool, lines int, err error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return false, 0, err
 	}
 	defer f.Close()
 	inode := strconv.FormatUint(ino, 10)
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20) // a path is at most PATH_MAX
 	for sc.Scan() {
+		lines++
 		// start-end perms offset major:minor inode [path]; the path may
 		// hold spaces, so it is what follows the fifth field.
 		line := sc.Text()
@@ -148,14 +172,14 @@ func mapsFile(pid int, path string, dev, ino uint64) (mapped, known bool) {
 			ma, err1 := strconv.ParseUint(major, 16, 32)
 			mi, err2 := strconv.ParseUint(minor, 16, 32)
 			if ok && err1 == nil && err2 == nil && unix.Mkdev(uint32(ma), uint32(mi)) == dev {
-				return true, true
+				return true, lines, nil
 			}
 		}
 		if len(fields) >= 6 && strings.HasSuffix(line, " "+path) {
-			return true, true
+			return true, lines, nil
 		}
 	}
-	return false, sc.Err() == nil
+	return false, lines, sc.Err()
 }
 
 // readFile opens e.Path without following links, checks the file, maps it

@@ -610,36 +610,44 @@ func TestProcStartTicks(t *testing.T) {
 // mapsFile reads /proc/pid/maps: a mapping of the file's device and inode,
 // or of its path (overlayfs shows the underlying file's device and inode),
 // counts; a deleted file of that name, or the same inode on another
-// device, does not.
+// device, does not. When the leader's maps are empty (its main thread
+// called pthread_exit) another thread's say; when every thread's are (a
+// zombie), nothing can be told.
 func TestMapsFile(t *testing.T) {
 	old := procRoot
 	procRoot = t.TempDir()
 	t.Cleanup(func() { procRoot = old })
 	const path = "/dev/shm/heapline.77"
-	put := func(maps string) {
+	put := func(file, maps string) {
 		t.Helper()
-		if err := os.MkdirAll(filepath.Join(procRoot, "77"), 0o700); err != nil {
+		p := filepath.Join(procRoot, "77", file)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(procRoot, "77", "maps"), []byte(maps), 0o600); err != nil {
+		if err := os.WriteFile(p, []byte(maps), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	const other = "7f0000000000-7f0000001000 r--p 00000000 fe:00 247026                     /usr/bin/cat\n" +
 		"7f0000002000-7f0000003000 rw-p 00000000 00:00 0 \n"
+	const ours = "7f0000004000-7f0000005000 rw-s 00000000 00:1a 4711    " + path + "\n"
 	for _, c := range []struct {
-		name, maps    string
-		dev           uint64
-		mapped, known bool
+		name, maps, task78 string
+		dev                uint64
+		mapped, known      bool
 	}{
-		{"device and inode", other + "7f0000004000-7f0000005000 rw-s 00000000 00:1a 4711    " + path + "\n", unix.Mkdev(0, 0x1a), true, true},
-		{"a minor over ff", "7f0000004000-7f0000005000 rw-s 00000000 103:1c2 4711    /elsewhere\n", unix.Mkdev(0x103, 0x1c2), true, true},
-		{"the path, other device and inode", "7f0000004000-7f0000005000 rw-s 00000000 00:30 99    " + path + "\n", unix.Mkdev(0, 0x1a), true, true},
-		{"the inode on another device", "7f0000004000-7f0000005000 rw-s 00000000 00:1b 4711    /elsewhere\n", unix.Mkdev(0, 0x1a), false, true},
-		{"deleted", "7f0000004000-7f0000005000 rw-s 00000000 00:30 99    " + path + " (deleted)\n", unix.Mkdev(0, 0x1a), false, true},
-		{"a zombie's: empty", "", unix.Mkdev(0, 0x1a), false, true},
+		{"device and inode", other + ours, "", unix.Mkdev(0, 0x1a), true, true},
+		{"a minor over ff", "7f0000004000-7f0000005000 rw-s 00000000 103:1c2 4711    /elsewhere\n", "", unix.Mkdev(0x103, 0x1c2), true, true},
+		{"the path, other device and inode", "7f0000004000-7f0000005000 rw-s 00000000 00:30 99    " + path + "\n", "", unix.Mkdev(0, 0x1a), true, true},
+		{"the inode on another device", "7f0000004000-7f0000005000 rw-s 00000000 00:1b 4711    /elsewhere\n", "", unix.Mkdev(0, 0x1a), false, true},
+		{"deleted", "7f0000004000-7f0000005000 rw-s 00000000 00:30 99    " + path + " (deleted)\n", "", unix.Mkdev(0, 0x1a), false, true},
+		{"main thread gone, another maps it", "", other + ours, unix.Mkdev(0, 0x1a), true, true},
+		{"main thread gone, another does not map it", "", other, unix.Mkdev(0, 0x1a), false, true},
+		{"no thread has maps: a zombie", "", "", unix.Mkdev(0, 0x1a), false, false},
 	} {
-		put(c.maps)
+		put("maps", c.maps)
+		put("task/77/maps", c.maps)
+		put("task/78/maps", c.task78)
 		if mapped, known := mapsFile(77, path, c.dev, 4711); mapped != c.mapped || known != c.known {
 			t.Errorf("%s: mapped %v known %v, want %v %v", c.name, mapped, known, c.mapped, c.known)
 		}
