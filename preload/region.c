@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -76,14 +77,45 @@ static uint64_t own_pid_ns(void)
     return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+/* heapctl gc removes a valid region that nobody maps (detached: its
+ * process exec'd a program without the shim) while it holds this lock, and
+ * only then. Taking our earlier image's region over, we hold it from before
+ * we look at the file until we have emptied it, so gc never removes a file
+ * we are taking. Held elsewhere for over a second, something is wrong: -1,
+ * and the file is left alone. A file system without flock: 0, as before. */
+static int lock_region(int fd)
+{
+    for (int i = 0; i < 1000; i++) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 || (errno != EWOULDBLOCK && errno != EINTR))
+            return 0;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return -1;
+}
+
 /* The name is taken. Take it over only if it is ours (see the top);
  * otherwise set *why and return -1. */
 static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, const char **why)
 {
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        (st.st_mode & 0777) == 0600) {
+        if (lock_region(fd) != 0) {
+            close(fd);
+            *why = "the region's file is locked by another process";
+            return -1;
+        }
+        if (fstat(fd, &st) == 0 && st.st_nlink == 0) {
+            close(fd); /* heapctl gc removed it meanwhile */
+            fd = -1;
+            errno = ENOENT;
+        }
+    }
     if (fd < 0 && errno == ENOENT) {
         /* removed since our O_EXCL open: by our earlier image's exit, or
-         * by heapctl gc (detached, see hl_region_open) */
+         * by heapctl gc */
         fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
             *why = errno_text(errno);
@@ -93,7 +125,6 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
         *why = errno == ELOOP ? "a symlink is planted at that name" : "it exists and cannot be opened";
         return -1;
     }
-    struct stat st;
     struct hl_header h;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 ||
         (st.st_mode & 0777) != 0600 || st.st_size < (off_t)sizeof h ||
@@ -146,43 +177,31 @@ int hl_region_open(void)
     region_path(path, pid);
     hl_peak_batch = hl_config.peak_batch;
 
+    const char *why = NULL;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST)
+        fd = take_over(path, pid, ticks, ns, &why);
+    else if (fd < 0)
+        why = errno_text(errno);
+    if (fd < 0) {
+        hl_say(path, ": ", why, "; running unprofiled", NULL);
+        return -1;
+    }
     size_t len = HL_HEADER_SIZE + (size_t)hl_config.slots * HL_SLOT_SIZE;
     void *m = MAP_FAILED;
-    /* Twice at most. After exec, the region of our earlier image is valid
-     * and mapped by nobody until we take it over, and heapctl gc removes
-     * such a region (detached: the process runs on without the shim). If
-     * it removed the name while we were taking the file over, the file we
-     * mapped has none; then we make a new one. */
-    for (int tries = 0;; tries++) {
-        const char *why = NULL;
-        int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && errno == EEXIST)
-            fd = take_over(path, pid, ticks, ns, &why);
-        else if (fd < 0)
-            why = errno_text(errno);
-        if (fd < 0) {
-            hl_say(path, ": ", why, "; running unprofiled", NULL);
-            return -1;
-        }
-        const char *step = NULL;
-        if (fchmod(fd, 0600) != 0)
-            step = ": cannot set its mode: ";
-        else if (ftruncate(fd, (off_t)len) != 0 || reserve(fd, len) != 0)
-            step = ": cannot give it room: ";
-        else if ((m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
-            step = ": cannot map it: ";
-        int err = errno;
-        struct stat st;
-        int nameless = step == NULL && fstat(fd, &st) == 0 && st.st_nlink == 0;
-        close(fd);
-        if (step != NULL) {
-            unlink(path);
-            hl_say(path, step, errno_text(err), "; running unprofiled", NULL);
-            return -1;
-        }
-        if (!nameless || tries == 1)
-            break;
-        munmap(m, len);
+    const char *step = NULL;
+    if (fchmod(fd, 0600) != 0)
+        step = ": cannot set its mode: ";
+    else if (ftruncate(fd, (off_t)len) != 0 || reserve(fd, len) != 0)
+        step = ": cannot give it room: ";
+    else if ((m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+        step = ": cannot map it: ";
+    int err = errno;
+    close(fd); /* and with it the lock, if take_over took one */
+    if (step != NULL) {
+        unlink(path);
+        hl_say(path, step, errno_text(err), "; running unprofiled", NULL);
+        return -1;
     }
 
     struct hl_header *r = m;

@@ -455,19 +455,29 @@ func GC(dryRun bool) ([]Entry, error) {
 
 // removeStale unlinks e.Path if it is still the file List examined and its
 // process is still gone or detached: a new process that got the same pid
-// since then has a new file, which is left alone, and an image that took
-// the file over after exec has emptied it, which makes it unreadable, not
-// detached.
+// since then has a new file, which is left alone. The check and the
+// unlink happen under an exclusive flock of the file, which the shim also
+// takes when it takes its earlier image's region over after exec, until
+// it has emptied it: gc never removes a region an image is taking, and
+// once emptied it is unreadable, not detached.
 func removeStale(e Entry) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(e.Path, &st); err != nil {
+	fd, err := unix.Open(e.Path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil // someone else removed it
 		}
 		return fmt.Errorf("%s: %w", e.Path, err)
 	}
+	defer unix.Close(fd) // and with it the lock
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("%s: %w", e.Path, err)
+	}
 	if st.Dev != e.dev || st.Ino != e.ino {
 		return fmt.Errorf("%s: replaced since it was examined: left alone", e.Path)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+		return fmt.Errorf("%s: locked (its process is taking it over after exec, or another gc is at it): left alone", e.Path)
 	}
 	if again := inspect(e.PID, e.Path); !again.Stale && !again.Detached {
 		return fmt.Errorf("%s: process %d is running: left alone", e.Path, e.PID)

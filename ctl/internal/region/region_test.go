@@ -861,3 +861,40 @@ func countFiles(t *testing.T, d string) int {
 	}
 	return len(des)
 }
+
+// gc removes a detached region only under its flock, which the shim holds
+// while it takes the region over after exec: locked, the file stays.
+func TestGCLocked(t *testing.T) {
+	useDir(t)
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+	pid := sleeper.Process.Pid
+	f := sample(pid)
+	var err error
+	if f.startTicks, err = procStartTicks(pid); err != nil {
+		t.Fatal(err)
+	}
+	p := writeRegion(t, "heapline."+strconv.Itoa(pid), f.bytes())
+	lock, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := GC(false)
+	if len(gone) != 0 || err == nil || !strings.Contains(err.Error(), p+": locked (its process is taking it over after exec, or another gc is at it): left alone") {
+		t.Fatalf("GC of a locked detached region = %v, %v", pidsOf(gone), err)
+	}
+	if _, err := os.Lstat(p); err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if gone, err := GC(false); err != nil || len(gone) != 1 || gone[0].PID != pid {
+		t.Fatalf("GC once unlocked = %v, %v", pidsOf(gone), err)
+	}
+}

@@ -1,0 +1,121 @@
+package shimtest
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a strings.Builder that a process's stderr may write to
+// while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// After exec, the new image takes its earlier image's region over under
+// the file's flock, the lock under which heapctl gc removes a detached
+// region (one that nobody maps, as between the exec and the take-over). gc
+// holding it as the image arrives: the image waits, finds the file gone,
+// and makes a new one, where it used to take over the file gc was about to
+// unlink and publish under no name. Held for over a second: the image runs
+// unprofiled with one line, and the file stays.
+func TestExecTakeOverLocked(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		hold   time.Duration
+		unlink bool
+	}{
+		{"gc removes it meanwhile", 200 * time.Millisecond, true},
+		{"held over a second", 1500 * time.Millisecond, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", "read x; exec sleep 30")
+			cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr lockedBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid := cmd.Process.Pid
+			path := regionPath(pid)
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.Remove(path) })
+			until := func(what string, ok func() bool) {
+				t.Helper()
+				for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("never: %s (stderr %q)", what, stderr.String())
+					}
+				}
+			}
+			until("the shell's region", func() bool { _, err := show(t, pid); return err == nil })
+			var before syscall.Stat_t
+			if err := syscall.Stat(path, &before); err != nil {
+				t.Fatal(err)
+			}
+			lock, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := in.Write([]byte("\n")); err != nil {
+				t.Fatal(err)
+			}
+			until("the exec", func() bool {
+				comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+				return string(comm) == "sleep\n"
+			})
+			time.Sleep(c.hold)
+			if c.unlink {
+				if err := os.Remove(path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lock.Close()
+
+			if c.unlink {
+				until("sleep's own region", func() bool { s, err := show(t, pid); return err == nil && s.Command == "sleep 30" })
+				var after syscall.Stat_t
+				if err := syscall.Stat(path, &after); err != nil || after.Ino == before.Ino {
+					t.Errorf("region inode %d, before %d (%v): want a new file", after.Ino, before.Ino, err)
+				}
+				if stderr.String() != "" {
+					t.Errorf("stderr %q, want nothing", stderr.String())
+				}
+				return
+			}
+			want := "heapline: " + path + ": the region's file is locked by another process; running unprofiled\n"
+			until("the line on stderr", func() bool { return stderr.String() != "" })
+			if got := stderr.String(); got != want {
+				t.Errorf("stderr %q, want %q", got, want)
+			}
+			var after syscall.Stat_t
+			if err := syscall.Stat(path, &after); err != nil || after.Ino != before.Ino {
+				t.Errorf("region inode %d, before %d (%v): want the file left alone", after.Ino, before.Ino, err)
+			}
+		})
+	}
+}
