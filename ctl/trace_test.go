@@ -111,6 +111,7 @@ const traceKnownC = `
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,9 +178,18 @@ static void *worker(void *arg)
 	return A(malloc(777)); /* freed on the main thread */
 }
 
+static void badfree_fault(int sig) { (void)sig; _exit(0); }
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "known";
+	if (strcmp(mode, "badfree") == 0) {
+		/* A free whose chunk header, at address 8, cannot be read: the
+		 * probe counts a read error, then glibc faults on it. */
+		signal(SIGSEGV, badfree_fault);
+		free((void *)16);
+		return 27;
+	}
 	work = strcmp(mode, "baseline") != 0;
 	pthread_t th;
 	void *r;
@@ -361,6 +371,23 @@ func traceAgree(t *testing.T, lib string, argv []string) (shimSum, traceSum repo
 }
 
 type traceDiff struct{ allocs, frees, allocated, freed uint64 }
+
+// TestTraceReadErrors: a free whose chunk header cannot be read counts a
+// read error, in --json's read_errors.
+func TestTraceReadErrors(t *testing.T) {
+	traceNeedsRoot(t)
+	js, err := traceRun(t, traceOpts{argv: []string{traceKnown(t), "badfree"}, json: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Source     string `json:"source"`
+		ReadErrors uint64 `json:"read_errors"`
+	}
+	if err := json.Unmarshal([]byte(js), &got); err != nil || got.Source != "ebpf" || got.ReadErrors != 1 {
+		t.Errorf("trace --json %q (%v): want read_errors 1", js, err)
+	}
+}
 
 // TestTraceAgreesWithShim: one run seen by both views at once, for a C
 // program and for python3. Over the program's own threads, the trace is
