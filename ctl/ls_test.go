@@ -98,7 +98,7 @@ func TestLsUnreadable(t *testing.T) {
 	want := []*regexp.Regexp{
 		regexp.MustCompile(`^PID +LIVE +PEAK +ALLOCS +STATE +COMMAND$`),
 		nil, nil, // in pid order, below
-		regexp.MustCompile(`^- +- +- +- +unreadable +` + regexp.QuoteMeta(oddPath+": not a region name (want heapline.<pid>)") + `$`),
+		regexp.MustCompile(`^- +- +- +- +unreadable +` + regexp.QuoteMeta(oddPath+": not a region name (want heapline.<pid>, or heapline.<pid>.<pid namespace>)") + `$`),
 	}
 	deadRow := regexp.MustCompile(`^` + strconv.Itoa(dead) + ` +- +- +- +gone, unreadable +` + regexp.QuoteMeta(deadPath+": truncated: 7 bytes, need 512") + `$`)
 	meRow := regexp.MustCompile(`^` + strconv.Itoa(me) + ` +- +- +- +unreadable +` + regexp.QuoteMeta(mePath+": magic not set: region still being created, or not a heapline region") + `$`)

@@ -1,8 +1,10 @@
 package region
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,6 +74,36 @@ func TestOtherPidNamespace(t *testing.T) {
 		if e.Err != nil || e.Stale || !e.Detached || e.PID != 1 || e.Proc != pid || e.Summary != want {
 			t.Errorf("Inspect(%d) = PID %d Proc %d stale %v detached %v err %v\n%+v", asked, e.PID, e.Proc, e.Stale, e.Detached, e.Err, e.Summary)
 		}
+	}
+
+	// Our pid's name taken by a region of that namespace (pid me there,
+	// which it does not have): ours is the name with our namespace after
+	// it, and the header must say the same namespace as the name.
+	me := os.Getpid()
+	taken := sample(me)
+	taken.pidNS = ns
+	writeRegion(t, "heapline."+strconv.Itoa(me), taken.bytes())
+	mine := sample(me)
+	mine.pidNS = ownPidNS()
+	if mine.startTicks, err = procStartTicks(me); err != nil {
+		t.Fatal(err)
+	}
+	minePath := writeRegion(t, "heapline."+strconv.Itoa(me)+"."+strconv.FormatUint(mine.pidNS, 10), mine.bytes())
+	mapRegion(t, minePath)
+	if e := Inspect(me); e.Err != nil || e.Stale || e.Detached || e.Path != minePath || e.Proc != me || e.Summary != sampleWant(me) {
+		t.Errorf("Inspect(%d) = %s: Proc %d stale %v detached %v err %v", me, e.Path, e.Proc, e.Stale, e.Detached, e.Err)
+	}
+	mine.pidNS = 0
+	writeRegion(t, filepath.Base(minePath), mine.bytes())
+	want0 := fmt.Sprintf("%s: the name says pid namespace %d, the header 0", minePath, ownPidNS())
+	if e := Inspect(me); e.Err == nil || e.Err.Error() != want0 {
+		t.Errorf("name and header disagree: %v, want %s", e.Err, want0)
+	}
+	if err := os.Remove(minePath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(Path(me)); err != nil {
+		t.Fatal(err)
 	}
 
 	// Seen from a namespace that is not the initial one, a namespace with

@@ -40,6 +40,8 @@ type Entry struct {
 
 	regular  bool // a regular file (not a symlink, fifo, ...)
 	dev, ino uint64
+	nameNS   uint64 // the pid namespace in the file's name (pathNS), or 0
+	foreign  bool   // published in another pid namespace than ours
 }
 
 // State is where e's process is, for report.Human.
@@ -53,33 +55,58 @@ func (e Entry) State() report.State {
 	return report.Running
 }
 
-// Read takes one consistent snapshot of pid's region.
+// Read takes one consistent snapshot of pid's region (found as Inspect
+// finds it).
 func Read(pid int) (report.Summary, error) {
-	e := inspect(pid, Path(pid))
+	e := Inspect(pid)
 	return e.Summary, e.Err
 }
 
 // Inspect reads pid's region like Read and also says whether its process
-// is gone. A process of a pid namespace below ours publishes under its pid
-// there: when pid has no region of its own name, that one is tried.
+// is gone. Where a process of another pid namespace with the same pid
+// publishes under heapline.<pid>, ours is heapline.<pid>.<our namespace>.
+// A process of a pid namespace below ours publishes under its pid there:
+// when pid has no region of its own, that one is found through NSpid.
 func Inspect(pid int) Entry {
-	e := inspect(pid, Path(pid))
-	if !errors.Is(e.Err, fs.ErrNotExist) {
+	e := inspect(pid, 0, Path(pid))
+	switch {
+	case e.foreign && e.Proc == pid:
+		return e // its pid there is its pid here too
+	case e.foreign, errors.Is(e.Err, fs.ErrNotExist):
+		if own := ownPidNS(); own != 0 {
+			if in := inspect(pid, own, pathNS(pid, own)); !errors.Is(in.Err, fs.ErrNotExist) {
+				return in
+			}
+		}
+	default:
 		return e
 	}
 	if ids, err := nsPIDs(pid); err == nil && len(ids) > 1 {
-		inner := ids[len(ids)-1]
-		if in := inspect(inner, Path(inner)); in.Err == nil && in.Proc == pid {
-			return in
+		inner, ns := ids[len(ids)-1], pidNSOf(strconv.Itoa(pid))
+		for _, in := range []Entry{inspect(inner, 0, Path(inner)), inspect(inner, ns, pathNS(inner, ns))} {
+			if in.Err == nil && in.Proc == pid {
+				return in
+			}
 		}
 	}
 	return e
 }
 
-func inspect(pid int, path string) (e Entry) {
-	e = Entry{PID: pid, Proc: pid, Path: path, UID: -1}
+// pathNS is the region file of pid published in pid namespace ns when
+// another namespace's process with the same pid has Path(pid).
+func pathNS(pid int, ns uint64) string {
+	return Path(pid) + "." + strconv.FormatUint(ns, 10)
+}
+
+// inspect reads the region file at path, named for pid (and nameNS, when
+// the name has a namespace: pathNS).
+func inspect(pid int, nameNS uint64, path string) (e Entry) {
+	e = Entry{PID: pid, Proc: pid, Path: path, UID: -1, nameNS: nameNS}
 	var h header
 	h, e.Summary, e.Err = readFile(&e, pid)
+	if e.Err == nil && nameNS != 0 && h.pidNS != nameNS {
+		e.Err = fmt.Errorf("the name says pid namespace %d, the header %d", nameNS, h.pidNS)
+	}
 	defer func() {
 		if e.Err != nil {
 			e.Summary = report.Summary{}
@@ -88,6 +115,7 @@ func inspect(pid int, path string) (e Entry) {
 	}()
 	if own := ownPidNS(); e.Err == nil && h.pidNS != 0 && own != 0 && h.pidNS != own {
 		// The name's pid is a pid of another namespace (pidns.go).
+		e.foreign = true
 		p, visible := findInNS(h.pidNS, pid)
 		switch {
 		case p > 0:
@@ -362,19 +390,29 @@ func procStartTicks(pid int) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
-// parseName returns the pid of a region file name heapline.<pid>, in its
-// canonical spelling only (no sign, no leading zero), so Path(pid) names
-// the same file.
-func parseName(name string) (int, bool) {
+// parseName returns the pid of a region file name heapline.<pid>, or
+// heapline.<pid>.<ns> (pathNS), in their canonical spelling only (no sign,
+// no leading zero), so Path and pathNS name the same file.
+func parseName(name string) (pid int, ns uint64, ok bool) {
 	rest, ok := strings.CutPrefix(name, PathPrefix)
-	if !ok || rest == "" || len(rest) > 10 {
-		return 0, false
+	if !ok {
+		return 0, 0, false
 	}
-	pid, err := strconv.Atoi(rest)
-	if err != nil || pid <= 0 || pid > 1<<31-1 || strconv.Itoa(pid) != rest {
-		return 0, false
+	digits, nsDigits, hasNS := strings.Cut(rest, ".")
+	if digits == "" || len(digits) > 10 {
+		return 0, 0, false
 	}
-	return pid, true
+	pid, err := strconv.Atoi(digits)
+	if err != nil || pid <= 0 || pid > 1<<31-1 || strconv.Itoa(pid) != digits {
+		return 0, 0, false
+	}
+	if hasNS {
+		ns, err = strconv.ParseUint(nsDigits, 10, 64)
+		if err != nil || ns == 0 || strconv.FormatUint(ns, 10) != nsDigits {
+			return 0, 0, false
+		}
+	}
+	return pid, ns, true
 }
 
 // List returns every heapline.* file in Dir that the caller may read
@@ -401,14 +439,14 @@ func List() ([]Entry, error) {
 		if euid != 0 && int(st.Uid) != euid {
 			continue
 		}
-		pid, ok := parseName(name)
+		pid, ns, ok := parseName(name)
 		if !ok {
 			out = append(out, Entry{Path: path, UID: int(st.Uid), dev: st.Dev, ino: st.Ino,
 				regular: st.Mode&unix.S_IFMT == unix.S_IFREG,
-				Err:     fmt.Errorf("%s: not a region name (want %s<pid>)", path, PathPrefix)})
+				Err:     fmt.Errorf("%s: not a region name (want %s<pid>, or %s<pid>.<pid namespace>)", path, PathPrefix, PathPrefix)})
 			continue
 		}
-		e := inspect(pid, path)
+		e := inspect(pid, ns, path)
 		if errors.Is(e.Err, fs.ErrNotExist) {
 			continue // removed since the lstat above: the process exited
 		}
@@ -479,7 +517,7 @@ func removeStale(e Entry) error {
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
 		return fmt.Errorf("%s: locked (its process is taking it over after exec, or another gc is at it): left alone", e.Path)
 	}
-	if again := inspect(e.PID, e.Path); !again.Stale && !again.Detached {
+	if again := inspect(e.PID, e.nameNS, e.Path); !again.Stale && !again.Detached {
 		return fmt.Errorf("%s: process %d is running: left alone", e.Path, e.PID)
 	}
 	if err := unix.Unlink(e.Path); err != nil && !errors.Is(err, unix.ENOENT) {

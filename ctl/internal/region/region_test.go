@@ -658,14 +658,20 @@ func TestMapsFile(t *testing.T) {
 }
 
 func TestParseName(t *testing.T) {
-	for name, want := range map[string]int{
-		"heapline.1": 1, "heapline.4711": 4711, "heapline.2147483647": 2147483647,
-		"heapline.": 0, "heapline.0": 0, "heapline.0123": 0, "heapline.+5": 0, "heapline.-5": 0,
-		"heapline.5.tmp": 0, "heapline.2147483648": 0, "heapline.99999999999": 0, "heapline.x": 0, "other.5": 0,
+	type named struct {
+		pid int
+		ns  uint64
+	}
+	for name, want := range map[string]named{
+		"heapline.1": {1, 0}, "heapline.4711": {4711, 0}, "heapline.2147483647": {2147483647, 0},
+		"heapline.1.4026532001": {1, 4026532001}, "heapline.7.18446744073709551615": {7, 1<<64 - 1},
+		"heapline.": {}, "heapline.0": {}, "heapline.0123": {}, "heapline.+5": {}, "heapline.-5": {},
+		"heapline.5.tmp": {}, "heapline.2147483648": {}, "heapline.99999999999": {}, "heapline.x": {}, "other.5": {},
+		"heapline.5.": {}, "heapline.5.0": {}, "heapline.5.012": {}, "heapline.5.1.2": {}, "heapline.5.18446744073709551616": {},
 	} {
-		got, ok := parseName(name)
-		if got != want || ok != (want != 0) {
-			t.Errorf("parseName(%q) = %d, %v; want %d", name, got, ok, want)
+		pid, ns, ok := parseName(name)
+		if (named{pid, ns}) != want || ok != (want.pid != 0) {
+			t.Errorf("parseName(%q) = %d, %d, %v; want %+v", name, pid, ns, ok, want)
 		}
 	}
 }
