@@ -7,7 +7,8 @@
  * names this pid and this process's start time was left by an earlier image
  * of this very process (exec keeps the pid), and one with a pid but another
  * start time by a dead process whose pid we were given, unless its header
- * names another pid namespace: then the same pid is another process's.
+ * names another pid namespace: then the same pid is another process's, and
+ * ours is /dev/shm/heapline.<pid>.<our pid namespace's inode>.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -36,23 +37,36 @@ uint64_t hl_now_ns(void)
 
 static pid_t raw_getpid(void) { return (pid_t)syscall(SYS_getpid); }
 
-/* "/dev/shm/heapline.<pid>" into buf (at least 64 bytes). */
-static void region_path(char *buf, pid_t pid)
+/* v in decimal at p; returns the end. */
+static char *put_decimal(char *p, uint64_t v)
 {
-    static const char prefix[] = HL_PATH_PREFIX;
-    char digits[16];
+    char digits[24];
     int n = 0;
-    unsigned v = (unsigned)pid;
     do {
         digits[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    memcpy(buf, prefix, sizeof prefix - 1);
-    char *p = buf + sizeof prefix - 1;
     while (n)
         *p++ = digits[--n];
+    return p;
+}
+
+/* "/dev/shm/heapline.<pid>" into buf (at least 64 bytes), or with ns not 0
+ * "/dev/shm/heapline.<pid>.<ns>": the name of a process whose pid is taken
+ * by a process of another pid namespace sharing this /dev/shm. */
+static void region_path(char *buf, pid_t pid, uint64_t ns)
+{
+    static const char prefix[] = HL_PATH_PREFIX;
+    memcpy(buf, prefix, sizeof prefix - 1);
+    char *p = put_decimal(buf + sizeof prefix - 1, (uint32_t)pid);
+    if (ns != 0) {
+        *p++ = '.';
+        p = put_decimal(p, ns);
+    }
     *p = 0;
 }
+
+static char region_file[64]; /* the name this image publishes under */
 
 static const char *errno_text(int e)
 {
@@ -93,6 +107,8 @@ static int lock_region(int fd)
     }
     return -1;
 }
+
+static const char other_ns[] = "the region of a process with this pid in another pid namespace is at that name";
 
 /* The name is taken. Take it over only if it is ours (see the top);
  * otherwise set *why and return -1. */
@@ -136,9 +152,10 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
     if (h.pid_ns != 0 && ns != 0 && h.pid_ns != ns) {
         /* Our pid, in another pid namespace that shares this /dev/shm
          * (containers of one Kubernetes pod do): whether that process
-         * lives cannot be told from here, so its region stays. */
+         * lives cannot be told from here, so its region stays, and ours
+         * takes a name of its own (hl_region_open). */
         close(fd);
-        *why = "the region of a process with this pid in another pid namespace is at that name";
+        *why = other_ns;
         return -1;
     }
     if (h.start_ticks == ticks) {
@@ -167,6 +184,18 @@ static int reserve(int fd, size_t len)
     return -1;
 }
 
+/* Create the region's file at path, or take it over (take_over); set *why
+ * when neither can be done. */
+static int open_name(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, const char **why)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST)
+        return take_over(path, pid, ticks, ns, why);
+    if (fd < 0)
+        *why = errno_text(errno);
+    return fd;
+}
+
 /* Create and map this process's region; 0 on success. On failure say why
  * in one line on stderr; the caller then runs the program unprofiled. */
 int hl_region_open(void)
@@ -174,15 +203,18 @@ int hl_region_open(void)
     char path[64];
     pid_t pid = raw_getpid();
     uint64_t ticks = hl_start_ticks(), ns = own_pid_ns();
-    region_path(path, pid);
+    region_path(path, pid, 0);
     hl_peak_batch = hl_config.peak_batch;
 
     const char *why = NULL;
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST)
-        fd = take_over(path, pid, ticks, ns, &why);
-    else if (fd < 0)
-        why = errno_text(errno);
+    int fd = open_name(path, pid, ticks, ns, &why);
+    if (fd < 0 && why == other_ns) {
+        /* A process of another pid namespace with our pid publishes under
+         * the name (the containers of one Kubernetes pod share /dev/shm,
+         * each with its pid 1): ours is that name and our namespace. */
+        region_path(path, pid, ns);
+        fd = open_name(path, pid, ticks, ns, &why);
+    }
     if (fd < 0) {
         hl_say(path, ": ", why, "; running unprofiled", NULL);
         return -1;
@@ -221,6 +253,7 @@ int hl_region_open(void)
     /* the magic last: a reader never takes a half-made header for a region */
     __atomic_store_n(&r->magic, HL_MAGIC, __ATOMIC_RELEASE);
     region_len = len;
+    memcpy(region_file, path, sizeof region_file);
     hl_region = r;
     return 0;
 }
@@ -232,9 +265,7 @@ void hl_region_unlink_own(void)
     struct hl_header *r = hl_region;
     if (r == NULL || r->pid != raw_getpid())
         return;
-    char path[64];
-    region_path(path, r->pid);
-    unlink(path);
+    unlink(region_file);
 }
 
 // ---- fork ------------------------------------------------------------------------

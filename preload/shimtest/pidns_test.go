@@ -1,9 +1,11 @@
 package shimtest
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,13 +13,13 @@ import (
 	"time"
 )
 
-// Two processes with the same pid in two pid namespaces that share
-// /dev/shm, as the containers of one Kubernetes pod do: each is pid 1. The
-// first keeps its region; the second runs unprofiled with one line on
-// stderr (it used to take the first's region for a dead process's and
-// replace it, and heapctl then showed the second's counters as the
-// first's). From here, the first's region is found by the pid we know it
-// by. Needs root, for the pid namespaces.
+// Processes with the same pid in pid namespaces that share /dev/shm, as
+// the containers of one Kubernetes pod do: each is pid 1. The first
+// publishes under heapline.1, the others under heapline.1.<their pid
+// namespace> (they used to take the first's region for a dead process's
+// and replace it, and heapctl then showed one's counters as the other's).
+// Each is found by its pid, from outside and from inside its namespace,
+// and a name with a namespace goes at exit like any other. Needs root.
 func TestSamePidOtherNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -35,51 +37,73 @@ func TestSamePidOtherNamespace(t *testing.T) {
 		args := append([]string{"--pid", "--fork", "--mount-proc", "--kill-child", "env", "LD_PRELOAD=" + lib(t), "HEAPLINE_SUMMARY=0"}, prog...)
 		return exec.Command("unshare", args...)
 	}
-
-	first := inNS("sleep", "60")
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
-	pid := 0
-	children := "/proc/" + strconv.Itoa(first.Process.Pid) + "/task/" + strconv.Itoa(first.Process.Pid) + "/children"
-	for deadline := time.Now().Add(30 * time.Second); pid == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first namespace's sleep never published its region")
+	// start runs a sleep in a namespace of its own and returns its pid
+	// here and its region, once it has one.
+	start := func(seconds string) (pid int, path string, stderr *strings.Builder) {
+		t.Helper()
+		cmd := inNS("sleep", seconds)
+		stderr = &strings.Builder{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		b, _ := os.ReadFile(children)
-		f := strings.Fields(string(b))
-		if len(f) != 1 {
-			continue
-		}
-		comm, _ := os.ReadFile("/proc/" + f[0] + "/comm")
-		if _, err := os.Stat(one); err == nil && string(comm) == "sleep\n" {
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		children := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/task/" + strconv.Itoa(cmd.Process.Pid) + "/children"
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("sleep %s never published its region", seconds)
+			}
+			b, _ := os.ReadFile(children)
+			f := strings.Fields(string(b))
+			if len(f) != 1 {
+				continue
+			}
+			if comm, _ := os.ReadFile("/proc/" + f[0] + "/comm"); string(comm) != "sleep\n" {
+				continue
+			}
 			pid, _ = strconv.Atoi(f[0])
+			var ns syscall.Stat_t
+			if err := syscall.Stat("/proc/"+f[0]+"/ns/pid", &ns); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{one + "." + strconv.FormatUint(ns.Ino, 10), one} {
+				if b, err := os.ReadFile(p); err == nil && len(b) >= 128 && binary.LittleEndian.Uint64(b[120:]) == ns.Ino {
+					t.Cleanup(func() { _ = os.Remove(p) })
+					return pid, p, stderr
+				}
+			}
 		}
 	}
+	pidA, pathA, errA := start("60")
 	var before syscall.Stat_t
-	if err := syscall.Stat(one, &before); err != nil {
-		t.Fatal(err)
+	if err := syscall.Stat(one, &before); err != nil || pathA != one {
+		t.Fatalf("the first publishes under %s, want %s (%v)", pathA, one, err)
 	}
-
-	second := inNS(writeHello(t))
-	var out, errOut strings.Builder
-	second.Stdout, second.Stderr = &out, &errOut
-	if err := second.Run(); err != nil || out.String() != "hello 42\n" {
-		t.Fatalf("second namespace's program: %v, stdout %q, stderr %q", err, out.String(), errOut.String())
+	pidB, pathB, errB := start("61")
+	if pathB == one {
+		t.Fatalf("the second publishes under %s too", one)
 	}
-	want := "heapline: " + one + ": the region of a process with this pid in another pid namespace is at that name; running unprofiled\n"
-	if errOut.String() != want {
-		t.Errorf("second namespace's stderr %q, want %q", errOut.String(), want)
-	}
-
 	var after syscall.Stat_t
 	if err := syscall.Stat(one, &after); err != nil || after.Ino != before.Ino {
 		t.Fatalf("%s replaced (inode %d, then %d, %v)", one, before.Ino, after.Ino, err)
 	}
-	s, err := show(t, pid)
-	if err != nil || s.PID != pid || s.Command != "sleep 60" {
-		t.Errorf("heapctl show %d: %+v, %v; want the first's region, by our pid", pid, s, err)
+
+	for _, c := range []struct {
+		pid     int
+		command string
+	}{{pidA, "sleep 60"}, {pidB, "sleep 61"}} {
+		if s, err := show(t, c.pid); err != nil || s.PID != c.pid || s.Command != c.command {
+			t.Errorf("heapctl show %d: %+v, %v; want %q, by our pid", c.pid, s, err, c.command)
+		}
+		// From inside its namespace, it is pid 1.
+		out, err := exec.Command("nsenter", "-t", strconv.Itoa(c.pid), "-p", "-m", heapctl(t), "show", "--json", "1").CombinedOutput()
+		var s summary
+		if err == nil {
+			err = json.Unmarshal(out, &s)
+		}
+		if err != nil || s.PID != 1 || s.Command != c.command {
+			t.Errorf("heapctl show 1 in %d's namespace: %+v, %v (%s); want %q", c.pid, s, err, out, c.command)
+		}
 	}
 	lsOut, err := exec.Command(heapctl(t), "ls", "--json").Output()
 	var entries []struct {
@@ -90,13 +114,28 @@ func TestSamePidOtherNamespace(t *testing.T) {
 	if err == nil {
 		err = json.Unmarshal(lsOut, &entries)
 	}
-	found := false
+	found := map[string]int{}
 	for _, e := range entries {
-		if e.Path == one {
-			found = e.PID == pid && !e.Stale
+		if !e.Stale {
+			found[e.Path] = e.PID
 		}
 	}
-	if err != nil || !found {
-		t.Errorf("heapctl ls --json: %v; want %s as running pid %d:\n%s", err, one, pid, lsOut)
+	if err != nil || found[pathA] != pidA || found[pathB] != pidB {
+		t.Errorf("heapctl ls --json: %v; want %s as pid %d and %s as pid %d:\n%s", err, pathA, pidA, pathB, pidB, lsOut)
+	}
+
+	// A third, that exits: its name goes with it.
+	third := inNS(writeHello(t))
+	var out, errOut strings.Builder
+	third.Stdout, third.Stderr = &out, &errOut
+	if err := third.Run(); err != nil || out.String() != "hello 42\n" || errOut.String() != "" {
+		t.Fatalf("third namespace's program: %v, stdout %q, stderr %q", err, out.String(), errOut.String())
+	}
+	names, _ := filepath.Glob(one + ".*")
+	if len(names) != 1 || names[0] != pathB {
+		t.Errorf("regions of pid 1 with a namespace: %v, want only %s", names, pathB)
+	}
+	if errA.String() != "" || errB.String() != "" {
+		t.Errorf("stderr of the sleeps: %q, %q; want nothing", errA.String(), errB.String())
 	}
 }
