@@ -89,7 +89,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			stale++
 		default:
 			live++
-			c.collect(ch, e.PID, e.Summary)
+			// The pid we know the process by: for a region of another
+			// pid namespace (a container's pid 1), not its name's.
+			c.collect(ch, e.Summary.PID, e.Summary)
 		}
 	}
 	for state, n := range map[string]int{"live": live, "stale": stale, "unreadable": unreadable} {
