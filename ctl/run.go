@@ -124,8 +124,8 @@ func leftRegion(e *env, pid int, why error) (report.Summary, error) {
 	switch {
 	case errors.Is(ent.Err, os.ErrNotExist):
 		return report.Summary{}, why
-	case ent.Stale:
-		return report.Summary{}, why // an older process's, left for gc
+	case ent.Stale, ent.Proc != pid:
+		return report.Summary{}, why // an older process's, left for gc, or another pid namespace's
 	case ent.Err != nil:
 		_ = region.Remove(ent)
 		return report.Summary{}, fmt.Errorf("%w; its region was unreadable: %v", why, ent.Err)

@@ -108,11 +108,13 @@ static int lock_region(int fd)
     return -1;
 }
 
-static const char other_ns[] = "the region of a process with this pid in another pid namespace is at that name";
-
 /* The name is taken. Take it over only if it is ours (see the top);
- * otherwise set *why and return -1. */
-static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, const char **why)
+ * otherwise set *why and return -1, with *foreign set when it is the
+ * region of another pid namespace's process: hl_region_open then tries a
+ * name of our own. Anything else planted there (a symlink, a file that is
+ * not a region, another user's file, which cannot be read to tell) leaves
+ * the program unprofiled, with one line. */
+static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, const char **why, int *foreign)
 {
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
@@ -155,7 +157,15 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
          * lives cannot be told from here, so its region stays, and ours
          * takes a name of its own (hl_region_open). */
         close(fd);
-        *why = other_ns;
+        *why = "the region of a process with this pid in another pid namespace is at that name";
+        *foreign = 1;
+        return -1;
+    }
+    if (ticks == 0) {
+        /* No /proc: our start time is unknown, so whether this is our
+         * earlier image's or another live process's cannot be told. */
+        close(fd);
+        *why = "a region with this pid is at that name, and without /proc whose it is cannot be told";
         return -1;
     }
     if (h.start_ticks == ticks) {
@@ -186,11 +196,11 @@ static int reserve(int fd, size_t len)
 
 /* Create the region's file at path, or take it over (take_over); set *why
  * when neither can be done. */
-static int open_name(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, const char **why)
+static int open_name(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, const char **why, int *foreign)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST)
-        return take_over(path, pid, ticks, ns, why);
+        return take_over(path, pid, ticks, ns, why, foreign);
     if (fd < 0)
         *why = errno_text(errno);
     return fd;
@@ -207,13 +217,21 @@ int hl_region_open(void)
     hl_peak_batch = hl_config.peak_batch;
 
     const char *why = NULL;
-    int fd = open_name(path, pid, ticks, ns, &why);
-    if (fd < 0 && why == other_ns) {
+    int foreign = 0;
+    int fd = open_name(path, pid, ticks, ns, &why, &foreign);
+    if (fd < 0 && foreign && ns != 0) {
         /* A process of another pid namespace with our pid publishes under
          * the name (the containers of one Kubernetes pod share /dev/shm,
          * each with its pid 1): ours is that name and our namespace. */
+        char first[64];
+        const char *first_why = why;
+        memcpy(first, path, sizeof first);
         region_path(path, pid, ns);
-        fd = open_name(path, pid, ticks, ns, &why);
+        fd = open_name(path, pid, ticks, ns, &why, &foreign);
+        if (fd < 0) {
+            hl_say(first, ": ", first_why, "; ", path, ": ", why, "; running unprofiled", NULL);
+            return -1;
+        }
     }
     if (fd < 0) {
         hl_say(path, ": ", why, "; running unprofiled", NULL);

@@ -50,24 +50,76 @@ func nsPIDs(pid int) ([]int, error) {
 	return out, nil
 }
 
+// What findInNS found.
+type nsFind int
+
+const (
+	nsFound   nsFind = iota
+	nsAbsent         // certainly no such process
+	nsUnknown        // it cannot be told from here
+)
+
 // findInNS looks for the process that is nsPID in the pid namespace ns and
-// returns its pid in ours. visible says whether any process of ns is
-// visible from here: when none is, and we are not in the initial
-// namespace, "no such process" cannot be told from "cannot see it".
-func findInNS(ns uint64, nsPID int) (pid int, visible bool) {
+// returns its pid in ours. Processes are matched by their NSpid line
+// first, which anyone may read, then by their namespace, which may be
+// closed to us (another user's process, for a reader without
+// CAP_SYS_PTRACE): a match whose namespace cannot be read leaves the
+// answer unknown. No match is certain only where the namespace is visible
+// (one of its processes is) or we are in the initial namespace (fromInit),
+// from which every process is.
+func findInNS(ns uint64, nsPID int, fromInit bool) (int, nsFind) {
 	des, err := os.ReadDir(procRoot)
 	if err != nil {
-		return 0, false
+		return 0, nsUnknown
 	}
+	visible, unknown := false, false
 	for _, de := range des {
 		p, err := strconv.Atoi(de.Name())
-		if err != nil || p <= 0 || pidNSOf(de.Name()) != ns {
+		if err != nil || p <= 0 {
 			continue
 		}
-		visible = true
-		if ids, err := nsPIDs(p); err == nil && len(ids) > 0 && ids[len(ids)-1] == nsPID {
-			return p, true
+		ids, err := nsPIDs(p)
+		if err != nil || len(ids) < 2 {
+			continue // gone, or of our namespace
+		}
+		match := ids[len(ids)-1] == nsPID
+		switch pns := pidNSOf(de.Name()); {
+		case pns == 0:
+			unknown = unknown || match
+		case pns == ns:
+			visible = true
+			if match {
+				return p, nsFound
+			}
 		}
 	}
-	return 0, visible
+	switch {
+	case unknown:
+		return 0, nsUnknown
+	case visible || fromInit:
+		return 0, nsAbsent
+	}
+	return 0, nsUnknown
+}
+
+// procOurs reports whether procRoot shows our own pid namespace. It does
+// not in a pid namespace whose /proc is its parent's (unshare -p without
+// --mount-proc): a pid there names another process than kill's, and
+// nothing read from it can judge a region. A variable for tests.
+var procOurs = func() bool {
+	self, err := os.Readlink(procRoot + "/self")
+	return err == nil && self == strconv.Itoa(os.Getpid())
+}
+
+// sameTimeNS reports whether pid's time namespace is ours: /proc/<pid>/stat
+// gives its start time shifted by the reader's namespace's boot-time
+// offset, so the shim's record of it compares only within one namespace.
+// Unreadable (no time namespaces, another user's process) counts as the
+// same.
+func sameTimeNS(pid int) bool {
+	var a, b unix.Stat_t
+	if unix.Stat(procRoot+"/self/ns/time", &a) != nil || unix.Stat(procRoot+"/"+strconv.Itoa(pid)+"/ns/time", &b) != nil {
+		return true
+	}
+	return a.Ino == b.Ino
 }

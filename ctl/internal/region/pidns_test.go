@@ -1,7 +1,9 @@
 package region
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,13 +70,31 @@ func TestOtherPidNamespace(t *testing.T) {
 
 	want := sampleWant(1)
 	want.PID = pid
-	for _, asked := range []int{1, pid} {
-		e := Inspect(asked)
-		// Nobody maps this file: detached, as the process runs on.
-		if e.Err != nil || e.Stale || !e.Detached || e.PID != 1 || e.Proc != pid || e.Summary != want {
-			t.Errorf("Inspect(%d) = PID %d Proc %d stale %v detached %v err %v\n%+v", asked, e.PID, e.Proc, e.Stale, e.Detached, e.Err, e.Summary)
-		}
+	e := Inspect(pid)
+	// Nobody maps this file: detached, as the process runs on.
+	if e.Err != nil || e.Stale || !e.Detached || e.PID != 1 || e.Proc != pid || e.Summary != want {
+		t.Errorf("Inspect(%d) = PID %d Proc %d stale %v detached %v err %v\n%+v", pid, e.PID, e.Proc, e.Stale, e.Detached, e.Err, e.Summary)
 	}
+	// Our pid 1 is init, whose region this is not.
+	if e := Inspect(1); !errors.Is(e.Err, fs.ErrNotExist) || e.Proc != 1 || e.Stale ||
+		!strings.Contains(e.Err.Error(), "it is the region of pid 1 of another pid namespace") {
+		t.Errorf("Inspect(1) = Proc %d stale %v err %v; want none: init publishes nothing", e.Proc, e.Stale, e.Err)
+	}
+	if _, found := findInNS(ns, 1, true); found != nsFound {
+		t.Errorf("findInNS(sleep's namespace, 1) = %v", found)
+	}
+	if _, found := findInNS(ns, 2, true); found != nsAbsent {
+		t.Errorf("findInNS(sleep's namespace, 2) = %v, want absent", found)
+	}
+	// A process of that namespace whose namespace cannot be read (another
+	// user's, for a reader without CAP_SYS_PTRACE): cannot be told, never
+	// stale.
+	oldRoot := procRoot
+	procRoot = fakeProcNS(t, pid)
+	if _, found := findInNS(ns, 1, true); found != nsUnknown {
+		t.Errorf("findInNS with the namespace unreadable = %v, want unknown", found)
+	}
+	procRoot = oldRoot
 
 	// Our pid's name taken by a region of that namespace (pid me there,
 	// which it does not have): ours is the name with our namespace after
@@ -112,8 +132,8 @@ func TestOtherPidNamespace(t *testing.T) {
 	ownPidNS = func() uint64 { return 4242 }
 	f.pidNS = 4243
 	writeRegion(t, "heapline.1", f.bytes())
-	e := Inspect(1)
-	if e.Err == nil || !strings.Contains(e.Err.Error(), "published by pid 1 of another pid namespace (pid:[4243]), which is not visible from here") || e.Stale || e.Detached {
+	e = inspect(1, 0, Path(1))
+	if e.Err == nil || !strings.Contains(e.Err.Error(), "published by pid 1 of another pid namespace (pid:[4243]), whose processes cannot be seen or read from here") || e.Stale || e.Detached {
 		t.Errorf("invisible namespace: stale %v detached %v err %v", e.Stale, e.Detached, e.Err)
 	}
 	if gone, err := GC(false); err != nil || len(gone) != 0 {
@@ -129,10 +149,29 @@ func TestOtherPidNamespace(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); pidNSOf(strconv.Itoa(pid)) != 0 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond) // the namespace's init is being reaped
 	}
-	if e := Inspect(1); e.Err != nil || !e.Stale || e.Detached || e.Proc != 0 {
+	if e := inspect(1, 0, Path(1)); e.Err != nil || !e.Stale || e.Detached || e.Proc != 0 {
 		t.Errorf("empty namespace: Proc %d stale %v detached %v err %v", e.Proc, e.Stale, e.Detached, e.Err)
 	}
 	if gone, err := GC(false); err != nil || len(gone) != 1 || gone[0].PID != 1 {
 		t.Errorf("GC removed %v, %v; want heapline.1", pidsOf(gone), err)
 	}
+}
+
+// fakeProcNS is a /proc holding only pid, with its NSpid line from the real
+// one and no ns/pid: a process whose namespace cannot be read.
+func fakeProcNS(t *testing.T, pid int) string {
+	t.Helper()
+	root := t.TempDir()
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, strconv.Itoa(pid))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "status"), status, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }

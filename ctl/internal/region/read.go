@@ -66,20 +66,22 @@ func Read(pid int) (report.Summary, error) {
 // is gone. Where a process of another pid namespace with the same pid
 // publishes under heapline.<pid>, ours is heapline.<pid>.<our namespace>.
 // A process of a pid namespace below ours publishes under its pid there:
-// when pid has no region of its own, that one is found through NSpid.
+// when pid has no live region of its own, that one is found through
+// NSpid. A region found is always pid's: Proc is pid.
 func Inspect(pid int) Entry {
 	e := inspect(pid, 0, Path(pid))
-	switch {
-	case e.foreign && e.Proc == pid:
-		return e // its pid there is its pid here too
-	case e.foreign, errors.Is(e.Err, fs.ErrNotExist):
-		if own := ownPidNS(); own != 0 {
-			if in := inspect(pid, own, pathNS(pid, own)); !errors.Is(in.Err, fs.ErrNotExist) {
-				return in
-			}
-		}
-	default:
+	if e.Err == nil && e.Proc == pid && !e.Stale {
 		return e
+	}
+	var alt *Entry // heapline.<pid>.<our namespace>, if there is one
+	if own := ownPidNS(); own != 0 {
+		in := inspect(pid, own, pathNS(pid, own))
+		if in.Err == nil && !in.Stale {
+			return in
+		}
+		if !errors.Is(in.Err, fs.ErrNotExist) {
+			alt = &in
+		}
 	}
 	if ids, err := nsPIDs(pid); err == nil && len(ids) > 1 {
 		inner, ns := ids[len(ids)-1], pidNSOf(strconv.Itoa(pid))
@@ -89,7 +91,15 @@ func Inspect(pid int) Entry {
 			}
 		}
 	}
-	return e
+	switch {
+	case alt != nil && (e.foreign || errors.Is(e.Err, fs.ErrNotExist)):
+		return *alt
+	case !e.foreign:
+		return e // ours, stale or unreadable, or none
+	}
+	// Another namespace's process's region, not pid's.
+	return Entry{PID: pid, Proc: pid, Path: e.Path, UID: -1, Stale: !alive(pid, 0),
+		Err: fmt.Errorf("%s: %w: it is the region of pid %d of another pid namespace", e.Path, fs.ErrNotExist, pid)}
 }
 
 // pathNS is the region file of pid published in pid namespace ns when
@@ -116,16 +126,19 @@ func inspect(pid int, nameNS uint64, path string) (e Entry) {
 	if own := ownPidNS(); e.Err == nil && h.pidNS != 0 && own != 0 && h.pidNS != own {
 		// The name's pid is a pid of another namespace (pidns.go).
 		e.foreign = true
-		p, visible := findInNS(h.pidNS, pid)
-		switch {
-		case p > 0:
+		p, found := findInNS(h.pidNS, pid, own == initPidNS)
+		if !procOurs() {
+			found = nsUnknown
+		}
+		switch found {
+		case nsFound:
 			e.Proc, e.Summary.PID = p, p
-		case visible || own == initPidNS:
+		case nsAbsent:
 			e.Proc, e.Stale = 0, true // its namespace has no such process now
 			return e
 		default:
 			e.Proc = 0
-			e.Err = fmt.Errorf("published by pid %d of another pid namespace (pid:[%d]), which is not visible from here", pid, h.pidNS)
+			e.Err = fmt.Errorf("published by pid %d of another pid namespace (pid:[%d]), whose processes cannot be seen or read from here", pid, h.pidNS)
 			return e
 		}
 	}
@@ -140,7 +153,7 @@ func inspect(pid int, nameNS uint64, path string) (e Entry) {
 	// region is either an image's that is gone, or one in the moment
 	// between exec and the new image's open (region.c copes with gc
 	// removing it then).
-	if !e.Stale && e.Err == nil {
+	if !e.Stale && e.Err == nil && procOurs() {
 		if mapped, known := mapsFile(e.Proc, path, e.dev, e.ino); known && !mapped {
 			e.Detached = true
 		}
@@ -347,7 +360,9 @@ func checkFile(st *unix.Stat_t) error {
 // runs. kill(pid, 0) failing with ESRCH means no such process (EPERM means
 // it exists but is another user's). A pid can be reused, so when the
 // region recorded its start time (field 22 of /proc/pid/stat), the process
-// now holding the pid must have started at the same tick.
+// now holding the pid must have started at the same tick, where /proc can
+// say so: it shows our pid namespace, and the process's time namespace is
+// ours.
 func alive(pid int, startTicks uint64) bool {
 	if pid <= 0 {
 		return false // never kill(0) or kill(-1): those name groups
@@ -355,7 +370,7 @@ func alive(pid int, startTicks uint64) bool {
 	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
 		return false
 	}
-	if startTicks == 0 {
+	if startTicks == 0 || !procOurs() || !sameTimeNS(pid) {
 		return true
 	}
 	t, err := procStartTicks(pid)

@@ -574,6 +574,19 @@ func TestStale(t *testing.T) {
 		t.Fatalf("reused pid: stale %v detached %v err %v, want stale", e.Stale, e.Detached, e.Err)
 	}
 
+	// A /proc that is not our pid namespace's (unshare -p without
+	// --mount-proc): its pid is another process than kill's, so neither
+	// start time nor maps can judge; only a vanished pid makes it stale.
+	oldOurs := procOurs
+	procOurs = func() bool { return false }
+	if e := Inspect(me); e.Err != nil || e.Stale || e.Detached {
+		t.Errorf("reused pid, /proc not ours: stale %v detached %v err %v, want live", e.Stale, e.Detached, e.Err)
+	}
+	procOurs = oldOurs
+	if !procOurs() {
+		t.Error("procOurs() false in the test's own pid namespace")
+	}
+
 	// Unreadable: never detached, whatever maps it (an image taking the
 	// region over after exec empties it first).
 	writeRegion(t, "heapline."+strconv.Itoa(me), []byte("garbage"))
