@@ -59,20 +59,25 @@ const (
 	nsUnknown        // it cannot be told from here
 )
 
-// findInNS looks for the process that is nsPID in the pid namespace ns and
-// returns its pid in ours. Processes are matched by their NSpid line
-// first, which anyone may read, then by their namespace, which may be
-// closed to us (another user's process, for a reader without
-// CAP_SYS_PTRACE): a match whose namespace cannot be read leaves the
-// answer unknown. No match is certain only where the namespace is visible
-// (one of its processes is) or we are in the initial namespace (fromInit),
-// from which every process is.
-func findInNS(ns uint64, nsPID int, fromInit bool) (int, nsFind) {
+// nsIndex is what finding a process of another pid namespace needs from
+// /proc, read once for a whole listing: the processes of the namespaces
+// below ours, by namespace and by their pid there (the last entry of
+// their NSpid line, which anyone may read), and the pids there of those
+// whose namespace cannot be read (another user's, for a reader without
+// CAP_SYS_PTRACE).
+type nsIndex struct {
+	listed     bool                   // /proc could be listed
+	byNS       map[uint64]map[int]int // namespace -> pid there -> our pid
+	unreadable map[int]bool
+}
+
+func readNSIndex() *nsIndex {
+	x := &nsIndex{byNS: map[uint64]map[int]int{}, unreadable: map[int]bool{}}
 	des, err := os.ReadDir(procRoot)
 	if err != nil {
-		return 0, nsUnknown
+		return x
 	}
-	visible, unknown := false, false
+	x.listed = true
 	for _, de := range des {
 		p, err := strconv.Atoi(de.Name())
 		if err != nil || p <= 0 {
@@ -82,24 +87,55 @@ func findInNS(ns uint64, nsPID int, fromInit bool) (int, nsFind) {
 		if err != nil || len(ids) < 2 {
 			continue // gone, or of our namespace
 		}
-		match := ids[len(ids)-1] == nsPID
-		switch pns := pidNSOf(de.Name()); {
-		case pns == 0:
-			unknown = unknown || match
-		case pns == ns:
-			visible = true
-			if match {
-				return p, nsFound
-			}
+		inner := ids[len(ids)-1]
+		ns := pidNSOf(de.Name())
+		if ns == 0 {
+			x.unreadable[inner] = true
+			continue
 		}
+		if x.byNS[ns] == nil {
+			x.byNS[ns] = map[int]int{}
+		}
+		x.byNS[ns][inner] = p
 	}
-	switch {
-	case unknown:
+	return x
+}
+
+// find returns the pid in ours of the process that is nsPID in the pid
+// namespace ns. A match whose namespace cannot be read leaves the answer
+// unknown. No match is certain only where the namespace is visible (one of
+// its processes is) or we are in the initial namespace (fromInit), from
+// which every process is.
+func (x *nsIndex) find(ns uint64, nsPID int, fromInit bool) (int, nsFind) {
+	if !x.listed {
 		return 0, nsUnknown
-	case visible || fromInit:
+	}
+	if p, ok := x.byNS[ns][nsPID]; ok {
+		return p, nsFound
+	}
+	if x.unreadable[nsPID] {
+		return 0, nsUnknown
+	}
+	if len(x.byNS[ns]) > 0 || fromInit {
 		return 0, nsAbsent
 	}
 	return 0, nsUnknown
+}
+
+// findInNS is find on a fresh index.
+func findInNS(ns uint64, nsPID int, fromInit bool) (int, nsFind) {
+	return readNSIndex().find(ns, nsPID, fromInit)
+}
+
+// lookup builds an nsIndex the first time one is needed, and keeps it for
+// the rest of one Inspect, List or gc check.
+type lookup struct{ idx *nsIndex }
+
+func (l *lookup) index() *nsIndex {
+	if l.idx == nil {
+		l.idx = readNSIndex()
+	}
+	return l.idx
 }
 
 // procOurs reports whether procRoot shows our own pid namespace. It does

@@ -69,13 +69,14 @@ func Read(pid int) (report.Summary, error) {
 // when pid has no live region of its own, that one is found through
 // NSpid. A region found is always pid's: Proc is pid.
 func Inspect(pid int) Entry {
-	e := inspect(pid, 0, Path(pid))
+	l := &lookup{}
+	e := inspect(l, pid, 0, Path(pid))
 	if e.Err == nil && e.Proc == pid && !e.Stale {
 		return e
 	}
 	var alt *Entry // heapline.<pid>.<our namespace>, if there is one
 	if own := ownPidNS(); own != 0 {
-		in := inspect(pid, own, pathNS(pid, own))
+		in := inspect(l, pid, own, pathNS(pid, own))
 		if in.Err == nil && !in.Stale {
 			return in
 		}
@@ -85,7 +86,7 @@ func Inspect(pid int) Entry {
 	}
 	if ids, err := nsPIDs(pid); err == nil && len(ids) > 1 {
 		inner, ns := ids[len(ids)-1], pidNSOf(strconv.Itoa(pid))
-		for _, in := range []Entry{inspect(inner, 0, Path(inner)), inspect(inner, ns, pathNS(inner, ns))} {
+		for _, in := range []Entry{inspect(l, inner, 0, Path(inner)), inspect(l, inner, ns, pathNS(inner, ns))} {
 			if in.Err == nil && in.Proc == pid {
 				return in
 			}
@@ -110,7 +111,7 @@ func pathNS(pid int, ns uint64) string {
 
 // inspect reads the region file at path, named for pid (and nameNS, when
 // the name has a namespace: pathNS).
-func inspect(pid int, nameNS uint64, path string) (e Entry) {
+func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 	e = Entry{PID: pid, Proc: pid, Path: path, UID: -1, nameNS: nameNS}
 	var h header
 	h, e.Summary, e.Err = readFile(&e, pid)
@@ -126,7 +127,7 @@ func inspect(pid int, nameNS uint64, path string) (e Entry) {
 	if own := ownPidNS(); e.Err == nil && h.pidNS != 0 && own != 0 && h.pidNS != own {
 		// The name's pid is a pid of another namespace (pidns.go).
 		e.foreign = true
-		p, found := findInNS(h.pidNS, pid, own == initPidNS)
+		p, found := l.index().find(h.pidNS, pid, own == initPidNS)
 		if !procOurs() {
 			found = nsUnknown
 		}
@@ -441,6 +442,7 @@ func List() ([]Entry, error) {
 	}
 	euid := geteuid()
 	var out []Entry
+	l := &lookup{}
 	for _, de := range des {
 		name := de.Name()
 		if !strings.HasPrefix(name, PathPrefix) {
@@ -461,7 +463,7 @@ func List() ([]Entry, error) {
 				Err:     fmt.Errorf("%s: not a region name (want %s<pid>, or %s<pid>.<pid namespace>)", path, PathPrefix, PathPrefix)})
 			continue
 		}
-		e := inspect(pid, ns, path)
+		e := inspect(l, pid, ns, path)
 		if errors.Is(e.Err, fs.ErrNotExist) {
 			continue // removed since the lstat above: the process exited
 		}
@@ -532,7 +534,7 @@ func removeStale(e Entry) error {
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
 		return fmt.Errorf("%s: locked (its process is taking it over after exec, or another gc is at it): left alone", e.Path)
 	}
-	if again := inspect(e.PID, e.nameNS, e.Path); !again.Stale && !again.Detached {
+	if again := inspect(&lookup{}, e.PID, e.nameNS, e.Path); !again.Stale && !again.Detached {
 		return fmt.Errorf("%s: process %d is running: left alone", e.Path, e.PID)
 	}
 	if err := unix.Unlink(e.Path); err != nil && !errors.Is(err, unix.ENOENT) {
