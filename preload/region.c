@@ -161,13 +161,6 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
         *foreign = 1;
         return -1;
     }
-    if (ticks == 0) {
-        /* No /proc: our start time is unknown, so whether this is our
-         * earlier image's or another live process's cannot be told. */
-        close(fd);
-        *why = "a region with this pid is at that name, and without /proc whose it is cannot be told";
-        return -1;
-    }
     if (h.start_ticks == ticks) {
         if (ftruncate(fd, 0) == 0) /* an earlier image of us, before exec: start afresh */
             return fd;
@@ -215,6 +208,13 @@ int hl_region_open(void)
     uint64_t ticks = hl_start_ticks(), ns = own_pid_ns();
     region_path(path, pid, 0);
     hl_peak_batch = hl_config.peak_batch;
+    if (ticks == 0 || ns == 0) {
+        /* Without them a region under our pid could be ours or another
+         * live process's (a container's that shares /dev/shm), and ours
+         * could not be told from a dead one's by anyone: run unprofiled. */
+        hl_say("/proc/self cannot be read (no /proc?): this process's start time and pid namespace are unknown; running unprofiled", NULL);
+        return -1;
+    }
 
     const char *why = NULL;
     int foreign = 0;

@@ -136,8 +136,9 @@ func TestSamePidOtherNamespace(t *testing.T) {
 		t.Errorf("regions of pid 1 with a namespace: %v, want only %s", names, pathB)
 	}
 	// A fourth without /proc: its pid namespace and start time are
-	// unknown, so it cannot tell the first's region from its own earlier
-	// image's, and leaves it alone (it used to replace it).
+	// unknown, so it could tell neither the first's region from its own
+	// earlier image's (it used to replace it) nor its own from a dead
+	// one's: it runs unprofiled.
 	noProc := exec.Command("unshare", "--pid", "--fork", "--mount", "--kill-child", "sh", "-c",
 		`mount -t tmpfs none /proc && exec env LD_PRELOAD="$0" HEAPLINE_SUMMARY=0 "$1"`, lib(t), writeHello(t))
 	out.Reset()
@@ -146,7 +147,7 @@ func TestSamePidOtherNamespace(t *testing.T) {
 	if err := noProc.Run(); err != nil || out.String() != "hello 42\n" {
 		t.Fatalf("program without /proc: %v, stdout %q, stderr %q", err, out.String(), errOut.String())
 	}
-	if want := "heapline: " + one + ": a region with this pid is at that name, and without /proc whose it is cannot be told; running unprofiled\n"; errOut.String() != want {
+	if want := "heapline: /proc/self cannot be read (no /proc?): this process's start time and pid namespace are unknown; running unprofiled\n"; errOut.String() != want {
 		t.Errorf("program without /proc: stderr %q, want %q", errOut.String(), want)
 	}
 	if err := syscall.Stat(one, &after); err != nil || after.Ino != before.Ino {

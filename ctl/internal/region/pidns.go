@@ -147,15 +147,42 @@ var procOurs = func() bool {
 	return err == nil && self == strconv.Itoa(os.Getpid())
 }
 
-// sameTimeNS reports whether pid's time namespace is ours: /proc/<pid>/stat
-// gives its start time shifted by the reader's namespace's boot-time
-// offset, so the shim's record of it compares only within one namespace.
-// Unreadable (no time namespaces, another user's process) counts as the
-// same.
+// sameTimeNS reports whether pid's time namespace is known to be ours:
+// /proc/<pid>/stat gives its start time shifted by the reader's
+// namespace's boot-time offset, so the shim's record of it compares only
+// within one namespace. A namespace that cannot be read (another user's
+// process, for a reader without CAP_SYS_PTRACE) is not known to be ours;
+// a kernel without time namespaces has only one.
 func sameTimeNS(pid int) bool {
 	var a, b unix.Stat_t
-	if unix.Stat(procRoot+"/self/ns/time", &a) != nil || unix.Stat(procRoot+"/"+strconv.Itoa(pid)+"/ns/time", &b) != nil {
-		return true
+	if unix.Stat(procRoot+"/self/ns/time", &a) != nil {
+		return true // no time namespaces here
+	}
+	if unix.Stat(procRoot+"/"+strconv.Itoa(pid)+"/ns/time", &b) != nil {
+		return false
 	}
 	return a.Ino == b.Ino
+}
+
+// procHidesPids reports whether /proc is mounted with hidepid, which
+// hides other users' processes: then even the initial pid namespace does
+// not see every process. A variable for tests.
+var procHidesPids = func() bool {
+	b, err := os.ReadFile(procRoot + "/self/mountinfo")
+	if err != nil {
+		return true // cannot tell: assume the worst
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// id parent major:minor root mountpoint options ... - fstype source superoptions
+		f := strings.Fields(line)
+		if len(f) < 5 || f[4] != "/proc" {
+			continue
+		}
+		for _, opt := range strings.Split(f[len(f)-1], ",") {
+			if v, ok := strings.CutPrefix(opt, "hidepid="); ok && v != "0" && v != "off" {
+				return true
+			}
+		}
+	}
+	return false
 }

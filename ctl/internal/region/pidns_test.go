@@ -175,3 +175,43 @@ func fakeProcNS(t *testing.T, pid int) string {
 	}
 	return root
 }
+
+// What /proc can be trusted to say: start times compare only within one
+// time namespace, known to be the same; hidepid hides processes even from
+// the initial pid namespace.
+func TestProcViews(t *testing.T) {
+	old := procRoot
+	procRoot = t.TempDir()
+	t.Cleanup(func() { procRoot = old })
+	put := func(rel, text string) {
+		t.Helper()
+		p := filepath.Join(procRoot, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !sameTimeNS(77) {
+		t.Error("no time namespaces: not the same")
+	}
+	put("self/ns/time", "")
+	if sameTimeNS(77) {
+		t.Error("77's time namespace unreadable: taken as ours")
+	}
+	put("77/ns/time", "")
+	if sameTimeNS(77) {
+		t.Error("another time namespace (another inode): taken as ours")
+	}
+
+	if !procHidesPids() {
+		t.Error("no mountinfo: not taken as hiding")
+	}
+	for opts, want := range map[string]bool{"rw,hidepid=2": true, "rw,hidepid=invisible": true, "rw": false, "rw,hidepid=0": false} {
+		put("self/mountinfo", "22 1 0:5 / /sys rw - sysfs sysfs rw,hidepid=2\n25 1 0:21 / /proc rw,nosuid - proc proc "+opts+"\n")
+		if got := procHidesPids(); got != want {
+			t.Errorf("proc options %q: hides %v, want %v", opts, got, want)
+		}
+	}
+}

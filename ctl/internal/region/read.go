@@ -84,7 +84,7 @@ func Inspect(pid int) Entry {
 			alt = &in
 		}
 	}
-	if ids, err := nsPIDs(pid); err == nil && len(ids) > 1 {
+	if ids, err := nsPIDs(pid); err == nil && len(ids) > 1 && procOurs() {
 		inner, ns := ids[len(ids)-1], pidNSOf(strconv.Itoa(pid))
 		for _, in := range []Entry{inspect(l, inner, 0, Path(inner)), inspect(l, inner, ns, pathNS(inner, ns))} {
 			if in.Err == nil && in.Proc == pid {
@@ -127,7 +127,7 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 	if own := ownPidNS(); e.Err == nil && h.pidNS != 0 && own != 0 && h.pidNS != own {
 		// The name's pid is a pid of another namespace (pidns.go).
 		e.foreign = true
-		p, found := l.index().find(h.pidNS, pid, own == initPidNS)
+		p, found := l.index().find(h.pidNS, pid, own == initPidNS && !procHidesPids())
 		if !procOurs() {
 			found = nsUnknown
 		}
@@ -143,7 +143,7 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 			return e
 		}
 	}
-	if e.Err == nil {
+	if e.Err == nil && procOurs() {
 		e.Err = checkOwner(e.Proc, uint32(e.UID))
 	}
 	// Without a readable header the start time is unknown (0): only a
@@ -493,8 +493,16 @@ func GC(dryRun bool) ([]Entry, error) {
 	euid := geteuid()
 	var removed []Entry
 	var errs []error
+	var mapped *mappedFiles // read once, if there is anything to remove
 	for _, e := range entries {
 		if e.PID == 0 || !(e.Stale || e.Detached) || !e.regular || e.UID != euid {
+			continue
+		}
+		if mapped == nil {
+			mapped = readMapped(e.dev)
+		}
+		if p := mapped.by(e); p > 0 {
+			errs = append(errs, fmt.Errorf("%s: mapped by process %d: left alone", e.Path, p))
 			continue
 		}
 		if !dryRun {
@@ -506,6 +514,71 @@ func GC(dryRun bool) ([]Entry, error) {
 		removed = append(removed, e)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// mappedFiles is gc's last check, whatever a region's pid and namespace
+// say: the files of one device (Dir's) that a process we can read maps,
+// from every /proc/<pid>/maps (another thread's, when the leader's are
+// empty), by device and inode, and by path (overlayfs, see mapsHas).
+type mappedFiles struct {
+	byIno  map[uint64]int // inode -> a process mapping it
+	byPath map[string]int
+}
+
+func readMapped(dev uint64) *mappedFiles {
+	m := &mappedFiles{byIno: map[uint64]int{}, byPath: map[string]int{}}
+	des, _ := os.ReadDir(procRoot)
+	for _, de := range des {
+		p, err := strconv.Atoi(de.Name())
+		if err != nil || p <= 0 {
+			continue
+		}
+		dir := procRoot + "/" + de.Name()
+		if n := m.add(dir+"/maps", p, dev); n == 0 {
+			tasks, _ := os.ReadDir(dir + "/task")
+			for _, t := range tasks {
+				if m.add(dir+"/task/"+t.Name()+"/maps", p, dev) > 0 {
+					break
+				}
+			}
+		}
+	}
+	return m
+}
+
+// add reads one maps file of process p and returns its number of lines.
+func (m *mappedFiles) add(file string, p int, dev uint64) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	lines := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		lines++
+		if _, path, found := strings.Cut(line, " /"); found && len(fields) >= 6 {
+			m.byPath["/"+path] = p
+		}
+		major, minor, ok := strings.Cut(fields[3], ":")
+		ma, err1 := strconv.ParseUint(major, 16, 32)
+		mi, err2 := strconv.ParseUint(minor, 16, 32)
+		ino, err3 := strconv.ParseUint(fields[4], 10, 64)
+		if ok && err1 == nil && err2 == nil && err3 == nil && ino != 0 && unix.Mkdev(uint32(ma), uint32(mi)) == dev {
+			m.byIno[ino] = p
+		}
+	}
+	return lines
+}
+
+// by returns a process that maps e's file, or 0.
+func (m *mappedFiles) by(e Entry) int {
+	if p := m.byIno[e.ino]; p > 0 {
+		return p
+	}
+	return m.byPath[e.Path]
 }
 
 // removeStale unlinks e.Path if it is still the file List examined and its

@@ -917,3 +917,20 @@ func TestGCLocked(t *testing.T) {
 		t.Fatalf("GC once unlocked = %v, %v", pidsOf(gone), err)
 	}
 }
+
+// gc's last check: a region that a process maps is never removed, whatever
+// its pid says (here a dead pid's, mapped by the test).
+func TestGCLeavesMapped(t *testing.T) {
+	useDir(t)
+	dead := testkit.DeadPID(t)
+	p := writeRegion(t, "heapline."+strconv.Itoa(dead), sample(dead).bytes())
+	mapRegion(t, p)
+	if e := Inspect(dead); e.Err != nil || !e.Stale {
+		t.Fatalf("dead pid's region: stale %v err %v", e.Stale, e.Err)
+	}
+	gone, err := GC(true)
+	want := p + ": mapped by process " + strconv.Itoa(os.Getpid()) + ": left alone"
+	if len(gone) != 0 || err == nil || err.Error() != want {
+		t.Fatalf("GC = %v, %v; want nothing, and %q", pidsOf(gone), err, want)
+	}
+}
