@@ -42,7 +42,14 @@ func gc(e *env, dryRun bool) error {
 		if ent.Detached {
 			state = "runs on without the shim"
 		}
-		fmt.Fprintf(e.stdout, "%s %s: %s, process %d %s\n", verb, ent.Path, what, ent.PID, state)
+		who := fmt.Sprintf("process %d", ent.PID)
+		switch {
+		case ent.OtherNS() && ent.Proc > 0:
+			who = fmt.Sprintf("process %d", ent.Proc)
+		case ent.OtherNS():
+			who = fmt.Sprintf("pid %d of another pid namespace", ent.PID)
+		}
+		fmt.Fprintf(e.stdout, "%s %s: %s, %s %s\n", verb, ent.Path, what, who, state)
 	}
 	if err != nil {
 		return fmt.Errorf("gc: %w", err)

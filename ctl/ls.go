@@ -97,6 +97,8 @@ func lsPID(ent region.Entry) int {
 
 func lsState(ent region.Entry) string {
 	switch {
+	case ent.Stale && ent.OtherNS():
+		return "gone (pid of another pid namespace)"
 	case ent.Stale:
 		return "gone"
 	case ent.Detached:

@@ -44,7 +44,7 @@ func show(e *env, args []string, asJSON bool) error {
 	case ent.Stale:
 		e.log.Warn("the process is gone: these are the counters it last published", zap.Int("pid", pid), zap.String("region", ent.Path))
 	case ent.Detached:
-		e.log.Warn("the process runs on without the shim (it exec'd a program that does not load libheap.so, or is exiting): these are the counters its last image published", zap.Int("pid", pid), zap.String("region", ent.Path))
+		e.log.Warn("the process runs on without the shim (it exec'd a program that does not load libheap.so): these are the counters its last image published", zap.Int("pid", pid), zap.String("region", ent.Path))
 	}
 	if asJSON {
 		return writeJSON(e, ent.Summary)

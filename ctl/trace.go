@@ -37,7 +37,7 @@ func traceCommand(e *env) *cli.Command {
 			"Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pid", Aliases: []string{"p"}, Usage: "trace the running process `PID`"},
-			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON (the fields of heapctl show --json)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON (the fields of heapctl show --json, plus read_errors)"},
 			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "print the counters every --interval while tracing"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: time.Second, Usage: "time between --watch refreshes"},
 			&cli.DurationFlag{Name: "duration", Aliases: []string{"d"}, Usage: "stop tracing after this long (0: until the process exits or Ctrl-C)"},

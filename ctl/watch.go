@@ -173,7 +173,9 @@ func (w *watcher) poll() error {
 			}
 		case ent.Stale:
 		default:
-			seen[ent.PID] = true
+			// Keyed as update keys it: by the pid we know the process by,
+			// which for another pid namespace's is not its name's.
+			seen[ent.Summary.PID] = true
 			w.update(ent.Summary)
 		}
 	}

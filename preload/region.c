@@ -91,9 +91,10 @@ static uint64_t own_pid_ns(void)
     return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-/* heapctl gc removes a valid region that nobody maps (detached: its
- * process exec'd a program without the shim) while it holds this lock, and
- * only then. Taking our earlier image's region over, we hold it from before
+/* heapctl gc removes a stale or detached region only while it holds this
+ * lock (where flock works); after exec, our earlier image's region is
+ * valid and mapped by nobody, detached, until we have taken it over.
+ * Taking it over, we hold the lock from before
  * we look at the file until we have emptied it, so gc never removes a file
  * we are taking. Held elsewhere for over a second, something is wrong: -1,
  * and the file is left alone. A file system without flock: 0, as before. */

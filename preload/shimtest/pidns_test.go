@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -122,6 +123,14 @@ func TestSamePidOtherNamespace(t *testing.T) {
 	}
 	if err != nil || found[pathA] != pidA || found[pathB] != pidB {
 		t.Errorf("heapctl ls --json: %v; want %s as pid %d and %s as pid %d:\n%s", err, pathA, pidA, pathB, pidB, lsOut)
+	}
+
+	// watch --all follows both, by our pids, without taking them for
+	// ended processes at each refresh.
+	watchOut, err := exec.Command(heapctl(t), "watch", "--all", "--count", "3", "--interval", "50ms").CombinedOutput()
+	if err != nil || strings.Contains(string(watchOut), "has ended") ||
+		!regexp.MustCompile(`(?m)^`+strconv.Itoa(pidA)+` `).Match(watchOut) || !regexp.MustCompile(`(?m)^`+strconv.Itoa(pidB)+` `).Match(watchOut) {
+		t.Errorf("heapctl watch --all: %v\n%s", err, watchOut)
 	}
 
 	// A third, that exits: its name goes with it.

@@ -18,7 +18,7 @@ import (
 
 // Entry is one region file as List found it.
 type Entry struct {
-	PID     int    // from the file name; 0 when the name is not heapline.<pid>
+	PID     int    // from the file name; 0 when it is not heapline.<pid>[.<pid namespace>]
 	Path    string // the file
 	Summary report.Summary
 	// Proc is the publishing process as a pid of ours: PID, or for a
@@ -27,7 +27,8 @@ type Entry struct {
 	Proc int
 	// Stale is true when the process that published the region is gone:
 	// no process has that pid, or the one that has it started at another
-	// time (a reused pid).
+	// time (a reused pid), or, for a region of another pid namespace, that
+	// namespace certainly has no such process.
 	Stale bool
 	// Detached is true when that process still runs but no thread of it
 	// maps the region: it exec'd a program that does not load the shim (a
@@ -43,6 +44,10 @@ type Entry struct {
 	nameNS   uint64 // the pid namespace in the file's name (pathNS), or 0
 	foreign  bool   // published in another pid namespace than ours
 }
+
+// OtherNS reports whether the region was published in another pid
+// namespace than ours: its PID is a pid there, Proc the one here.
+func (e Entry) OtherNS() bool { return e.foreign }
 
 // State is where e's process is, for report.Human.
 func (e Entry) State() report.State {
@@ -434,7 +439,7 @@ func parseName(name string) (pid int, ns uint64, ok bool) {
 // List returns every heapline.* file in Dir that the caller may read
 // (its own, or all of them for root), sorted by pid. A file that is not a
 // valid region is listed with its error, a name that is not
-// heapline.<pid> with PID 0.
+// heapline.<pid>[.<pid namespace>] with PID 0.
 func List() ([]Entry, error) {
 	des, err := os.ReadDir(Dir)
 	if err != nil {
@@ -480,9 +485,10 @@ func List() ([]Entry, error) {
 }
 
 // GC removes the regions whose process is gone or detached, and returns
-// them. Only regular files named heapline.<pid> and owned by the caller are
-// touched (even root leaves other users' files alone), and a region that
-// its process maps is never removed. With dryRun it only returns what it
+// them. Only regular files named heapline.<pid>[.<pid namespace>] and
+// owned by the caller are touched (even root leaves other users' files
+// alone), and a region that any process we can read maps is never
+// removed. With dryRun it only returns what it
 // would remove. Errors of single files are joined; the others are still
 // removed.
 func GC(dryRun bool) ([]Entry, error) {

@@ -81,7 +81,7 @@ func Parse(b []byte, pid int) (report.Summary, error) {
 type header struct {
 	nslots     int
 	uid        uint32
-	pidNS      uint64 // the publisher's pid namespace (inode), 0 if unknown
+	pidNS      uint64 // the publisher's pid namespace (inode); 0 from a shim older than the field
 	startTicks uint64
 	startNS    uint64
 	peakSlack  uint64
