@@ -85,7 +85,7 @@ static const char *errno_text(int e)
 
 /* Our pid namespace's inode, 0 if /proc cannot say: the pid in our
  * region's name is a pid there. */
-static uint64_t own_pid_ns(void)
+uint64_t hl_pid_ns(void)
 {
     struct stat st;
     return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
@@ -206,7 +206,7 @@ int hl_region_open(void)
 {
     char path[64];
     pid_t pid = raw_getpid();
-    uint64_t ticks = hl_start_ticks(), ns = own_pid_ns();
+    uint64_t ticks = hl_start_ticks(), ns = hl_pid_ns();
     region_path(path, pid, 0);
     hl_peak_batch = hl_config.peak_batch;
     if (ticks == 0 || ns == 0) {
@@ -248,7 +248,10 @@ int hl_region_open(void)
     else if ((m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
         step = ": cannot map it: ";
     int err = errno;
-    close(fd); /* and with it the lock, if take_over took one */
+    /* A flock belongs to the open file, which the mapping keeps open:
+     * closing fd alone would hold take_over's lock for this image's life. */
+    flock(fd, LOCK_UN);
+    close(fd);
     if (step != NULL) {
         unlink(path);
         hl_say(path, step, errno_text(err), "; running unprofiled", NULL);

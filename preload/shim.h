@@ -99,6 +99,7 @@ void hl_peak_update(struct hl_header *r, int64_t live);
 int  hl_region_open(void);
 void hl_fork_init(void);
 void hl_fork_resolve(void); /* at boot: the next _Fork, which region.c's wraps */
+uint64_t hl_pid_ns(void);    /* our pid namespace's inode, 0 if /proc cannot say */
 void hl_region_unlink_own(void);
 int  hl_forked_child(void);
 uint64_t hl_now_ns(void);

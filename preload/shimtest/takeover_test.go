@@ -35,8 +35,12 @@ func (l *lockedBuffer) String() string {
 // region (one that nobody maps, as between the exec and the take-over). gc
 // holding it as the image arrives: the image waits, finds the file gone,
 // and makes a new one, where it used to take over the file gc was about to
-// unlink and publish under no name. Held for over a second: the image runs
-// unprofiled with one line, and the file stays.
+// unlink and publish under no name. Held briefly: the image takes the file
+// over once it is released, and releases the lock in turn (a flock belongs
+// to the open file, which the mapping keeps open: it once held it for the
+// image's life, and a process of another pid namespace with its pid then
+// waited a second and ran unprofiled). Held for over a second: the image
+// runs unprofiled with one line, and the file stays.
 func TestExecTakeOverLocked(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -44,6 +48,7 @@ func TestExecTakeOverLocked(t *testing.T) {
 		unlink bool
 	}{
 		{"gc removes it meanwhile", 200 * time.Millisecond, true},
+		{"held briefly", 200 * time.Millisecond, false},
 		{"held over a second", 1500 * time.Millisecond, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -101,6 +106,25 @@ func TestExecTakeOverLocked(t *testing.T) {
 				var after syscall.Stat_t
 				if err := syscall.Stat(path, &after); err != nil || after.Ino == before.Ino {
 					t.Errorf("region inode %d, before %d (%v): want a new file", after.Ino, before.Ino, err)
+				}
+				if stderr.String() != "" {
+					t.Errorf("stderr %q, want nothing", stderr.String())
+				}
+				return
+			}
+			if c.hold < time.Second {
+				until("sleep's region, taken over", func() bool { s, err := show(t, pid); return err == nil && s.Command == "sleep 30" })
+				var after syscall.Stat_t
+				if err := syscall.Stat(path, &after); err != nil || after.Ino != before.Ino {
+					t.Errorf("region inode %d, before %d (%v): want the file taken over", after.Ino, before.Ino, err)
+				}
+				f, err := os.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+					t.Errorf("the region's lock is still held after the take-over: %v", err)
 				}
 				if stderr.String() != "" {
 					t.Errorf("stderr %q, want nothing", stderr.String())
