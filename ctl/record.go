@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -228,7 +227,7 @@ func (r *recorder) run(path string, args []string, lib string) error {
 	defer os.RemoveAll(tmp)
 	cmd := exec.Command(path, args[1:]...)
 	cmd.Args[0] = args[0]
-	out := strings.ReplaceAll(tmp, "%", "%%") + "/%p.json" // the shim expands %p and %%
+	out := summaryOutput(tmp)
 	cmd.Env = shim.Env(os.Environ(), lib, append(r.env, "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, r.e.stdout, r.e.stderr
 
@@ -269,7 +268,7 @@ loop:
 			}
 		}
 	}
-	if s, err := readRunSummary(filepath.Join(tmp, strconv.Itoa(pid)+".json")); err == nil {
+	if s, err := readRunSummary(summaryOf(tmp, pid)); err == nil {
 		r.final = &s
 	} else if s, err := leftRegion(r.e, pid, err); err == nil {
 		// Killed: the counters it last published, read from the region it
@@ -327,7 +326,7 @@ func (r *recorder) readChildren(dir string, pid int) {
 		return
 	}
 	for _, de := range des {
-		if de.Name() == strconv.Itoa(pid)+".json" {
+		if filepath.Join(dir, de.Name()) == summaryOf(dir, pid) {
 			continue
 		}
 		s, err := readRunSummary(filepath.Join(dir, de.Name()))

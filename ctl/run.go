@@ -77,7 +77,7 @@ func run(e *env, o runOptions) error {
 		return fmt.Errorf("run: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	out := strings.ReplaceAll(tmp, "%", "%%") + "/summary.%p.json" // the shim expands %p and %%
+	out := summaryOutput(tmp)
 
 	cmd := exec.Command(path, o.args[1:]...)
 	cmd.Args[0] = o.args[0]
@@ -90,7 +90,7 @@ func run(e *env, o runOptions) error {
 	var s report.Summary
 	var sumErr error
 	waitErr, err := runForwarding(cmd, func(pid int) {
-		s, sumErr = readRunSummary(filepath.Join(tmp, fmt.Sprintf("summary.%d.json", pid)))
+		s, sumErr = readRunSummary(summaryOf(tmp, pid))
 		if sumErr != nil {
 			s, sumErr = leftRegion(e, pid, sumErr)
 		}
@@ -188,6 +188,25 @@ func runStatus(name string, ps *os.ProcessState, waitErr error) error {
 		return exitError{code: ws.ExitStatus()}
 	}
 	return nil
+}
+
+// summaryOutput is the HEAPLINE_OUTPUT under which every image of a command
+// writes its summary in dir, named for its pid namespace (%n, the inode)
+// and its pid there (%p): a process of a nested pid namespace (an unshare
+// -p in the command) may have the child's pid there, never the child's
+// namespace too. The shim expands %n, %p and %%.
+func summaryOutput(dir string) string {
+	return strings.ReplaceAll(dir, "%", "%%") + "/summary.%n.%p.json"
+}
+
+// summaryOf is where summaryOutput puts the summary of our child pid,
+// which is in our pid namespace.
+func summaryOf(dir string, pid int) string {
+	var st unix.Stat_t
+	if unix.Stat("/proc/self/ns/pid", &st) != nil {
+		st.Ino = 0 // the shim, without /proc either, runs unprofiled
+	}
+	return filepath.Join(dir, fmt.Sprintf("summary.%d.%d.json", st.Ino, pid))
 }
 
 // readRunSummary reads the shim's JSON summary. An image that exec'd

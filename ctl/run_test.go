@@ -461,6 +461,36 @@ func TestRunKilledChild(t *testing.T) {
 	}
 }
 
+// A process of a nested pid namespace with the child's pid there writes
+// its summary under its namespace too: heapctl never takes it for the
+// child's. Here the child, a shell, is killed and writes none; the
+// program in the namespace below is given the child's pid
+// (ns_last_pid) and exits normally. heapctl reads the shell's region,
+// with a warning, where it used to print the program's summary as the
+// command's. Needs root, for the pid namespace.
+func TestRunNestedSummary(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root: a pid namespace needs it")
+		}
+		t.Skip("needs root to make a pid namespace")
+	}
+	lib, prog := rgLib(t), rgProg(t)
+	script := `X=$$; unshare --pid --fork --mount-proc sh -c "echo $((X-1)) > /proc/sys/kernel/ns_last_pid && $0 exit 10 0; true"; kill -9 $$`
+	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", "sh", "-c", script, prog)
+	if code, msg := rgStatus(r.err); code != 137 {
+		t.Fatalf("status %d %q, want 137", code, msg)
+	}
+	pid, _, _ := rgExitLine(t, r.stdout) // the nested program's line: its pid there
+	s := rgLastJSON(t, r.stdout)
+	if s.PID != pid || s.Exited || !strings.HasPrefix(s.Command, "sh -c X=$$;") {
+		t.Errorf("summary %+v: want the shell's region (pid %d), not the nested program's summary", s, pid)
+	}
+	if !r.warned("without its exit summary") {
+		t.Error("no warning that the counters are the last published ones")
+	}
+}
+
 // A program whose preloaded library writes no summary (here: a malloc
 // interposer that is not the shim) leaves none: a warning, and still the
 // program's status.

@@ -129,15 +129,18 @@ static void field_i64(struct buf *o, const char *name, int64_t v)
     put_i64(o, v);
 }
 
-/* HEAPLINE_OUTPUT with %p replaced by the pid (and %% by %). */
+/* HEAPLINE_OUTPUT with %p replaced by the pid, %n by the pid namespace's
+ * inode (a pid is a pid there: heapctl run names each image's file with
+ * both, so that a process of a nested namespace with its child's pid never
+ * takes the child's name), and %% by %. */
 static int open_output(pid_t pid)
 {
     char path[600];
     size_t n = 0;
     for (const char *s = hl_config.output; *s && n < sizeof path - 24; s++) {
-        if (s[0] == '%' && s[1] == 'p') {
+        if (s[0] == '%' && (s[1] == 'p' || s[1] == 'n')) {
             struct buf d = {.n = 0};
-            put_u64(&d, (uint64_t)pid);
+            put_u64(&d, s[1] == 'p' ? (uint64_t)pid : hl_region != NULL ? hl_region->pid_ns : hl_pid_ns());
             memcpy(path + n, d.b, d.n);
             n += d.n;
             s++;
