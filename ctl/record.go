@@ -268,7 +268,7 @@ loop:
 			}
 		}
 	}
-	if s, err := readRunSummary(summaryOf(tmp, pid)); err == nil {
+	if s, err := readChildSummary(tmp, pid); err == nil {
 		r.final = &s
 	} else if s, err := leftRegion(r.e, pid, err); err == nil {
 		// Killed: the counters it last published, read from the region it
@@ -326,7 +326,7 @@ func (r *recorder) readChildren(dir string, pid int) {
 		return
 	}
 	for _, de := range des {
-		if filepath.Join(dir, de.Name()) == summaryOf(dir, pid) {
+		if p := filepath.Join(dir, de.Name()); p == summaryOf(dir, pid) || p == oldSummaryOf(dir, pid) {
 			continue
 		}
 		s, err := readRunSummary(filepath.Join(dir, de.Name()))

@@ -90,7 +90,7 @@ func run(e *env, o runOptions) error {
 	var s report.Summary
 	var sumErr error
 	waitErr, err := runForwarding(cmd, func(pid int) {
-		s, sumErr = readRunSummary(summaryOf(tmp, pid))
+		s, sumErr = readChildSummary(tmp, pid)
 		if sumErr != nil {
 			s, sumErr = leftRegion(e, pid, sumErr)
 		}
@@ -207,6 +207,24 @@ func summaryOf(dir string, pid int) string {
 		st.Ino = 0 // the shim, without /proc either, runs unprofiled
 	}
 	return filepath.Join(dir, fmt.Sprintf("summary.%d.%d.json", st.Ino, pid))
+}
+
+// oldSummaryOf is where a shim from before %n (81932a1) puts the child's
+// summary under summaryOutput: it leaves "%n" as it is.
+func oldSummaryOf(dir string, pid int) string {
+	return filepath.Join(dir, fmt.Sprintf("summary.%%n.%d.json", pid))
+}
+
+// readChildSummary reads the summary of our child pid from dir
+// (summaryOutput), written by this shim or an older one (--lib).
+func readChildSummary(dir string, pid int) (report.Summary, error) {
+	path := summaryOf(dir, pid)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(oldSummaryOf(dir, pid)); err == nil {
+			path = oldSummaryOf(dir, pid)
+		}
+	}
+	return readRunSummary(path)
 }
 
 // readRunSummary reads the shim's JSON summary. An image that exec'd

@@ -268,6 +268,8 @@ int hl_region_open(void)
     r->uid = geteuid();
     r->start_ticks = ticks;
     r->pid_ns = ns;
+    struct stat tns;
+    r->time_ns = stat("/proc/self/ns/time", &tns) == 0 ? (uint64_t)tns.st_ino : 0;
     r->start_ns = hl_now_ns();
     /* unpublished at most: a fast word's 256 KiB and a slow-path batch */
     r->peak_slack = hl_peak_batch ? HL_WORD_BATCH + hl_peak_batch : 0;

@@ -112,7 +112,8 @@ struct hl_header {
 
     /* line 2: exited and slot-less threads, atomically added */
     struct hl_counters retired; /* 128 */
-    uint8_t  _pad2[32];      /* 160 */
+    uint64_t time_ns;        /* 160: inode of the publisher's time namespace, 0 if unknown: start_ticks is in its boot time */
+    uint8_t  _pad2[24];      /* 168 */
 
     /* line 3: the peak */
     int64_t  published_live; /* 192: sum of every publication */

@@ -68,8 +68,13 @@ func TestSamePidOtherNamespace(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range []string{one + "." + strconv.FormatUint(ns.Ino, 10), one} {
-				if b, err := os.ReadFile(p); err == nil && len(b) >= 128 && binary.LittleEndian.Uint64(b[120:]) == ns.Ino {
+				if b, err := os.ReadFile(p); err == nil && len(b) >= 168 && binary.LittleEndian.Uint64(b[120:]) == ns.Ino {
 					t.Cleanup(func() { _ = os.Remove(p) })
+					// The header's time_ns: the namespaces share ours.
+					var tns syscall.Stat_t
+					if err := syscall.Stat("/proc/self/ns/time", &tns); err == nil && binary.LittleEndian.Uint64(b[160:]) != tns.Ino {
+						t.Errorf("%s: time_ns %d, want %d", p, binary.LittleEndian.Uint64(b[160:]), tns.Ino)
+					}
 					return pid, p, stderr
 				}
 			}

@@ -48,6 +48,7 @@ const (
 	offExitNS          = 112
 	offPidNS           = 120
 	offRetired         = 128
+	offTimeNS          = 160
 	offPublishedLive   = 192
 	offPeakLive        = 200
 	offCommand         = 256
@@ -118,6 +119,7 @@ var goFields = map[string]field{
 	"hl_header.exit_ns":          {offExitNS, 8},
 	"hl_header.pid_ns":           {offPidNS, 8},
 	"hl_header.retired":          {offRetired, countersSize},
+	"hl_header.time_ns":          {offTimeNS, 8},
 	"hl_header.published_live":   {offPublishedLive, 8},
 	"hl_header.peak_live":        {offPeakLive, 8},
 	"hl_header.command":          {offCommand, CommandMax},

@@ -21,9 +21,12 @@ const initPidNS = 0xEFFFFFFC
 
 // pidNSOf returns the inode of the pid namespace of /proc/<p> ("self" or
 // a pid), 0 when it cannot be read (no /proc, another user's process).
-func pidNSOf(p string) uint64 {
+func pidNSOf(p string) uint64 { return nsOf(p, "pid") }
+
+// nsOf returns the inode of /proc/<p>/ns/<kind>, 0 when it cannot be read.
+func nsOf(p, kind string) uint64 {
 	var st unix.Stat_t
-	if unix.Stat(procRoot+"/"+p+"/ns/pid", &st) != nil {
+	if unix.Stat(procRoot+"/"+p+"/ns/"+kind, &st) != nil {
 		return 0
 	}
 	return st.Ino
@@ -147,21 +150,15 @@ var procOurs = func() bool {
 	return err == nil && self == strconv.Itoa(os.Getpid())
 }
 
-// sameTimeNS reports whether pid's time namespace is known to be ours:
-// /proc/<pid>/stat gives its start time shifted by the reader's
-// namespace's boot-time offset, so the shim's record of it compares only
-// within one namespace. A namespace that cannot be read (another user's
-// process, for a reader without CAP_SYS_PTRACE) is not known to be ours;
-// a kernel without time namespaces has only one.
-func sameTimeNS(pid int) bool {
-	var a, b unix.Stat_t
-	if unix.Stat(procRoot+"/self/ns/time", &a) != nil {
-		return true // no time namespaces here
+// sameTimeNS reports whether a region's start time, taken in its
+// publisher's time namespace ns (0: unknown, from a shim without the field
+// or a kernel without time namespaces), reads the same in ours.
+func sameTimeNS(ns uint64) bool {
+	var own unix.Stat_t
+	if ns == 0 || unix.Stat(procRoot+"/self/ns/time", &own) != nil {
+		return true
 	}
-	if unix.Stat(procRoot+"/"+strconv.Itoa(pid)+"/ns/time", &b) != nil {
-		return false
-	}
-	return a.Ino == b.Ino
+	return own.Ino == ns
 }
 
 // procHidesPids reports whether /proc is mounted with hidepid, which

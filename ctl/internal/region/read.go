@@ -104,7 +104,7 @@ func Inspect(pid int) Entry {
 		return e // ours, stale or unreadable, or none
 	}
 	// Another namespace's process's region, not pid's.
-	return Entry{PID: pid, Proc: pid, Path: e.Path, UID: -1, Stale: !alive(pid, 0),
+	return Entry{PID: pid, Proc: pid, Path: e.Path, UID: -1, Stale: !alive(pid, 0, 0),
 		Err: fmt.Errorf("%s: %w: it is the region of pid %d of another pid namespace", e.Path, fs.ErrNotExist, pid)}
 }
 
@@ -153,7 +153,7 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 	}
 	// Without a readable header the start time is unknown (0): only a
 	// vanished pid then marks the region stale.
-	e.Stale = !alive(e.Proc, h.startTicks)
+	e.Stale = !alive(e.Proc, h.startTicks, h.timeNS)
 	// Only a valid header can be detached: an image taking the region over
 	// after exec empties it before it maps it, so an unmapped but valid
 	// region is either an image's that is gone, or one in the moment
@@ -367,16 +367,17 @@ func checkFile(st *unix.Stat_t) error {
 // it exists but is another user's). A pid can be reused, so when the
 // region recorded its start time (field 22 of /proc/pid/stat), the process
 // now holding the pid must have started at the same tick, where /proc can
-// say so: it shows our pid namespace, and the process's time namespace is
-// ours.
-func alive(pid int, startTicks uint64) bool {
+// say so: it shows our pid namespace, and the publisher's time namespace
+// (timeNS, 0 if unknown) is ours, since /proc shows a start time shifted by
+// the reader's namespace's boot-time offset.
+func alive(pid int, startTicks, timeNS uint64) bool {
 	if pid <= 0 {
 		return false // never kill(0) or kill(-1): those name groups
 	}
 	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
 		return false
 	}
-	if startTicks == 0 || !procOurs() || !sameTimeNS(pid) {
+	if startTicks == 0 || !procOurs() || !sameTimeNS(timeNS) {
 		return true
 	}
 	t, err := procStartTicks(pid)
@@ -525,7 +526,9 @@ func GC(dryRun bool) ([]Entry, error) {
 // mappedFiles is gc's last check, whatever a region's pid and namespace
 // say: the files of one device (Dir's) that a process we can read maps,
 // from every /proc/<pid>/maps (another thread's, when the leader's are
-// empty), by device and inode, and by path (overlayfs, see mapsHas).
+// empty), by device and inode, and by path (overlayfs, see mapsHas) for
+// processes of our mount namespace only: another's /dev/shm is another
+// directory.
 type mappedFiles struct {
 	byIno  map[uint64]int // inode -> a process mapping it
 	byPath map[string]int
@@ -533,6 +536,7 @@ type mappedFiles struct {
 
 func readMapped(dev uint64) *mappedFiles {
 	m := &mappedFiles{byIno: map[uint64]int{}, byPath: map[string]int{}}
+	ownMnt := nsOf("self", "mnt")
 	des, _ := os.ReadDir(procRoot)
 	for _, de := range des {
 		p, err := strconv.Atoi(de.Name())
@@ -540,10 +544,11 @@ func readMapped(dev uint64) *mappedFiles {
 			continue
 		}
 		dir := procRoot + "/" + de.Name()
-		if n := m.add(dir+"/maps", p, dev); n == 0 {
+		paths := ownMnt != 0 && nsOf(de.Name(), "mnt") == ownMnt
+		if n := m.add(dir+"/maps", p, dev, paths); n == 0 {
 			tasks, _ := os.ReadDir(dir + "/task")
 			for _, t := range tasks {
-				if m.add(dir+"/task/"+t.Name()+"/maps", p, dev) > 0 {
+				if m.add(dir+"/task/"+t.Name()+"/maps", p, dev, paths) > 0 {
 					break
 				}
 			}
@@ -552,8 +557,9 @@ func readMapped(dev uint64) *mappedFiles {
 	return m
 }
 
-// add reads one maps file of process p and returns its number of lines.
-func (m *mappedFiles) add(file string, p int, dev uint64) int {
+// add reads one maps file of process p and returns its number of lines;
+// with paths, it also notes the paths mapped.
+func (m *mappedFiles) add(file string, p int, dev uint64, paths bool) int {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return 0
@@ -565,7 +571,7 @@ func (m *mappedFiles) add(file string, p int, dev uint64) int {
 			continue
 		}
 		lines++
-		if _, path, found := strings.Cut(line, " /"); found && len(fields) >= 6 {
+		if _, path, found := strings.Cut(line, " /"); found && paths && len(fields) >= 6 {
 			m.byPath["/"+path] = p
 		}
 		major, minor, ok := strings.Cut(fields[3], ":")

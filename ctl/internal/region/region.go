@@ -82,6 +82,7 @@ type header struct {
 	nslots     int
 	uid        uint32
 	pidNS      uint64 // the publisher's pid namespace (inode); 0 from a shim older than the field
+	timeNS     uint64 // the publisher's time namespace (inode), 0 if unknown
 	startTicks uint64
 	startNS    uint64
 	peakSlack  uint64
@@ -148,6 +149,7 @@ func validate(v view, pid int) (header, error) {
 		nslots:     int(n),
 		uid:        v.u32(offUID),
 		pidNS:      v.u64(offPidNS),
+		timeNS:     v.u64(offTimeNS),
 		startTicks: v.u64(offStartTicks),
 		startNS:    v.u64(offStartNS),
 		peakSlack:  v.u64(offPeakSlack),

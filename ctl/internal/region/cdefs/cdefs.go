@@ -52,6 +52,7 @@ static const struct hl_field hl_fields[] = {
 	HL_F(hl_header, exit_ns),
 	HL_F(hl_header, pid_ns),
 	HL_F(hl_header, retired),
+	HL_F(hl_header, time_ns),
 	HL_F(hl_header, _pad2),
 	HL_F(hl_header, published_live),
 	HL_F(hl_header, peak_live),
