@@ -151,12 +151,20 @@ var procOurs = func() bool {
 }
 
 // sameTimeNS reports whether a region's start time, taken in its
-// publisher's time namespace ns (0: unknown, from a shim without the field
-// or a kernel without time namespaces), reads the same in ours.
-func sameTimeNS(ns uint64) bool {
-	var own unix.Stat_t
-	if ns == 0 || unix.Stat(procRoot+"/self/ns/time", &own) != nil {
+// publisher's time namespace ns, reads the same in ours. A region from a
+// shim before time_ns (0) is judged by the namespace of the pid's holder
+// now, where that can be read, and is not known otherwise. A kernel
+// without time namespaces has only one.
+func sameTimeNS(ns uint64, pid int) bool {
+	var own, st unix.Stat_t
+	if unix.Stat(procRoot+"/self/ns/time", &own) != nil {
 		return true
+	}
+	if ns == 0 {
+		if unix.Stat(procRoot+"/"+strconv.Itoa(pid)+"/ns/time", &st) != nil {
+			return false
+		}
+		ns = st.Ino
 	}
 	return own.Ino == ns
 }

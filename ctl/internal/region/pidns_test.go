@@ -177,7 +177,8 @@ func fakeProcNS(t *testing.T, pid int) string {
 }
 
 // What /proc can be trusted to say: start times compare only when the
-// publisher's time namespace (in the header) is ours, or unknown; hidepid hides processes even from
+// publisher's time namespace (in the header, or for an older shim the
+// pid's holder's) is known to be ours; hidepid hides processes even from
 // the initial pid namespace.
 func TestProcViews(t *testing.T) {
 	old := procRoot
@@ -193,7 +194,7 @@ func TestProcViews(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !sameTimeNS(4242) {
+	if !sameTimeNS(4242, 77) {
 		t.Error("no time namespaces here: not the same")
 	}
 	put("self/ns/time", "")
@@ -201,11 +202,19 @@ func TestProcViews(t *testing.T) {
 	if err := syscall.Stat(filepath.Join(procRoot, "self/ns/time"), &own); err != nil {
 		t.Fatal(err)
 	}
-	if !sameTimeNS(0) || !sameTimeNS(own.Ino) {
-		t.Error("the publisher's time namespace unknown, or ours: not the same")
+	if !sameTimeNS(own.Ino, 77) {
+		t.Error("the publisher's time namespace is ours: not the same")
 	}
-	if sameTimeNS(own.Ino + 1) {
+	if sameTimeNS(own.Ino+1, 77) {
 		t.Error("another time namespace: taken as ours")
+	}
+	// From a shim before time_ns: the pid's holder's, if it can be read.
+	if sameTimeNS(0, 77) {
+		t.Error("no time_ns, and 77's namespace unreadable: taken as ours")
+	}
+	put("77/ns/time", "")
+	if sameTimeNS(0, 77) {
+		t.Error("no time_ns, and 77 in another namespace: taken as ours")
 	}
 
 	if !procHidesPids() {

@@ -368,7 +368,7 @@ func checkFile(st *unix.Stat_t) error {
 // region recorded its start time (field 22 of /proc/pid/stat), the process
 // now holding the pid must have started at the same tick, where /proc can
 // say so: it shows our pid namespace, and the publisher's time namespace
-// (timeNS, 0 if unknown) is ours, since /proc shows a start time shifted by
+// (timeNS; sameTimeNS) is ours, since /proc shows a start time shifted by
 // the reader's namespace's boot-time offset.
 func alive(pid int, startTicks, timeNS uint64) bool {
 	if pid <= 0 {
@@ -377,7 +377,7 @@ func alive(pid int, startTicks, timeNS uint64) bool {
 	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
 		return false
 	}
-	if startTicks == 0 || !procOurs() || !sameTimeNS(timeNS) {
+	if startTicks == 0 || !procOurs() || !sameTimeNS(timeNS, pid) {
 		return true
 	}
 	t, err := procStartTicks(pid)

@@ -1,7 +1,9 @@
 // Package cdefs reports what the C compiler makes of preload/region.h: the
 // size and offset of every field and the value of every constant the reader
 // depends on. Only region's layout test imports it, so heapctl builds without
-// cgo; this package exists because a _test.go file cannot use cgo.
+// cgo; this package exists because a _test.go file cannot use cgo. The go
+// build cache does not track region.h from here: `make test` puts its hash
+// in CGO_CFLAGS; a bare `go test` after editing only region.h needs -a.
 package cdefs
 
 /*
