@@ -1,7 +1,6 @@
 package region
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -165,68 +164,6 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 		}
 	}
 	return e
-}
-
-// mapsFile reports whether process pid maps the file at path, dev:ino.
-// known is false when that cannot be told: no /proc, the process is
-// another user's and we are not root, or no thread of it has an address
-// space (a zombie, or a process exiting), whose parent may yet read the
-// region (heapctl run does).
-func mapsFile(pid int, path string, dev, ino uint64) (mapped, known bool) {
-	dir := procRoot + "/" + strconv.Itoa(pid)
-	mapped, lines, err := mapsHas(dir+"/maps", path, dev, ino)
-	if err != nil {
-		return false, false
-	}
-	if lines > 0 {
-		return mapped, true
-	}
-	// The leader's maps are empty once the main thread has called
-	// pthread_exit; the other threads' are the process's.
-	tasks, _ := os.ReadDir(dir + "/task")
-	for _, t := range tasks {
-		if mapped, lines, err := mapsHas(dir+"/task/"+t.Name()+"/maps", path, dev, ino); err == nil && lines > 0 {
-			return mapped, true
-		}
-	}
-	return false, false
-}
-
-// mapsHas reads one maps file (fields 4, major:minor in hex, and 5, the
-// inode): does a line map dev:ino, or path? On overlayfs the maps name the
-// underlying file's device and inode, hence the path. It also returns the
-// number of lines.
-func mapsHas(file, path string, dev, ino uint64) (mapped bool, lines int, err error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return false, 0, err
-	}
-	defer f.Close()
-	inode := strconv.FormatUint(ino, 10)
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20) // a path is at most PATH_MAX
-	for sc.Scan() {
-		lines++
-		// start-end perms offset major:minor inode [path]; the path may
-		// hold spaces, so it is what follows the fifth field.
-		line := sc.Text()
-		fields := strings.Fields(line)
-		if len(fields) < 5 || fields[4] == "0" {
-			continue // anonymous
-		}
-		if fields[4] == inode {
-			major, minor, ok := strings.Cut(fields[3], ":")
-			ma, err1 := strconv.ParseUint(major, 16, 32)
-			mi, err2 := strconv.ParseUint(minor, 16, 32)
-			if ok && err1 == nil && err2 == nil && unix.Mkdev(uint32(ma), uint32(mi)) == dev {
-				return true, lines, nil
-			}
-		}
-		if len(fields) >= 6 && strings.HasSuffix(line, " "+path) {
-			return true, lines, nil
-		}
-	}
-	return false, lines, sc.Err()
 }
 
 // readFile opens e.Path without following links, checks the file, maps it
@@ -521,76 +458,6 @@ func GC(dryRun bool) ([]Entry, error) {
 		removed = append(removed, e)
 	}
 	return removed, errors.Join(errs...)
-}
-
-// mappedFiles is gc's last check, whatever a region's pid and namespace
-// say: the files of one device (Dir's) that a process we can read maps,
-// from every /proc/<pid>/maps (another thread's, when the leader's are
-// empty), by device and inode, and by path (overlayfs, see mapsHas) for
-// processes of our mount namespace only: another's /dev/shm is another
-// directory.
-type mappedFiles struct {
-	byIno  map[uint64]int // inode -> a process mapping it
-	byPath map[string]int
-}
-
-func readMapped(dev uint64) *mappedFiles {
-	m := &mappedFiles{byIno: map[uint64]int{}, byPath: map[string]int{}}
-	ownMnt := nsOf("self", "mnt")
-	des, _ := os.ReadDir(procRoot)
-	for _, de := range des {
-		p, err := strconv.Atoi(de.Name())
-		if err != nil || p <= 0 {
-			continue
-		}
-		dir := procRoot + "/" + de.Name()
-		paths := ownMnt != 0 && nsOf(de.Name(), "mnt") == ownMnt
-		if n := m.add(dir+"/maps", p, dev, paths); n == 0 {
-			tasks, _ := os.ReadDir(dir + "/task")
-			for _, t := range tasks {
-				if m.add(dir+"/task/"+t.Name()+"/maps", p, dev, paths) > 0 {
-					break
-				}
-			}
-		}
-	}
-	return m
-}
-
-// add reads one maps file of process p and returns its number of lines;
-// with paths, it also notes the paths mapped.
-func (m *mappedFiles) add(file string, p int, dev uint64, paths bool) int {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0
-	}
-	lines := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 5 {
-			continue
-		}
-		lines++
-		if _, path, found := strings.Cut(line, " /"); found && paths && len(fields) >= 6 {
-			m.byPath["/"+path] = p
-		}
-		major, minor, ok := strings.Cut(fields[3], ":")
-		ma, err1 := strconv.ParseUint(major, 16, 32)
-		mi, err2 := strconv.ParseUint(minor, 16, 32)
-		ino, err3 := strconv.ParseUint(fields[4], 10, 64)
-		if ok && err1 == nil && err2 == nil && err3 == nil && ino != 0 && unix.Mkdev(uint32(ma), uint32(mi)) == dev {
-			m.byIno[ino] = p
-		}
-	}
-	return lines
-}
-
-// by returns a process that maps e's file, or 0.
-func (m *mappedFiles) by(e Entry) int {
-	if p := m.byIno[e.ino]; p > 0 {
-		return p
-	}
-	return m.byPath[e.Path]
 }
 
 // removeStale unlinks e.Path if it is still the file List examined and its
