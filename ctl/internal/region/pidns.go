@@ -53,7 +53,7 @@ func nsPIDs(pid int) ([]int, error) {
 	return out, nil
 }
 
-// What findInNS found.
+// What nsIndex.find found.
 type nsFind int
 
 const (
@@ -125,14 +125,16 @@ func (x *nsIndex) find(ns uint64, nsPID int, fromInit bool) (int, nsFind) {
 	return 0, nsUnknown
 }
 
-// findInNS is find on a fresh index.
-func findInNS(ns uint64, nsPID int, fromInit bool) (int, nsFind) {
-	return readNSIndex().find(ns, nsPID, fromInit)
+// lookup is what one Inspect, List or gc check learns of the reader once:
+// its pid namespace, whether /proc shows it (procOurs), and an nsIndex,
+// built the first time a region of another namespace needs one.
+type lookup struct {
+	own  uint64 // our pid namespace (ownPidNS), 0 if /proc cannot say
+	ours bool
+	idx  *nsIndex
 }
 
-// lookup builds an nsIndex the first time one is needed, and keeps it for
-// the rest of one Inspect, List or gc check.
-type lookup struct{ idx *nsIndex }
+func newLookup() *lookup { return &lookup{own: ownPidNS(), ours: procOurs()} }
 
 func (l *lookup) index() *nsIndex {
 	if l.idx == nil {
@@ -156,17 +158,14 @@ var procOurs = func() bool {
 // now, where that can be read, and is not known otherwise. A kernel
 // without time namespaces has only one.
 func sameTimeNS(ns uint64, pid int) bool {
-	var own, st unix.Stat_t
-	if unix.Stat(procRoot+"/self/ns/time", &own) != nil {
+	own := nsOf("self", "time")
+	if own == 0 {
 		return true
 	}
 	if ns == 0 {
-		if unix.Stat(procRoot+"/"+strconv.Itoa(pid)+"/ns/time", &st) != nil {
-			return false
-		}
-		ns = st.Ino
+		ns = nsOf(strconv.Itoa(pid), "time") // 0, unreadable: not ours
 	}
-	return own.Ino == ns
+	return own == ns
 }
 
 // procHidesPids reports whether /proc is mounted with hidepid, which

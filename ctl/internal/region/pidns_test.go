@@ -80,19 +80,19 @@ func TestOtherPidNamespace(t *testing.T) {
 		!strings.Contains(e.Err.Error(), "it is the region of pid 1 of another pid namespace") {
 		t.Errorf("Inspect(1) = Proc %d stale %v err %v; want none: init publishes nothing", e.Proc, e.Stale, e.Err)
 	}
-	if _, found := findInNS(ns, 1, true); found != nsFound {
-		t.Errorf("findInNS(sleep's namespace, 1) = %v", found)
+	if _, found := readNSIndex().find(ns, 1, true); found != nsFound {
+		t.Errorf("find(sleep's namespace, 1) = %v", found)
 	}
-	if _, found := findInNS(ns, 2, true); found != nsAbsent {
-		t.Errorf("findInNS(sleep's namespace, 2) = %v, want absent", found)
+	if _, found := readNSIndex().find(ns, 2, true); found != nsAbsent {
+		t.Errorf("find(sleep's namespace, 2) = %v, want absent", found)
 	}
 	// A process of that namespace whose namespace cannot be read (another
 	// user's, for a reader without CAP_SYS_PTRACE): cannot be told, never
 	// stale.
 	oldRoot := procRoot
 	procRoot = fakeProcNS(t, pid)
-	if _, found := findInNS(ns, 1, true); found != nsUnknown {
-		t.Errorf("findInNS with the namespace unreadable = %v, want unknown", found)
+	if _, found := readNSIndex().find(ns, 1, true); found != nsUnknown {
+		t.Errorf("find with the namespace unreadable = %v, want unknown", found)
 	}
 	procRoot = oldRoot
 
@@ -132,7 +132,7 @@ func TestOtherPidNamespace(t *testing.T) {
 	ownPidNS = func() uint64 { return 4242 }
 	f.pidNS = 4243
 	writeRegion(t, "heapline.1", f.bytes())
-	e = inspect(&lookup{}, 1, 0, Path(1))
+	e = inspect(newLookup(), 1, 0, Path(1))
 	if e.Err == nil || !strings.Contains(e.Err.Error(), "published by pid 1 of another pid namespace (pid:[4243]), whose processes cannot be seen or read from here") || e.Stale || e.Detached {
 		t.Errorf("invisible namespace: stale %v detached %v err %v", e.Stale, e.Detached, e.Err)
 	}
@@ -149,7 +149,7 @@ func TestOtherPidNamespace(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); pidNSOf(strconv.Itoa(pid)) != 0 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond) // the namespace's init is being reaped
 	}
-	if e := inspect(&lookup{}, 1, 0, Path(1)); e.Err != nil || !e.Stale || e.Detached || e.Proc != 0 {
+	if e := inspect(newLookup(), 1, 0, Path(1)); e.Err != nil || !e.Stale || e.Detached || e.Proc != 0 {
 		t.Errorf("empty namespace: Proc %d stale %v detached %v err %v", e.Proc, e.Stale, e.Detached, e.Err)
 	}
 	if gone, err := GC(false); err != nil || len(gone) != 1 || gone[0].PID != 1 {

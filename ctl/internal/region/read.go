@@ -73,14 +73,14 @@ func Read(pid int) (report.Summary, error) {
 // when pid has no live region of its own, that one is found through
 // NSpid. A region found is always pid's: Proc is pid.
 func Inspect(pid int) Entry {
-	l := &lookup{}
+	l := newLookup()
 	e := inspect(l, pid, 0, Path(pid))
 	if e.Err == nil && e.Proc == pid && !e.Stale {
 		return e
 	}
 	var alt *Entry // heapline.<pid>.<our namespace>, if there is one
-	if own := ownPidNS(); own != 0 {
-		in := inspect(l, pid, own, pathNS(pid, own))
+	if l.own != 0 {
+		in := inspect(l, pid, l.own, pathNS(pid, l.own))
 		if in.Err == nil && !in.Stale {
 			return in
 		}
@@ -88,7 +88,7 @@ func Inspect(pid int) Entry {
 			alt = &in
 		}
 	}
-	if ids, err := nsPIDs(pid); err == nil && len(ids) > 1 && procOurs() {
+	if ids, err := nsPIDs(pid); err == nil && len(ids) > 1 && l.ours {
 		inner, ns := ids[len(ids)-1], pidNSOf(strconv.Itoa(pid))
 		for _, in := range []Entry{inspect(l, inner, 0, Path(inner)), inspect(l, inner, ns, pathNS(inner, ns))} {
 			if in.Err == nil && in.Proc == pid {
@@ -103,7 +103,7 @@ func Inspect(pid int) Entry {
 		return e // ours, stale or unreadable, or none
 	}
 	// Another namespace's process's region, not pid's.
-	return Entry{PID: pid, Proc: pid, Path: e.Path, UID: -1, Stale: !alive(pid, 0, 0),
+	return Entry{PID: pid, Proc: pid, Path: e.Path, UID: -1, Stale: !l.alive(pid, 0, 0),
 		Err: fmt.Errorf("%s: %w: it is the region of pid %d of another pid namespace", e.Path, fs.ErrNotExist, pid)}
 }
 
@@ -128,11 +128,11 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 			e.Err = fmt.Errorf("%s: %w", path, e.Err)
 		}
 	}()
-	if own := ownPidNS(); e.Err == nil && h.pidNS != 0 && own != 0 && h.pidNS != own {
+	if e.Err == nil && h.pidNS != 0 && l.own != 0 && h.pidNS != l.own {
 		// The name's pid is a pid of another namespace (pidns.go).
 		e.foreign = true
-		p, found := l.index().find(h.pidNS, pid, own == initPidNS && !procHidesPids())
-		if !procOurs() {
+		p, found := l.index().find(h.pidNS, pid, l.own == initPidNS && !procHidesPids())
+		if !l.ours {
 			found = nsUnknown
 		}
 		switch found {
@@ -147,18 +147,18 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 			return e
 		}
 	}
-	if e.Err == nil && procOurs() {
+	if e.Err == nil && l.ours {
 		e.Err = checkOwner(e.Proc, uint32(e.UID))
 	}
 	// Without a readable header the start time is unknown (0): only a
 	// vanished pid then marks the region stale.
-	e.Stale = !alive(e.Proc, h.startTicks, h.timeNS)
+	e.Stale = !l.alive(e.Proc, h.startTicks, h.timeNS)
 	// Only a valid header can be detached: an image taking the region over
 	// after exec empties it before it maps it, so an unmapped but valid
 	// region is either an image's that is gone, or one in the moment
 	// between exec and the new image's open (region.c copes with gc
 	// removing it then).
-	if !e.Stale && e.Err == nil && procOurs() {
+	if !e.Stale && e.Err == nil && l.ours {
 		if mapped, known := mapsFile(e.Proc, path, e.dev, e.ino); known && !mapped {
 			e.Detached = true
 		}
@@ -307,14 +307,14 @@ func checkFile(st *unix.Stat_t) error {
 // say so: it shows our pid namespace, and the publisher's time namespace
 // (timeNS; sameTimeNS) is ours, since /proc shows a start time shifted by
 // the reader's namespace's boot-time offset.
-func alive(pid int, startTicks, timeNS uint64) bool {
+func (l *lookup) alive(pid int, startTicks, timeNS uint64) bool {
 	if pid <= 0 {
 		return false // never kill(0) or kill(-1): those name groups
 	}
 	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
 		return false
 	}
-	if startTicks == 0 || !procOurs() || !sameTimeNS(timeNS, pid) {
+	if startTicks == 0 || !l.ours || !sameTimeNS(timeNS, pid) {
 		return true
 	}
 	t, err := procStartTicks(pid)
@@ -385,7 +385,7 @@ func List() ([]Entry, error) {
 	}
 	euid := geteuid()
 	var out []Entry
-	l := &lookup{}
+	l := newLookup()
 	for _, de := range des {
 		name := de.Name()
 		if !strings.HasPrefix(name, PathPrefix) {
@@ -486,7 +486,7 @@ func removeStale(e Entry) error {
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
 		return fmt.Errorf("%s: locked (its process is taking it over after exec, or another gc is at it): left alone", e.Path)
 	}
-	if again := inspect(&lookup{}, e.PID, e.nameNS, e.Path); !again.Stale && !again.Detached {
+	if again := inspect(newLookup(), e.PID, e.nameNS, e.Path); !again.Stale && !again.Detached {
 		return fmt.Errorf("%s: process %d is running: left alone", e.Path, e.PID)
 	}
 	if err := unix.Unlink(e.Path); err != nil && !errors.Is(err, unix.ENOENT) {

@@ -598,7 +598,7 @@ func TestStale(t *testing.T) {
 	if e := Inspect(dead); e.Err != nil || !e.Stale {
 		t.Fatalf("dead pid: stale %v err %v, want stale", e.Stale, e.Err)
 	}
-	if !alive(1, 0, 0) {
+	if !newLookup().alive(1, 0, 0) {
 		t.Fatal("pid 1 not alive")
 	}
 }
