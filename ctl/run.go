@@ -202,11 +202,7 @@ func summaryOutput(dir string) string {
 // summaryOf is where summaryOutput puts the summary of our child pid,
 // which is in our pid namespace.
 func summaryOf(dir string, pid int) string {
-	var st unix.Stat_t
-	if unix.Stat("/proc/self/ns/pid", &st) != nil {
-		st.Ino = 0 // the shim, without /proc either, runs unprofiled
-	}
-	return filepath.Join(dir, fmt.Sprintf("summary.%d.%d.json", st.Ino, pid))
+	return filepath.Join(dir, fmt.Sprintf("summary.%d.%d.json", region.OwnPidNS(), pid))
 }
 
 // oldSummaryOf is where a shim from before %n (81932a1) puts the child's

@@ -83,13 +83,16 @@ static const char *errno_text(int e)
     }
 }
 
-/* Our pid namespace's inode, 0 if /proc cannot say: the pid in our
- * region's name is a pid there. */
-uint64_t hl_pid_ns(void)
+/* The inode of one of our namespaces ("/proc/self/ns/pid"), 0 if /proc
+ * cannot say. */
+static uint64_t ns_inode(const char *path)
 {
     struct stat st;
-    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
+
+/* Our pid namespace's: the pid in our region's name is a pid there. */
+uint64_t hl_pid_ns(void) { return ns_inode("/proc/self/ns/pid"); }
 
 /* heapctl gc removes a stale or detached region only while it holds this
  * lock (where flock works); after exec, our earlier image's region is
@@ -268,8 +271,7 @@ int hl_region_open(void)
     r->uid = geteuid();
     r->start_ticks = ticks;
     r->pid_ns = ns;
-    struct stat tns;
-    r->time_ns = stat("/proc/self/ns/time", &tns) == 0 ? (uint64_t)tns.st_ino : 0;
+    r->time_ns = ns_inode("/proc/self/ns/time");
     r->start_ns = hl_now_ns();
     /* unpublished at most: a fast word's 256 KiB and a slow-path batch */
     r->peak_slack = hl_peak_batch ? HL_WORD_BATCH + hl_peak_batch : 0;

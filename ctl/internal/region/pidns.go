@@ -35,6 +35,10 @@ func nsOf(p, kind string) uint64 {
 // ownPidNS is the reader's pid namespace; a variable for tests.
 var ownPidNS = func() uint64 { return pidNSOf("self") }
 
+// OwnPidNS is the inode of our pid namespace, what the shim's %n expands
+// to in a child of ours; 0 when /proc cannot say.
+func OwnPidNS() uint64 { return pidNSOf("self") }
+
 // nsPIDs returns pid's NSpid line: its pid in our namespace, then in each
 // namespace below, down to its own.
 func nsPIDs(pid int) ([]int, error) {
