@@ -24,13 +24,8 @@ func TestNoRuntimeThreads(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
 	cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
 	pid := started(t, cmd)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(regionPath(pid)); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("sleep under the shim: no region after 10 s")
-		}
+	if !poll(10*time.Second, func() bool { _, err := os.Stat(regionPath(pid)); return err == nil }) {
+		t.Fatal("sleep under the shim: no region after 10 s")
 	}
 	// A runtime started the old way had its five threads up within a few
 	// milliseconds of the region; look for a while.

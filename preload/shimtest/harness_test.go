@@ -241,15 +241,20 @@ func pythonExe(t testing.TB) string {
 	return strings.TrimSpace(string(out))
 }
 
+// poll calls ok every 5 ms until it holds, for d at most, and says whether
+// it did.
+func poll(d time.Duration, ok func() bool) bool {
+	for deadline := time.Now().Add(d); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 // waitGone waits for a file to disappear (a region after its process).
 func waitGone(path string) bool {
-	for i := 0; i < 100; i++ {
-		if _, err := os.Lstat(path); os.IsNotExist(err) {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return false
+	return poll(time.Second, func() bool { _, err := os.Lstat(path); return os.IsNotExist(err) })
 }
 
 func abs(v int64) int64 {

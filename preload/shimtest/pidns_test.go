@@ -45,22 +45,16 @@ func TestSamePidOtherNamespace(t *testing.T) {
 		cmd := inNS("sleep", seconds)
 		stderr = &strings.Builder{}
 		cmd.Stderr = stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		children := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/task/" + strconv.Itoa(cmd.Process.Pid) + "/children"
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("sleep %s never published its region", seconds)
-			}
+		unsharePID := strconv.Itoa(started(t, cmd))
+		children := "/proc/" + unsharePID + "/task/" + unsharePID + "/children"
+		published := poll(30*time.Second, func() bool {
 			b, _ := os.ReadFile(children)
 			f := strings.Fields(string(b))
 			if len(f) != 1 {
-				continue
+				return false
 			}
 			if comm, _ := os.ReadFile("/proc/" + f[0] + "/comm"); string(comm) != "sleep\n" {
-				continue
+				return false
 			}
 			pid, _ = strconv.Atoi(f[0])
 			var ns syscall.Stat_t
@@ -75,10 +69,16 @@ func TestSamePidOtherNamespace(t *testing.T) {
 					if err := syscall.Stat("/proc/self/ns/time", &tns); err == nil && binary.LittleEndian.Uint64(b[160:]) != tns.Ino {
 						t.Errorf("%s: time_ns %d, want %d", p, binary.LittleEndian.Uint64(b[160:]), tns.Ino)
 					}
-					return pid, p, stderr
+					path = p
+					return true
 				}
 			}
+			return false
+		})
+		if !published {
+			t.Fatalf("sleep %s never published its region", seconds)
 		}
+		return pid, path, stderr
 	}
 	pidA, pathA, errA := start("60")
 	var before syscall.Stat_t

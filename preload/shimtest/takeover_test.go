@@ -60,18 +60,12 @@ func TestExecTakeOverLocked(t *testing.T) {
 			}
 			var stderr lockedBuffer
 			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			pid := cmd.Process.Pid
+			pid := started(t, cmd)
 			path := regionPath(pid)
-			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.Remove(path) })
 			until := func(what string, ok func() bool) {
 				t.Helper()
-				for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatalf("never: %s (stderr %q)", what, stderr.String())
-					}
+				if !poll(30*time.Second, ok) {
+					t.Fatalf("never: %s (stderr %q)", what, stderr.String())
 				}
 			}
 			until("the shell's region", func() bool { _, err := show(t, pid); return err == nil })
