@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,10 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/heapline/heapline/ctl/internal/region"
-	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
@@ -134,27 +133,12 @@ func rgUseShmDir(t *testing.T) string {
 // It returns the pid once the process is sleep.
 func rgStartDetached(t *testing.T, lib string) int {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", "exec env -u LD_PRELOAD sleep 60")
-	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=0")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		_ = os.Remove("/dev/shm/heapline." + strconv.Itoa(pid))
-	})
-	for deadline := time.Now().Add(rgTimeout); ; time.Sleep(5 * time.Millisecond) {
+	pid := rgStart(t, exec.Command("sh", "-c", "exec env -u LD_PRELOAD sleep 60"), lib)
+	rgUntil(t, fmt.Sprintf("pid %d becomes sleep", pid), func() bool {
 		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-		if string(comm) == "sleep\n" {
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d never became sleep (comm %q)", pid, comm)
-		}
-	}
+		return string(comm) == "sleep\n"
+	})
+	return pid
 }
 
 // rgStartPexit starts `prog pexit` under the shim and returns its pid once
@@ -162,32 +146,19 @@ func rgStartDetached(t *testing.T, lib string) int {
 func rgStartPexit(t *testing.T, lib, prog string) int {
 	t.Helper()
 	cmd := exec.Command(prog, "pexit")
-	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=0")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		_ = os.Remove("/dev/shm/heapline." + strconv.Itoa(pid))
-	})
+	pid := rgStart(t, cmd, lib)
 	line := make([]byte, 64)
 	n, _ := out.Read(line)
 	if want := "pid " + strconv.Itoa(pid) + "\n"; string(line[:n]) != want {
 		t.Fatalf("pexit said %q, want %q", line[:n], want)
 	}
-	for deadline := time.Now().Add(rgTimeout); ; time.Sleep(5 * time.Millisecond) {
-		if maps, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps"); err == nil && len(maps) == 0 {
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d: main thread never left", pid)
-		}
-	}
+	rgUntil(t, fmt.Sprintf("pid %d's main thread leaves", pid), func() bool {
+		maps, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+		return err == nil && len(maps) == 0
+	})
+	return pid
 }

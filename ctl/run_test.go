@@ -217,10 +217,39 @@ type rgSteps struct {
 	lines chan string
 }
 
+// rgStart starts cmd under the shim, without exit summaries and with its
+// stderr the test's; when the test ends it is killed, and the region a
+// killed process leaves is removed.
+func rgStart(t *testing.T, cmd *exec.Cmd, lib string) int {
+	t.Helper()
+	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=0")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = os.Remove("/dev/shm/heapline." + strconv.Itoa(pid))
+	})
+	return pid
+}
+
+// rgUntil checks ok every 5 ms until it holds, and fails the test with
+// what it waited for after rgTimeout.
+func rgUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(rgTimeout); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
 func rgStartSteps(t *testing.T, lib, prog string) *rgSteps {
 	t.Helper()
 	cmd := exec.Command(prog, "steps")
-	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=0")
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -229,16 +258,8 @@ func rgStartSteps(t *testing.T, lib, prog string) *rgSteps {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	rgStart(t, cmd, lib)
 	p := &rgSteps{cmd: cmd, in: in, lines: make(chan string, 8)}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		_ = os.Remove("/dev/shm/heapline." + strconv.Itoa(cmd.Process.Pid)) // ours, if it was killed
-	})
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
