@@ -97,10 +97,10 @@ uint64_t hl_pid_ns(void) { return ns_inode("/proc/self/ns/pid"); }
 /* heapctl gc removes a stale or detached region only while it holds this
  * lock (where flock works); after exec, our earlier image's region is
  * valid and mapped by nobody, detached, until we have taken it over.
- * Taking it over, we hold the lock from before
- * we look at the file until we have emptied it, so gc never removes a file
- * we are taking. Held elsewhere for over a second, something is wrong: -1,
- * and the file is left alone. A file system without flock: 0, as before. */
+ * Taking it over, we hold the lock from before we look at the file until
+ * we have emptied it, so gc never removes a file we are taking. Held
+ * elsewhere for over a second, something is wrong: -1, and the file is
+ * left alone. A file system without flock: 0, as before. */
 static int lock_region(int fd)
 {
     for (int i = 0; i < 1000; i++) {
@@ -155,7 +155,7 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
         *why = "a file that is not this process's region is at that name";
         return -1;
     }
-    if (h.pid_ns != 0 && ns != 0 && h.pid_ns != ns) {
+    if (h.pid_ns != 0 && h.pid_ns != ns) { /* ns is known: hl_region_open checked */
         /* Our pid, in another pid namespace that shares this /dev/shm
          * (containers of one Kubernetes pod do): whether that process
          * lives cannot be told from here, so its region stays, and ours
