@@ -17,7 +17,6 @@
 #define HDR(p)        (((const size_t *)(p))[-1])
 #define IS_MMAPPED    ((size_t)2)
 #define SIZE_BITS     ((size_t)7)
-#define CHUNK(h)      ((h) & ~(size_t)15) /* flags off; chunk sizes are multiples of 16 */
 
 /* Blocks the fast path takes: not mmapped (that bit also marks the
  * bootstrap pool's blocks) and chunks under 128 KiB, so that one add never
@@ -41,12 +40,8 @@ static inline void count_alloc(size_t h)
         return;
     }
     struct hl_slot *s = hl_self.slot;
-    uint64_t w;
-    if (HL_UNLIKELY(__builtin_add_overflow(s->alloc_word, INC(h), &w))) {
-        hl_alloc_chunk(CHUNK(h));
-        return;
-    }
-    s->alloc_word = w;
+    if (HL_UNLIKELY(hl_word_add(&s->alloc_word, INC(h))))
+        hl_alloc_carry(s);
 }
 
 static inline void count_free(size_t h)
@@ -56,12 +51,8 @@ static inline void count_free(size_t h)
         return;
     }
     struct hl_slot *s = hl_self.slot;
-    uint64_t w;
-    if (HL_UNLIKELY(__builtin_add_overflow(s->free_word, INC(h), &w))) {
-        hl_free_chunk(CHUNK(h));
-        return;
-    }
-    s->free_word = w;
+    if (HL_UNLIKELY(hl_word_add(&s->free_word, INC(h))))
+        hl_free_carry(s);
 }
 
 static inline void counted(void *p) { count_alloc(HDR(p)); }
@@ -70,12 +61,19 @@ static inline void counted(void *p) { count_alloc(HDR(p)); }
 /* The pair docs/performance.md counts instructions of. Their cold paths
  * are tail calls that end the operation themselves (malloc's return the
  * block, free's free it), so the hot path keeps nothing across a call:
- * one load of the header, one test, one add to the thread's word. Recount
- * (bench/instructions.sh) after any change. */
+ * one load of the header, one test, one add to the thread's word, which is
+ * also its store (hl_word_add). Recount (bench/instructions.sh) after any
+ * change. */
 
 static HL_COLD void *malloc_cold(void *p)
 {
     counted(p);
+    return p;
+}
+
+static HL_COLD void *malloc_carry(void *p, struct hl_slot *s)
+{
+    hl_alloc_carry(s);
     return p;
 }
 
@@ -88,6 +86,12 @@ static HL_COLD void free_cold(void *p)
     hl_next.free(p);
 }
 
+static HL_COLD void free_carry(void *p, struct hl_slot *s)
+{
+    hl_free_carry(s);
+    hl_next.free(p);
+}
+
 static inline __attribute__((always_inline)) void *g_malloc(size_t n)
 {
     void *p = hl_next.malloc(n);
@@ -97,10 +101,8 @@ static inline __attribute__((always_inline)) void *g_malloc(size_t n)
     if (HL_UNLIKELY(h & SLOW_BITS))
         return malloc_cold(p);
     struct hl_slot *s = hl_self.slot;
-    uint64_t w;
-    if (HL_UNLIKELY(__builtin_add_overflow(s->alloc_word, INC(h), &w)))
-        return malloc_cold(p);
-    s->alloc_word = w;
+    if (HL_UNLIKELY(hl_word_add(&s->alloc_word, INC(h))))
+        return malloc_carry(p, s);
     return p;
 }
 
@@ -112,10 +114,8 @@ static inline __attribute__((always_inline)) void g_free(void *p)
     if (HL_UNLIKELY(h & SLOW_BITS))
         return free_cold(p);
     struct hl_slot *s = hl_self.slot;
-    uint64_t w;
-    if (HL_UNLIKELY(__builtin_add_overflow(s->free_word, INC(h), &w)))
-        return free_cold(p);
-    s->free_word = w;
+    if (HL_UNLIKELY(hl_word_add(&s->free_word, INC(h))))
+        return free_carry(p, s);
     hl_next.free(p);
 }
 

@@ -44,21 +44,44 @@ extern HL_HIDDEN unsigned char hl_glibc_mode; /* malloc and free count inline (c
 /* ---- per-thread state -------------------------------------------------
  * Initial-exec TLS: the only model that never calls malloc (a dynamic TLS
  * block is allocated lazily by __tls_get_addr). `slot` is what the fast path
- * adds to; it starts on hl_dummy, whose words are all ones, so any add
- * carries and a thread's first operation takes the slow path, which
- * registers it. Exited and slot-less threads, and every thread when the peak
- * must be exact, keep hl_dummy there; `own` is the thread's real slot. */
+ * adds to. A thread starts on hl_dummy, whose words are all ones, so its
+ * first add carries and takes the slow path, which registers it. A thread
+ * without a fast slot afterwards (exited, slot-less, or every thread when
+ * the peak must be exact) adds to its own `dummy`, also all ones: adds to a
+ * dummy are drained by whoever carries (thread.c, carry). `own` is the
+ * thread's real slot. */
 enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE };
 struct hl_thread {
-    struct hl_slot *slot;   /* the fast path's: own, or hl_dummy */
+    struct hl_slot dummy;   /* this thread's all-ones slot (first: it is aligned) */
+    struct hl_slot *slot;   /* the fast path's: own, dummy or hl_dummy */
     struct hl_slot *own;    /* NULL without a slot */
     uint64_t alloc_mark;    /* slow path: publish when own->alloc_bytes reaches it */
     uint64_t free_mark;
     uint32_t state;
     uint32_t in_boot;       /* this thread is resolving the next allocator */
+    uint32_t publishing;    /* in publish(): a signal handler's publish waits for the next */
+    uint32_t in_map;        /* in a counted mmap call: a handler's passes through */
 };
 extern __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) HL_HIDDEN;
 extern HL_HIDDEN struct hl_slot hl_dummy;
+
+/* Add inc to a word of this thread's slot as one instruction, and say
+ * whether it carried out of bit 63. A signal handler that allocates on
+ * this thread runs between two instructions, never inside one, so its own
+ * add can never be lost between a load and a store of ours (SIGALRM every
+ * 20 us once took live_bytes to -760,056). No lock prefix: only this thread
+ * and its handlers write the word; other processes only read it. */
+static inline __attribute__((always_inline)) int hl_word_add(uint64_t *w, uint64_t inc)
+{
+#if defined(__x86_64__)
+    unsigned char carry;
+    __asm__("addq %2, %0" : "+m"(*w), "=@ccc"(carry) : "er"(inc));
+    return carry;
+#else
+    uint64_t old = __atomic_fetch_add(w, inc, __ATOMIC_RELAXED);
+    return old + inc < old;
+#endif
+}
 
 /* ---- process state ---------------------------------------------------- */
 extern HL_HIDDEN struct hl_header *hl_region;   /* NULL when profiling is off */
@@ -82,12 +105,12 @@ size_t hl_glibc_usable(const void *p); /* the header formula, for boot's check *
 void hl_off_fns_make(struct hl_fns *f);
 
 /* thread.c: the slow paths. *_slow take a block's usable size (mmapped and
- * large blocks, other allocators); *_chunk a glibc chunk size whose add to
- * the fast word would carry, or that found no fast slot. */
+ * large blocks, other allocators); *_carry the slot whose fast word an add
+ * carried out of (the add itself is done). */
 void hl_alloc_slow(size_t usable);
 void hl_free_slow(size_t usable);
-void hl_alloc_chunk(size_t chunk);
-void hl_free_chunk(size_t chunk);
+void hl_alloc_carry(struct hl_slot *s);
+void hl_free_carry(struct hl_slot *s);
 void hl_thread_init(void);
 void hl_thread_enter(void);  /* registers the calling thread now */
 const void *hl_object_of(const void *addr); /* boot.c: the loaded object holding addr, or NULL */

@@ -16,12 +16,14 @@
 #include "shim.h"
 
 __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) = {
+    .dummy = {.alloc_word = ~0ull, .free_word = ~0ull},
     .slot = &hl_dummy, .state = HL_T_NEW,
 };
 
-/* All ones: any add to its words carries, which sends the operation to the
- * slow path. The fast path stores only when its add does not carry, so
- * nothing ever writes here. */
+/* All ones: an add to its words carries, which sends a new thread's first
+ * operation to the slow path (a TLS initialiser cannot point at the
+ * thread's own dummy). Another new thread's add between that carry and its
+ * drain does not carry: it stays in the word until a drain counts it. */
 struct hl_slot hl_dummy = {.alloc_word = ~0ull, .free_word = ~0ull};
 
 static pthread_key_t exit_key;
@@ -29,6 +31,9 @@ static int exit_key_ok;
 static uint32_t claim_hint;
 
 #define RELAXED __ATOMIC_RELAXED
+
+/* A slot's own word, changed as one instruction (hl_word_add says why). */
+static inline void local_add(uint64_t *w, uint64_t v) { (void)hl_word_add(w, v); }
 
 static inline struct hl_slot *slots_of(struct hl_header *r)
 {
@@ -63,6 +68,13 @@ static int64_t live_of(const struct hl_slot *s)
  * peak's error (docs/counting.md). */
 static void publish(struct hl_header *r, struct hl_slot *s)
 {
+    /* A signal handler's operations that arrive in the middle of ours
+     * are published by the next publication: two at once would both add
+     * the same change. */
+    if (hl_self.publishing)
+        return;
+    hl_self.publishing = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     int64_t live = live_of(s);
     int64_t d = live - s->synced_live;
     s->synced_live = live;
@@ -73,6 +85,8 @@ static void publish(struct hl_header *r, struct hl_slot *s)
         if (d > 0)
             hl_peak_update(r, now);
     }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    hl_self.publishing = 0;
 }
 
 // ---- thread start -----------------------------------------------------------------
@@ -91,6 +105,7 @@ static HL_NOINLINE void thread_start(void)
      * here and counts through the atomic path. */
     hl_self.state = HL_T_STARTING;
     if (r == NULL) {
+        hl_self.slot = &hl_self.dummy;
         hl_self.state = HL_T_OVERFLOW;
         return;
     }
@@ -114,12 +129,13 @@ static HL_NOINLINE void thread_start(void)
         hl_self.own = s;
         hl_self.alloc_mark = hl_self.free_mark = hl_peak_batch;
         /* With a batch of 0 the peak is exact: every operation takes the
-         * slow path and publishes, so the fast path keeps hl_dummy. */
-        hl_self.slot = hl_peak_batch ? s : &hl_dummy;
+         * slow path and publishes, so the fast path adds to the dummy. */
+        hl_self.slot = hl_peak_batch ? s : &hl_self.dummy;
         hl_self.state = HL_T_SLOTTED;
         return;
     }
     __atomic_add_fetch(&r->overflow_threads, 1, RELAXED);
+    hl_self.slot = &hl_self.dummy;
     hl_self.state = HL_T_OVERFLOW;
 }
 
@@ -145,38 +161,39 @@ void hl_thread_enter(void)
 /* A thread without a slot (none free, or its exit hook already ran) adds
  * straight into the retired totals and publishes every operation: exact,
  * and slow only for it. */
-static void atomic_count(int alloc, size_t usable)
+static void atomic_count(int alloc, uint64_t n, uint64_t usable)
 {
     struct hl_header *r = hl_region;
     if (r == NULL)
         return;
     if (alloc) {
-        __atomic_add_fetch(&r->retired.allocs, 1, RELAXED);
+        __atomic_add_fetch(&r->retired.allocs, n, RELAXED);
         __atomic_add_fetch(&r->retired.allocated_bytes, usable, RELAXED);
         hl_peak_update(r, __atomic_add_fetch(&r->published_live, (int64_t)usable, RELAXED));
     } else {
-        __atomic_add_fetch(&r->retired.frees, 1, RELAXED);
+        __atomic_add_fetch(&r->retired.frees, n, RELAXED);
         __atomic_add_fetch(&r->retired.freed_bytes, usable, RELAXED);
         __atomic_sub_fetch(&r->published_live, (int64_t)usable, RELAXED);
     }
 }
 
-/* One operation of `bytes` (usable + 8) on one side of the slot. */
-static void count_slow(int alloc, uint64_t bytes)
+/* n operations of `bytes` in all (usable + 8 each) on one side of the
+ * thread's slot. */
+static void count_slow(int alloc, uint64_t n, uint64_t bytes)
 {
     struct hl_slot *s = own_slot();
     if (s == NULL) {
-        atomic_count(alloc, bytes - HL_CHUNK_BIAS);
+        atomic_count(alloc, n, bytes - HL_CHUNK_BIAS * n);
         return;
     }
     if (alloc) {
-        s->allocs++;
-        s->alloc_bytes += bytes;
+        local_add(&s->allocs, n);
+        local_add(&s->alloc_bytes, bytes);
         if (s->alloc_bytes >= hl_self.alloc_mark)
             publish(hl_region, s);
     } else {
-        s->frees++;
-        s->free_bytes += bytes;
+        local_add(&s->frees, n);
+        local_add(&s->free_bytes, bytes);
         if (s->free_bytes >= hl_self.free_mark)
             publish(hl_region, s);
     }
@@ -186,43 +203,55 @@ static void count_slow(int alloc, uint64_t bytes)
 static void slow(int alloc, size_t usable)
 {
     int saved = errno;
-    count_slow(alloc, usable + HL_CHUNK_BIAS);
+    count_slow(alloc, 1, usable + HL_CHUNK_BIAS);
     errno = saved;
 }
 
 void hl_alloc_slow(size_t usable) { slow(1, usable); }
 void hl_free_slow(size_t usable) { slow(0, usable); }
 
-/* The fast path's add to a word would carry, or found hl_dummy. A real
- * carry: store the wrapped word, move the 256 KiB it dropped into the byte
- * counter, move a large count out too (it never gets near 2^50 between two
- * carries, but a reader must never see it spill), and publish. */
-static void count_chunk(int alloc, size_t chunk)
+/* An add to s's word carried; the add itself is done.
+ *
+ * s is the thread's own slot: the word dropped 2^64, which is 256 KiB in
+ * its byte field; those move into the byte counter, a large count moves
+ * out too (it never gets near 2^50 between two carries, but a reader must
+ * never see it spill), and the thread publishes.
+ *
+ * s is a dummy (hl_dummy, or the thread's own): it was all ones, so every
+ * add since it was last drained is in it, and this drain takes them all:
+ * v + 1, as a 65-bit number, is their sum. Another carry before this drain
+ * (a signal handler's, or another new thread's on hl_dummy) makes that sum
+ * 2^64 short, and the drain that carry leads to finds the word all ones
+ * and counts that 2^64 (v + 1 = 2^64): every carry drains once, so the
+ * drains add up to exactly the adds.
+ *
+ * A handler may interrupt this at any point: each change is one
+ * instruction on words only this thread writes. */
+static void carry(int alloc, struct hl_slot *s)
 {
     int saved = errno;
-    struct hl_slot *fast = hl_self.slot;
-    struct hl_slot *s = own_slot();
-    if (s == NULL || fast != s) {
-        count_slow(alloc, chunk); /* no fast slot: this operation counts here */
-    } else {
-        uint64_t inc = ((uint64_t)chunk << (HL_WORD_SHIFT - 4)) | 1;
-        uint64_t *word = alloc ? &s->alloc_word : &s->free_word;
-        uint64_t *bytes = alloc ? &s->alloc_bytes : &s->free_bytes;
-        uint64_t *count = alloc ? &s->allocs : &s->frees;
-        uint64_t w = *word + inc; /* wraps: that is the carry */
-        *bytes += HL_WORD_BATCH;
-        if ((w & HL_WORD_COUNT_MASK) > (HL_WORD_COUNT_MASK >> 1)) {
-            *count += w & HL_WORD_COUNT_MASK;
-            w &= ~HL_WORD_COUNT_MASK;
+    uint64_t *word = alloc ? &s->alloc_word : &s->free_word;
+    if (s == hl_self.own) {
+        local_add(alloc ? &s->alloc_bytes : &s->free_bytes, HL_WORD_BATCH);
+        uint64_t n = __atomic_load_n(word, RELAXED) & HL_WORD_COUNT_MASK;
+        if (n > (HL_WORD_COUNT_MASK >> 1)) {
+            local_add(alloc ? &s->allocs : &s->frees, n);
+            local_add(word, -n);
         }
-        *word = w;
         publish(hl_region, s);
+    } else {
+        uint64_t v = __atomic_exchange_n(word, ~0ull, RELAXED);
+        unsigned __int128 sum = (unsigned __int128)v + 1;
+        uint64_t n = (uint64_t)sum & HL_WORD_COUNT_MASK;
+        uint64_t bytes = (uint64_t)(sum >> HL_WORD_SHIFT) * HL_WORD_UNIT;
+        if (n != 0 || bytes != 0)
+            count_slow(alloc, n, bytes);
     }
     errno = saved;
 }
 
-void hl_alloc_chunk(size_t chunk) { count_chunk(1, chunk); }
-void hl_free_chunk(size_t chunk) { count_chunk(0, chunk); }
+void hl_alloc_carry(struct hl_slot *s) { carry(1, s); }
+void hl_free_carry(struct hl_slot *s) { carry(0, s); }
 
 // ---- thread exit ------------------------------------------------------------------
 
@@ -258,7 +287,7 @@ static void fold(struct hl_header *r, struct hl_slot *s)
 static void thread_exit(void *unused)
 {
     struct hl_slot *s = hl_self.own;
-    hl_self.slot = &hl_dummy;
+    hl_self.slot = &hl_self.dummy;
     hl_self.own = NULL;
     hl_self.state = HL_T_GONE; /* later frees of this thread: atomic path */
     if (s != NULL && hl_region != NULL)
@@ -301,7 +330,12 @@ void hl_totals(struct hl_header *r, struct hl_counters *out)
 /* After fork, in the child: this thread starts over in the child's region. */
 void hl_thread_forget(void)
 {
-    hl_self.slot = &hl_dummy;
+    /* hl_dummy may hold a parent thread's add between its carry and its
+     * drain, which the parent counts: the child starts it afresh, and
+     * this thread on its own dummy, whose first add carries. */
+    hl_dummy.alloc_word = hl_dummy.free_word = ~0ull;
+    hl_self.dummy.alloc_word = hl_self.dummy.free_word = ~0ull;
+    hl_self.slot = &hl_self.dummy;
     hl_self.own = NULL;
     hl_self.state = HL_T_NEW;
 }
