@@ -112,6 +112,46 @@ const void *hl_object_of(const void *addr)
     return l.object;
 }
 
+struct named {
+    uintptr_t addr;
+    char *buf;
+    size_t n;
+    int found;
+};
+
+static int find_name(struct dl_phdr_info *info, size_t size, void *data)
+{
+    struct named *l = data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || l->addr - (info->dlpi_addr + ph->p_vaddr) >= ph->p_memsz)
+            continue;
+        const char *name = info->dlpi_name;
+        if (name == NULL || name[0] == 0) { /* the program itself */
+            ssize_t k = readlink("/proc/self/exe", l->buf, l->n - 1);
+            l->buf[k > 0 ? k : 0] = 0;
+        } else {
+            size_t k = strlen(name) < l->n - 1 ? strlen(name) : l->n - 1;
+            memcpy(l->buf, name, k);
+            l->buf[k] = 0;
+        }
+        l->found = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* The path of the loaded object holding addr (the program's own from
+ * /proc/self/exe), cut to n - 1 bytes; 0 if found. */
+int hl_object_path(const void *addr, char *buf, size_t n)
+{
+    struct named l = {(uintptr_t)addr, buf, n, 0};
+    buf[0] = 0;
+    if (addr != NULL && n > 1)
+        dl_iterate_phdr(find_name, &l);
+    return l.found ? 0 : -1;
+}
+
 static int same_object(void *a, void *b)
 {
     const void *oa = hl_object_of(a);
@@ -235,6 +275,61 @@ static void resolve(void)
         hl_next.pvalloc = fb_pvalloc;
 }
 
+// ---- bypassed ------------------------------------------------------------------------
+/* Another allocator preloaded before us (jemalloc, tcmalloc, mimalloc), or
+ * a program that defines its own malloc family, takes every call the
+ * program makes: the shim sees none of them. Rather than report zeros as
+ * if they were true, it says whose malloc that is, once on stderr and in
+ * the region (bypassed_by), and passes through what reaches it; mapped
+ * memory is still counted. */
+
+static char bypasser[HL_OBJECT_MAX];
+
+/* The function a call to `name` from the program reaches: the first
+ * definition in the global scope, which is the link maps' order. Neither
+ * dlsym(RTLD_DEFAULT) (libheap.so is linked -Bsymbolic by Go's c-shared
+ * mode, so a lookup from it starts with its own) nor dlsym on the
+ * program's handle alone: a program built without PIE that takes no
+ * definition of malloc still has a symbol for it, its PLT entry, which
+ * dlsym returns: its symbol is undefined (SHN_UNDEF). */
+static void *first_definition(const char *name)
+{
+    void *program = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
+    struct link_map *m = NULL;
+    if (program == NULL || dlinfo(program, RTLD_DI_LINKMAP, &m) != 0)
+        return NULL;
+    for (; m != NULL; m = m->l_next) {
+        int main_program = m->l_name == NULL || m->l_name[0] == 0;
+        void *h = main_program ? program : dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
+        void *f = h != NULL ? dlsym(h, name) : NULL;
+        if (h != NULL && h != program)
+            dlclose(h);
+        Dl_info info;
+        const ElfW(Sym) *sym = NULL;
+        if (f != NULL && (!main_program || (dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym != NULL &&
+                                            sym->st_shndx != SHN_UNDEF)))
+            return f;
+    }
+    return NULL;
+}
+
+/* The object whose malloc the program calls, when it is not ours. */
+static const char *find_bypasser(void)
+{
+    void *global = first_definition("malloc");
+    if (global == NULL || hl_object_of(global) == hl_object_of((const void *)hl_boot))
+        return NULL;
+    hl_mapped_skip(global);
+    if (hl_object_path(global, bypasser, sizeof bypasser) != 0 || bypasser[0] == 0)
+        memcpy(bypasser, "an unknown object", sizeof "an unknown object");
+    return bypasser;
+}
+
+/* The realloc the program calls (ours, or the one in front of us), for
+ * reallocarray: glibc's calls realloc through its PLT, and so must ours,
+ * or a block of the allocator in front would reach glibc's realloc. */
+void *(*hl_realloc_first)(void *, size_t);
+
 enum { BOOT_NONE, BOOT_RUNNING, BOOT_DONE };
 static int boot_state;
 
@@ -244,13 +339,23 @@ static void boot(void)
     hl_stderr_note();
     resolve();
     hl_fork_resolve();
+    hl_mapped_resolve();
     hl_config_read();
+    *(void **)&hl_realloc_first = first_definition("realloc");
+    const char *by = find_bypasser();
     if (hl_region_open() != 0) {
         hl_set_mode_off(NULL); /* hl_region_open said why, in its one line */
+    } else if (by != NULL) {
+        hl_say("malloc is ", by, "'s, which comes before libheap.so: allocations are not counted, mapped memory is", NULL);
+        memcpy(hl_region->bypassed_by, by, sizeof bypasser);
+        hl_set_mode_off(NULL);
+        hl_fork_init();
     } else {
         int glibc = next_is_glibc();
         hl_impl = glibc ? hl_glibc_fns : hl_generic_fns;
         hl_glibc_mode = glibc;
+        if (!glibc)
+            hl_mapped_skip((const void *)hl_next.malloc);
         hl_thread_init();
         hl_fork_init();
     }

@@ -21,7 +21,10 @@ HL_EXPORT void *valloc(size_t n) { return hl_impl.valloc(n); }
 HL_EXPORT void *pvalloc(size_t n) { return hl_impl.pvalloc(n); }
 
 /* glibc's reallocarray calls realloc through its PLT, which would be us
- * again and count twice; do its overflow check here and count once. */
+ * again and count twice; do its overflow check here, then call the realloc
+ * the program calls, as glibc does: ours, counted once, or that of an
+ * allocator in front of us, whose block it is (handing it to the next
+ * allocator's realloc crashed ls under jemalloc). */
 HL_EXPORT void *reallocarray(void *p, size_t n, size_t size)
 {
     size_t bytes;
@@ -29,7 +32,9 @@ HL_EXPORT void *reallocarray(void *p, size_t n, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return hl_impl.realloc(p, bytes);
+    if (HL_UNLIKELY(hl_realloc_first == NULL))
+        hl_boot();
+    return hl_realloc_first != NULL ? hl_realloc_first(p, bytes) : hl_impl.realloc(p, bytes);
 }
 
 /* Passes through, but knows the bootstrap pool, which the next allocator

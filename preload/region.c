@@ -281,6 +281,7 @@ int hl_region_open(void)
     region_len = len;
     memcpy(region_file, path, sizeof region_file);
     hl_region = r;
+    hl_mapped_publish();
     return 0;
 }
 
@@ -336,9 +337,19 @@ static void fork_start(const struct hl_counters *totals, uint64_t peak)
     r->peak_live = peak > (uint64_t)live ? peak : (uint64_t)live;
 }
 
-static void fork_prepare(void) { fork_take(&fork_totals, &fork_peak); }
-static void fork_parent(void) {}
-static void fork_child(void) { fork_start(&fork_totals, fork_peak); }
+static void fork_prepare(void)
+{
+    hl_mapped_fork_prepare();
+    fork_take(&fork_totals, &fork_peak);
+}
+
+static void fork_parent(void) { hl_mapped_fork_done(); }
+
+static void fork_child(void)
+{
+    hl_mapped_fork_done();
+    fork_start(&fork_totals, fork_peak);
+}
 
 /* glibc's _Fork (2.34) forks without the atfork handlers: its child would
  * go on counting into its parent's slots, and have no region. Ours does
@@ -356,8 +367,10 @@ HL_EXPORT pid_t _Fork(void)
     }
     struct hl_counters totals = {0};
     uint64_t peak = 0;
+    hl_mapped_fork_prepare();
     fork_take(&totals, &peak);
     pid_t pid = next_Fork();
+    hl_mapped_fork_done();
     if (pid == 0)
         fork_start(&totals, peak);
     return pid;

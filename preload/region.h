@@ -25,13 +25,14 @@
 #include <stdint.h>
 
 #define HL_MAGIC         0x454e494c50414548ull /* "HEAPLINE" read as a little-endian u64 */
-#define HL_VERSION       1u
+#define HL_VERSION       2u                    /* 2: mapped memory, bypassed_by, a 1 KiB header */
 #define HL_LINE          64                    /* cache line: slots never share one */
-#define HL_HEADER_SIZE   512u
+#define HL_HEADER_SIZE   1024u
 #define HL_SLOT_SIZE     64u
 #define HL_SLOTS_DEFAULT 256u
 #define HL_SLOTS_MAX     65536u
 #define HL_COMMAND_MAX   256u
+#define HL_OBJECT_MAX    256u                  /* bypassed_by: a loaded object's path */
 #define HL_PEAK_BATCH_DEFAULT (256u << 10)     /* slow-path bytes a thread holds unpublished */
 
 /* A slot's fast-path words (hl_slot.alloc_word, free_word): the number of
@@ -113,7 +114,11 @@ struct hl_header {
     /* line 2: exited and slot-less threads, atomically added */
     struct hl_counters retired; /* 128 */
     uint64_t time_ns;        /* 160: inode of the publisher's time namespace, 0 if unknown: start_ticks is in its boot time */
-    uint8_t  _pad2[24];      /* 168 */
+    /* anonymous private memory the program maps itself (mapped.c): written
+     * under the shim's map lock, so exact, peak included */
+    uint64_t mapped_bytes;   /* 168: counted now */
+    uint64_t peak_mapped_bytes; /* 176: the most counted at once */
+    uint64_t mappings;       /* 184: counted ranges now */
 
     /* line 3: the peak */
     int64_t  published_live; /* 192: sum of every publication */
@@ -122,6 +127,14 @@ struct hl_header {
 
     /* lines 4-7: what ran */
     char     command[HL_COMMAND_MAX]; /* 256: argv joined by spaces, NUL-terminated */
+
+    /* lines 8-11: the object whose malloc the program calls instead of
+     * ours (another allocator preloaded first, or the program's own),
+     * NUL-terminated; empty when the shim sees the program's allocations */
+    char     bypassed_by[HL_OBJECT_MAX]; /* 512 */
+
+    /* lines 12-15: reserved, zero */
+    uint8_t  _pad4[256];     /* 768 */
 };
 
 #ifndef __cplusplus
@@ -131,6 +144,7 @@ _Static_assert(__builtin_offsetof(struct hl_header, seq) == HL_LINE, "header lin
 _Static_assert(__builtin_offsetof(struct hl_header, retired) == 2 * HL_LINE, "header line 2");
 _Static_assert(__builtin_offsetof(struct hl_header, published_live) == 3 * HL_LINE, "header line 3");
 _Static_assert(__builtin_offsetof(struct hl_header, command) == 4 * HL_LINE, "header line 4");
+_Static_assert(__builtin_offsetof(struct hl_header, bypassed_by) == 8 * HL_LINE, "header line 8");
 #endif
 
 /* A slot's four counters (see hl_slot). */

@@ -93,6 +93,7 @@ int  hl_pool_owns(const void *p);
 size_t hl_pool_size(const void *p);
 void *hl_pool_realloc(void *p, size_t n);
 void hl_set_mode_off(const char *why);
+extern HL_HIDDEN void *(*hl_realloc_first)(void *, size_t); /* the realloc the program calls */
 
 /* output.c */
 void hl_say(const char *first, ...) __attribute__((sentinel)); /* one "heapline: " line on stderr */
@@ -114,6 +115,7 @@ void hl_free_carry(struct hl_slot *s);
 void hl_thread_init(void);
 void hl_thread_enter(void);  /* registers the calling thread now */
 const void *hl_object_of(const void *addr); /* boot.c: the loaded object holding addr, or NULL */
+int hl_object_path(const void *addr, char *buf, size_t n); /* boot.c: its path; 0 if found */
 void hl_thread_forget(void); /* in a fork child */
 void hl_totals(struct hl_header *r, struct hl_counters *out);
 void hl_peak_update(struct hl_header *r, int64_t live);
@@ -126,6 +128,13 @@ uint64_t hl_pid_ns(void);    /* our pid namespace's inode, 0 if /proc cannot say
 void hl_region_unlink_own(void);
 int  hl_forked_child(void);
 uint64_t hl_now_ns(void);
+
+/* mapped.c */
+void hl_mapped_resolve(void);        /* at boot: the next mmap family */
+void hl_mapped_skip(const void *fn); /* at boot: an allocator's object, whose maps are its blocks */
+void hl_mapped_publish(void);        /* a new region gets the counters as they are */
+void hl_mapped_fork_prepare(void);
+void hl_mapped_fork_done(void);      /* in parent and child */
 
 /* env.c */
 struct hl_config {

@@ -3,7 +3,10 @@
  * text or JSON. Formatted by hand into a static buffer and written with
  * write(2): at exit stdio may already be torn down, and must not allocate.
  *
- *   heapline[4711]: 4153 allocs, 4123 frees, peak 288.3 MiB, live at exit 472.2 KiB, 1.21 s
+ *   heapline[4711] python3 x.py: 4153 allocs, 4123 frees, peak 18.3 MiB malloc (± 512.0 KiB) + 160.0 MiB mapped, live at exit 472.2 KiB + 0 B mapped, 1.21 s
+ *
+ * The mapped parts only when the program mapped memory of its own; the
+ * peak's error bound only when there is one (docs/counting.md).
  *
  * Byte figures round half to even, like Go's %.1f, so heapctl prints the
  * same line from the same counters (ctl/internal/report).
@@ -93,6 +96,26 @@ static void put_bytes(struct buf *o, int64_t v)
     put(o, units[u]);
 }
 
+/* The command for a text line: at most COMMAND_SHOWN bytes, cut at a
+ * character and marked "...", control characters as '?', so that a line
+ * stays one line. report.Command in heapctl does the same. */
+#define COMMAND_SHOWN 60
+static void put_command(struct buf *o, const char *s)
+{
+    size_t n = strlen(s), cut = n;
+    if (n > COMMAND_SHOWN) {
+        cut = COMMAND_SHOWN;
+        while (cut > 0 && ((unsigned char)s[cut] & 0xc0) == 0x80)
+            cut--; /* not inside a UTF-8 sequence */
+    }
+    for (size_t i = 0; i < cut && o->n < sizeof o->b - 1; i++) {
+        unsigned char c = (unsigned char)s[i];
+        o->b[o->n++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    if (cut < n)
+        put(o, "...");
+}
+
 static void put_json_string(struct buf *o, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
@@ -174,6 +197,8 @@ void hl_summary_write(void)
         return;
 
     uint64_t peak = __atomic_load_n(&r->peak_live, __ATOMIC_RELAXED);
+    uint64_t mapped = __atomic_load_n(&r->mapped_bytes, __ATOMIC_RELAXED);
+    uint64_t peak_mapped = __atomic_load_n(&r->peak_mapped_bytes, __ATOMIC_RELAXED);
     uint64_t elapsed = now - r->start_ns;
     static struct buf o; /* static: a deep stack may be short at exit */
     o.n = 0;
@@ -193,18 +218,52 @@ void hl_summary_write(void)
         field_u64(&o, "allocated_bytes", t.allocated_bytes);
         field_u64(&o, "freed_bytes", t.freed_bytes);
         field_u64(&o, "threads", r->threads_seen);
+        field_u64(&o, "mapped_bytes", mapped);
+        field_u64(&o, "peak_mapped_bytes", peak_mapped);
+        field_u64(&o, "mappings", __atomic_load_n(&r->mappings, __ATOMIC_RELAXED));
+        if (r->bypassed_by[0]) {
+            put(&o, ",\"bypassed_by\":");
+            put_json_string(&o, r->bypassed_by);
+        }
         put(&o, ",\"exited\":true}\n");
     } else {
+        uint64_t peak_error = r->peak_slack * r->threads_max;
         put(&o, "heapline[");
         put_i64(&o, r->pid);
-        put(&o, "]: ");
+        put(&o, "]");
+        if (r->command[0]) {
+            put(&o, " ");
+            put_command(&o, r->command);
+        }
+        put(&o, ": ");
         put_u64(&o, t.allocs);
         put(&o, " allocs, ");
         put_u64(&o, t.frees);
         put(&o, " frees, peak ");
         put_bytes(&o, (int64_t)peak);
+        if (peak_mapped)
+            put(&o, " malloc");
+        if (peak_error) {
+            put(&o, " (\xc2\xb1 "); /* ± */
+            put_bytes(&o, (int64_t)peak_error);
+            put(&o, ")");
+        }
+        if (peak_mapped) {
+            put(&o, " + ");
+            put_bytes(&o, (int64_t)peak_mapped);
+            put(&o, " mapped");
+        }
         put(&o, ", live at exit ");
         put_bytes(&o, live);
+        if (peak_mapped) {
+            put(&o, " + ");
+            put_bytes(&o, (int64_t)mapped);
+            put(&o, " mapped");
+        }
+        if (r->bypassed_by[0]) {
+            put(&o, ", malloc bypassed by ");
+            put_command(&o, r->bypassed_by);
+        }
         put(&o, ", ");
         put_fixed(&o, elapsed, 1000000000u, 2);
         put(&o, " s\n");

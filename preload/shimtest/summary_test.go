@@ -27,7 +27,8 @@ func TestExitSummary(t *testing.T) {
 	}
 
 	pid, out, errOut := run()
-	text := regexp.MustCompile(`^heapline\[` + strconv.Itoa(pid) + `\]: \d+ allocs, \d+ frees, peak [\d.]+ (B|KiB|MiB), live at exit [\d.]+ (B|KiB|MiB), \d+\.\d\d s\n$`)
+	text := regexp.MustCompile(`^heapline\[` + strconv.Itoa(pid) + `\] ` + regexp.QuoteMeta(prog) +
+		`: \d+ allocs, \d+ frees, peak [\d.]+ (B|KiB|MiB) \(± 512\.0 KiB\), live at exit [\d.]+ (B|KiB|MiB), \d+\.\d\d s\n$`)
 	if out != "hello 42\n" || !text.MatchString(errOut) {
 		t.Errorf("default: stdout %q, stderr %q", out, errOut)
 	}
@@ -52,7 +53,8 @@ func TestExitSummary(t *testing.T) {
 		t.Fatalf("summary is not JSON: %v: %s", err, b)
 	}
 	for _, f := range []string{"pid", "command", "source", "elapsed_s", "live_bytes", "live_blocks", "peak_live_bytes",
-		"peak_error_bytes", "allocs", "frees", "allocated_bytes", "freed_bytes", "threads"} {
+		"peak_error_bytes", "allocs", "frees", "allocated_bytes", "freed_bytes", "threads",
+		"mapped_bytes", "peak_mapped_bytes", "mappings"} {
 		if _, ok := doc[f]; !ok {
 			t.Errorf("JSON summary has no %q: %s", f, b)
 		}

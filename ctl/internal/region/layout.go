@@ -7,11 +7,12 @@ package region
 
 const (
 	Magic         = 0x454e494c50414548 // "HEAPLINE" read as a little-endian u64 (HL_MAGIC)
-	Version       = 1                  // HL_VERSION
-	HeaderSize    = 512                // HL_HEADER_SIZE
+	Version       = 2                  // HL_VERSION
+	HeaderSize    = 1024               // HL_HEADER_SIZE
 	SlotSize      = 64                 // HL_SLOT_SIZE
 	SlotsMax      = 65536              // HL_SLOTS_MAX
 	CommandMax    = 256                // HL_COMMAND_MAX
+	ObjectMax     = 256                // HL_OBJECT_MAX
 	FlagExited    = 1                  // HL_FLAG_EXITED
 	PathPrefix    = "heapline."        // basename part of HL_PATH_PREFIX
 	MaxRegionSize = HeaderSize + SlotsMax*SlotSize
@@ -49,9 +50,13 @@ const (
 	offPidNS           = 120
 	offRetired         = 128
 	offTimeNS          = 160
+	offMappedBytes     = 168
+	offPeakMappedBytes = 176
+	offMappings        = 184
 	offPublishedLive   = 192
 	offPeakLive        = 200
 	offCommand         = 256
+	offBypassedBy      = 512
 )
 
 // Offsets in struct hl_counters (header.retired).
@@ -98,31 +103,35 @@ var goFields = map[string]field{
 	"hl_slot.tid":         {offSlotTID, 4},
 	"hl_slot.state":       {offSlotState, 4},
 
-	"hl_header.magic":            {offMagic, 8},
-	"hl_header.version":          {offVersion, 4},
-	"hl_header.header_size":      {offHeaderSize, 4},
-	"hl_header.slot_size":        {offSlotSize, 4},
-	"hl_header.nslots":           {offNSlots, 4},
-	"hl_header.region_size":      {offRegionSize, 8},
-	"hl_header.pid":              {offPID, 4},
-	"hl_header.uid":              {offUID, 4},
-	"hl_header.start_ticks":      {offStartTicks, 8},
-	"hl_header.start_ns":         {offStartNS, 8},
-	"hl_header.peak_slack":       {offPeakSlack, 8},
-	"hl_header.seq":              {offSeq, 8},
-	"hl_header.fold_lock":        {offFoldLock, 4},
-	"hl_header.flags":            {offFlags, 4},
-	"hl_header.threads_seen":     {offThreadsSeen, 8},
-	"hl_header.threads_live":     {offThreadsLive, 8},
-	"hl_header.threads_max":      {offThreadsMax, 8},
-	"hl_header.overflow_threads": {offOverflowThreads, 8},
-	"hl_header.exit_ns":          {offExitNS, 8},
-	"hl_header.pid_ns":           {offPidNS, 8},
-	"hl_header.retired":          {offRetired, countersSize},
-	"hl_header.time_ns":          {offTimeNS, 8},
-	"hl_header.published_live":   {offPublishedLive, 8},
-	"hl_header.peak_live":        {offPeakLive, 8},
-	"hl_header.command":          {offCommand, CommandMax},
+	"hl_header.magic":             {offMagic, 8},
+	"hl_header.version":           {offVersion, 4},
+	"hl_header.header_size":       {offHeaderSize, 4},
+	"hl_header.slot_size":         {offSlotSize, 4},
+	"hl_header.nslots":            {offNSlots, 4},
+	"hl_header.region_size":       {offRegionSize, 8},
+	"hl_header.pid":               {offPID, 4},
+	"hl_header.uid":               {offUID, 4},
+	"hl_header.start_ticks":       {offStartTicks, 8},
+	"hl_header.start_ns":          {offStartNS, 8},
+	"hl_header.peak_slack":        {offPeakSlack, 8},
+	"hl_header.seq":               {offSeq, 8},
+	"hl_header.fold_lock":         {offFoldLock, 4},
+	"hl_header.flags":             {offFlags, 4},
+	"hl_header.threads_seen":      {offThreadsSeen, 8},
+	"hl_header.threads_live":      {offThreadsLive, 8},
+	"hl_header.threads_max":       {offThreadsMax, 8},
+	"hl_header.overflow_threads":  {offOverflowThreads, 8},
+	"hl_header.exit_ns":           {offExitNS, 8},
+	"hl_header.pid_ns":            {offPidNS, 8},
+	"hl_header.retired":           {offRetired, countersSize},
+	"hl_header.time_ns":           {offTimeNS, 8},
+	"hl_header.mapped_bytes":      {offMappedBytes, 8},
+	"hl_header.peak_mapped_bytes": {offPeakMappedBytes, 8},
+	"hl_header.mappings":          {offMappings, 8},
+	"hl_header.published_live":    {offPublishedLive, 8},
+	"hl_header.peak_live":         {offPeakLive, 8},
+	"hl_header.command":           {offCommand, CommandMax},
+	"hl_header.bypassed_by":       {offBypassedBy, ObjectMax},
 }
 
 // goConstants are the macros and struct sizes of region.h as this package
@@ -134,6 +143,7 @@ var goConstants = map[string]uint64{
 	"HL_SLOT_SIZE":       SlotSize,
 	"HL_SLOTS_MAX":       SlotsMax,
 	"HL_COMMAND_MAX":     CommandMax,
+	"HL_OBJECT_MAX":      ObjectMax,
 	"HL_FLAG_EXITED":     FlagExited,
 	"HL_WORD_SHIFT":      WordShift,
 	"HL_WORD_UNIT":       WordUnit,

@@ -87,6 +87,7 @@ type header struct {
 	startNS    uint64
 	peakSlack  uint64
 	command    string
+	bypassedBy string
 }
 
 // snapshot validates the header of v and takes one consistent sum.
@@ -140,10 +141,13 @@ func validate(v view, pid int) (header, error) {
 	if hp := int32(v.u32(offPID)); int(hp) != pid {
 		return h, fmt.Errorf("header says pid %d, file name says %d", hp, pid)
 	}
-	cmd := v.bytes(offCommand, CommandMax)
-	end := strings.IndexByte(cmd, 0)
-	if end < 0 {
-		return h, fmt.Errorf("command not NUL-terminated within %d bytes", CommandMax)
+	cmd, err := v.cString(offCommand, CommandMax, "command")
+	if err != nil {
+		return h, err
+	}
+	by, err := v.cString(offBypassedBy, ObjectMax, "bypassed_by")
+	if err != nil {
+		return h, err
 	}
 	h = header{
 		nslots:     int(n),
@@ -153,7 +157,8 @@ func validate(v view, pid int) (header, error) {
 		startTicks: v.u64(offStartTicks),
 		startNS:    v.u64(offStartNS),
 		peakSlack:  v.u64(offPeakSlack),
-		command:    strings.ToValidUTF8(cmd[:end], "\uFFFD"),
+		command:    cmd,
+		bypassedBy: by,
 	}
 	return h, nil
 }
@@ -212,7 +217,11 @@ func sum(v view, h header, pid int) (report.Summary, error) {
 		if v.u64(offSeq) != s1 {
 			continue
 		}
-		return summarize(h, pid, c, flags, exitNS, threadsSeen, threadsMax, peakLive)
+		s, err := summarize(h, pid, c, flags, exitNS, threadsSeen, threadsMax, peakLive)
+		if err == nil {
+			err = mapped(v, &s)
+		}
+		return s, err
 	}
 	return report.Summary{}, fmt.Errorf("%w (seq %d after %d tries): a thread is folding its slot, or the process died during a fold", ErrBusy, s1, tries)
 }
@@ -256,8 +265,20 @@ func summarize(h header, pid int, c counters, flags uint32, exitNS, threadsSeen,
 		AllocatedBytes: c.allocated,
 		FreedBytes:     c.freed,
 		Threads:        threadsSeen,
+		BypassedBy:     h.bypassedBy,
 		Exited:         exited,
 	}, nil
+}
+
+// mapped adds the counters of memory the program maps itself. The shim
+// writes them under its own lock, apart from the fold seqlock.
+func mapped(v view, s *report.Summary) error {
+	m, p := v.u64(offMappedBytes), v.u64(offPeakMappedBytes)
+	if m > math.MaxInt64 || p > math.MaxInt64 {
+		return fmt.Errorf("implausible mapped_bytes %d or peak_mapped_bytes %d", m, p)
+	}
+	s.MappedBytes, s.PeakMappedBytes, s.Mappings = int64(m), int64(max(p, m)), v.u64(offMappings)
+	return nil
 }
 
 // view reads little-endian fields at offsets that validate has bounded.
@@ -293,6 +314,17 @@ func (v view) u32(off int) uint32 {
 
 // bytes copies n bytes at off, so the result does not alias the mapping.
 func (v view) bytes(off, n int) string { return string(v.b[off : off+n]) }
+
+// cString is the NUL-terminated text of the n-byte field at off, made
+// valid UTF-8.
+func (v view) cString(off, n int, name string) (string, error) {
+	b := v.bytes(off, n)
+	end := strings.IndexByte(b, 0)
+	if end < 0 {
+		return "", fmt.Errorf("%s not NUL-terminated within %d bytes", name, n)
+	}
+	return strings.ToValidUTF8(b[:end], "\uFFFD"), nil
+}
 
 var bigEndianHost = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
 

@@ -42,6 +42,10 @@ type fake struct {
 	slots       map[int]counters // slot index -> counters
 	freeSlots   map[int]bool     // slots marked HL_SLOT_FREE (still summed)
 	command     string
+	mapped      uint64
+	peakMapped  uint64
+	mappings    uint64
+	bypassedBy  string
 }
 
 func (f fake) bytes() []byte {
@@ -68,6 +72,10 @@ func (f fake) bytes() []byte {
 	putCounters(b[offRetired:], f.retired)
 	le.PutUint64(b[offPeakLive:], f.peakLive)
 	copy(b[offCommand:offCommand+CommandMax-1], f.command)
+	le.PutUint64(b[offMappedBytes:], f.mapped)
+	le.PutUint64(b[offPeakMappedBytes:], f.peakMapped)
+	le.PutUint64(b[offMappings:], f.mappings)
+	copy(b[offBypassedBy:offBypassedBy+ObjectMax-1], f.bypassedBy)
 	for i, c := range f.slots {
 		s := b[HeaderSize+i*SlotSize:]
 		putSlot(s, c)
@@ -123,6 +131,8 @@ func sample(pid int) fake {
 		},
 		freeSlots: map[int]bool{7: true},
 		command:   "python3 script.py",
+		mapped:    3 << 20, peakMapped: 160 << 20, mappings: 3,
+		bypassedBy: "/usr/lib/libother.so",
 	}
 }
 
@@ -138,6 +148,8 @@ func sampleWant(pid int) report.Summary {
 		PeakLiveBytes: 300_000_000, PeakErrorBytes: 524288 * 3,
 		Allocs: allocs, Frees: frees, AllocatedBytes: alloc, FreedBytes: freed,
 		Threads: 5, Exited: true,
+		MappedBytes: 3 << 20, PeakMappedBytes: 160 << 20, Mappings: 3,
+		BypassedBy: "/usr/lib/libother.so",
 	}
 }
 
@@ -407,22 +419,22 @@ func TestCorrupt(t *testing.T) {
 		mut  func([]byte) []byte
 		want string
 	}{
-		{"empty", func(b []byte) []byte { return nil }, "truncated: 0 bytes, need 512"},
-		{"short header", func(b []byte) []byte { return b[:300] }, "truncated: 300 bytes, need 512"},
-		{"short slots", func(b []byte) []byte { return b[:600] }, "truncated: 600 bytes, need 1024 for 8 slots"},
+		{"empty", func(b []byte) []byte { return nil }, "truncated: 0 bytes, need 1024"},
+		{"short header", func(b []byte) []byte { return b[:300] }, "truncated: 300 bytes, need 1024"},
+		{"short slots", func(b []byte) []byte { return b[:1100] }, "truncated: 1100 bytes, need 1536 for 8 slots"},
 		{"magic", func(b []byte) []byte { b[0] ^= 1; return b }, "bad magic 0x454e494c50414549"},
-		{"version", func(b []byte) []byte { le.PutUint32(b[offVersion:], 2); return b }, "unsupported version 2, want 1"},
-		{"header size", func(b []byte) []byte { le.PutUint32(b[offHeaderSize:], 256); return b }, "bad header_size 256, want 512"},
+		{"version", func(b []byte) []byte { le.PutUint32(b[offVersion:], 1); return b }, "unsupported version 1, want 2"},
+		{"header size", func(b []byte) []byte { le.PutUint32(b[offHeaderSize:], 256); return b }, "bad header_size 256, want 1024"},
 		{"slot size", func(b []byte) []byte { le.PutUint32(b[offSlotSize:], 128); return b }, "bad slot_size 128, want 64"},
 		{"no slots", func(b []byte) []byte { le.PutUint32(b[offNSlots:], 0); return b }, "bad nslots 0, want 1..65536"},
 		{"too many slots", func(b []byte) []byte { le.PutUint32(b[offNSlots:], SlotsMax+1); return b }, "bad nslots 65537"},
 		{"huge nslots", func(b []byte) []byte { le.PutUint32(b[offNSlots:], math.MaxUint32); return b }, "bad nslots 4294967295"},
-		{"region size", func(b []byte) []byte { le.PutUint64(b[offRegionSize:], 1<<62); return b }, "bad region_size 4611686018427387904, want 1024 for 8 slots"},
+		{"region size", func(b []byte) []byte { le.PutUint64(b[offRegionSize:], 1<<62); return b }, "bad region_size 4611686018427387904, want 1536 for 8 slots"},
 		{"nslots beyond file", func(b []byte) []byte {
 			le.PutUint32(b[offNSlots:], 1000)
 			le.PutUint64(b[offRegionSize:], HeaderSize+1000*SlotSize)
 			return b
-		}, "truncated: 1024 bytes, need 64512 for 1000 slots"},
+		}, "truncated: 1536 bytes, need 65024 for 1000 slots"},
 		{"pid", func(b []byte) []byte { le.PutUint32(b[offPID:], 1); return b }, "header says pid 1, file name says " + strconv.Itoa(pid)},
 		{"command", func(b []byte) []byte {
 			for i := offCommand; i < offCommand+CommandMax; i++ {
@@ -430,6 +442,13 @@ func TestCorrupt(t *testing.T) {
 			}
 			return b
 		}, "command not NUL-terminated within 256 bytes"},
+		{"bypassed_by", func(b []byte) []byte {
+			for i := offBypassedBy; i < offBypassedBy+ObjectMax; i++ {
+				b[i] = 'x'
+			}
+			return b
+		}, "bypassed_by not NUL-terminated within 256 bytes"},
+		{"mapped", func(b []byte) []byte { le.PutUint64(b[offMappedBytes:], math.MaxUint64); return b }, "implausible mapped_bytes"},
 		{"peak", func(b []byte) []byte { le.PutUint64(b[offPeakLive:], math.MaxUint64); return b }, "implausible peak_live"},
 		{"peak error", func(b []byte) []byte { le.PutUint64(b[offPeakSlack:], math.MaxUint64/2); return b }, "implausible peak error"},
 		{"exit before start", func(b []byte) []byte { le.PutUint64(b[offExitNS:], 5); return b }, "exit_ns 5 before start_ns 1000000000"},
@@ -740,11 +759,11 @@ func TestListAndGC(t *testing.T) {
 		got = append(got, r)
 	}
 	want := map[int]row{
-		1:                   {1, false, false, "truncated: 7 bytes, need 512"},
+		1:                   {1, false, false, "truncated: 7 bytes, need 1024"},
 		me:                  {me, false, false, ""},
 		sleeper.Process.Pid: {sleeper.Process.Pid, false, true, ""},
 		dead:                {dead, true, false, ""},
-		dead2:               {dead2, true, false, "truncated: 7 bytes, need 512"},
+		dead2:               {dead2, true, false, "truncated: 7 bytes, need 1024"},
 		dead3:               {dead3, true, false, "is a symbolic link: not followed"},
 	}
 	if len(got) != 8 {

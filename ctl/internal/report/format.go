@@ -16,16 +16,67 @@ import (
 
 // Line is the one-line summary the shim prints at exit, without a newline:
 //
-//	heapline[4711]: 4153 allocs, 4123 frees, peak 288.3 MiB, live at exit 472.2 KiB, 1.21 s
+//	heapline[4711] python3 x.py: 4153 allocs, 4123 frees, peak 18.3 MiB malloc (± 512.0 KiB) + 160.0 MiB mapped, live at exit 472.2 KiB + 1.0 MiB mapped, 1.21 s
 //
-// A process still running says "live" instead of "live at exit".
+// The mapped parts appear only when the program mapped memory of its own,
+// the peak's error bound only when there is one. A process still running
+// says "live" instead of "live at exit".
 func Line(s Summary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "heapline[%d]", s.PID)
+	if s.Command != "" {
+		b.WriteString(" " + Command(s.Command))
+	}
+	fmt.Fprintf(&b, ": %d allocs, %d frees, peak %s", s.Allocs, s.Frees, Bytes(s.PeakLiveBytes))
+	mapped := s.PeakMappedBytes != 0
+	if mapped {
+		b.WriteString(" malloc")
+	}
+	if s.PeakErrorBytes > 0 {
+		b.WriteString(" (± " + Bytes(s.PeakErrorBytes) + ")")
+	}
+	if mapped {
+		b.WriteString(" + " + Bytes(s.PeakMappedBytes) + " mapped")
+	}
 	live := "live"
 	if s.Exited {
 		live = "live at exit"
 	}
-	return fmt.Sprintf("heapline[%d]: %d allocs, %d frees, peak %s, %s %s, %s s",
-		s.PID, s.Allocs, s.Frees, Bytes(s.PeakLiveBytes), live, Bytes(s.LiveBytes), Seconds(s.ElapsedS))
+	b.WriteString(", " + live + " " + Bytes(s.LiveBytes))
+	if mapped {
+		b.WriteString(" + " + Bytes(s.MappedBytes) + " mapped")
+	}
+	if s.BypassedBy != "" {
+		b.WriteString(", malloc bypassed by " + Command(s.BypassedBy))
+	}
+	b.WriteString(", " + Seconds(s.ElapsedS) + " s")
+	return b.String()
+}
+
+// CommandShown is how many bytes of a command a summary line shows.
+const CommandShown = 60
+
+// Command is a command line for a one-line summary, as the shim writes it
+// (put_command in preload/summary.c): at most CommandShown bytes, cut at a
+// character boundary and marked "...", control characters as '?'.
+func Command(c string) string {
+	cut := len(c)
+	if cut > CommandShown {
+		cut = CommandShown
+		for cut > 0 && c[cut]&0xc0 == 0x80 {
+			cut--
+		}
+	}
+	b := []byte(c[:cut])
+	for i, ch := range b {
+		if ch < 0x20 || ch == 0x7f {
+			b[i] = '?'
+		}
+	}
+	if cut < len(c) {
+		return string(b) + "..."
+	}
+	return string(b)
 }
 
 var units = [...]string{"KiB", "MiB", "GiB", "TiB", "PiB"}
@@ -131,6 +182,13 @@ func Human(s Summary, st State) string {
 	row("peak", "%s (%d B, %s)", Bytes(s.PeakLiveBytes), s.PeakLiveBytes, peakErr)
 	row("allocated", "%s (%d B) in %d allocs", Bytes(int64(min(s.AllocatedBytes, math.MaxInt64))), s.AllocatedBytes, s.Allocs)
 	row("freed", "%s (%d B) in %d frees", Bytes(int64(min(s.FreedBytes, math.MaxInt64))), s.FreedBytes, s.Frees)
+	if s.BypassedBy != "" {
+		row("malloc", "bypassed by %s: its allocations are not counted", Printable(s.BypassedBy))
+	}
+	if s.Source == "" || s.Source == "preload" { // eBPF does not see maps
+		row("mapped", "%s (%d B) in %d mappings, peak %s (%d B)", Bytes(s.MappedBytes), s.MappedBytes, s.Mappings,
+			Bytes(s.PeakMappedBytes), s.PeakMappedBytes)
+	}
 	row("threads", "%d", s.Threads)
 	if s.Source != "" && s.Source != "preload" {
 		row("source", "%s", s.Source)

@@ -49,12 +49,43 @@ func TestLine(t *testing.T) {
 	if got := Line(s); got != want {
 		t.Errorf("Line running =\n%q\nwant\n%q", got, want)
 	}
+	s = Summary{PID: 4711, Command: "python3 script.py", Allocs: 3538, Frees: 3436, PeakLiveBytes: 19189350,
+		PeakErrorBytes: 524288, LiveBytes: 483533, PeakMappedBytes: 160 << 20, MappedBytes: 1 << 20,
+		ElapsedS: 1.2104, Exited: true}
+	want = "heapline[4711] python3 script.py: 3538 allocs, 3436 frees, peak 18.3 MiB malloc (± 512.0 KiB) + 160.0 MiB mapped, " +
+		"live at exit 472.2 KiB + 1.0 MiB mapped, 1.21 s"
+	if got := Line(s); got != want {
+		t.Errorf("Line with mapped memory =\n%q\nwant\n%q", got, want)
+	}
+	s = Summary{PID: 9, Command: "ls -la", PeakErrorBytes: 524288, BypassedBy: "/usr/lib/libjemalloc.so.2", Exited: true}
+	want = "heapline[9] ls -la: 0 allocs, 0 frees, peak 0 B (± 512.0 KiB), live at exit 0 B, malloc bypassed by /usr/lib/libjemalloc.so.2, 0.00 s"
+	if got := Line(s); got != want {
+		t.Errorf("Line bypassed =\n%q\nwant\n%q", got, want)
+	}
+}
+
+// The shim's put_command, byte for byte: 60 bytes at most, never half a
+// character, control characters as '?'.
+func TestCommand(t *testing.T) {
+	long := strings.Repeat("a", 59) + "é tail"
+	for in, want := range map[string]string{
+		"python3 x.py":          "python3 x.py",
+		"sh -c a\nb\x7f":        "sh -c a?b?",
+		strings.Repeat("x", 60): strings.Repeat("x", 60),
+		strings.Repeat("x", 61): strings.Repeat("x", 60) + "...",
+		long:                    strings.Repeat("a", 59) + "...",
+	} {
+		if got := Command(in); got != want {
+			t.Errorf("Command(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
 
 func TestHuman(t *testing.T) {
 	s := Summary{PID: 4711, Command: "python3 script.py", Source: "preload", ElapsedS: 1.2104,
 		LiveBytes: 483533, LiveBlocks: 30, PeakLiveBytes: 302305690, PeakErrorBytes: 786432,
-		Allocs: 4153, Frees: 4123, AllocatedBytes: 1 << 30, FreedBytes: 1<<30 - 483533, Threads: 4}
+		Allocs: 4153, Frees: 4123, AllocatedBytes: 1 << 30, FreedBytes: 1<<30 - 483533, Threads: 4,
+		MappedBytes: 160 << 20, PeakMappedBytes: 170 << 20, Mappings: 160}
 	want := `pid        4711
 command    python3 script.py
 state      running
@@ -63,6 +94,7 @@ live       472.2 KiB (483533 B) in 30 blocks
 peak       288.3 MiB (302305690 B, ± 768.0 KiB)
 allocated  1.0 GiB (1073741824 B) in 4153 allocs
 freed      1023.5 MiB (1073258291 B) in 4123 frees
+mapped     160.0 MiB (167772160 B) in 160 mappings, peak 170.0 MiB (178257920 B)
 threads    4
 `
 	if got := Human(s, Running); got != want {

@@ -20,6 +20,16 @@ type Summary struct {
 	AllocatedBytes uint64  `json:"allocated_bytes"`
 	FreedBytes     uint64  `json:"freed_bytes"`
 	Threads        uint64  `json:"threads"`
+	// Anonymous private memory the program maps itself (CPython's object
+	// arenas, other arena allocators), outside the malloc figures: live,
+	// peak, and how many ranges. Exact; zero from eBPF.
+	MappedBytes     int64  `json:"mapped_bytes"`
+	PeakMappedBytes int64  `json:"peak_mapped_bytes"`
+	Mappings        uint64 `json:"mappings"`
+	// BypassedBy names the object whose malloc the program calls instead
+	// of the shim's (another allocator preloaded first, or the program's
+	// own): the malloc figures then count nothing.
+	BypassedBy string `json:"bypassed_by,omitempty"`
 	// Exited is true once the process has taken its exit summary: the
 	// counters are final.
 	Exited bool `json:"exited,omitempty"`

@@ -55,11 +55,15 @@ static const struct hl_field hl_fields[] = {
 	HL_F(hl_header, pid_ns),
 	HL_F(hl_header, retired),
 	HL_F(hl_header, time_ns),
-	HL_F(hl_header, _pad2),
+	HL_F(hl_header, mapped_bytes),
+	HL_F(hl_header, peak_mapped_bytes),
+	HL_F(hl_header, mappings),
 	HL_F(hl_header, published_live),
 	HL_F(hl_header, peak_live),
 	HL_F(hl_header, _pad3),
 	HL_F(hl_header, command),
+	HL_F(hl_header, bypassed_by),
+	HL_F(hl_header, _pad4),
 };
 
 static int hl_nfields(void) { return sizeof hl_fields / sizeof hl_fields[0]; }
@@ -98,6 +102,7 @@ func Constants() map[string]uint64 {
 		"HL_SLOT_SIZE":       uint64(C.HL_SLOT_SIZE),
 		"HL_SLOTS_MAX":       uint64(C.HL_SLOTS_MAX),
 		"HL_COMMAND_MAX":     uint64(C.HL_COMMAND_MAX),
+		"HL_OBJECT_MAX":      uint64(C.HL_OBJECT_MAX),
 		"HL_FLAG_EXITED":     uint64(C.HL_FLAG_EXITED),
 		"HL_WORD_SHIFT":      uint64(C.HL_WORD_SHIFT),
 		"HL_WORD_UNIT":       uint64(C.HL_WORD_UNIT),

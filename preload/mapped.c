@@ -1,0 +1,412 @@
+/*
+ * mapped.c: anonymous private memory the program maps itself.
+ *
+ * CPython keeps its objects in arenas it takes straight from mmap, and so
+ * do other arena allocators: memory the malloc family never sees (most of
+ * a Python program's heap). The shim interposes mmap, mmap64, munmap,
+ * mremap and mprotect and keeps the ranges they leave mapped, anonymous
+ * and private, in a sorted table, so that the figures stay exact under
+ * partial munmap, mremap, MAP_FIXED over an earlier mapping, and munmap of
+ * a range never counted: mapped_bytes, peak_mapped_bytes and mappings in
+ * the region's header.
+ *
+ * Not counted: glibc's own mmaps (its large blocks, counted as blocks,
+ * and thread stacks: glibc calls its internal __mmap, never ours), file
+ * and shared mappings, and the maps of the allocator the program's malloc
+ * goes to when that is not glibc (jemalloc's extents are its blocks; they
+ * are counted as blocks when the shim comes first, and would be counted
+ * twice). A PROT_NONE mapping is a reservation, not memory: it is kept in
+ * the table but not counted until mprotect opens it (the JVM reserves its
+ * heap so and commits it piecewise), and counts no more once mprotect
+ * closes it again. Sizes are whole pages, as the kernel maps them;
+ * mapped_bytes is address space, not resident memory.
+ *
+ * These calls are rare (CPython maps 1 MiB arenas) and already system
+ * calls, so a lock is cheap here: it is held across the call and the
+ * table's update, so two threads' calls on the same addresses are counted
+ * in the order the kernel saw them. It is never taken on the allocation
+ * path: an allocator's own calls pass straight through. A signal handler
+ * that maps memory while its thread holds the lock passes through too,
+ * uncounted (docs/shim.md).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include "shim.h"
+
+enum kind { NONE = 0, COUNTED, RESERVED };
+
+struct range {
+    uintptr_t lo, hi; /* [lo, hi), page-aligned */
+    uintptr_t kind;
+    uintptr_t pc;     /* where the call that made it came from */
+};
+
+/* The table, in memory of its own (raw system calls: never malloc, never
+ * our own mmap). scratch holds the pieces of one update. */
+static struct range *table, *scratch;
+static size_t n_ranges, cap;
+static int table_broken; /* could not grow: counting stopped, said once */
+
+static uint64_t mapped, peak, mappings;
+static uint32_t lock;
+
+static void *(*next_mmap)(void *, size_t, int, int, int, off_t);
+static int (*next_munmap)(void *, size_t);
+static void *(*next_mremap)(void *, size_t, size_t, int, ...);
+static int (*next_mprotect)(void *, size_t, int);
+
+/* The allocator whose maps are its blocks (see the top): its objects'
+ * address ranges, set at boot. */
+static uintptr_t skip_lo[2], skip_hi[2];
+
+static size_t page(void)
+{
+    static size_t p;
+    if (p == 0)
+        p = (size_t)sysconf(_SC_PAGESIZE);
+    return p;
+}
+
+static uintptr_t page_up(uintptr_t v) { return (v + page() - 1) & ~(uintptr_t)(page() - 1); }
+
+// ---- lock --------------------------------------------------------------------
+
+static int map_enter(void)
+{
+    if (hl_self.in_map)
+        return 0; /* a signal handler inside our own call: pass through */
+    hl_self.in_map = 1;
+    while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+    return 1;
+}
+
+static void map_leave(void)
+{
+    __atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
+    hl_self.in_map = 0;
+}
+
+/* fork: the child gets the table as the lock left it, never mid-update.
+ * A fork from a handler that interrupted our own call takes nothing: the
+ * interrupted call releases the lock, in both processes. */
+static int fork_took;
+void hl_mapped_fork_prepare(void) { fork_took = map_enter(); }
+void hl_mapped_fork_done(void)
+{
+    if (fork_took)
+        map_leave();
+}
+
+// ---- the table ------------------------------------------------------------------
+
+static void *raw_map(size_t len)
+{
+    long p = syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == -1 ? NULL : (void *)p;
+}
+
+/* Room for `need` entries in the table and in scratch. */
+static int reserve(size_t need)
+{
+    if (need <= cap)
+        return 0;
+    size_t ncap = cap ? cap : 1024;
+    while (ncap < need)
+        ncap *= 2;
+    struct range *t = raw_map(ncap * sizeof *t), *s = raw_map(ncap * sizeof *s);
+    if (t == NULL || s == NULL) {
+        if (t != NULL)
+            syscall(SYS_munmap, t, ncap * sizeof *t);
+        if (s != NULL)
+            syscall(SYS_munmap, s, ncap * sizeof *s);
+        return -1;
+    }
+    if (table != NULL) {
+        memcpy(t, table, n_ranges * sizeof *t);
+        syscall(SYS_munmap, table, cap * sizeof *t);
+        syscall(SYS_munmap, scratch, cap * sizeof *s);
+    }
+    cap = ncap;
+    table = t;
+    scratch = s;
+    return 0;
+}
+
+/* The first entry that ends after lo. */
+static size_t first_after(uintptr_t lo)
+{
+    size_t a = 0, b = n_ranges;
+    while (a < b) {
+        size_t m = (a + b) / 2;
+        if (table[m].hi <= lo)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a;
+}
+
+static void publish(void)
+{
+    if (mapped > peak)
+        peak = mapped;
+    struct hl_header *r = hl_region;
+    if (r == NULL)
+        return;
+    __atomic_store_n(&r->mapped_bytes, mapped, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->peak_mapped_bytes, peak, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->mappings, mappings, __ATOMIC_RELAXED);
+}
+
+/* Take e out of the counters (add 0) or put it in (add 1). */
+static void account(const struct range *e, int add)
+{
+    if (e->kind != COUNTED)
+        return;
+    if (add) {
+        mapped += e->hi - e->lo;
+        mappings++;
+    } else {
+        mapped -= e->hi - e->lo;
+        mappings--;
+    }
+}
+
+enum op { REPLACE, RETYPE };
+
+/* [lo, hi) becomes `kind` (REPLACE: all of it, NONE to untrack; RETYPE:
+ * only the parts already in the table, as mprotect changes them). */
+static void update(uintptr_t lo, uintptr_t hi, enum kind kind, enum op op, uintptr_t pc)
+{
+    if (table_broken || hi <= lo)
+        return;
+    if (reserve(n_ranges + 2) != 0) {
+        table_broken = 1;
+        hl_say("cannot grow the table of mapped ranges: mapped memory is no longer counted", NULL);
+        return;
+    }
+    size_t i = first_after(lo), j = i, n = 0;
+    for (; j < n_ranges && table[j].lo < hi; j++) {
+        struct range e = table[j];
+        account(&e, 0);
+        if (e.lo < lo)
+            scratch[n++] = (struct range){e.lo, lo, e.kind, e.pc};
+        if (op == RETYPE)
+            scratch[n++] = (struct range){e.lo > lo ? e.lo : lo, e.hi < hi ? e.hi : hi, kind, e.pc};
+        if (e.hi > hi && op == REPLACE) {
+            if (kind != NONE)
+                scratch[n++] = (struct range){lo, hi, kind, pc};
+            kind = NONE; /* placed */
+            scratch[n++] = (struct range){hi, e.hi, e.kind, e.pc};
+        } else if (e.hi > hi) {
+            scratch[n++] = (struct range){hi, e.hi, e.kind, e.pc};
+        }
+    }
+    if (op == REPLACE && kind != NONE) { /* not placed before a right piece */
+        size_t k = 0;
+        while (k < n && scratch[k].lo < lo)
+            k++;
+        memmove(&scratch[k + 1], &scratch[k], (n - k) * sizeof *scratch);
+        scratch[k] = (struct range){lo, hi, kind, pc};
+        n++;
+    }
+    /* Replace table[i, j) by scratch[0, n). */
+    memmove(&table[i + n], &table[j], (n_ranges - j) * sizeof *table);
+    memcpy(&table[i], scratch, n * sizeof *table);
+    n_ranges = n_ranges - (j - i) + n;
+    for (size_t k = 0; k < n; k++)
+        account(&scratch[k], 1);
+    publish();
+}
+
+/* The range holding addr, or NULL. */
+static const struct range *range_at(uintptr_t addr)
+{
+    size_t i = first_after(addr);
+    return i < n_ranges && table[i].lo <= addr ? &table[i] : NULL;
+}
+
+/* The counters as they are, into a region made after they started (boot,
+ * a fork child's region): a child inherits its parent's mappings. */
+void hl_mapped_publish(void)
+{
+    if (map_enter()) {
+        publish();
+        map_leave();
+    }
+}
+
+// ---- whose call -------------------------------------------------------------------
+
+struct span {
+    uintptr_t addr, lo, hi;
+};
+
+static int span_of(struct dl_phdr_info *info, size_t size, void *data)
+{
+    struct span *s = data;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    int hit = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr, b = a + ph->p_memsz;
+        lo = a < lo ? a : lo;
+        hi = b > hi ? b : hi;
+        hit |= s->addr - a < ph->p_memsz;
+    }
+    if (!hit)
+        return 0;
+    s->lo = lo;
+    s->hi = hi;
+    return 1;
+}
+
+static int counts_caller(const void *ret)
+{
+    uintptr_t a = (uintptr_t)ret;
+    return !(a - skip_lo[0] < skip_hi[0] - skip_lo[0]) && !(a - skip_lo[1] < skip_hi[1] - skip_lo[1]);
+}
+
+/* At boot: the object holding `fn`, an allocator's malloc, makes blocks
+ * of its maps: its calls are not counted, and what it mapped before boot
+ * (jemalloc's constructor runs before ours) comes out of the table. */
+void hl_mapped_skip(const void *fn)
+{
+    int i = skip_hi[0] != 0;
+    struct span sp = {(uintptr_t)fn, 0, 0};
+    if (fn == NULL || i > 1 || !dl_iterate_phdr(span_of, &sp))
+        return;
+    skip_lo[i] = sp.lo;
+    skip_hi[i] = sp.hi;
+    if (!map_enter())
+        return;
+    for (size_t k = 0; k < n_ranges;) {
+        if (counts_caller((const void *)table[k].pc)) {
+            k++;
+            continue;
+        }
+        struct range e = table[k];
+        update(e.lo, e.hi, NONE, REPLACE, 0);
+    }
+    peak = mapped; /* the allocator's maps are not in it either */
+    publish();
+    map_leave();
+}
+
+void hl_mapped_resolve(void)
+{
+    *(void **)&next_mmap = dlsym(RTLD_NEXT, "mmap");
+    *(void **)&next_munmap = dlsym(RTLD_NEXT, "munmap");
+    *(void **)&next_mremap = dlsym(RTLD_NEXT, "mremap");
+    *(void **)&next_mprotect = dlsym(RTLD_NEXT, "mprotect");
+}
+
+// ---- override ---------------------------------------------------------------------
+/* Before boot has resolved the next functions (the loader and early
+ * constructors), the system calls themselves. */
+
+static void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    if (next_mmap != NULL)
+        return next_mmap(addr, len, prot, flags, fd, off);
+    long p = syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+    return p == -1 ? MAP_FAILED : (void *)p;
+}
+
+static enum kind kind_of(int prot, int flags)
+{
+    if (!(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE)
+        return NONE;
+    return prot == PROT_NONE ? RESERVED : COUNTED;
+}
+
+static void *mmap_counted(void *addr, size_t len, int prot, int flags, int fd, off_t off, const void *ret)
+{
+    if (!counts_caller(ret) || !map_enter())
+        return do_mmap(addr, len, prot, flags, fd, off);
+    int saved = errno;
+    void *p = do_mmap(addr, len, prot, flags, fd, off);
+    if (p != MAP_FAILED) {
+        /* MAP_FIXED replaced whatever was there: REPLACE says so */
+        update((uintptr_t)p, page_up((uintptr_t)p + len), kind_of(prot, flags), REPLACE, (uintptr_t)ret);
+        errno = saved;
+    }
+    map_leave();
+    return p;
+}
+
+HL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return mmap_counted(addr, len, prot, flags, fd, off, __builtin_return_address(0));
+}
+
+/* Large-file builds (CPython's among them) call mmap64: the same call on
+ * 64-bit Linux. */
+HL_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return mmap_counted(addr, len, prot, flags, fd, off, __builtin_return_address(0));
+}
+
+HL_EXPORT int munmap(void *addr, size_t len)
+{
+    int mine = counts_caller(__builtin_return_address(0)) && map_enter();
+    int rc = next_munmap != NULL ? next_munmap(addr, len) : (int)syscall(SYS_munmap, addr, len);
+    if (mine) {
+        if (rc == 0)
+            update((uintptr_t)addr, page_up((uintptr_t)addr + len), NONE, REPLACE, 0);
+        map_leave();
+    }
+    return rc;
+}
+
+HL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+{
+    void *want = NULL;
+    if (flags & MREMAP_FIXED) {
+        va_list ap;
+        va_start(ap, flags);
+        want = va_arg(ap, void *);
+        va_end(ap);
+    }
+    int mine = counts_caller(__builtin_return_address(0)) && map_enter();
+    void *p = next_mremap != NULL ? next_mremap(old, old_len, new_len, flags, want)
+                                  : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, want);
+    if (mine) {
+        if (p != MAP_FAILED) {
+            int saved = errno;
+            /* The new range is what the old was; the old is gone, unless
+             * MREMAP_DONTUNMAP left it mapped (and empty). */
+            const struct range *was = range_at((uintptr_t)old);
+            enum kind k = was != NULL ? (enum kind)was->kind : NONE;
+            uintptr_t pc = was != NULL ? was->pc : 0;
+            if (old_len != 0 && !(flags & MREMAP_DONTUNMAP))
+                update((uintptr_t)old, page_up((uintptr_t)old + old_len), NONE, REPLACE, 0);
+            update((uintptr_t)p, page_up((uintptr_t)p + new_len), k, REPLACE, pc);
+            errno = saved;
+        }
+        map_leave();
+    }
+    return p;
+}
+
+HL_EXPORT int mprotect(void *addr, size_t len, int prot)
+{
+    int mine = counts_caller(__builtin_return_address(0)) && map_enter();
+    int rc = next_mprotect != NULL ? next_mprotect(addr, len, prot) : (int)syscall(SYS_mprotect, addr, len, prot);
+    if (mine) {
+        if (rc == 0)
+            update((uintptr_t)addr, page_up((uintptr_t)addr + len), prot == PROT_NONE ? RESERVED : COUNTED, RETYPE, 0);
+        map_leave();
+    }
+    return rc;
+}
