@@ -31,6 +31,11 @@ type summary struct {
 	AllocatedBytes uint64  `json:"allocated_bytes"`
 	FreedBytes     uint64  `json:"freed_bytes"`
 	Threads        uint64  `json:"threads"`
+
+	MappedBytes     int64  `json:"mapped_bytes"`
+	PeakMappedBytes int64  `json:"peak_mapped_bytes"`
+	Mappings        uint64 `json:"mappings"`
+	BypassedBy      string `json:"bypassed_by"`
 }
 
 // show runs `heapctl show --json PID`.
