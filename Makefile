@@ -15,13 +15,14 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
                $(patsubst scenarios/%.cc,$(BIN)/%,$(wildcard scenarios/*.cc))
 
 # Debian packages that tests and benchmarks run: valgrind (instruction
-# counts), libjemalloc2 (the shim over another allocator), heaptrack and
+# counts), libjemalloc2, libtcmalloc-minimal4 and libmimalloc2.0 (the shim
+# before and after other allocators), heaptrack and
 # hyperfine (measured beside us), python3 (scenario and tests), shellcheck
 # (actionlint checks the workflows' shell steps with it; 2.6 MB).
 # g++ builds the C++ scenarios (scenarios/*.cc). clang, llvm (llvm-strip)
 # and libbpf-dev (bpf/bpf_helpers.h) regenerate the BPF object: `make
 # generate`, and the test that the committed one matches bpf/heap.c.
-DEBS := valgrind libjemalloc2 heaptrack hyperfine python3 shellcheck g++ clang llvm libbpf-dev
+DEBS := valgrind libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine python3 shellcheck g++ clang llvm libbpf-dev
 
 .PHONY: all scenarios test run deps generate bench clean
 
