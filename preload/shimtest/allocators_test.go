@@ -140,3 +140,19 @@ func TestOwnMalloc(t *testing.T) {
 		t.Errorf("summary %s: want bypassed_by %s", b, prog)
 	}
 }
+
+// glibc's malloc-debug library preloaded after the shim is an allocator
+// like any other: the shim counts through it (the generic mode), with its
+// checks on, and the known answers hold.
+func TestOverMallocDebug(t *testing.T) {
+	const debug = "/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"
+	if _, err := os.Stat(debug); err != nil {
+		t.Skipf("no %s: %v", debug, err)
+	}
+	prog := compile(t, "gcc", "known.c")
+	for _, mode := range []string{"funcs", "threads", "fork"} {
+		t.Run(mode, func(t *testing.T) {
+			known(t, []string{"LD_PRELOAD=" + lib(t) + " " + debug, "GLIBC_TUNABLES=glibc.malloc.check=3"}, prog, []string{mode}, nil)
+		})
+	}
+}
