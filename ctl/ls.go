@@ -63,7 +63,7 @@ func ls(e *env, asJSON bool) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PID\tLIVE\tPEAK\tALLOCS\tSTATE\tCOMMAND")
+	fmt.Fprintln(tw, "PID\tLIVE\tPEAK\tMAPPED\tALLOCS\tSTATE\tCOMMAND")
 	for _, ent := range entries {
 		pid := "-"
 		if p := lsPID(ent); p > 0 {
@@ -76,12 +76,12 @@ func ls(e *env, asJSON bool) error {
 			}
 			// The path is in the PID column already; keep what is wrong.
 			msg := strings.TrimPrefix(ent.Err.Error(), ent.Path+": ")
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\t%s: %s\n", pid, state, ent.Path, msg)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\t%s: %s\n", pid, state, ent.Path, msg)
 			continue
 		}
 		s := ent.Summary
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", pid, report.Bytes(s.LiveBytes), report.Bytes(s.PeakLiveBytes),
-			s.Allocs, lsState(ent), shorten(report.Printable(s.Command), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", pid, report.Bytes(s.LiveBytes), report.Bytes(s.PeakLiveBytes),
+			report.Bytes(s.MappedBytes), s.Allocs, lsState(ent), shorten(report.Printable(s.Command), 60))
 	}
 	return tw.Flush()
 }

@@ -259,7 +259,7 @@ func (w *watcher) takeEnded() []report.Summary {
 // The table's columns on a terminal.
 const (
 	sparkWidth = 30
-	tableHead  = "PID       LIVE        BLOCKS      PEAK        ALLOCS/S   FREES/S    "
+	tableHead  = "PID       LIVE        BLOCKS      PEAK        MAPPED      ALLOCS/S   FREES/S    "
 )
 
 // rows renders the watched processes for scr: a table on a terminal, one
@@ -277,14 +277,14 @@ func (w *watcher) rows(scr *screen) []string {
 		s := p.last
 		if scr.tty {
 			spark := timeline.Sparkline(p.hist, s.ElapsedS, w.window, sparkWidth)
-			out = append(out, fmt.Sprintf("%-9d %-11s %-11d %-11s %-10s %-10s %s  %s",
-				pid, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
+			out = append(out, fmt.Sprintf("%-9d %-11s %-11d %-11s %-11s %-10s %-10s %s  %s",
+				pid, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes), report.Bytes(s.MappedBytes),
 				timeline.Rate(p.allocsS), timeline.Rate(p.freesS), spark, report.Printable(s.Command)))
 			continue
 		}
-		out = append(out, fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, %s allocs, %s frees",
+		out = append(out, fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, mapped %s, %s allocs, %s frees",
 			pid, s.ElapsedS, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
-			timeline.Rate(p.allocsS), timeline.Rate(p.freesS)))
+			report.Bytes(s.MappedBytes), timeline.Rate(p.allocsS), timeline.Rate(p.freesS)))
 	}
 	return out
 }

@@ -29,6 +29,7 @@ type Collector struct {
 
 	liveBytes, liveBlocks, peakBytes, peakError, threads, elapsed *prometheus.Desc
 	allocs, frees, allocatedBytes, freedBytes                     *prometheus.Desc
+	mappedBytes, peakMappedBytes, mappings                        *prometheus.Desc
 	regions                                                       *prometheus.Desc
 }
 
@@ -43,18 +44,21 @@ func New(list Lister, log *zap.Logger) *Collector {
 		return prometheus.NewDesc("heapline_"+name, help, labels, nil)
 	}
 	return &Collector{
-		list:           list,
-		log:            log,
-		liveBytes:      d("live_bytes", "Usable bytes of the blocks allocated and not yet freed."),
-		liveBlocks:     d("live_blocks", "Blocks allocated and not yet freed."),
-		peakBytes:      d("peak_live_bytes", "Highest live bytes the shim has published since the process started."),
-		peakError:      d("peak_error_bytes", "Bound on how far peak_live_bytes may be below the true peak (peak batch times threads)."),
-		threads:        d("threads", "Threads that have counted allocations in the process since it started."),
-		elapsed:        d("elapsed_seconds", "Seconds since the shim started counting in the process."),
-		allocs:         d("allocations_total", "Successful allocations (malloc family, realloc counts one)."),
-		frees:          d("frees_total", "Releases of a non-NULL block (realloc counts one)."),
-		allocatedBytes: d("allocated_bytes_total", "Usable bytes of every allocation."),
-		freedBytes:     d("freed_bytes_total", "Usable bytes of every release."),
+		list:            list,
+		log:             log,
+		liveBytes:       d("live_bytes", "Usable bytes of the blocks allocated and not yet freed."),
+		liveBlocks:      d("live_blocks", "Blocks allocated and not yet freed."),
+		peakBytes:       d("peak_live_bytes", "Highest live bytes the shim has published since the process started."),
+		peakError:       d("peak_error_bytes", "Bound on how far peak_live_bytes may be below the true peak (peak batch times threads)."),
+		threads:         d("threads", "Threads that have counted allocations in the process since it started."),
+		elapsed:         d("elapsed_seconds", "Seconds since the shim started counting in the process."),
+		allocs:          d("allocations_total", "Successful allocations (malloc family, realloc counts one)."),
+		frees:           d("frees_total", "Releases of a non-NULL block (realloc counts one)."),
+		allocatedBytes:  d("allocated_bytes_total", "Usable bytes of every allocation."),
+		freedBytes:      d("freed_bytes_total", "Usable bytes of every release."),
+		mappedBytes:     d("mapped_bytes", "Anonymous private memory the program maps itself (CPython's arenas), outside live_bytes."),
+		peakMappedBytes: d("peak_mapped_bytes", "Highest mapped_bytes since the process started (exact)."),
+		mappings:        d("mappings", "Ranges counted in mapped_bytes."),
 		regions: prometheus.NewDesc("heapline_regions",
 			"Regions found in the shared-memory directory, by state: live (exported), stale (process gone, or running on without the shim: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).",
 			[]string{"state"}, nil),
@@ -64,7 +68,7 @@ func New(list Lister, log *zap.Logger) *Collector {
 // Describe sends every descriptor the collector may emit.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.liveBytes, c.liveBlocks, c.peakBytes, c.peakError, c.threads, c.elapsed,
-		c.allocs, c.frees, c.allocatedBytes, c.freedBytes, c.regions} {
+		c.allocs, c.frees, c.allocatedBytes, c.freedBytes, c.mappedBytes, c.peakMappedBytes, c.mappings, c.regions} {
 		ch <- d
 	}
 }
@@ -117,6 +121,9 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, pid int, s report.Summa
 	counter(c.frees, s.Frees)
 	counter(c.allocatedBytes, s.AllocatedBytes)
 	counter(c.freedBytes, s.FreedBytes)
+	gauge(c.mappedBytes, float64(s.MappedBytes))
+	gauge(c.peakMappedBytes, float64(s.PeakMappedBytes))
+	gauge(c.mappings, float64(s.Mappings))
 }
 
 // Handler serves the collector's metrics in the Prometheus exposition

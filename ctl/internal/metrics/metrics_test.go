@@ -20,7 +20,8 @@ func entries() []region.Entry {
 		{PID: 4711, Path: "/dev/shm/heapline.4711", Summary: report.Summary{
 			PID: 4711, Command: "python3 script.py", Source: "preload", ElapsedS: 1.5,
 			LiveBytes: 483533, LiveBlocks: 30, PeakLiveBytes: 302305689, PeakErrorBytes: 1048576,
-			Allocs: 4153, Frees: 4123, AllocatedBytes: 900000000, FreedBytes: 899516467, Threads: 4}},
+			Allocs: 4153, Frees: 4123, AllocatedBytes: 900000000, FreedBytes: 899516467, Threads: 4,
+			MappedBytes: 167772160, PeakMappedBytes: 176160768, Mappings: 160}},
 		{PID: 99, Path: "/dev/shm/heapline.99", Stale: true, Summary: report.Summary{PID: 99, Command: "killed", LiveBytes: 1}},
 		{PID: 98, Path: "/dev/shm/heapline.98", Detached: true, Summary: report.Summary{PID: 98, Command: "exec'd without the shim", LiveBytes: 1}},
 		{PID: 100, Path: "/dev/shm/heapline.100", Err: errors.New("bad magic")},
@@ -49,12 +50,21 @@ heapline_live_blocks{command="python3 script.py",pid="4711"} 30
 # HELP heapline_live_bytes Usable bytes of the blocks allocated and not yet freed.
 # TYPE heapline_live_bytes gauge
 heapline_live_bytes{command="python3 script.py",pid="4711"} 483533
+# HELP heapline_mapped_bytes Anonymous private memory the program maps itself (CPython's arenas), outside live_bytes.
+# TYPE heapline_mapped_bytes gauge
+heapline_mapped_bytes{command="python3 script.py",pid="4711"} 1.6777216e+08
+# HELP heapline_mappings Ranges counted in mapped_bytes.
+# TYPE heapline_mappings gauge
+heapline_mappings{command="python3 script.py",pid="4711"} 160
 # HELP heapline_peak_error_bytes Bound on how far peak_live_bytes may be below the true peak (peak batch times threads).
 # TYPE heapline_peak_error_bytes gauge
 heapline_peak_error_bytes{command="python3 script.py",pid="4711"} 1.048576e+06
 # HELP heapline_peak_live_bytes Highest live bytes the shim has published since the process started.
 # TYPE heapline_peak_live_bytes gauge
 heapline_peak_live_bytes{command="python3 script.py",pid="4711"} 3.02305689e+08
+# HELP heapline_peak_mapped_bytes Highest mapped_bytes since the process started (exact).
+# TYPE heapline_peak_mapped_bytes gauge
+heapline_peak_mapped_bytes{command="python3 script.py",pid="4711"} 1.76160768e+08
 # HELP heapline_regions Regions found in the shared-memory directory, by state: live (exported), stale (process gone, or running on without the shim: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).
 # TYPE heapline_regions gauge
 heapline_regions{state="live"} 1

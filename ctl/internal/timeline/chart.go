@@ -38,7 +38,11 @@ func (c Chart) WriteSVG(w io.Writer, samples []Sample) error {
 		return errors.New("chart: no samples to draw")
 	}
 	at, shimPeak, _ := Peak(samples)
-	unit, scale := unitFor(max(shimPeak, at.LiveBytes))
+	var mappedMax int64
+	for _, s := range samples {
+		mappedMax = max(mappedMax, s.MappedBytes)
+	}
+	unit, scale := unitFor(max(shimPeak, at.LiveBytes, mappedMax))
 
 	p := plot.New()
 	p.Title.Text = c.Title
@@ -81,6 +85,22 @@ func (c Chart) WriteSVG(w io.Writer, samples []Sample) error {
 	}
 	p.Add(marker, label)
 	p.Legend.Add("live bytes", line)
+	if mappedMax > 0 {
+		// Memory the program maps itself (CPython's arenas): its own line.
+		mxys := make(plotter.XYs, len(samples))
+		for i, s := range samples {
+			mxys[i].X, mxys[i].Y = s.TimeS, float64(s.MappedBytes)/scale
+		}
+		ml, err := plotter.NewLine(mxys)
+		if err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+		ml.StepStyle = plotter.PostStep
+		ml.Color = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
+		ml.Width = vg.Points(1.5)
+		p.Add(ml)
+		p.Legend.Add("mapped bytes", ml)
+	}
 	p.Legend.Add("sampled peak", marker)
 
 	if shimPeak > at.LiveBytes {

@@ -22,6 +22,9 @@ type Sample struct {
 	Allocs        uint64  `json:"allocs"`
 	Frees         uint64  `json:"frees"`
 	PeakLiveBytes int64   `json:"peak_live_bytes"`
+	// MappedBytes is the memory the program maps itself (report.Summary):
+	// a second line on the chart.
+	MappedBytes int64 `json:"mapped_bytes"`
 }
 
 // FromSummary is the point a snapshot makes.
@@ -33,6 +36,7 @@ func FromSummary(s report.Summary) Sample {
 		Allocs:        s.Allocs,
 		Frees:         s.Frees,
 		PeakLiveBytes: s.PeakLiveBytes,
+		MappedBytes:   s.MappedBytes,
 	}
 }
 

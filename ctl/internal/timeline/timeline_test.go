@@ -79,6 +79,7 @@ func TestCSVRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := []report.Summary{sum(0.01, 1024, 1, 1, 0, 1024), sum(0.02, 9<<20, 3, 4, 1, 10<<20)}
+	in[1].MappedBytes = 3 << 20
 	for _, s := range in {
 		if err := w.Add(s); err != nil {
 			t.Fatal(err)
@@ -86,8 +87,8 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 	// Each row is on disk as soon as it is added.
 	b, _ := os.ReadFile(path)
-	want := "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes\n" +
-		"0.010000,1024,1,1,0,1024\n0.020000,9437184,3,4,1,10485760\n"
+	want := "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes\n" +
+		"0.010000,1024,1,1,0,1024,0\n0.020000,9437184,3,4,1,10485760,3145728\n"
 	if string(b) != want {
 		t.Fatalf("before Close:\n%s\nwant\n%s", b, want)
 	}
@@ -114,7 +115,7 @@ func TestCSVRoundTrip(t *testing.T) {
 }
 
 func TestReadCSVErrors(t *testing.T) {
-	for _, in := range []string{"", "a,b\n", "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes\n1,x,1,1,1,1\n"} {
+	for _, in := range []string{"", "a,b\n", "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes\n1,x,1,1,1,1,0\n"} {
 		if _, err := ReadCSV(strings.NewReader(in)); err == nil {
 			t.Errorf("ReadCSV(%q): no error", in)
 		}

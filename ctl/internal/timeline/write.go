@@ -17,7 +17,7 @@ import (
 
 // CSVHeader is the first line of a CSV timeline; its columns are the JSON
 // names of Sample's fields, in order.
-var CSVHeader = []string{"time_s", "live_bytes", "live_blocks", "allocs", "frees", "peak_live_bytes"}
+var CSVHeader = []string{"time_s", "live_bytes", "live_blocks", "allocs", "frees", "peak_live_bytes", "mapped_bytes"}
 
 // Writer takes the samples of one recording as they come and, at Close, the
 // exit summary of the process when there is one.
@@ -90,6 +90,7 @@ func (c *CSVWriter) AddSample(p Sample) error {
 		strconv.FormatUint(p.Allocs, 10),
 		strconv.FormatUint(p.Frees, 10),
 		strconv.FormatInt(p.PeakLiveBytes, 10),
+		strconv.FormatInt(p.MappedBytes, 10),
 	})
 }
 
@@ -166,13 +167,14 @@ func ReadCSV(r io.Reader) ([]Sample, error) {
 	out := make([]Sample, 0, len(rows)-1)
 	for i, r := range rows[1:] {
 		var s Sample
-		var errs [6]error
+		var errs [7]error
 		s.TimeS, errs[0] = strconv.ParseFloat(r[0], 64)
 		s.LiveBytes, errs[1] = strconv.ParseInt(r[1], 10, 64)
 		s.LiveBlocks, errs[2] = strconv.ParseInt(r[2], 10, 64)
 		s.Allocs, errs[3] = strconv.ParseUint(r[3], 10, 64)
 		s.Frees, errs[4] = strconv.ParseUint(r[4], 10, 64)
 		s.PeakLiveBytes, errs[5] = strconv.ParseInt(r[5], 10, 64)
+		s.MappedBytes, errs[6] = strconv.ParseInt(r[6], 10, 64)
 		if err := errors.Join(errs[:]...); err != nil {
 			return nil, fmt.Errorf("reading timeline: line %d: %w", i+2, err)
 		}
