@@ -93,7 +93,7 @@ struct hl_header {
     uint32_t header_size;    /*  12: HL_HEADER_SIZE */
     uint32_t slot_size;      /*  16: HL_SLOT_SIZE */
     uint32_t nslots;         /*  20: 1 .. HL_SLOTS_MAX */
-    uint64_t region_size;    /*  24: header_size + nslots * slot_size */
+    uint64_t region_size;    /*  24: header_size + nslots * slot_size, + the profile's tables (prof_offset) */
     int32_t  pid;            /*  32: the process that publishes here */
     uint32_t uid;            /*  36: its effective uid when it created the region */
     uint64_t start_ticks;    /*  40: field 22 of /proc/pid/stat: tells a reused pid apart */
@@ -133,8 +133,69 @@ struct hl_header {
      * NUL-terminated; empty when the shim sees the program's allocations */
     char     bypassed_by[HL_OBJECT_MAX]; /* 512 */
 
-    /* lines 12-15: reserved, zero */
-    uint8_t  _pad4[256];     /* 768 */
+    /* line 12: the sampled allocation profile (profile.c), all zero when
+     * sampling is off. Its tables follow the slots, at prof_offset. */
+    uint64_t prof_offset;    /* 768: file offset of the stack table; objects follow it */
+    uint64_t sample_rate;    /* 776: mean chunk bytes between samples (HEAPLINE_SAMPLE) */
+    uint32_t nstacks;        /* 784: hl_stack entries; entry 0 takes samples that found no room */
+    uint32_t nobjects;       /* 788: hl_object entries */
+    uint64_t samples;        /* 792: allocations sampled */
+    uint64_t samples_lost;   /* 800: sampled but not recorded (no room for the block's record) */
+    uint64_t objects_used;   /* 808: hl_object entries filled, in order */
+    uint8_t  _pad4[16];      /* 816 */
+
+    /* lines 13-15: reserved, zero */
+    uint8_t  _pad5[192];     /* 832 */
+};
+
+/*
+ * The profile: nstacks hl_stack entries at prof_offset, then nobjects
+ * hl_object entries. A stack is the return addresses of an allocation's
+ * callers, innermost first (frames[0] called malloc); each keeps
+ * Go-style weighted totals of the samples taken with it. A sample of a
+ * block of chunk size c (usable + 8) taken at mean rate R stands for
+ * w = 1 / (1 - exp(-c / R)) allocations (Go's scaleHeapSample); the
+ * shim adds w in units of 2^-HL_WEIGHT_SHIFT objects and usable * w bytes,
+ * and the same amounts to free_* when the block is released, so that
+ * inuse = alloc - free. Counters only grow; readers take each word whole.
+ *
+ * An entry is claimed by a compare-and-swap of `state` from 0, filled, and
+ * published by storing `hash` last (release): a reader skips entries whose
+ * hash is 0. Two threads may publish the same stack in two entries; a
+ * reader merges entries with equal frames.
+ */
+#define HL_STACK_FRAMES  64
+#define HL_WEIGHT_SHIFT  16
+#define HL_STACKS_DEFAULT 1024u
+#define HL_OBJECTS_DEFAULT 256u
+#define HL_SAMPLE_DEFAULT (512u << 10)
+#define HL_STACKS_MAX    65536u
+#define HL_OBJECTS_MAX   4096u
+
+struct hl_stack {
+    uint64_t hash;           /*  0: 0 while empty or being filled */
+    uint32_t state;          /*  8: 0 free, 1 claimed */
+    uint32_t nframes;        /* 12: frames used, 0 for entry 0 */
+    uint64_t alloc_objects;  /* 16: weighted, units of 2^-HL_WEIGHT_SHIFT */
+    uint64_t alloc_bytes;    /* 24: weighted usable bytes */
+    uint64_t free_objects;   /* 32 */
+    uint64_t free_bytes;     /* 40 */
+    uint64_t samples;        /* 48: raw samples taken with this stack */
+    uint64_t _pad;           /* 56 */
+    uint64_t frames[HL_STACK_FRAMES]; /* 64: return addresses */
+};
+
+/* A loaded object one of the recorded frames is in, so that a reader can
+ * symbolise after the process is gone: the address range the loader maps
+ * it at, its load bias (l_addr: ELF virtual address + bias = address), and
+ * its path (the program's own from /proc/self/exe). Filled in order,
+ * published by objects_used (release) in the header. */
+struct hl_object {
+    uint64_t start;          /*  0: lowest mapped address */
+    uint64_t end;            /*  8: one past the highest */
+    uint64_t bias;           /* 16 */
+    uint64_t _pad;           /* 24 */
+    char     path[224];      /* 32: NUL-terminated */
 };
 
 #ifndef __cplusplus
@@ -145,6 +206,9 @@ _Static_assert(__builtin_offsetof(struct hl_header, retired) == 2 * HL_LINE, "he
 _Static_assert(__builtin_offsetof(struct hl_header, published_live) == 3 * HL_LINE, "header line 3");
 _Static_assert(__builtin_offsetof(struct hl_header, command) == 4 * HL_LINE, "header line 4");
 _Static_assert(__builtin_offsetof(struct hl_header, bypassed_by) == 8 * HL_LINE, "header line 8");
+_Static_assert(__builtin_offsetof(struct hl_header, prof_offset) == 12 * HL_LINE, "header line 12");
+_Static_assert(sizeof(struct hl_stack) == 64 + 8 * HL_STACK_FRAMES, "stack size");
+_Static_assert(sizeof(struct hl_object) == 256, "object size");
 #endif
 
 /* A slot's four counters (see hl_slot). */

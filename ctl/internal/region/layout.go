@@ -15,7 +15,7 @@ const (
 	ObjectMax     = 256                // HL_OBJECT_MAX
 	FlagExited    = 1                  // HL_FLAG_EXITED
 	PathPrefix    = "heapline."        // basename part of HL_PATH_PREFIX
-	MaxRegionSize = HeaderSize + SlotsMax*SlotSize
+	MaxRegionSize = HeaderSize + SlotsMax*SlotSize + StacksMax*StackSize + ObjectsMax*ObjectSize
 
 	// A slot's fast-path words: operations in bits 0..49, chunk bytes in
 	// units of 16 modulo 2^14 units in bits 50..63 (region.h, hl_slot).
@@ -24,6 +24,18 @@ const (
 	WordCountMask = 1<<WordShift - 1 // HL_WORD_COUNT_MASK
 	WordBatch     = 1 << 18          // HL_WORD_BATCH
 	ChunkBias     = 8                // HL_CHUNK_BIAS: slot bytes are usable + 8
+
+	// The sampled profile (region.h, hl_stack and hl_object).
+	StackFrames    = 64        // HL_STACK_FRAMES
+	WeightShift    = 16        // HL_WEIGHT_SHIFT
+	StacksDefault  = 1024      // HL_STACKS_DEFAULT
+	ObjectsDefault = 256       // HL_OBJECTS_DEFAULT
+	SampleDefault  = 512 << 10 // HL_SAMPLE_DEFAULT
+	StacksMax      = 65536     // HL_STACKS_MAX
+	ObjectsMax     = 4096      // HL_OBJECTS_MAX
+	StackSize      = 64 + 8*StackFrames
+	ObjectSize     = 256
+	ObjectPathMax  = 224
 )
 
 // Offsets in struct hl_header.
@@ -57,6 +69,34 @@ const (
 	offPeakLive        = 200
 	offCommand         = 256
 	offBypassedBy      = 512
+	offProfOffset      = 768
+	offSampleRate      = 776
+	offNStacks         = 784
+	offNObjects        = 788
+	offSamples         = 792
+	offSamplesLost     = 800
+	offObjectsUsed     = 808
+)
+
+// Offsets in struct hl_stack.
+const (
+	offStackHash         = 0
+	offStackState        = 8
+	offStackNFrames      = 12
+	offStackAllocObjects = 16
+	offStackAllocBytes   = 24
+	offStackFreeObjects  = 32
+	offStackFreeBytes    = 40
+	offStackSamples      = 48
+	offStackFrames       = 64
+)
+
+// Offsets in struct hl_object.
+const (
+	offObjectStart = 0
+	offObjectEnd   = 8
+	offObjectBias  = 16
+	offObjectPath  = 32
 )
 
 // Offsets in struct hl_counters (header.retired).
@@ -132,6 +172,28 @@ var goFields = map[string]field{
 	"hl_header.peak_live":         {offPeakLive, 8},
 	"hl_header.command":           {offCommand, CommandMax},
 	"hl_header.bypassed_by":       {offBypassedBy, ObjectMax},
+	"hl_header.prof_offset":       {offProfOffset, 8},
+	"hl_header.sample_rate":       {offSampleRate, 8},
+	"hl_header.nstacks":           {offNStacks, 4},
+	"hl_header.nobjects":          {offNObjects, 4},
+	"hl_header.samples":           {offSamples, 8},
+	"hl_header.samples_lost":      {offSamplesLost, 8},
+	"hl_header.objects_used":      {offObjectsUsed, 8},
+
+	"hl_stack.hash":          {offStackHash, 8},
+	"hl_stack.state":         {offStackState, 4},
+	"hl_stack.nframes":       {offStackNFrames, 4},
+	"hl_stack.alloc_objects": {offStackAllocObjects, 8},
+	"hl_stack.alloc_bytes":   {offStackAllocBytes, 8},
+	"hl_stack.free_objects":  {offStackFreeObjects, 8},
+	"hl_stack.free_bytes":    {offStackFreeBytes, 8},
+	"hl_stack.samples":       {offStackSamples, 8},
+	"hl_stack.frames":        {offStackFrames, 8 * StackFrames},
+
+	"hl_object.start": {offObjectStart, 8},
+	"hl_object.end":   {offObjectEnd, 8},
+	"hl_object.bias":  {offObjectBias, 8},
+	"hl_object.path":  {offObjectPath, ObjectPathMax},
 }
 
 // goConstants are the macros and struct sizes of region.h as this package
@@ -144,6 +206,15 @@ var goConstants = map[string]uint64{
 	"HL_SLOTS_MAX":       SlotsMax,
 	"HL_COMMAND_MAX":     CommandMax,
 	"HL_OBJECT_MAX":      ObjectMax,
+	"HL_STACK_FRAMES":    StackFrames,
+	"HL_WEIGHT_SHIFT":    WeightShift,
+	"HL_STACKS_DEFAULT":  StacksDefault,
+	"HL_OBJECTS_DEFAULT": ObjectsDefault,
+	"HL_SAMPLE_DEFAULT":  SampleDefault,
+	"HL_STACKS_MAX":      StacksMax,
+	"HL_OBJECTS_MAX":     ObjectsMax,
+	"sizeof hl_stack":    StackSize,
+	"sizeof hl_object":   ObjectSize,
 	"HL_FLAG_EXITED":     FlagExited,
 	"HL_WORD_SHIFT":      WordShift,
 	"HL_WORD_UNIT":       WordUnit,

@@ -132,8 +132,18 @@ func validate(v view, pid int) (header, error) {
 		return h, fmt.Errorf("bad nslots %d, want 1..%d", n, SlotsMax)
 	}
 	want := uint64(HeaderSize) + uint64(n)*SlotSize
+	po, ns, no := v.u64(offProfOffset), v.u32(offNStacks), v.u32(offNObjects)
+	switch {
+	case po == 0 && (ns != 0 || no != 0):
+		return h, fmt.Errorf("nstacks %d and nobjects %d without a profile", ns, no)
+	case po != 0 && po != want:
+		return h, fmt.Errorf("bad prof_offset %d, want %d for %d slots", po, want, n)
+	case po != 0 && (ns < 1 || ns > StacksMax || no > ObjectsMax):
+		return h, fmt.Errorf("bad profile size: %d stacks (1..%d), %d objects (0..%d)", ns, StacksMax, no, ObjectsMax)
+	}
+	want += uint64(ns)*StackSize + uint64(no)*ObjectSize
 	if rs := v.u64(offRegionSize); rs != want {
-		return h, fmt.Errorf("bad region_size %d, want %d for %d slots", rs, want, n)
+		return h, fmt.Errorf("bad region_size %d, want %d for %d slots, %d stacks and %d objects", rs, want, n, ns, no)
 	}
 	if uint64(len(v.b)) < want {
 		return h, fmt.Errorf("truncated: %d bytes, need %d for %d slots", len(v.b), want, n)

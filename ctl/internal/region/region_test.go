@@ -429,7 +429,7 @@ func TestCorrupt(t *testing.T) {
 		{"no slots", func(b []byte) []byte { le.PutUint32(b[offNSlots:], 0); return b }, "bad nslots 0, want 1..65536"},
 		{"too many slots", func(b []byte) []byte { le.PutUint32(b[offNSlots:], SlotsMax+1); return b }, "bad nslots 65537"},
 		{"huge nslots", func(b []byte) []byte { le.PutUint32(b[offNSlots:], math.MaxUint32); return b }, "bad nslots 4294967295"},
-		{"region size", func(b []byte) []byte { le.PutUint64(b[offRegionSize:], 1<<62); return b }, "bad region_size 4611686018427387904, want 1536 for 8 slots"},
+		{"region size", func(b []byte) []byte { le.PutUint64(b[offRegionSize:], 1<<62); return b }, "bad region_size 4611686018427387904, want 1536 for 8 slots, 0 stacks and 0 objects"},
 		{"nslots beyond file", func(b []byte) []byte {
 			le.PutUint32(b[offNSlots:], 1000)
 			le.PutUint64(b[offRegionSize:], HeaderSize+1000*SlotSize)
