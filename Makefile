@@ -25,7 +25,7 @@ DEBS := valgrind libjemalloc2 heaptrack hyperfine python3 shellcheck g++ clang l
 
 .PHONY: all scenarios test run deps generate bench clean
 
-all: $(BIN)/libheap.so $(BIN)/heapctl scenarios
+all: $(BIN)/libheap.so $(BIN)/libfloor.so $(BIN)/heapctl scenarios
 
 # preload/exports.map limits what the shim exports; cgo's own LDFLAGS may
 # not name a version script, so it is passed to the external linker here.
@@ -35,6 +35,12 @@ $(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map
 	@rm -f $@
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/preload/exports.map -o $@ ./preload
 	@rm -f $(BIN)/libheap.h
+
+# The floor of `heapctl overhead --floor`: bench/floor/packed.c, the
+# shim's counting with nothing around it, one slot per thread.
+$(BIN)/libfloor.so: bench/floor/packed.c
+	@mkdir -p $(BIN)
+	$(CC) -O2 -shared -fPIC -fvisibility=hidden -DPER_THREAD -o $@ $< -ldl
 
 $(BIN)/heapctl: $(GO_SRC)
 	$(GO) build -o $@ ./ctl
