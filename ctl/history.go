@@ -113,7 +113,7 @@ func historyAdd(e *env, c *cli.Context) error {
 			m.Commit = pickCommit(res.Env.Commit, func() string { return gitHead(c.Context) })
 		}
 		if m.Date.IsZero() {
-			m.Date = res.Env.Date
+			m.Date = history.ResultDate(res)
 		}
 		if m.Date.IsZero() {
 			m.Date = now

@@ -152,7 +152,7 @@ func TestHistoryAddRefusesMalformed(t *testing.T) {
 	}{
 		{"nan.json", strings.Replace(historyResult("abc1234", map[string]float64{"churn-1t": 0.1}, "time"), `"overhead":0.1`, `"overhead":NaN`, 1), "nan.json: malformed overhead result: not JSON"},
 		{"empty.json", `{"env":{"cpu":"c","kernel":"k","lib_version":"v"},"scenarios":[]}`, "empty.json: malformed overhead result: scenarios: no scenarios"},
-		{"types.json", `{"env":{"cpu":"c","kernel":"k","lib_version":"v"},"scenarios":[{"scenario":"s","measure":"time","runs":"3","overhead":0.1,"ci_low":0,"ci_high":0.2,"allocs_per_s":1}]}`, `runs: want a number, got a string ("3")`},
+		{"types.json", `{"env":{"cpu":"c","kernel":"k","lib_version":"v"},"scenarios":[{"scenario":"s","measure":"time","runs":"3","overhead":0.1,"ci_low":0,"ci_high":0.2,"allocs_per_s":1}]}`, `runs: want a number, got a string`},
 		{"noenv.json", `{"scenarios":[{"scenario":"s"}]}`, "env: missing"},
 	}
 	for _, c := range cases {
