@@ -112,6 +112,11 @@ func historyAdd(e *env, c *cli.Context) error {
 		if m.Commit == "" {
 			m.Commit = pickCommit(res.Env.Commit, func() string { return gitHead(c.Context) })
 		}
+		if m.Commit != "" {
+			if m.Commit, err = fullCommit(c.Context, m.Commit); err != nil {
+				return fmt.Errorf("history add: %s: %w", name, err)
+			}
+		}
 		if m.Date.IsZero() {
 			m.Date = history.ResultDate(res)
 		}
@@ -170,6 +175,27 @@ func pickCommit(stamp string, head func() string) string {
 		return stamp
 	}
 	return ""
+}
+
+// fullCommit names a commit by its full hash, so that one commit is one
+// key of the store: git resolves a short hash, a tag or a description
+// (v0.1.0-3-g0123abc) in the checkout of the working directory; a "-dirty"
+// suffix is kept. A full hash git does not know (a store fed from another
+// machine's results) is kept as it is; any other name is refused.
+func fullCommit(ctx context.Context, name string) (string, error) {
+	name = strings.TrimSpace(name)
+	base, dirty := strings.CutSuffix(name, "-dirty")
+	suffix := ""
+	if dirty {
+		suffix = "-dirty"
+	}
+	if full := git(ctx, "rev-parse", "--verify", "-q", base+"^{commit}"); full != "" {
+		return full + suffix, nil
+	}
+	if history.IsFullHash(base) {
+		return name, nil
+	}
+	return "", fmt.Errorf("commit %q: git cannot resolve it to a full hash here: pass the full hash with --commit, or run inside the project's checkout", name)
 }
 
 // gitHead is the commit checked out in the working directory, or "".

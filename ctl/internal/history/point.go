@@ -111,6 +111,47 @@ func IsRevision(s string) bool {
 	return true
 }
 
+// IsFullHash reports whether s is a whole SHA-1 or SHA-256 commit hash.
+func IsFullHash(s string) bool {
+	return (len(s) == 40 || len(s) == 64) && IsRevision(s)
+}
+
+// FullCommits rewrites each point's commit that is an abbreviated hash
+// ("0123abc", "0123abc-dirty") to the one full hash of the store that it
+// abbreviates, when there is exactly one: points added by hand before
+// `history add` expanded hashes were stored short, and one commit must
+// not show twice. A prefix of none or of several stays as it is.
+func FullCommits(pts []Point) {
+	var full []string
+	seen := map[string]bool{}
+	for _, p := range pts {
+		if c := p.Commit; IsFullHash(strings.TrimSuffix(c, "-dirty")) && !seen[c] {
+			seen[c] = true
+			full = append(full, c)
+		}
+	}
+	for i, p := range pts {
+		base, dirty := strings.CutSuffix(p.Commit, "-dirty")
+		if !IsRevision(base) || IsFullHash(base) {
+			continue
+		}
+		match := ""
+		for _, f := range full {
+			fb, fdirty := strings.CutSuffix(f, "-dirty")
+			if fdirty == dirty && strings.HasPrefix(fb, base) {
+				if match != "" {
+					match = ""
+					break
+				}
+				match = f
+			}
+		}
+		if match != "" {
+			pts[i].Commit = match
+		}
+	}
+}
+
 // Meta is what a point needs beyond the result: where it was measured.
 type Meta struct {
 	Commit string

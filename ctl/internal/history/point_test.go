@@ -212,3 +212,31 @@ func TestIsRevisionAndShort(t *testing.T) {
 		}
 	}
 }
+
+// A point stored with a short hash before add expanded them is read as the
+// full hash it abbreviates, so the commit shows once; an ambiguous or
+// unknown prefix stays, and "-dirty" only matches "-dirty".
+func TestFullCommits(t *testing.T) {
+	full := "0123456789abcdef0123456789abcdef01234567"
+	other := "0123456789ffffff0123456789abcdef01234567"
+	w := mustTime("2026-01-01T00:00:00Z")
+	p := func(commit string, line int) Point {
+		return Point{Commit: commit, Scenario: "s", Measure: MeasureTime, when: w.Add(time.Duration(line) * time.Hour), line: line}
+	}
+	pts := []Point{p("0123456", 1), p(full, 2), p("0123456789a", 3), p("0123456789", 4), p("0123456-dirty", 5), p("feedbee", 6), p(other, 7), p("v0.1.0", 8)}
+	FullCommits(pts)
+	var got []string
+	for _, q := range pts {
+		got = append(got, q.Commit)
+	}
+	want := []string{"0123456", full, full, "0123456789", "0123456-dirty", "feedbee", other, "v0.1.0"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("FullCommits:\n got %q\nwant %q", got, want)
+	}
+	// Without the other commit, the short one is unambiguous: one point.
+	pts = []Point{p("0123456", 1), p(full, 2)}
+	FullCommits(pts)
+	if s := Series(pts, "s", MeasureTime); len(s) != 1 || s[0].Commit != full {
+		t.Errorf("series of a commit stored short and full: %+v", s)
+	}
+}
