@@ -90,7 +90,7 @@ func TestParseResultMalformed(t *testing.T) {
 		{"runs fraction", replace(`"runs": 10`, `"runs": 2.5`), []string{"runs: want a whole number, got 2.5"}},
 		{"runs zero", replace(`"runs": 10`, `"runs": 0`), []string{"runs: want at least 1, got 0"}},
 		{"runs string", replace(`"runs": 10`, `"runs": "10"`), []string{`runs: want a number, got a string`}},
-		{"bad measure", replace(`"measure": "time"`, `"measure": "wall"`), []string{`measure: want "time" or "instructions", got "wall"`}},
+		{"bad measure", replace(`"measure": "time"`, `"measure": "wall"`), []string{`measure: want "time", "cpu" or "instructions", got "wall"`}},
 		{"no measure", replace(`, "measure": "time"`, ``), []string{"(churn-4t).measure: missing"}},
 		{"interval upside down", replace(`"ci_low": 0.081, "ci_high": 0.179`, `"ci_low": 0.179, "ci_high": 0.081`), []string{"ci_low 0.179 is above ci_high 0.081"}},
 		{"negative rate", replace(`"allocs_per_s": 3.4e7`, `"allocs_per_s": -1`), []string{"allocs_per_s: want at least 0, got -1"}},

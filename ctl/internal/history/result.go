@@ -194,8 +194,8 @@ func (v *validator) document(top json.RawMessage, doc *overhead.Document) {
 		if !v.present(keys, path, "scenario", "measure", "runs", "overhead", "ci_low", "ci_high") || !v.decode(el, &r, path) {
 			continue
 		}
-		if r.Measure != MeasureTime && r.Measure != MeasureInstructions {
-			v.bad(path+".measure", "want %q or %q, got %q", MeasureTime, MeasureInstructions, r.Measure)
+		if r.Measure != MeasureTime && r.Measure != MeasureCPU && r.Measure != MeasureInstructions {
+			v.bad(path+".measure", "want %q, %q or %q, got %q", MeasureTime, MeasureCPU, MeasureInstructions, r.Measure)
 		}
 		if r.Runs < 1 {
 			v.bad(path+".runs", "want at least 1, got %d", r.Runs)

@@ -290,7 +290,7 @@ func TestPublishLocalRegression(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("regression: exit %v, want 1\n%s", err, out)
 	}
-	if !bytes.Contains(out, []byte("**regression**")) || !bytes.Contains(out, []byte("overhead rose more than 5.0 points")) {
+	if !bytes.Contains(out, []byte("**regression**")) || !bytes.Contains(out, []byte("overhead regressed: churn-4t (time)")) {
 		t.Errorf("regression output:\n%s", out)
 	}
 	pts, _, _ := Load(store)
