@@ -204,12 +204,22 @@ func figure(p Point) string {
 func overheadCell(timed, instr *Point) string {
 	var parts []string
 	if timed != nil {
-		parts = append(parts, figure(*timed))
+		parts = append(parts, figure(*timed)+floorNote(timed))
 	}
 	if instr != nil {
-		parts = append(parts, "instructions "+figure(*instr))
+		parts = append(parts, "instructions "+figure(*instr)+floorNote(instr))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// floorNote is a point's distance above the floor, when it was measured
+// beside it: " (floor +2.1 pt)". A distance that grows shows the shim
+// drifting away from what the counting itself costs.
+func floorNote(p *Point) string {
+	if p.Floor == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (floor %s)", points(p.Floor.Distance))
 }
 
 // allocsCell is the allocation rate of the timed run; under callgrind the
