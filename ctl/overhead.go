@@ -48,6 +48,7 @@ func overheadCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "floor", Usage: "also measure the floor, bin/libfloor.so (bench/floor/packed.c: the same counting with nothing around it), as a third side"},
 			&cli.BoolFlag{Name: "list", Usage: "print the scenarios, one a line: name, command (tab-separated; with --measure instructions, the shortened one), description"},
 			&cli.StringFlag{Name: "lib", Usage: "profile with the library at `PATH` (default: $HEAPLINE_LIB, else libheap.so beside heapctl, else ./bin)"},
+			&cli.BoolFlag{Name: "any-lib", Usage: "accept a --lib or --baseline-lib that defines no malloc: to measure what loading a library costs (bench/floor), not a profiler"},
 			&cli.StringFlag{Name: "baseline-lib", Usage: "preload the library at `PATH` on the baseline side instead of none (compare two builds)"},
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "repeat the measurement `N` times, alternating which side runs first; report the median"},
 			&cli.StringFlag{Name: "wrap", Usage: "profile by running `CMD` ARGS before the scenario, without libheap.so (e.g. 'heaptrack -o /tmp/ht')"},
@@ -253,12 +254,21 @@ func runOverhead(c *cli.Context, e *env) error {
 				libFlag = p
 			}
 		}
-		if lib, err = shim.Path(libFlag); err != nil {
+		if c.Bool("any-lib") && libFlag != "" {
+			lib, err = shim.CheckLoadable(libFlag, "--lib")
+		} else {
+			lib, err = shim.Path(libFlag)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	if p := c.String("baseline-lib"); p != "" {
-		if baseLib, err = shim.Check(p, "--baseline-lib"); err != nil {
+		check := shim.Check
+		if c.Bool("any-lib") {
+			check = shim.CheckLoadable
+		}
+		if baseLib, err = check(p, "--baseline-lib"); err != nil {
 			return err
 		}
 	}
