@@ -536,9 +536,12 @@ func sideResult(s Side, samples []Sample, m Mode) SideResult {
 	}
 	sr.SamplesUserS, sr.SamplesSysS = user, sys
 	sr.MedianUserS, sr.MedianSysS = Median(user), Median(sys)
-	if m == Instructions {
+	switch m {
+	case Instructions:
 		sr.MedianInstructions = Median(vals)
 		sr.SamplesInstructions = vals
+	case CPU:
+		sr.MedianCPUS = Median(vals)
 	}
 	return sr
 }

@@ -507,7 +507,7 @@ func TestCPUMode(t *testing.T) {
 		return s
 	}
 	res := summarize(job, Options{Runs: 3, Rounds: 1, Measure: CPU}, mk(2, 2, 2), mk(2.5, 2.5, 2.5), nil)
-	if res.Overhead != 0.25 || res.CILow != 0.25 || res.CIHigh != 0.25 || res.Measure != "cpu" {
+	if res.Overhead != 0.25 || res.CILow != 0.25 || res.CIHigh != 0.25 || res.Measure != "cpu" || res.Baseline.MedianCPUS != 2 {
 		t.Errorf("cpu overhead = %v (%v .. %v) %q, want 0.25", res.Overhead, res.CILow, res.CIHigh, res.Measure)
 	}
 }

@@ -81,6 +81,7 @@ type SideResult struct {
 	SamplesSysS         []float64 `json:"samples_sys_s"`
 	Outliers            []int     `json:"outliers"`
 	MedianInstructions  float64   `json:"median_instructions,omitempty"`
+	MedianCPUS          float64   `json:"median_cpu_s,omitempty"` // of user+sys, cpu mode only
 	SamplesInstructions []float64 `json:"samples_instructions,omitempty"`
 	SamplesAllocs       []int64   `json:"samples_allocs,omitempty"`
 }
@@ -160,6 +161,10 @@ func WriteTable(w io.Writer, rs []Result) error {
 	if instr {
 		last = "instr/alloc"
 	}
+	floor := len(rs) > 0 && rs[0].Floor != nil
+	if floor {
+		last += "\tfloor\tabove the floor"
+	}
 	fmt.Fprintf(tw, "scenario\t%s\t%s\toverhead\t95%% CI\tcv\t%s\n", base, prof, last)
 	for _, r := range rs {
 		var bm, pm, extra string
@@ -175,6 +180,11 @@ func WriteTable(w io.Writer, rs []Result) error {
 			if r.AllocsPerS != nil {
 				extra = sci(*r.AllocsPerS)
 			}
+		}
+		if f := r.Floor; floor && f != nil {
+			extra += fmt.Sprintf("\t%s\t%s (%s .. %s)", signed(f.Overhead), ptsDiff(f.Distance), ptsDiff(f.DistanceCILow), ptsDiff(f.DistanceCIHigh))
+		} else if floor {
+			extra += "\t-\t-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s .. %s\t%s / %s\t%s\n", r.Scenario, bm, pm, signed(r.Overhead),
 			signed(r.CILow), signed(r.CIHigh), pct(r.Baseline.CV), pct(r.Profiled.CV), extra)
@@ -213,8 +223,11 @@ func WriteMarkdown(w io.Writer, doc Document, threshold float64) error {
 	two := rs[0].Baseline.Preload != ""
 	floor := rs[0].Floor != nil
 	unit := "median"
-	if rs[0].Measure == string(Instructions) {
+	switch Mode(rs[0].Measure) {
+	case Instructions:
 		unit = "instructions"
+	case CPU:
+		unit = "cpu median"
 	}
 	head := []string{"scenario", rs[0].Baseline.Label + " " + unit, rs[0].Profiled.Label + " " + unit, "change", "95% CI", "cv", "runs"}
 	if floor {
@@ -226,8 +239,11 @@ func WriteMarkdown(w io.Writer, doc Document, threshold float64) error {
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n|" + strings.Repeat("---|", len(head)) + "\n")
 	for _, r := range rs {
 		bm, pm := dur(r.Baseline.MedianS), dur(r.Profiled.MedianS)
-		if r.Measure == string(Instructions) {
+		switch Mode(r.Measure) {
+		case Instructions:
 			bm, pm = count(r.Baseline.MedianInstructions), count(r.Profiled.MedianInstructions)
+		case CPU:
+			bm, pm = dur(r.Baseline.MedianCPUS), dur(r.Profiled.MedianCPUS)
 		}
 		row := []string{r.Scenario, bm, pm, signed(r.Overhead), signed(r.CILow) + " .. " + signed(r.CIHigh),
 			pct(r.Baseline.CV) + " / " + pct(r.Profiled.CV), strconv.Itoa(r.Runs * max(r.Rounds, 1))}
