@@ -62,8 +62,9 @@ func spreadRuns(t *testing.T, scenario, m string) []run {
 // one of the measured runs drawn at random (seeded), its overhead and
 // interval moved by the same amount so that the runs' median sits at 20%;
 // the newest point is moved up by step. It returns how many of n
-// histories Check fails, with the default k and threshold.
-func simulate(t *testing.T, runs []run, m string, step float64, n int, seed uint64) int {
+// histories fail: by Check with the default k and threshold, or by fails
+// when given.
+func simulate(t *testing.T, runs []run, m string, step float64, n int, seed uint64, fails ...func([]Point) bool) int {
 	t.Helper()
 	os := make([]float64, len(runs))
 	for i, r := range runs {
@@ -84,6 +85,12 @@ func simulate(t *testing.T, runs []run, m string, step float64, n int, seed uint
 			when := start.Add(time.Duration(i) * time.Hour)
 			pts = append(pts, Point{Commit: fmt.Sprintf("%040d", h*100+i), Date: when.Format(time.RFC3339),
 				Scenario: "s", Measure: m, Overhead: r.o + d, CILow: r.lo + d, CIHigh: r.hi + d, Runs: 10, when: when, line: i + 1})
+		}
+		if len(fails) > 0 {
+			if fails[0](pts) {
+				fired++
+			}
+			continue
 		}
 		rep, err := Check(pts, 10, 0.005)
 		if err != nil {
@@ -110,6 +117,19 @@ func TestCheckFalseAlarmsAndDetection(t *testing.T) {
 			caught := simulate(t, runs, m, 0.10, 200, 2)
 			five := simulate(t, runs, m, 0.05, 200, 3)
 			t.Logf("%s %s: no change fired %d/50; +10 points caught %d/200; +5 points caught %d/200", sc, m, quiet, caught, five)
+			if m == MeasureTime {
+				// The rule this check replaced: the newest point more than
+				// five points above the median of the ten before it.
+				old := func(pts []Point) bool {
+					prev := make([]float64, 10)
+					for i := range prev {
+						prev[i] = pts[i].Overhead
+					}
+					return pts[10].Overhead-median(prev) > 0.05
+				}
+				t.Logf("%s %s, the median rule: no change fired %d/200; +10 points caught %d/200", sc, m,
+					simulate(t, runs, m, 0, 200, 1, old), simulate(t, runs, m, 0.10, 200, 2, old))
+			}
 			if m != MeasureCPU {
 				continue
 			}
