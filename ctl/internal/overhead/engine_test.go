@@ -134,15 +134,8 @@ func TestInterleaving(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "order")
 	script := `if [ -n "$HEAPLINE_OUTPUT" ]; then printf P >> "$1"; else printf B >> "$1"; fi`
 	job := plan(t, Spec{Scenario: "order", Argv: []string{"sh", "-c", script, "sh", log}, Lib: testkit.NopLib(t)})
-	res, err := measure(t, job, Options{Runs: 2, Warmup: 1, Rounds: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "BP" + "BPBP" + "PBPB"; string(got) != want {
+	res, got := measureOrder(t, job, log)
+	if want := "BP" + "BPBP" + "PBPB"; got != want {
 		t.Errorf("order of runs = %s, want %s", got, want)
 	}
 	if len(res.Baseline.SamplesS) != 4 || len(res.Profiled.SamplesS) != 4 {
@@ -151,6 +144,21 @@ func TestInterleaving(t *testing.T) {
 	if len(res.RoundOverheads) != 2 || res.Overhead != Median(res.RoundOverheads) {
 		t.Errorf("overhead %v, rounds %v: want the median of 2 rounds", res.Overhead, res.RoundOverheads)
 	}
+}
+
+// measureOrder measures job with one warm-up and two rounds of two runs,
+// and returns the result and the order its runs wrote to log.
+func measureOrder(t *testing.T, job Job, log string) (Result, string) {
+	t.Helper()
+	res, err := measure(t, job, Options{Runs: 2, Warmup: 1, Rounds: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, string(got)
 }
 
 // fakeShim writes an exit summary the way libheap.so does (HEAPLINE_OUTPUT
@@ -470,15 +478,8 @@ func TestFloor(t *testing.T) {
 	if job.Floor == nil || job.Floor.Label != "floor" || job.Floor.Preload != floor {
 		t.Fatalf("floor side = %+v", job.Floor)
 	}
-	res, err := measure(t, job, Options{Runs: 2, Warmup: 1, Rounds: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "BFP" + "BFPBFP" + "PFBPFB"; string(got) != want {
+	res, got := measureOrder(t, job, log)
+	if want := "BFP" + "BFPBFP" + "PFBPFB"; got != want {
 		t.Errorf("order of runs = %s, want %s", got, want)
 	}
 	f := res.Floor
