@@ -240,3 +240,22 @@ func TestFullCommits(t *testing.T) {
 		t.Errorf("series of a commit stored short and full: %+v", s)
 	}
 }
+
+// A result measured with --floor keeps the floor's overhead and the
+// distance above it in its points.
+func TestPointsKeepFloor(t *testing.T) {
+	doc := strings.Replace(goodResult, `"measure": "time", "warnings": []}`,
+		`"measure": "time", "warnings": [], "floor": {"label": "floor", "overhead": 0.1, "ci_low": 0.08, "ci_high": 0.12,
+		 "distance": 0.027, "distance_ci_low": 0.01, "distance_ci_high": 0.045}}`, 1)
+	res, err := ParseResult([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := Points(res, Meta{Commit: "c", Date: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := pts[0].Floor; f == nil || *f != (Floor{Overhead: 0.1, Distance: 0.027, DistanceCILow: 0.01, DistanceCIHigh: 0.045}) || pts[1].Floor != nil {
+		t.Errorf("floors: %+v, %+v", pts[0].Floor, pts[1].Floor)
+	}
+}
