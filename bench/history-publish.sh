@@ -7,7 +7,7 @@
 #   bench/history-publish.sh --dry-run RESULT.json...    # as --push on a copy of the branch, no push
 #
 # RESULT.json is the output of `heapctl overhead --json` (bench/history-measure.sh
-# writes time.json and instructions.json). A file named vs-TAG.json compares the
+# writes cpu.json and instructions.json). A file named vs-TAG.json compares the
 # library with release TAG (bench/history-release.sh) and is added with --vs TAG.
 #
 # --push works in the git checkout of the current directory. The store

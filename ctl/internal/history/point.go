@@ -1,7 +1,7 @@
 // Package history keeps the overhead of every commit: one JSON line per
 // scenario and measure in an append-only store (points.jsonl), a Markdown
 // page with one SVG chart per scenario, and a check that compares the newest
-// point of each scenario with the median of the ones before it.
+// point of each scenario with the ones before it (check.go).
 //
 // The store is the only state. It is never rewritten: a re-measured commit
 // adds new lines and readers keep the last one (see Latest), so two CI jobs
