@@ -23,9 +23,11 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # and libbpf-dev (bpf/bpf_helpers.h) regenerate the BPF object: `make
 # generate`, and the test that the committed one matches bpf/heap.c.
 # The overhead workflow needs only the first three (instructions, the
-# python and cxx-4t scenarios): `make deps-overhead`.
+# python and cxx-4t scenarios): `make deps-overhead`. prometheus (and its
+# promtool) scrapes `heapctl export` over TLS with basic auth in ctl's
+# tests, and checks docs/examples/heapline-rules.yml.
 OVERHEAD_DEBS := valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine shellcheck clang llvm libbpf-dev
+DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine shellcheck clang llvm libbpf-dev prometheus
 
 .PHONY: all scenarios test run deps deps-overhead generate bench clean
 

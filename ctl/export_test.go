@@ -26,21 +26,23 @@ import (
 	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
-// hsExport starts `heapctl export` on a free loopback port and returns the
-// URL of its metrics; the exporter stops at the end of the test.
-func hsExport(t *testing.T) string {
+// hsExport starts `heapctl export` on a free loopback port, with args
+// added to its command line, and returns the URL of its metrics; the
+// exporter stops at the end of the test.
+func hsExport(t *testing.T, args ...string) string {
 	t.Helper()
 	e, _, stderr := hsApp(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- newAppEnv(e).RunContext(ctx, []string{"heapctl", "export", "--listen", "127.0.0.1:0"}) }()
+	argv := append([]string{"heapctl", "export", "--listen", "127.0.0.1:0"}, args...)
+	go func() { done <- newAppEnv(e).RunContext(ctx, argv) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("export: %v", err)
 		}
 	})
-	re := regexp.MustCompile(`serving (http://\S+/metrics)`)
+	re := regexp.MustCompile(`serving (https?://\S+/metrics)`)
 	var url string
 	hsWait(t, "the exporter's address", func() bool {
 		m := re.FindStringSubmatch(stderr.String())
@@ -106,13 +108,15 @@ func hsSeries(fams map[string]*dto.MetricFamily, name string, pid int) (v float6
 // TestExportScrape scrapes the exporter over loopback while heapsteps
 // holds a step, compares every value with `heapctl show --json` taken at
 // the same quiescent point, and sees the series go when the process ends.
+// The command label is the program's name; a second exporter with
+// --command-label=full labels the same series with the whole command line.
 func TestExportScrape(t *testing.T) {
 	p := hsStart(t, "2", "1024")
-	url := hsExport(t)
+	url, urlFull := hsExport(t), hsExport(t, "--command-label=full")
 	hsStep(t, p.fifo)
 	up := p.base + hsTotal(t, p.lines.next("up 1 ")) // heapsteps now blocks reading its fifo: quiescent
 
-	fams := hsScrape(t, url)
+	fams, famsFull := hsScrape(t, url), hsScrape(t, urlFull)
 	e, stdout, _ := hsApp(t)
 	if err := newAppEnv(e).Run([]string{"heapctl", "show", "--json", strconv.Itoa(p.pid)}); err != nil {
 		t.Fatal(err)
@@ -140,8 +144,12 @@ func TestExportScrape(t *testing.T) {
 		if got != want {
 			t.Errorf("%s = %v, show --json says %v", name, got, want)
 		}
-		if cmd != s.Command {
-			t.Errorf("%s: command label %q, show --json says %q", name, cmd, s.Command)
+		if cmd != "heapsteps" {
+			t.Errorf("%s: command label %q, want the program's name heapsteps (show --json says %q)", name, cmd, s.Command)
+		}
+		got, cmd, _ = hsSeries(famsFull, name, p.pid)
+		if got != want || cmd != s.Command {
+			t.Errorf("--command-label=full: %s{command=%q} = %v, show --json says command %q, %v", name, cmd, got, s.Command, want)
 		}
 	}
 	if s.LiveBytes != up {
@@ -191,8 +199,14 @@ func TestExportBadUse(t *testing.T) {
 		want string
 	}{
 		{[]string{"--listen", "nocolon"}, `--listen "nocolon"`},
-		{[]string{"--listen", "203.0.113.1:1"}, "--listen"},
+		{[]string{"--listen", "203.0.113.1:1"}, "--listen: listen tcp 203.0.113.1:1"},
+		{[]string{"--web.listen-address", "203.0.113.1:1"}, "--web.listen-address: listen tcp 203.0.113.1:1"},
 		{[]string{"1234"}, "unexpected argument"},
+		{[]string{"--web.listen-address", "nocolon"}, `--web.listen-address "nocolon"`},
+		{[]string{"--listen", "127.0.0.1:9464", "--web.listen-address", "127.0.0.1:9465"},
+			`--listen "127.0.0.1:9464" and --web.listen-address "127.0.0.1:9465" differ`},
+		{[]string{"--command-label", "argv"}, `--command-label "argv": want "name"`},
+		{[]string{"--web.config.file", "/nonexistent/web.yml"}, "--web.config.file: /nonexistent/web.yml: open /nonexistent/web.yml: no such file"},
 	} {
 		e, _, _ := hsApp(t)
 		err := newAppEnv(e).Run(append([]string{"heapctl", "export"}, c.args...))
