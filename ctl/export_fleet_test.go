@@ -380,3 +380,61 @@ func flTargetError(t *testing.T, api, job, want string) bool {
 	}
 	return false
 }
+
+// flRulesTest is a promtool unit test of docs/examples/heapline-rules.yml
+// (%s: its path): a heap growing 1 KiB/s, a flat one and one that grows for
+// half an hour and frees it all, again and again. Only the first alerts,
+// and only once it has grown for an hour.
+const flRulesTest = `rule_files: [%s]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'heapline_live_bytes{job="heapline",instance="db1:9464",pid="4711",command="leaky"}'
+        values: '0+61440x90'
+      - series: 'heapline_live_bytes{job="heapline",instance="db1:9464",pid="4712",command="flat"}'
+        values: '1048576x90'
+      - series: 'heapline_live_bytes{job="heapline",instance="db1:9464",pid="4713",command="breathing"}'
+        values: '0+61440x29 0+61440x29 0+61440x29'
+    promql_expr_test:
+      - expr: pid:heapline_live_bytes:deriv5m
+        eval_time: 10m
+        exp_samples:
+          - labels: 'pid:heapline_live_bytes:deriv5m{job="heapline",instance="db1:9464",pid="4711",command="leaky"}'
+            value: 1024
+          - labels: 'pid:heapline_live_bytes:deriv5m{job="heapline",instance="db1:9464",pid="4712",command="flat"}'
+            value: 0
+          - labels: 'pid:heapline_live_bytes:deriv5m{job="heapline",instance="db1:9464",pid="4713",command="breathing"}'
+            value: 1024
+    alert_rule_test:
+      - alertname: HeaplineHeapGrowing
+        eval_time: 55m
+        exp_alerts: []
+      - alertname: HeaplineHeapGrowing
+        eval_time: 80m
+        exp_alerts:
+          - exp_labels: {severity: warning, job: heapline, instance: "db1:9464", pid: "4711", command: leaky}
+            exp_annotations:
+              summary: "leaky (pid 4711 on db1:9464): live heap growing for an hour"
+              description: "Growing at 1kiB/s over the last 5 minutes, for at least an hour."
+`
+
+// TestFleetRules: the rules docs/watching.md shows are valid Prometheus
+// rules, and do what it says on known series.
+func TestFleetRules(t *testing.T) {
+	promtool := flPrometheus(t, "promtool")
+	rules, err := filepath.Abs(filepath.Join("..", "docs", "examples", "heapline-rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := filepath.Join(t.TempDir(), "rules-test.yml")
+	if err := os.WriteFile(test, []byte(fmt.Sprintf(flRulesTest, rules)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"check", "rules", rules}, {"test", "rules", test}} {
+		out, err := exec.Command(promtool, args...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "SUCCESS") {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}

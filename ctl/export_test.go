@@ -318,3 +318,60 @@ func TestOtherUser(t *testing.T) {
 		t.Error("export did not stop on SIGTERM")
 	}
 }
+
+// TestExportBuildInfo builds heapctl as a user would from this tree, with
+// the VCS stamp (-buildvcs=true, whatever GOFLAGS says), and finds in
+// heapline_build_info what `go version -m` reads from the binary: in a
+// clone, the pseudo-version and git's HEAD; where the toolchain stamps
+// nothing (a git worktree, a tree without .git), devel and unknown.
+func TestExportBuildInfo(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "heapctl")
+	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"version": "devel", "revision": "unknown"}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 3 && f[0] == "mod" && f[2] != "(devel)":
+			want["version"] = f[2]
+		case len(f) == 2 && f[0] == "build" && strings.HasPrefix(f[1], "vcs.revision="):
+			want["revision"] = strings.TrimPrefix(f[1], "vcs.revision=")
+		}
+	}
+	goVersion, _, _ := strings.Cut(string(out), "\n")
+	want["goversion"] = strings.Fields(goVersion)[1] // "heapctl: go1.26.8"
+	if head, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil && want["revision"] != "unknown" {
+		if h := strings.TrimSpace(string(head)); want["revision"] != h {
+			t.Fatalf("go version -m says revision %s, git says HEAD is %s", want["revision"], h)
+		}
+	}
+	t.Logf("go version -m: %v", want)
+
+	stderr := &hsBuffer{}
+	cmd := exec.Command(bin, "export", "--listen", "127.0.0.1:0")
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hsKillAtEnd(t, cmd)
+	re := regexp.MustCompile(`serving (http://\S+/metrics)`)
+	hsWait(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
+	f := hsScrape(t, re.FindStringSubmatch(stderr.String())[1])["heapline_build_info"]
+	if f == nil || len(f.GetMetric()) != 1 {
+		t.Fatalf("heapline_build_info: %v", f)
+	}
+	m := f.GetMetric()[0]
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		got[l.GetName()] = l.GetValue()
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || m.GetGauge().GetValue() != 1 {
+		t.Errorf("heapline_build_info%v %v, want %v 1", got, m.GetGauge().GetValue(), want)
+	}
+}

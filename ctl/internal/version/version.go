@@ -15,17 +15,14 @@ import (
 // label or a line built from them always has a value.
 type Info struct {
 	Version   string // the module version: a tag (v1.2.0) or a pseudo-version; "devel" for a build of a work tree without one
-	Revision  string // the commit (vcs.revision), with "-dirty" if the tree had changes
+	Revision  string // the commit (vcs.revision); a tree with changes says so in Version ("+dirty"), as the toolchain stamps it
 	Date      string // the commit's time (vcs.time, RFC 3339): a rebuild of the same commit has the same date
 	GoVersion string // the toolchain that built it (runtime.Version)
 }
 
 // Get reads the running binary's build information.
 func Get() Info {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		bi = nil
-	}
+	bi, _ := debug.ReadBuildInfo() // nil when the binary has none
 	return from(bi)
 }
 
@@ -43,7 +40,6 @@ func from(bi *debug.BuildInfo) Info {
 	if bi.GoVersion != "" {
 		info.GoVersion = bi.GoVersion
 	}
-	dirty := false
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
@@ -54,12 +50,7 @@ func from(bi *debug.BuildInfo) Info {
 			if s.Value != "" {
 				info.Date = s.Value
 			}
-		case "vcs.modified":
-			dirty = s.Value == "true"
 		}
-	}
-	if dirty && info.Revision != "unknown" {
-		info.Revision += "-dirty"
 	}
 	return info
 }

@@ -29,7 +29,7 @@ func TestFrom(t *testing.T) {
 		{"an untagged work tree with changes", &debug.BuildInfo{GoVersion: "go1.26.8",
 			Main:     debug.Module{Version: "v0.0.0-20261130120000-1ba952a0c0ff+dirty"},
 			Settings: vcs("vcs.revision", rev, "vcs.time", "2026-11-30T12:00:00Z", "vcs.modified", "true")},
-			Info{"v0.0.0-20261130120000-1ba952a0c0ff+dirty", rev + "-dirty", "2026-11-30T12:00:00Z", "go1.26.8"}},
+			Info{"v0.0.0-20261130120000-1ba952a0c0ff+dirty", rev, "2026-11-30T12:00:00Z", "go1.26.8"}},
 	} {
 		if got := from(c.bi); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
