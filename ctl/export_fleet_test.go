@@ -431,6 +431,24 @@ func TestFleetRules(t *testing.T) {
 	if err := os.WriteFile(test, []byte(fmt.Sprintf(flRulesTest, rules)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// docs/watching.md shows the file without its comments: the same rules.
+	b, err := os.ReadFile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bare []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+			bare = append(bare, line)
+		}
+	}
+	page, err := os.ReadFile(filepath.Join("..", "docs", "watching.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown := "```yaml\n" + strings.Join(bare, "\n") + "\n```\n"; !strings.Contains(string(page), shown) {
+		t.Errorf("docs/watching.md does not show the rules of %s as they are:\n%s", rules, shown)
+	}
 	for _, args := range [][]string{{"check", "rules", rules}, {"test", "rules", test}} {
 		out, err := exec.Command(promtool, args...).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "SUCCESS") {
