@@ -59,6 +59,15 @@ func hsExport(t *testing.T, args ...string) string {
 	return url
 }
 
+// hsServing waits for a heapctl export process, whose stderr is stderr,
+// to say where it serves, and returns that URL.
+func hsServing(t *testing.T, stderr *hsBuffer) string {
+	t.Helper()
+	re := regexp.MustCompile(`serving (https?://\S+/metrics)`)
+	hsWait(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
+	return re.FindStringSubmatch(stderr.String())[1]
+}
+
 // hsScrape fetches and parses the metrics.
 func hsScrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -300,9 +309,7 @@ func TestOtherUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer exp.Process.Kill()
-	re := regexp.MustCompile(`serving (http://\S+/metrics)`)
-	hsWait(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
-	fams := hsScrape(t, re.FindStringSubmatch(stderr.String())[1])
+	fams := hsScrape(t, hsServing(t, stderr))
 	if _, _, ok := hsSeries(fams, "heapline_live_bytes", pid); ok {
 		t.Errorf("uid 65533's exporter exports uid 65534's pid %d", pid)
 	}
@@ -360,9 +367,7 @@ func TestExportBuildInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	hsKillAtEnd(t, cmd)
-	re := regexp.MustCompile(`serving (http://\S+/metrics)`)
-	hsWait(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
-	f := hsScrape(t, re.FindStringSubmatch(stderr.String())[1])["heapline_build_info"]
+	f := hsScrape(t, hsServing(t, stderr))["heapline_build_info"]
 	if f == nil || len(f.GetMetric()) != 1 {
 		t.Fatalf("heapline_build_info: %v", f)
 	}
