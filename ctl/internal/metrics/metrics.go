@@ -167,7 +167,8 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e region.Entry, boot ui
 	// the pid in the file's name. Summary.PID is the same pid.
 	st, statErr := c.procStat(e.Proc)
 	if statErr != nil {
-		// Ended since the listing: its series go with the next scrape.
+		// Ended since the listing (its series go with the next scrape),
+		// or hidden by /proc's hidepid: no start time, no comm.
 		c.log.Debug("no /proc stat", zap.Int("pid", e.Proc), zap.Error(statErr))
 	}
 	command := s.Command
