@@ -23,6 +23,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
@@ -234,17 +235,22 @@ func TestOtherUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heapctl := filepath.Join(dir, "heapctl.test")
-	if b, err := os.ReadFile(self); err != nil {
-		t.Fatal(err)
-	} else if err := os.WriteFile(heapctl, b, 0o755); err != nil {
-		t.Fatal(err)
+	// The shim too: a clone in a directory other users cannot enter (a
+	// fresh clone under /root, mode 0700) holds bin/libheap.so where uid
+	// 65534's loader cannot open it, and the target would run unprofiled.
+	heapctl, lib := filepath.Join(dir, "heapctl.test"), filepath.Join(dir, shim.LibName)
+	for _, cp := range [][2]string{{self, heapctl}, {hsLib(t), lib}} {
+		if b, err := os.ReadFile(cp[0]); err != nil {
+			t.Fatal(err)
+		} else if err := os.WriteFile(cp[1], b, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// The target holds its base for ten minutes; the test kills it.
 	out := &hsBuffer{}
 	target := exec.Command(steps, "600000", "1", "64")
-	target.Env = append(os.Environ(), "LD_PRELOAD="+hsLib(t), "HEAPLINE_SUMMARY=0")
+	target.Env = append(os.Environ(), "LD_PRELOAD="+lib, "HEAPLINE_SUMMARY=0")
 	target.Stdout = out
 	target.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	if err := target.Start(); err != nil {
