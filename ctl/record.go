@@ -5,18 +5,16 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
+	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
@@ -91,7 +89,7 @@ func record(e *env, c *cli.Context) error {
 		if lib, err = shim.Path(c.String("lib")); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
-		if path, err = lookCommand("record", args[0]); err != nil {
+		if path, err = launch.Look("record", args[0]); err != nil {
 			return err
 		}
 	}
@@ -112,11 +110,10 @@ func record(e *env, c *cli.Context) error {
 	if r.final != nil {
 		r.samples = append(r.samples, timeline.FromSummary(*r.final))
 	}
-	var se startError
-	if errors.As(runErr, &se) {
-		return exitError{code: se.code, msg: "record: " + se.Error()}
+	var ee *launch.ExitError
+	if pid == 0 && !r.started {
+		return runErr // a command that could not start: no word about samples
 	}
-	var ee exitError
 	if runErr != nil && !errors.As(runErr, &ee) {
 		return fmt.Errorf("record: %w", runErr)
 	}
@@ -171,6 +168,7 @@ type recorder struct {
 	final    *report.Summary  // the exit summary, exact, when the process gave one
 	children []report.Summary // exit summaries of CMD's own children
 	fails    int              // failed reads in a row
+	started  bool             // the command started
 }
 
 func (r *recorder) add(s report.Summary) error {
@@ -215,64 +213,45 @@ func (r *recorder) attach(pid int) error {
 }
 
 // run starts args under the shim and samples its region until it exits.
-// The shim writes its exit summary as JSON into a temporary directory, and
-// that summary is the last point: the region is unlinked at exit, so a
-// sampler from outside cannot see the final counters. The child's end,
-// status and signals are handled as `heapctl run` handles them (run.go).
+// The shim writes its exit summary as JSON into a directory of the
+// launcher's, and that summary is the last point: the region is unlinked
+// at exit, so a sampler from outside cannot see the final counters. The
+// child's end, status and signals are handled as for `heapctl run`
+// (package launch); heapctl records on until the child has ended.
 func (r *recorder) run(path string, args []string, lib string) error {
-	tmp, err := os.MkdirTemp("", "heapctl-record-")
+	c, err := launch.Start(launch.Options{
+		Verb: "record", Name: args[0], Path: path, Args: args[1:], Lib: lib, Extra: r.env,
+		Stdin: os.Stdin, Stdout: r.e.stdout, Stderr: r.e.stderr, Log: r.e.log,
+	})
 	if err != nil {
-		return err
+		return launch.StartError("record", err)
 	}
-	defer os.RemoveAll(tmp)
-	cmd := exec.Command(path, args[1:]...)
-	cmd.Args[0] = args[0]
-	out := summaryOutput(tmp)
-	cmd.Env = shim.Env(os.Environ(), lib, append(r.env, "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, r.e.stdout, r.e.stderr
-
-	// Signals are passed on as heapctl run does (forward.go); heapctl
-	// itself records on until the child has ended.
-	sigs := make(chan os.Signal, 4)
-	notifyForwarded(sigs)
-	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
-		return startError{code: 126, err: err}
-	}
-	pid := cmd.Process.Pid
+	defer c.Close()
+	r.started = true
+	pid := c.Pid
 	r.e.log.Debug("recording", zap.Int("pid", pid), zap.Strings("args", args), zap.Duration("interval", r.interval))
-	// Wait for the end without reaping: while the child is a zombie its
-	// pid cannot be reused, so what it left (summary, region) is its own.
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		var info unix.Siginfo
-		for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
-		}
-	}()
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
 	var sampleErr error
 loop:
 	for {
 		select {
-		case <-ended:
+		case <-c.Ended():
 			break loop
-		case sig := <-sigs:
-			forward(pid, sig)
 		case <-tick.C:
 			if sampleErr = r.sample(pid); sampleErr != nil {
-				cmd.Process.Kill()
-				<-ended
+				c.Kill()
+				<-c.Ended()
 				break loop
 			}
 		}
 	}
-	if s, err := readChildSummary(tmp, pid); err == nil {
+	// Read while the child is a zombie: its pid is not reused yet.
+	if s, left, err := c.Own(); err == nil && !left {
 		r.final = &s
-	} else if s, err := leftRegion(r.e, pid, err); err == nil {
+	} else if err == nil {
 		// Killed: the counters it last published, read from the region it
-		// left, which leftRegion removes.
+		// left, which Own removes.
 		r.last = s
 		r.samples = append(r.samples, timeline.FromSummary(s))
 		if err := r.out.Add(s); err != nil && sampleErr == nil {
@@ -281,12 +260,12 @@ loop:
 	} else {
 		r.e.log.Warn("no exit summary; the timeline ends at the last sample", zap.Int("pid", pid), zap.Error(err))
 	}
-	r.readChildren(tmp, pid)
-	waitErr := cmd.Wait()
+	_, status := c.Wait()
+	r.children = c.Others()
 	if sampleErr != nil {
 		return sampleErr
 	}
-	return childStatus(args[0], cmd, waitErr)
+	return status
 }
 
 // sample reads the child's region once. Before the shim has created it,
@@ -316,51 +295,3 @@ func (r *recorder) sample(pid int) error {
 // unreadableAfter is how many failed reads in a row make a region
 // unreadable rather than busy for a moment.
 const unreadableAfter = 50
-
-// readChildren reads the exit summaries of CMD's own children, which
-// inherited the shim and wrote theirs beside CMD's. A wrapper script can
-// start dozens (pyenv's python3 does), so they are only logged, with -v.
-func (r *recorder) readChildren(dir string, pid int) {
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, de := range des {
-		if p := filepath.Join(dir, de.Name()); p == summaryOf(dir, pid) || p == oldSummaryOf(dir, pid) {
-			continue
-		}
-		s, err := readRunSummary(filepath.Join(dir, de.Name()))
-		if err != nil {
-			r.e.log.Warn("a child's exit summary", zap.String("file", de.Name()), zap.Error(err))
-			continue
-		}
-		r.children = append(r.children, s)
-	}
-	sort.Slice(r.children, func(i, j int) bool { return r.children[i].PID < r.children[j].PID })
-}
-
-// childStatus turns how CMD ended into heapctl's exit: CMD's own status,
-// or 128+N for a signal, as a shell reports it.
-func childStatus(name string, cmd *exec.Cmd, waitErr error) error {
-	if waitErr == nil {
-		return nil
-	}
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok {
-		return waitErr
-	}
-	if ws.Signaled() {
-		return exitError{code: 128 + int(ws.Signal()), msg: fmt.Sprintf("%s: killed by signal %d (%v)", name, int(ws.Signal()), ws.Signal())}
-	}
-	return exitError{code: ws.ExitStatus()}
-}
-
-// startError is a command that lookCommand found but that could not be
-// started: heapctl exits 126, as a shell does, with no word about samples.
-type startError struct {
-	code int
-	err  error
-}
-
-func (s startError) Error() string { return s.err.Error() }
-func (s startError) Unwrap() error { return s.err }

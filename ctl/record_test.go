@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
@@ -434,8 +435,8 @@ func TestRecordExitStatus(t *testing.T) {
 	} {
 		e, _, _ := hsApp(t)
 		err := newAppEnv(e).Run(append([]string{"heapctl", "record", "-o", filepath.Join(dir, "x.csv"), "--lib", lib, "--"}, c.args...))
-		var ee exitError
-		if !errors.As(err, &ee) || ee.code != c.code {
+		var ee *launch.ExitError
+		if !errors.As(err, &ee) || ee.Code != c.code {
 			t.Errorf("%v: err %v, want exit status %d", c.args, err, c.code)
 		}
 	}

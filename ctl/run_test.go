@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/sys/unix"
 
+	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
@@ -41,6 +42,8 @@ import (
 //	rgprog exit N CODE  N blocks of 1000 bytes, every other one freed, a line
 //	                    "pid P alloc A freed F", then exit(CODE).
 //	rgprog kill N       the same, then SIGKILL to itself: no exit summary.
+//	rgprog spawn N      forks a child that execs `rgprog exit N`, waits for
+//	                    it and exits with its status; allocates nothing.
 const rgProgSource = `
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -50,6 +53,7 @@ const rgProgSource = `
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define N 32
@@ -116,6 +120,13 @@ int main(int argc, char **argv) {
 	if (argc == 2 && strcmp(argv[1], "steps") == 0) return steps();
 	if (argc == 2 && strcmp(argv[1], "pexit") == 0) return pexit();
 	if (argc < 3) return 2;
+	if (strcmp(argv[1], "spawn") == 0) {
+		pid_t c = fork();
+		if (c == 0) { execl("/proc/self/exe", argv[0], "exit", argv[2], (char *)NULL); _exit(127); }
+		int st;
+		if (c < 0 || waitpid(c, &st, 0) != c) return 2;
+		return WIFEXITED(st) ? WEXITSTATUS(st) : 2;
+	}
 	int n = atoi(argv[2]);
 	static void *p[4096]; /* not calloc'd: its size would differ with n */
 	if (n < 0 || n > 4096) return 2;
@@ -199,9 +210,9 @@ func (r rgResult) warned(s string) bool {
 
 // rgStatus is the exit status main would give err.
 func rgStatus(err error) (int, string) {
-	var ee exitError
+	var ee *launch.ExitError
 	if errors.As(err, &ee) {
-		return ee.code, ee.msg
+		return ee.Code, ee.Msg
 	}
 	if err != nil {
 		return 1, err.Error()
@@ -420,7 +431,7 @@ func TestRunStatus(t *testing.T) {
 		name    string
 		args    []string
 		code    int
-		msg     string // in the error (exitError.msg, or the error itself)
+		msg     string // in the error (ExitError.Msg, or the error itself)
 		summary bool   // a summary line on stderr
 	}{
 		{"success", []string{"--", prog, "exit", "10"}, 0, "", true},
@@ -503,7 +514,12 @@ func TestRunNestedSummary(t *testing.T) {
 		t.Fatalf("status %d %q, want 137", code, msg)
 	}
 	pid, _, _ := rgExitLine(t, r.stdout) // the nested program's line: its pid there
-	s := rgLastJSON(t, r.stdout)
+	var s report.Summary
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if strings.HasPrefix(l, "{") && strings.Contains(l, `"command":"sh -c`) {
+			s = rgLastJSON(t, l)
+		}
+	}
 	if s.PID != pid || s.Exited || !strings.HasPrefix(s.Command, "sh -c X=$$;") {
 		t.Errorf("summary %+v: want the shell's region (pid %d), not the nested program's summary", s, pid)
 	}
@@ -560,7 +576,7 @@ func TestRunForwardsSignals(t *testing.T) {
 		code int
 	}{{syscall.SIGTERM, 7}, {syscall.SIGINT, 8}, {syscall.SIGHUP, 9}, {syscall.SIGUSR1, 10}, {syscall.SIGQUIT, 11}} {
 		t.Run(c.sig.String(), func(t *testing.T) {
-			if (c.sig == syscall.SIGINT || c.sig == syscall.SIGQUIT) && inTerminalForeground() {
+			if (c.sig == syscall.SIGINT || c.sig == syscall.SIGQUIT) && launch.InTerminalForeground() {
 				t.Skip("stdin is a terminal we are in the foreground of: a ^C reaches the child itself, so SIGINT is not forwarded")
 			}
 			ready := filepath.Join(t.TempDir(), "ready")
@@ -594,28 +610,55 @@ func TestRunForwardsSignals(t *testing.T) {
 
 func sigName(s syscall.Signal) string { return unix.SignalName(s) }
 
-// The child's summary is summary.<pid namespace>.<pid>.json; a shim from
-// before %n leaves "%n" in the name, and its summary is read too.
-func TestReadChildSummary(t *testing.T) {
-	dir := t.TempDir()
-	put := func(path string, allocs int) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(fmt.Sprintf(`{"pid":42,"allocs":%d}`+"\n", allocs)), 0o600); err != nil {
-			t.Fatal(err)
-		}
+// heapctl run reports every process of the tree that ran under the shim,
+// the biggest peak first: here the child that `rgprog spawn` forks and
+// that execs `rgprog exit 2000` (2000 blocks of 1000 bytes), then rgprog
+// itself, which allocates nothing of its own.
+func TestRunTree(t *testing.T) {
+	lib, prog := rgLib(t), rgProg(t)
+	r := rgHeapctl(t, "run", "--lib", lib, "--", prog, "spawn", "2000")
+	if r.err != nil {
+		t.Fatalf("run: %v\n%s", r.err, r.stderr)
 	}
-	if _, err := readChildSummary(dir, 42); err == nil || !strings.Contains(err.Error(), "the command left none") {
-		t.Fatalf("no summary: %v", err)
+	child, alloc, _ := rgExitLine(t, r.stdout)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("stderr %q: want two summary lines", r.stderr)
 	}
-	put(oldSummaryOf(dir, 42), 1)
-	if s, err := readChildSummary(dir, 42); err != nil || s.Allocs != 1 {
-		t.Fatalf("an older shim's summary: %+v, %v", s, err)
+	if want := fmt.Sprintf("heapline[%d]: ", child); !strings.HasPrefix(lines[0], want) || !strings.HasSuffix(lines[0], prog+" exit 2000") {
+		t.Errorf("first line %q: want the child's, %q..., naming its command", lines[0], want)
 	}
-	put(summaryOf(dir, 42), 2)
-	if s, err := readChildSummary(dir, 42); err != nil || s.Allocs != 2 {
-		t.Fatalf("both: %+v, %v; want this shim's", s, err)
+	if !strings.HasSuffix(lines[1], prog+" spawn 2000") {
+		t.Errorf("second line %q: want rgprog spawn's", lines[1])
 	}
-	if filepath.Base(oldSummaryOf(dir, 42)) != "summary.%n.42.json" {
-		t.Errorf("older shim's name %q", oldSummaryOf(dir, 42))
+	j := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "spawn", "2000")
+	var tree []report.Summary
+	for _, l := range strings.Split(strings.TrimSpace(j.stdout), "\n")[1:] {
+		tree = append(tree, rgLastJSON(t, l))
+	}
+	if len(tree) != 2 || tree[0].Command != prog+" exit 2000" || tree[1].Command != prog+" spawn 2000" ||
+		tree[0].PeakLiveBytes+tree[0].PeakErrorBytes < int64(alloc) || tree[1].PeakLiveBytes >= tree[0].PeakLiveBytes || !tree[0].Exited || !tree[1].Exited {
+		t.Errorf("--json: %+v\nwant the exec'd child first (peak plus its error at least %d), then rgprog spawn", tree, alloc)
+	}
+}
+
+// The case users meet first: gcc is a driver, and cc1, which it runs,
+// does the compiling and holds the most.
+func TestRunTreeGcc(t *testing.T) {
+	lib := rgLib(t)
+	src := filepath.Join(t.TempDir(), "x.c")
+	if err := os.WriteFile(src, []byte("int f(int x) { return x * 2; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", "gcc", "-c", "-o", src+".o", src)
+	if r.err != nil {
+		t.Fatalf("run: %v\n%s", r.err, r.stderr)
+	}
+	first := rgLastJSON(t, strings.SplitN(r.stdout, "\n", 2)[0])
+	if !strings.Contains(first.Command, "cc1 ") {
+		t.Errorf("first summary %+v: want cc1's\nall: %s", first, r.stdout)
+	}
+	if n := strings.Count(strings.TrimSpace(r.stdout), "\n") + 1; n < 3 {
+		t.Errorf("%d summaries, want gcc, cc1 and as at least:\n%s", n, r.stdout)
 	}
 }
