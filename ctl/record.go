@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/launch"
+	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
@@ -69,6 +70,11 @@ func record(e *env, c *cli.Context) error {
 	svg := c.String("svg")
 	if svg != "" && strings.ToLower(filepath.Ext(svg)) != ".svg" {
 		return fmt.Errorf("record: --svg %s: name the chart .svg", svg)
+	}
+	// Every file is checked before anything starts: the timeline and the
+	// chart of a long job are not lost to a typo in a path.
+	if err := errors.Join(outfile.Check("--output", c.String("output")), outfile.Check("--svg", svg)); err != nil {
+		return fmt.Errorf("record: %w", err)
 	}
 	r := &recorder{e: e, interval: interval}
 	if c.Bool("python-objects") {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/launch"
+	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/timeline"
@@ -63,6 +64,9 @@ func run(e *env, o runOptions) error {
 	path, err := launch.Look("run", o.args[0])
 	if err != nil {
 		return err
+	}
+	if err := outfile.Check("--output", o.output); err != nil {
+		return fmt.Errorf("run: %w", err)
 	}
 	// The shim writes its summary, as JSON, into a directory of ours (the
 	// command's own stderr stays the command's), one file a process of the

@@ -662,3 +662,32 @@ func TestRunTreeGcc(t *testing.T) {
 		t.Errorf("%d summaries, want gcc, cc1 and as at least:\n%s", n, r.stdout)
 	}
 }
+
+// An output path that cannot be written fails before the command starts
+// (the marker file it would create is never made), with an error that
+// names the flag, and a non-zero exit.
+func TestOutputCheckedFirst(t *testing.T) {
+	lib := rgLib(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-o", "/nonexistent/x.json"}, "run: --output /nonexistent/x.json: cannot write it: no such file or directory"},
+		{[]string{"record", "-o", "/nonexistent/x.csv"}, "record: --output /nonexistent/x.csv: cannot write it: no such file or directory"},
+		{[]string{"record", "-o", filepath.Join(dir, "x.csv"), "--svg", "/nonexistent/x.svg"}, "record: --svg /nonexistent/x.svg: cannot write it: no such file or directory"},
+		{[]string{"record", "-o", filepath.Join(dir, "x.csv"), "--svg", "/etc/passwd/x.svg"}, "record: --svg /etc/passwd/x.svg: cannot write it: not a directory"},
+	} {
+		r := rgHeapctl(t, append(c.args, "--lib", lib, "--", "touch", marker)...)
+		if code, msg := rgStatus(r.err); code == 0 || !strings.Contains(msg, c.want) {
+			t.Errorf("%q: status %d %q, want non-zero and %q", c.args, code, msg, c.want)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%q: the command ran", c.args)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.csv")); err == nil {
+		t.Error("record created its timeline before failing on --svg")
+	}
+}
