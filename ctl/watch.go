@@ -38,7 +38,7 @@ func watchCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "watch every process that publishes a region you may read"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 250 * time.Millisecond, Usage: "time between refreshes"},
 			&cli.DurationFlag{Name: "window", Value: time.Minute, Usage: "time the sparkline covers"},
-			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Usage: "stop after `N` refreshes (0: when the process ends, or never with --all)"},
+			&cli.IntFlag{Name: "count", Aliases: []string{"c"}, Usage: "stop after `N` refreshes (0: when the process ends, or never with --all)"},
 		},
 		Action: func(c *cli.Context) error { return watch(e, c) },
 	}
