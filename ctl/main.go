@@ -29,10 +29,10 @@ func exitCode(err error) int {
 	var ee *launch.ExitError
 	if errors.As(err, &ee) {
 		if ee.Msg != "" {
-			fmt.Fprintln(os.Stderr, "heapctl:", ee.Msg)
+			fmt.Fprintln(os.Stderr, "heapctl: error:", ee.Msg)
 		}
 		return ee.Code
 	}
-	fmt.Fprintln(os.Stderr, "heapctl:", err)
+	fmt.Fprintln(os.Stderr, "heapctl: error:", err)
 	return 1
 }

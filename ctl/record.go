@@ -71,11 +71,6 @@ func record(e *env, c *cli.Context) error {
 	if svg != "" && strings.ToLower(filepath.Ext(svg)) != ".svg" {
 		return fmt.Errorf("record: --svg %s: name the chart .svg", svg)
 	}
-	// Every file is checked before anything starts: the timeline and the
-	// chart of a long job are not lost to a typo in a path.
-	if err := errors.Join(outfile.Check("--output", c.String("output")), outfile.Check("--svg", svg)); err != nil {
-		return fmt.Errorf("record: %w", err)
-	}
 	r := &recorder{e: e, interval: interval}
 	if c.Bool("python-objects") {
 		r.env = append(r.env, timeline.PythonObjectsEnv())
@@ -86,6 +81,11 @@ func record(e *env, c *cli.Context) error {
 		if err := regionError(pid, region.Inspect(pid)); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
+	}
+	// Every file is checked before anything starts: the timeline and the
+	// chart of a long job are not lost to a typo in a path.
+	if err := errors.Join(outfile.Check("--output", c.String("output")), outfile.Check("--svg", svg)); err != nil {
+		return fmt.Errorf("record: %w", err)
 	}
 	// So is a command that cannot be started, or a bad --lib: the output
 	// file, perhaps an earlier recording, is only truncated to record.
@@ -127,7 +127,7 @@ func record(e *env, c *cli.Context) error {
 		// Only a command can end with no sample: --pid read one first.
 		err := fmt.Errorf("record: no sample: %s never published a region (statically linked programs cannot be preloaded)", args[0])
 		if runErr != nil {
-			fmt.Fprintln(e.stderr, "heapctl:", err)
+			e.log.Error(err.Error())
 			return runErr // the command's own failure says more
 		}
 		return err

@@ -184,7 +184,7 @@ func TestShowErrors(t *testing.T) {
 		{nil, "show: missing PID (heapctl show [--json] PID)"},
 		{[]string{"abc"}, `show: PID must be a process id, got "abc"`},
 		{[]string{"0"}, `show: PID must be a process id, got "0"`},
-		{[]string{"-5"}, `flag provided but not defined: -5`},
+		{[]string{"-5"}, `unknown flag -5 (heapctl show --help lists the flags)`},
 		{[]string{"1", "2"}, "show: want one PID, got 2 arguments"},
 		{[]string{"1", "--json"}, "show: flags go before the PID: heapctl show --json 1"},
 		{[]string{strconv.Itoa(dead)}, "show: no process " + strconv.Itoa(dead)},

@@ -750,7 +750,7 @@ func TestTraceUnprivileged(t *testing.T) {
 		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
 			t.Errorf("%q as nobody: %v, want exit status 1", args, err)
 		}
-		want := "heapctl: trace: eBPF tracing needs root, or the capabilities CAP_BPF and CAP_PERFMON: this process (uid 65534) lacks CAP_BPF and CAP_PERFMON; run it with sudo\n"
+		want := "heapctl: error: trace: eBPF tracing needs root, or the capabilities CAP_BPF and CAP_PERFMON: this process (uid 65534) lacks CAP_BPF and CAP_PERFMON; run it with sudo\n"
 		if stderr.String() != want {
 			t.Errorf("%q as nobody: stderr\n%q\nwant\n%q", args, stderr.String(), want)
 		}
