@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
@@ -34,8 +35,9 @@ func recordCommand(e *env) *cli.Command {
 		Description: "With -- CMD, runs CMD under libheap.so and samples it until it exits; the last point is\n" +
 			"its exit summary, exact. With --pid, samples a running process until it ends or until\n" +
 			"interrupted. The timeline's format follows -o's extension: .csv (time_s, live_bytes,\n" +
-			"live_blocks, allocs, frees, peak_live_bytes; one row a sample, written as it is taken) or\n" +
-			".json. time_s is the process's time since the shim started counting.",
+			"live_blocks, allocs, frees, peak_live_bytes, exec; one row a sample, written as it is taken)\n" +
+			"or .json. time_s is the process's time since the shim started counting, continuous across\n" +
+			"exec; exec holds the new program's command on the first sample after one.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "timeline `FILE` (.csv or .json)"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 10 * time.Millisecond, Usage: "time between samples"},
@@ -110,11 +112,13 @@ func record(e *env, c *cli.Context) error {
 	} else {
 		runErr = r.run(path, args, lib)
 	}
-	if err := out.Close(r.final); err != nil {
-		return fmt.Errorf("record: %w", err)
-	}
+	var finalPoint timeline.Sample
 	if r.final != nil {
-		r.samples = append(r.samples, timeline.FromSummary(*r.final))
+		finalPoint = r.images.Point(*r.final, 0, r.endNS)
+		r.samples = append(r.samples, finalPoint)
+	}
+	if err := out.Close(r.final, finalPoint); err != nil {
+		return fmt.Errorf("record: %w", err)
 	}
 	var ee *launch.ExitError
 	if pid == 0 && !r.started {
@@ -145,7 +149,7 @@ func record(e *env, c *cli.Context) error {
 		msg += fmt.Sprintf(" (%d child processes of %s ran under the shim too: -v logs their summaries)", n, args[0])
 	}
 	if svg != "" {
-		title := fmt.Sprintf("%s (pid %d)", clip(last.Command, 60), last.PID)
+		title := fmt.Sprintf("%s (pid %d)", clip(last.Command, 300), last.PID) // the chart wraps it
 		if err := writeChart(svg, title, r.samples); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
@@ -175,12 +179,26 @@ type recorder struct {
 	children []report.Summary // exit summaries of CMD's own children
 	fails    int              // failed reads in a row
 	started  bool             // the command started
+	images   timeline.Images  // one time axis across execs
+	endNS    uint64           // CLOCK_MONOTONIC when the command was seen to end
 }
 
-func (r *recorder) add(s report.Summary) error {
+// add takes snapshot s of the image that started counting at startNS (0:
+// not known, as for the counters read from a killed process's region).
+func (r *recorder) add(s report.Summary, startNS uint64) error {
+	p := r.images.Point(s, startNS, monotonicNS())
+	if p.Exec != "" {
+		r.e.log.Debug("exec", zap.Int("pid", s.PID), zap.String("command", s.Command), zap.Float64("time_s", p.TimeS))
+	}
 	r.last = s
-	r.samples = append(r.samples, timeline.FromSummary(s))
-	return r.out.Add(s)
+	r.samples = append(r.samples, p)
+	return r.out.Add(p, s)
+}
+
+func monotonicNS() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }
 
 // attach samples a running process until its region is gone (it exited),
@@ -203,7 +221,7 @@ func (r *recorder) attach(pid int) error {
 		case ent.Err != nil:
 			return regionError(pid, ent)
 		default:
-			if err := r.add(ent.Summary); err != nil {
+			if err := r.add(ent.Summary, ent.StartNS); err != nil {
 				return err
 			}
 			if ent.Stale || ent.Summary.Exited {
@@ -243,11 +261,13 @@ loop:
 	for {
 		select {
 		case <-c.Ended():
+			r.endNS = monotonicNS()
 			break loop
 		case <-tick.C:
 			if sampleErr = r.sample(pid); sampleErr != nil {
 				c.Kill()
 				<-c.Ended()
+				r.endNS = monotonicNS()
 				break loop
 			}
 		}
@@ -258,9 +278,7 @@ loop:
 	} else if err == nil {
 		// Killed: the counters it last published, read from the region it
 		// left, which Own removes.
-		r.last = s
-		r.samples = append(r.samples, timeline.FromSummary(s))
-		if err := r.out.Add(s); err != nil && sampleErr == nil {
+		if err := r.add(s, 0); err != nil && sampleErr == nil {
 			sampleErr = err
 		}
 	} else {
@@ -295,7 +313,7 @@ func (r *recorder) sample(pid int) error {
 		return nil
 	}
 	r.fails = 0
-	return r.add(ent.Summary)
+	return r.add(ent.Summary, ent.StartNS)
 }
 
 // unreadableAfter is how many failed reads in a row make a region

@@ -561,3 +561,47 @@ func TestRunPythonObjects(t *testing.T) {
 		t.Errorf("pymalloc: %d allocations, want fewer than %d", got, n)
 	}
 }
+
+// TestRecordExec records through a real exec: sh waits (its `sleep` is a
+// child, so sh's own image is sampled), then execs python3, which holds
+// 8 MiB. One time axis: time_s never goes back, python3's first sample
+// is marked with its command and comes after sh's 0.3 s, and the chart
+// marks the exec.
+func TestRecordExec(t *testing.T) {
+	lib := hsLib(t)
+	dir := t.TempDir()
+	csv, svg := filepath.Join(dir, "heap.csv"), filepath.Join(dir, "heap.svg")
+	py := "import time; x = bytearray(8 << 20); time.sleep(0.3)"
+	e, _, stderr := hsApp(t)
+	err := newAppEnv(e).Run([]string{"heapctl", "record", "-o", csv, "--svg", svg, "-i", "5ms", "--lib", lib,
+		"--", "sh", "-c", `sleep 0.3; exec python3 -c "$0"`, py})
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, stderr)
+	}
+	samples := hsCSV(csv)
+	var execs []timeline.Sample
+	for i, s := range samples {
+		if i > 0 && s.TimeS < samples[i-1].TimeS {
+			t.Errorf("time goes back at sample %d: %v -> %v", i, samples[i-1].TimeS, s.TimeS)
+		}
+		if s.Exec != "" {
+			execs = append(execs, s)
+		}
+	}
+	// python3 on PATH may be a wrapper that execs the real one (pyenv's
+	// shim execs three times): every exec is marked, the last is python3.
+	if len(execs) == 0 || !strings.HasSuffix(execs[len(execs)-1].Exec, "python3 -c "+py) || execs[0].TimeS < 0.3 {
+		t.Fatalf("exec marks %+v: want python3's last, all after sh's 0.3 s", execs)
+	}
+	if samples[0].Exec != "" || samples[len(samples)-1].LiveBytes > samples[len(samples)-1].PeakLiveBytes ||
+		samples[len(samples)-1].PeakLiveBytes < 8<<20 {
+		t.Errorf("first %+v, last %+v", samples[0], samples[len(samples)-1])
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if texts := strings.Join(testkit.SVGTexts(t, b), "\n"); !strings.Contains(texts, "exec python3") {
+		t.Errorf("the chart does not mark the exec; its texts:\n%s", texts)
+	}
+}

@@ -14,7 +14,8 @@ import (
 // Sample is one point of the heap line. Time is the process's own elapsed
 // time (report.Summary.ElapsedS, measured by the shim from when it started
 // counting), not heapctl's clock, so the final point taken from the exit
-// summary lines up with the points sampled from outside.
+// summary lines up with the points sampled from outside; across an exec it
+// runs on from the first image's start (Images).
 type Sample struct {
 	TimeS         float64 `json:"time_s"`
 	LiveBytes     int64   `json:"live_bytes"`
@@ -22,6 +23,9 @@ type Sample struct {
 	Allocs        uint64  `json:"allocs"`
 	Frees         uint64  `json:"frees"`
 	PeakLiveBytes int64   `json:"peak_live_bytes"`
+	// Exec is the command of a new image, on its first sample: the
+	// process exec'd since the sample before.
+	Exec string `json:"exec,omitempty"`
 }
 
 // FromSummary is the point a snapshot makes.
