@@ -178,6 +178,7 @@ type recorder struct {
 	final    *report.Summary  // the exit summary, exact, when the process gave one
 	children []report.Summary // exit summaries of CMD's own children
 	fails    int              // failed reads in a row
+	missing  int              // reads in a row that found no region, after one was read
 	started  bool             // the command started
 	images   timeline.Images  // one time axis across execs
 	endNS    uint64           // CLOCK_MONOTONIC when the command was seen to end
@@ -210,9 +211,14 @@ func (r *recorder) attach(pid int) error {
 	defer signal.Stop(sigs)
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
+	proc := region.OpenProcess(pid)
+	defer proc.Close()
 	for {
 		ent := region.Inspect(pid)
 		switch {
+		case errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0 && proc.Running():
+			r.e.log.Warn(region.RemovedWhileRunning(pid).Error() + "; the timeline ends at the last sample")
+			return nil
 		case errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0:
 			return nil // unlinked at exit
 		case errors.Is(ent.Err, region.ErrBusy) && len(r.samples) > 0:
@@ -301,6 +307,15 @@ loop:
 // shim itself cannot publish.
 func (r *recorder) sample(pid int) error {
 	ent := region.Inspect(pid)
+	if errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0 {
+		// Between an exec and the new image's shim there is none for a
+		// moment; a region that stays away was removed under the command.
+		if r.missing++; r.missing == unreadableAfter {
+			r.e.log.Warn(region.RemovedWhileRunning(pid).Error() + "; its exit summary is still read when it ends")
+		}
+		return nil
+	}
+	r.missing = 0
 	switch {
 	case errors.Is(ent.Err, fs.ErrNotExist), ent.Err == nil && ent.Stale:
 		return nil

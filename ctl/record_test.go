@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
@@ -559,6 +562,51 @@ func TestRunPythonObjects(t *testing.T) {
 	}
 	if got := allocs(); got >= n {
 		t.Errorf("pymalloc: %d allocations, want fewer than %d", got, n)
+	}
+}
+
+// hsRemoved: heapctl cmd (watch or record --pid) follows heapsteps, and
+// once ready holds the region file is deleted while heapsteps runs on;
+// heapctl should say so and end. It returns heapctl's result and stdout.
+func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r rgResult, stdout string) {
+	t.Helper()
+	p := hsStart(t)
+	out := &hsBuffer{}
+	e, _, stderr := hsApp(t)
+	e.stdout = out
+	core, logs := observer.New(zapcore.DebugLevel)
+	e.log = zap.New(zapcore.NewTee(e.log.Core(), core))
+	done := make(chan error, 1)
+	go func() { done <- newAppEnv(e).Run(append(append([]string{"heapctl"}, args...), strconv.Itoa(p.pid))) }()
+	hsWait(t, "a first sample", func() bool { return ready(out.String()) })
+	if err := os.Remove(region.Path(p.pid)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		r = rgResult{stderr: stderr.String(), logs: logs, err: err}
+	case <-time.After(hsTimeout):
+		t.Fatalf("%v did not end when the region went", args)
+	}
+	if p.cmd.ProcessState != nil {
+		t.Fatal("heapsteps ended: the test meant it to run on")
+	}
+	return r, out.String()
+}
+
+// A region deleted under a running process: record --pid keeps what it
+// has and says what happened, not that the process ended.
+func TestRecordRegionRemoved(t *testing.T) {
+	csv := filepath.Join(t.TempDir(), "heap.csv")
+	r, _ := hsRemoved(t, func(string) bool { return len(hsCSV(csv)) > 1 }, "record", "-o", csv, "-i", "5ms", "--pid")
+	if r.err != nil {
+		t.Fatalf("record: %v", r.err)
+	}
+	if !r.warned("was removed while process") || !r.warned("runs on") {
+		t.Errorf("no warning that the region was removed; logs %v", r.logs.All())
+	}
+	if len(hsCSV(csv)) == 0 {
+		t.Error("the timeline lost its samples")
 	}
 }
 

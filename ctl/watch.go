@@ -70,6 +70,8 @@ func watch(e *env, c *cli.Context) error {
 		if err := w.pollOne(true); err != nil {
 			return fmt.Errorf("watch: %w", err)
 		}
+		w.proc = region.OpenProcess(pid)
+		defer w.proc.Close()
 	}
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
@@ -87,12 +89,12 @@ func watch(e *env, c *cli.Context) error {
 		ended := w.takeEnded()
 		if !all && len(ended) > 0 {
 			// The last view stays; the final line goes under it.
-			scr.final(ended)
+			scr.final(ended, w.gone)
 			return nil
 		}
 		var stay []string
 		for _, s := range ended {
-			stay = append(stay, endLine(s))
+			stay = append(stay, endLine(s, ""))
 		}
 		scr.frame(stay, w.rows(scr))
 		if count > 0 && n >= count {
@@ -150,6 +152,8 @@ type watcher struct {
 	order  []int            // pids in the order they appeared
 	ended  []report.Summary // processes that ended since takeEnded
 	warned map[string]bool  // unreadable regions already logged
+	proc   *region.Process  // the one watched process
+	gone   string           // why its counters stopped, when not its end
 }
 
 func (w *watcher) poll() error {
@@ -198,6 +202,9 @@ func (w *watcher) pollOne(first bool) error {
 		}
 	}
 	switch {
+	case errors.Is(ent.Err, fs.ErrNotExist) && w.proc.Running():
+		w.gone = region.RemovedWhileRunning(w.pid).Error()
+		w.end(w.pid)
 	case errors.Is(ent.Err, fs.ErrNotExist):
 		w.end(w.pid)
 	case errors.Is(ent.Err, region.ErrBusy):
@@ -297,12 +304,16 @@ func fmtWindow(s float64) string {
 	return d.String()
 }
 
-// endLine is the line printed for a process that ended: its counters as
-// last seen. They are final only if the last read caught the exit flag;
-// otherwise the line says they come from the last sample.
-func endLine(s report.Summary) string {
+// endLine is the line printed for a process that ended, or whose region
+// went (why says so): its counters as last seen. They are final only if
+// the last read caught the exit flag; otherwise the line says they come
+// from the last sample.
+func endLine(s report.Summary, why string) string {
 	l := report.Line(s)
-	if !s.Exited {
+	switch {
+	case why != "":
+		l += " (last sample; " + why + ")"
+	case !s.Exited:
 		l += " (last sample; the process has ended)"
 	}
 	return l
@@ -356,9 +367,9 @@ func (s *screen) frame(stay, view []string) {
 }
 
 // final writes the ended processes' lines under the last frame, for good.
-func (s *screen) final(ended []report.Summary) {
+func (s *screen) final(ended []report.Summary, why string) {
 	for _, e := range ended {
-		fmt.Fprintln(s.w, endLine(e))
+		fmt.Fprintln(s.w, endLine(e, why))
 	}
 	s.drawn = 0
 }

@@ -201,3 +201,18 @@ func TestWatchErrors(t *testing.T) {
 		}
 	}
 }
+
+// A region deleted under a running process: watch's last line says so,
+// not that the process ended.
+func TestWatchRegionRemoved(t *testing.T) {
+	r, out := hsRemoved(t, func(out string) bool { return strings.Count(out, "\n") > 1 }, "watch", "--interval", "5ms")
+	if r.err != nil {
+		t.Fatalf("watch: %v", r.err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "heapline[") || !strings.Contains(last, "(last sample; /dev/shm/heapline.") ||
+		!strings.HasSuffix(last, "runs on: its counters can no longer be read (the process itself goes on))") {
+		t.Errorf("last line %q: want the summary and that the region was removed", last)
+	}
+}
