@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -224,7 +225,8 @@ func (w *watcher) pollOne(first bool) error {
 func (w *watcher) update(s report.Summary) {
 	p := w.procs[s.PID]
 	if p == nil {
-		p = &watched{pid: s.PID}
+		// No rate before a second sample: "–", not a made-up 0/s.
+		p = &watched{pid: s.PID, allocsS: math.NaN(), freesS: math.NaN()}
 		w.procs[s.PID] = p
 		w.order = append(w.order, s.PID)
 	}
@@ -286,12 +288,12 @@ func (w *watcher) rows(scr *screen) []string {
 			spark := timeline.Sparkline(p.hist, s.ElapsedS, w.window, sparkWidth)
 			out = append(out, fmt.Sprintf("%-9d %-11s %-11d %-11s %-10s %-10s %s  %s",
 				pid, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
-				timeline.Rate(p.allocsS), timeline.Rate(p.freesS), spark, report.Printable(s.Command)))
+				report.Rate(p.allocsS), report.Rate(p.freesS), spark, report.Printable(s.Command)))
 			continue
 		}
 		out = append(out, fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, %s allocs, %s frees",
 			pid, s.ElapsedS, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
-			timeline.Rate(p.allocsS), timeline.Rate(p.freesS)))
+			report.Rate(p.allocsS), report.Rate(p.freesS)))
 	}
 	return out
 }

@@ -64,7 +64,11 @@ func TestWatchLines(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 	row := regexp.MustCompile(`^` + strconv.Itoa(p.pid) + ` \d+\.\d\ds live [0-9.]+ (B|KiB|MiB) \(\d+ blocks\) peak [0-9.]+ (B|KiB|MiB), [0-9.]+k?/s allocs, [0-9.]+k?/s frees$`)
-	for _, l := range lines[:len(lines)-1] {
+	// The first line has no interval before it: no rate, not "0/s".
+	if !strings.HasSuffix(lines[0], ", – allocs, – frees") {
+		t.Errorf("first line %q: want – for the rates", lines[0])
+	}
+	for _, l := range lines[1 : len(lines)-1] {
 		if !row.MatchString(l) {
 			t.Errorf("line %q does not match %v", l, row)
 		}

@@ -6,8 +6,6 @@
 package timeline
 
 import (
-	"fmt"
-
 	"github.com/heapline/heapline/ctl/internal/report"
 )
 
@@ -75,20 +73,6 @@ func Peak(samples []Sample) (at Sample, peak int64, ok bool) {
 		peak = at.LiveBytes
 	}
 	return at, peak, len(samples) > 0
-}
-
-// Rate formats a per-second rate compactly: "950/s", "12.3k/s", "4.1M/s".
-func Rate(r float64) string {
-	switch {
-	case r < 1000:
-		return fmt.Sprintf("%.0f/s", r)
-	case r < 1e6:
-		return fmt.Sprintf("%.1fk/s", r/1e3)
-	case r < 1e9:
-		return fmt.Sprintf("%.1fM/s", r/1e6)
-	default:
-		return fmt.Sprintf("%.1fG/s", r/1e9)
-	}
 }
 
 // PythonObjectsEnv is the environment `heapctl run --python-objects` (and

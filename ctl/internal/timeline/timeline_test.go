@@ -43,18 +43,29 @@ func TestSparkline(t *testing.T) {
 	if got, want := Sparkline(s, 8, 16, 16), "        ▁▂▃▄▅▆▇█"; got != want {
 		t.Errorf("ramp with blank start = %q, want %q", got, want)
 	}
-	// Two columns: each shows the highest value of its half (300, 700).
-	if got, want := Sparkline(s, 8, 8, 2), "▁█"; got != want {
+	// Two columns: each shows the highest value of its half (300, 700),
+	// on a scale from 0: 300 is three sevenths of the way up.
+	if got, want := Sparkline(s, 8, 8, 2), "▄█"; got != want {
 		t.Errorf("two columns = %q, want %q", got, want)
 	}
-	// Flat: lowest tick everywhere; a gap repeats the value before it.
+	// Flat: the highest tick everywhere (its height is the heap's, from
+	// 0); a gap repeats the value before it. An empty heap is the lowest.
 	flat := []Sample{{TimeS: 0, LiveBytes: 5}, {TimeS: 3.5, LiveBytes: 5}}
-	if got, want := Sparkline(flat, 4, 4, 4), "▁▁▁▁"; got != want {
+	if got, want := Sparkline(flat, 4, 4, 4), "████"; got != want {
 		t.Errorf("flat = %q, want %q", got, want)
+	}
+	empty := []Sample{{TimeS: 0}, {TimeS: 3.5}}
+	if got, want := Sparkline(empty, 4, 4, 4), "▁▁▁▁"; got != want {
+		t.Errorf("empty heap = %q, want %q", got, want)
+	}
+	// A 1% wiggle of a large heap stays near the top, not a cliff.
+	big := []Sample{{TimeS: 0, LiveBytes: 100 << 20}, {TimeS: 2, LiveBytes: 99 << 20}}
+	if got, want := Sparkline(big, 4, 4, 4), "████"; got != want {
+		t.Errorf("wiggle = %q, want %q", got, want)
 	}
 	// A sample before the window carries into it.
 	old := []Sample{{TimeS: 0, LiveBytes: 10}, {TimeS: 99.5, LiveBytes: 20}}
-	if got, want := Sparkline(old, 100, 4, 4), "▁▁▁█"; got != want {
+	if got, want := Sparkline(old, 100, 4, 4), "▅▅▅█"; got != want {
 		t.Errorf("carried = %q, want %q", got, want)
 	}
 	if got := Sparkline(nil, 1, 60, 0); got != "" {
