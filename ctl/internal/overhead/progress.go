@@ -67,7 +67,7 @@ func (p *Progress) finish() {
 		fmt.Fprintln(p.w)
 		return
 	}
-	fmt.Fprintf(p.w, "%s: %d runs in %.1f s\n", p.label, p.done, time.Since(p.start).Seconds())
+	fmt.Fprintf(p.w, "%s: %d runs (both sides, warm-ups included) in %.1f s\n", p.label, p.done, time.Since(p.start).Seconds())
 }
 
 // abort ends a line drawn on a terminal before an error is printed.
