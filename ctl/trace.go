@@ -218,10 +218,15 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 		o.attached(pid)
 	}
 
+	// exited is closed once the command is reaped: Wait also waits for
+	// the copying of its output, which must be done before the summary
+	// is printed on the same writer.
 	exited := make(chan struct{})
+	var status error
 	go func() {
 		<-c.Ended()
 		t.end = c.EndTime()
+		_, status = c.Wait()
 		close(exited)
 	}()
 	// INT and TERM stop tracing (the launcher passes them on to the
@@ -231,7 +236,7 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	defer signal.Stop(sigs)
 	done, err := t.follow(ctx, exited, sigs, tr)
 	if err != nil {
-		c.Wait() // heapctl lasts as long as the command
+		<-exited // heapctl lasts as long as the command
 		return err
 	}
 	if done != traceEndExit {
@@ -240,7 +245,7 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 		tr.Close()
 		e.log.Debug("tracing stopped, waiting for the command", zap.Int("pid", pid))
 	}
-	_, status := c.Wait()
+	<-exited
 	return status
 }
 
