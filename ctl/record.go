@@ -20,6 +20,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
+	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
@@ -42,7 +43,7 @@ func recordCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "timeline `FILE` (.csv or .json)"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 10 * time.Millisecond, Usage: "time between samples"},
 			&cli.StringFlag{Name: "svg", Usage: "also draw live bytes over time, peak marked, into `FILE`"},
-			&cli.IntFlag{Name: "pid", Aliases: []string{"p"}, Usage: "record the running process `PID` instead of starting a command"},
+			&cli.StringFlag{Name: "pid", Aliases: []string{"p"}, Usage: "record the running process `PID` instead of starting a command"},
 			&cli.StringFlag{Name: "lib", Usage: "libheap.so to preload into CMD (default: $HEAPLINE_LIB, beside heapctl, ./bin)"},
 			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD, so each Python object is counted (docs/watching.md)"},
 		},
@@ -52,15 +53,19 @@ func recordCommand(e *env) *cli.Command {
 
 func record(e *env, c *cli.Context) error {
 	interval := c.Duration("interval")
-	pid := c.Int("pid")
+	var pid int
+	if c.IsSet("pid") {
+		var err error
+		if pid, err = target.ParsePID(c.String("pid")); err != nil {
+			return fmt.Errorf("record: --pid: %w", err)
+		}
+	}
 	args := c.Args().Slice()
 	switch {
 	case interval < time.Millisecond:
 		return fmt.Errorf("record: --interval must be at least 1ms (got %v)", interval)
 	case c.IsSet("pid") && len(args) > 0:
 		return errors.New("record: give --pid or a command after --, not both")
-	case c.IsSet("pid") && pid <= 0:
-		return fmt.Errorf("record: --pid must be a process id (got %d)", pid)
 	case c.IsSet("pid") && c.Bool("python-objects"):
 		return errors.New("record: --python-objects applies to a command started by record, not to --pid")
 	case !c.IsSet("pid") && len(args) == 0:
@@ -80,7 +85,7 @@ func record(e *env, c *cli.Context) error {
 	// With --pid, a process that cannot be recorded is said before any
 	// file is created.
 	if pid > 0 {
-		if err := regionError(pid, region.Inspect(pid)); err != nil {
+		if err := target.RegionError(pid, region.Inspect(pid), true); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
 	}
@@ -149,7 +154,7 @@ func record(e *env, c *cli.Context) error {
 		msg += fmt.Sprintf(" (%d child processes of %s ran under the shim too: -v logs their summaries)", n, args[0])
 	}
 	if svg != "" {
-		title := fmt.Sprintf("%s (pid %d)", clip(last.Command, 300), last.PID) // the chart wraps it
+		title := fmt.Sprintf("%s (pid %d)", report.Clip(last.Command, 300), last.PID) // the chart wraps it
 		if err := writeChart(svg, title, r.samples); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
@@ -225,7 +230,7 @@ func (r *recorder) attach(pid int) error {
 			// A fold outlasted the read's retries: no sample this time.
 			r.e.log.Debug("region busy", zap.Int("pid", pid), zap.Error(ent.Err))
 		case ent.Err != nil:
-			return regionError(pid, ent)
+			return target.RegionError(pid, ent, true)
 		default:
 			if err := r.add(ent.Summary, ent.StartNS); err != nil {
 				return err

@@ -484,7 +484,7 @@ func TestRecordBadUse(t *testing.T) {
 		{[]string{"-o", filepath.Join(dir, "a.txt"), "--", "true"}, ".csv or .json"},
 		{[]string{"-o", filepath.Join(dir, "a.csv"), "--svg", filepath.Join(dir, "a.png"), "--", "true"}, "name the chart .svg"},
 		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", strconv.Itoa(dead)}, fmt.Sprintf("no process %d", dead)},
-		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", "-4"}, "--pid must be a process id"},
+		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", "-4"}, `record: --pid: "-4" is not a process id`},
 		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", "1", "--python-objects"}, "--python-objects applies to a command"},
 	} {
 		e, _, _ := hsApp(t)

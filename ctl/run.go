@@ -137,7 +137,7 @@ func printRunSummary(e *env, o runOptions, tree []report.Summary) error {
 func runLine(s report.Summary, several bool) string {
 	l := report.Line(s)
 	if several && s.Command != "" && !strings.Contains(l, s.Command) {
-		l += "  " + clip(s.Command, 80)
+		l += "  " + report.Clip(s.Command, 80)
 	}
 	return l
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/target"
 )
 
 // traceCommand counts a process's heap with eBPF uprobes on its libc: the
@@ -52,7 +53,7 @@ func traceCommand(e *env) *cli.Command {
 				argv:     c.Args().Slice(),
 			}
 			if c.IsSet("pid") {
-				pid, err := parsePID(c.String("pid"))
+				pid, err := target.ParsePID(c.String("pid"))
 				if err != nil {
 					return fmt.Errorf("trace: --pid: %w", err)
 				}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
@@ -62,7 +62,7 @@ func watch(e *env, c *cli.Context) error {
 	}
 	w := &watcher{log: e.log, window: window.Seconds(), procs: map[int]*watched{}, warned: map[string]bool{}}
 	if !all {
-		pid, err := parsePID(c.Args().First())
+		pid, err := target.ParsePID(c.Args().First())
 		if err != nil {
 			return fmt.Errorf("watch: %w", err)
 		}
@@ -107,33 +107,6 @@ func watch(e *env, c *cli.Context) error {
 		case <-tick.C:
 		}
 	}
-}
-
-// parsePID reads a PID argument.
-func parsePID(s string) (int, error) {
-	pid, err := strconv.Atoi(s)
-	if err != nil || pid <= 0 || pid > 1<<22 {
-		// 1<<22 is the kernel's PID_MAX_LIMIT on 64-bit systems.
-		return 0, fmt.Errorf("%q is not a process id", s)
-	}
-	return pid, nil
-}
-
-// regionError says why pid cannot be read, in the user's terms: a pid
-// with no process is not a region problem, and a process without a region
-// was not started under the shim.
-func regionError(pid int, ent region.Entry) error {
-	switch {
-	case errors.Is(ent.Err, fs.ErrNotExist) && ent.Stale:
-		return fmt.Errorf("no process %d", pid)
-	case errors.Is(ent.Err, fs.ErrNotExist):
-		return fmt.Errorf("process %d publishes no heapline region (%s): start it with `heapctl run` or with LD_PRELOAD=libheap.so", pid, ent.Path)
-	case ent.Err != nil:
-		return fmt.Errorf("reading the region of process %d: %w", pid, ent.Err)
-	case ent.Stale:
-		return fmt.Errorf("process %d is gone; %s is the region it left behind (heapctl gc removes it)", pid, ent.Path)
-	}
-	return nil
 }
 
 // watched is one process as the watcher knows it.
@@ -198,7 +171,7 @@ func (w *watcher) poll() error {
 func (w *watcher) pollOne(first bool) error {
 	ent := region.Inspect(w.pid)
 	if first {
-		if err := regionError(w.pid, ent); err != nil {
+		if err := target.RegionError(w.pid, ent, true); err != nil {
 			return err
 		}
 	}
@@ -212,7 +185,7 @@ func (w *watcher) pollOne(first bool) error {
 		// A fold outlasted the read's retries: the view waits a refresh.
 		w.log.Debug("region busy", zap.Int("pid", w.pid), zap.Error(ent.Err))
 	case ent.Err != nil:
-		return regionError(w.pid, ent)
+		return target.RegionError(w.pid, ent, true)
 	case ent.Stale || ent.Summary.Exited:
 		w.update(ent.Summary)
 		w.end(w.pid)
@@ -357,7 +330,7 @@ func (s *screen) frame(stay, view []string) {
 		// A line longer than the terminal would wrap and throw the count
 		// of lines to move back over off.
 		for _, l := range view {
-			b.WriteString(clip(l, s.width-1) + "\x1b[K\n")
+			b.WriteString(report.Clip(l, s.width-1) + "\x1b[K\n")
 		}
 		s.drawn = len(view)
 	} else {
@@ -380,12 +353,4 @@ func (s *screen) close() {
 	if s.tty {
 		io.WriteString(s.w, "\x1b[?25h")
 	}
-}
-
-func clip(l string, width int) string {
-	if width < 1 || utf8.RuneCountInString(l) <= width {
-		return l
-	}
-	r := []rune(l)
-	return string(r[:width])
 }

@@ -150,6 +150,8 @@ func (c *Child) await() {
 }
 
 // Ended is closed once the command has ended; it is not reaped until Wait.
+// Output the command wrote into a writer that is not a file (os/exec
+// copies it) may still be arriving until Wait returns.
 func (c *Child) Ended() <-chan struct{} { return c.ended }
 
 // EndTime is when Ended was closed.

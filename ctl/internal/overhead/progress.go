@@ -2,6 +2,7 @@ package overhead
 
 import (
 	"fmt"
+	"github.com/heapline/heapline/ctl/internal/report"
 	"io"
 	"strings"
 	"time"
@@ -32,8 +33,8 @@ func (p *Progress) begin(label string, total int) {
 		return
 	}
 	// A long command would wrap the line and break the redraw.
-	if r := []rune(label); p.tty && len(r) > 32 {
-		label = string(r[:31]) + "…"
+	if p.tty {
+		label = report.Clip(label, 32)
 	}
 	p.label, p.total, p.done, p.start = label, total, 0, time.Now()
 	p.draw()

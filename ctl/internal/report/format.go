@@ -179,3 +179,12 @@ func Rate(r float64) string {
 		return fmt.Sprintf("%.1fG/s", r/1e9)
 	}
 }
+
+// Clip shortens s to at most width runes, the last of them "…" when it
+// cut something: a line that must fit a terminal's width, a label.
+func Clip(s string, width int) string {
+	if width < 1 || utf8.RuneCountInString(s) <= width {
+		return s
+	}
+	return string([]rune(s)[:width-1]) + "…"
+}

@@ -107,3 +107,15 @@ func TestRate(t *testing.T) {
 		}
 	}
 }
+
+func TestClip(t *testing.T) {
+	for _, c := range []struct {
+		s     string
+		width int
+		want  string
+	}{{"abc", 3, "abc"}, {"abcd", 3, "ab…"}, {"héllo wörld", 5, "héll…"}, {"abc", 0, "abc"}} {
+		if got := Clip(c.s, c.width); got != c.want {
+			t.Errorf("Clip(%q, %d) = %q, want %q", c.s, c.width, got, c.want)
+		}
+	}
+}
