@@ -9,6 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
+
+	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
 // heapctl builds the app as main does (its own logger) and runs args.
@@ -20,7 +22,7 @@ func heapctl(args ...string) (stdout, stderr string, err error) {
 
 // The global flags work before and after the command's name.
 func TestGlobalFlagsAnywhere(t *testing.T) {
-	lib := rgLib(t)
+	lib := testkit.Shim(t)
 	csv := filepath.Join(t.TempDir(), "x.csv")
 	for _, args := range [][]string{
 		{"-v", "record", "-o", csv, "--lib", lib, "--", "true"},

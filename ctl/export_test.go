@@ -23,7 +23,6 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
@@ -43,7 +42,7 @@ func hsExport(t *testing.T) string {
 	})
 	re := regexp.MustCompile(`serving (http://\S+/metrics)`)
 	var url string
-	hsWait(t, "the exporter's address", func() bool {
+	testkit.Poll(t, "the exporter's address", func() bool {
 		m := re.FindStringSubmatch(stderr.String())
 		if m != nil {
 			url = m[1]
@@ -235,32 +234,26 @@ func TestOtherUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The shim too: a clone in a directory other users cannot enter (a
-	// fresh clone under /root, mode 0700) holds bin/libheap.so where uid
-	// 65534's loader cannot open it, and the target would run unprofiled.
-	heapctl, lib := filepath.Join(dir, "heapctl.test"), filepath.Join(dir, shim.LibName)
-	for _, cp := range [][2]string{{self, heapctl}, {hsLib(t), lib}} {
-		if b, err := os.ReadFile(cp[0]); err != nil {
-			t.Fatal(err)
-		} else if err := os.WriteFile(cp[1], b, 0o755); err != nil {
-			t.Fatal(err)
-		}
+	heapctl := filepath.Join(dir, "heapctl.test")
+	if b, err := os.ReadFile(self); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(heapctl, b, 0o755); err != nil {
+		t.Fatal(err)
 	}
+	// testkit.Shim builds the shim into a world-readable directory, not
+	// the clone's bin/, which uid 65534 cannot reach when the clone is in
+	// a private directory (a fresh clone under /root, mode 0700).
+	lib := testkit.Shim(t)
 
 	// The target holds its base for ten minutes; the test kills it.
 	out := &hsBuffer{}
 	target := exec.Command(steps, "600000", "1", "64")
-	target.Env = append(os.Environ(), "LD_PRELOAD="+lib, "HEAPLINE_SUMMARY=0")
 	target.Stdout = out
 	target.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if err := target.Start(); err != nil {
-		t.Fatal(err)
-	}
-	hsKillAtEnd(t, target)
+	pid := testkit.Start(t, target, lib, region.Path, "HEAPLINE_SUMMARY=0")
 	lines := &hsLines{t: t, b: out}
 	lines.next("pid ")
 	lines.next("base")
-	pid := target.Process.Pid
 	if s := hsRead(t, pid); s.PID != pid { // root may read it
 		t.Fatalf("root reads %+v", s)
 	}
@@ -293,7 +286,7 @@ func TestOtherUser(t *testing.T) {
 	}
 	defer exp.Process.Kill()
 	re := regexp.MustCompile(`serving (http://\S+/metrics)`)
-	hsWait(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
+	testkit.Poll(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
 	fams := hsScrape(t, re.FindStringSubmatch(stderr.String())[1])
 	if _, _, ok := hsSeries(fams, "heapline_live_bytes", pid); ok {
 		t.Errorf("uid 65533's exporter exports uid 65534's pid %d", pid)
@@ -306,7 +299,7 @@ func TestOtherUser(t *testing.T) {
 		if err != nil {
 			t.Errorf("export after SIGTERM: %v\n%s", err, stderr)
 		}
-	case <-time.After(hsTimeout):
+	case <-time.After(testkit.Timeout):
 		t.Error("export did not stop on SIGTERM")
 	}
 }

@@ -23,32 +23,12 @@ import (
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/testkit"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
 // Helpers shared by the tests of record, watch and export, prefixed hs
 // (heapsteps, their test program: testdata/heapsteps.c).
-
-// hsTimeout bounds every wait on a real process. It is a deadline for a
-// hung test, not a speed assertion: on a slow machine the tests only take
-// longer.
-const hsTimeout = 90 * time.Second
-
-// hsLib is the shim the tests preload: bin/libheap.so, which `make test`
-// builds before it runs the tests.
-func hsLib(t *testing.T) string {
-	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "bin", shim.LibName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%v: build it first with `make bin/libheap.so` (make test does)", err)
-	}
-	return p
-}
 
 // hsBuild compiles testdata/heapsteps.c into dir.
 func hsBuild(t *testing.T, dir string) string {
@@ -115,7 +95,7 @@ type hsLines struct {
 func (l *hsLines) next(prefix string) string {
 	l.t.Helper()
 	var line string
-	hsWait(l.t, fmt.Sprintf("a line %q", prefix), func() bool {
+	testkit.Poll(l.t, fmt.Sprintf("a line %q", prefix), func() bool {
 		s := l.b.String()[l.used:]
 		i := strings.IndexByte(s, '\n')
 		if i < 0 {
@@ -143,17 +123,6 @@ func hsTotal(t *testing.T, line string) int64 {
 	return v
 }
 
-func hsWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(hsTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", hsTimeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // hsProc is heapsteps running under the shim, started by the test.
 type hsProc struct {
 	cmd   *exec.Cmd
@@ -173,30 +142,13 @@ func hsStart(t *testing.T, args ...string) *hsProc {
 	fifo := hsFifo(t, dir)
 	out := &hsBuffer{}
 	cmd := exec.Command(bin, append([]string{fifo.Name()}, args...)...)
-	cmd.Env = shim.Env(os.Environ(), hsLib(t), "HEAPLINE_PEAK_BATCH=0", "HEAPLINE_SUMMARY=0")
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	hsKillAtEnd(t, cmd)
-	p := &hsProc{cmd: cmd, pid: cmd.Process.Pid, fifo: fifo, lines: &hsLines{t: t, b: out}}
+	pid := testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_PEAK_BATCH=0", "HEAPLINE_SUMMARY=0")
+	p := &hsProc{cmd: cmd, pid: pid, fifo: fifo, lines: &hsLines{t: t, b: out}}
 	p.lines.next("pid ")
 	p.lines.next("base")
 	p.base = hsRead(t, p.pid).LiveBytes
 	return p
-}
-
-// hsKillAtEnd kills cmd at the end of the test unless it has ended, and
-// removes the region a killed process leaves behind.
-func hsKillAtEnd(t *testing.T, cmd *exec.Cmd) {
-	path := region.Path(cmd.Process.Pid) // now: a test may move region.Dir
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			os.Remove(path)
-		}
-	})
 }
 
 // hsRead reads pid's region, which must be there.
@@ -256,18 +208,10 @@ func hsPlateaus(samples []timeline.Sample) []int64 {
 // two samples in a row: the sampler has seen the step.
 func hsWaitPlateau(t *testing.T, path string, v int64) {
 	t.Helper()
-	deadline := time.Now().Add(hsTimeout)
-	for {
+	testkit.Poll(t, fmt.Sprintf("live bytes %d twice in a row in %s", v, path), func() bool {
 		ps := hsPlateaus(hsCSV(path))
-		if len(ps) > 0 && ps[len(ps)-1] == v {
-			return
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(path)
-			t.Fatalf("waited %v for live bytes %d twice in a row; plateaus %v; %s:\n%s", hsTimeout, v, ps, path, b)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return len(ps) > 0 && ps[len(ps)-1] == v
+	})
 }
 
 // hsApp runs heapctl in this process with its own writers.
@@ -282,7 +226,7 @@ func hsApp(t *testing.T) (e *env, stdout, stderr *hsBuffer) {
 // (exact with HEAPLINE_PEAK_BATCH=0) tops out at the highest step, and
 // the chart is SVG with that peak labelled.
 func TestRecordSteps(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
 	bin := hsBuild(t, dir)
 	fifo := hsFifo(t, dir)
@@ -318,7 +262,7 @@ func TestRecordSteps(t *testing.T) {
 		if err != nil {
 			t.Fatalf("record: %v\nstderr:\n%s", err, stderr)
 		}
-	case <-time.After(hsTimeout):
+	case <-time.After(testkit.Timeout):
 		t.Fatal("record did not return after the program exited")
 	}
 
@@ -372,7 +316,7 @@ func TestRecordSteps(t *testing.T) {
 // TestRecordJSON: a timeline named .json is one document whose last
 // sample is the exit summary.
 func TestRecordJSON(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
 	bin := hsBuild(t, dir)
 	out := filepath.Join(dir, "heap.json")
@@ -416,7 +360,7 @@ func TestRecordPID(t *testing.T) {
 		if err != nil {
 			t.Fatalf("record --pid: %v\n%s", err, stderr)
 		}
-	case <-time.After(hsTimeout):
+	case <-time.After(testkit.Timeout):
 		t.Fatal("record --pid did not return after the process exited")
 	}
 	if !strings.Contains(stderr.String(), fmt.Sprintf("heapline[%d]: ", p.pid)) {
@@ -426,7 +370,7 @@ func TestRecordPID(t *testing.T) {
 
 // TestRecordExitStatus: heapctl exits as the command did.
 func TestRecordExitStatus(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
 	for _, c := range []struct {
 		args []string
@@ -448,7 +392,7 @@ func TestRecordExitStatus(t *testing.T) {
 // A command that cannot start, or a --lib that is no shim, leaves an
 // earlier recording of the same name as it was.
 func TestRecordKeepsOutputOnBadStart(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
 	old := filepath.Join(dir, "old.csv")
 	const before = "time_s,live_bytes\n0.1,100\n"
@@ -502,7 +446,7 @@ func TestRecordBadUse(t *testing.T) {
 // counted allocation; without it pymalloc serves small objects from its
 // own arenas, out of the shim's sight.
 func TestRecordPythonObjects(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	py, script, n := hsPython(t)
 	allocs := func(extra ...string) uint64 {
 		out := filepath.Join(t.TempDir(), "py.json")
@@ -543,7 +487,7 @@ func hsPython(t *testing.T) (py, script string, n uint64) {
 // TestRunPythonObjects: `heapctl run --python-objects` sets PYTHONMALLOC
 // the same way.
 func TestRunPythonObjects(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	py, script, n := hsPython(t)
 	allocs := func(extra ...string) uint64 {
 		e, stdout, stderr := hsApp(t)
@@ -578,14 +522,14 @@ func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r 
 	e.log = zap.New(zapcore.NewTee(e.log.Core(), core))
 	done := make(chan error, 1)
 	go func() { done <- newAppEnv(e).Run(append(append([]string{"heapctl"}, args...), strconv.Itoa(p.pid))) }()
-	hsWait(t, "a first sample", func() bool { return ready(out.String()) })
+	testkit.Poll(t, "a first sample", func() bool { return ready(out.String()) })
 	if err := os.Remove(region.Path(p.pid)); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-done:
 		r = rgResult{stderr: stderr.String(), logs: logs, err: err}
-	case <-time.After(hsTimeout):
+	case <-time.After(testkit.Timeout):
 		t.Fatalf("%v did not end when the region went", args)
 	}
 	if p.cmd.ProcessState != nil {
@@ -616,7 +560,7 @@ func TestRecordRegionRemoved(t *testing.T) {
 // is marked with its command and comes after sh's 0.3 s, and the chart
 // marks the exec.
 func TestRecordExec(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
 	csv, svg := filepath.Join(dir, "heap.csv"), filepath.Join(dir, "heap.svg")
 	py := "import time; x = bytearray(8 << 20); time.sleep(0.3)"

@@ -141,26 +141,6 @@ int main(int argc, char **argv) {
 }
 `
 
-// rgTimeout bounds every wait on a real process: a deadline for a hung
-// test, not a speed assertion.
-const rgTimeout = 90 * time.Second
-
-// rgLib builds libheap.so from this tree into a temporary directory with
-// the Makefile's own recipe (the go build cache makes it quick), so these
-// tests use the shim of the same commit, built the same way, and never race
-// with a `make` writing bin/.
-func rgLib(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	lib := filepath.Join(dir, shim.LibName)
-	cmd := exec.Command("make", "-s", "BIN="+dir, lib)
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building libheap.so (the shim; these tests run real processes under it): %v\n%s", err, out)
-	}
-	return lib
-}
-
 // rgProg compiles rgProgSource.
 func rgProg(t *testing.T) string {
 	t.Helper()
@@ -229,33 +209,11 @@ type rgSteps struct {
 }
 
 // rgStart starts cmd under the shim, without exit summaries and with its
-// stderr the test's; when the test ends it is killed, and the region a
-// killed process leaves is removed.
+// stderr the test's (testkit.Start: killed at the end, its region removed).
 func rgStart(t *testing.T, cmd *exec.Cmd, lib string) int {
 	t.Helper()
-	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=0")
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		_ = os.Remove("/dev/shm/heapline." + strconv.Itoa(pid))
-	})
-	return pid
-}
-
-// rgUntil checks ok every 5 ms until it holds, and fails the test with
-// what it waited for after rgTimeout.
-func rgUntil(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(rgTimeout); !ok(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-	}
+	return testkit.Start(t, cmd, lib, region.Path, "HEAPLINE_SUMMARY=0")
 }
 
 func rgStartSteps(t *testing.T, lib, prog string) *rgSteps {
@@ -293,7 +251,7 @@ func (p *rgSteps) next(t *testing.T) string {
 			t.Fatal("rgprog ended early")
 		}
 		return l
-	case <-time.After(rgTimeout):
+	case <-time.After(testkit.Timeout):
 		t.Fatal("rgprog hung")
 	}
 	return ""
@@ -349,7 +307,7 @@ func rgLastJSON(t *testing.T, out string) report.Summary {
 // summary by exactly those blocks: the startup allocations of libc and the
 // loader are the same in both.
 func TestRunKnownAnswer(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	runN := func(n int) (report.Summary, int, uint64, uint64) {
 		r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "exit", strconv.Itoa(n))
 		if r.err != nil {
@@ -396,7 +354,7 @@ func TestRunKnownAnswer(t *testing.T) {
 // prints: same counters, same rounding. Only the pid and the time differ
 // between two runs.
 func TestRunLineMatchesShim(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	direct := exec.Command(prog, "exit", "3000")
 	direct.Env = shim.Env(os.Environ(), lib)
 	var stderr bytes.Buffer
@@ -422,7 +380,7 @@ func TestRunLineMatchesShim(t *testing.T) {
 }
 
 func TestRunStatus(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	notExec := filepath.Join(t.TempDir(), "notexec")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -475,7 +433,7 @@ func TestRunStatus(t *testing.T) {
 // run reads it (the child is a zombie then: its pid is not reused) and
 // removes it.
 func TestRunKilledChild(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "kill", "1000")
 	if code, msg := rgStatus(r.err); code != 137 || !strings.Contains(msg, "killed by signal 9") {
 		t.Fatalf("status %d %q, want 137", code, msg)
@@ -507,7 +465,7 @@ func TestRunNestedSummary(t *testing.T) {
 		}
 		t.Skip("needs root to make a pid namespace")
 	}
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	script := `X=$$; unshare --pid --fork --mount-proc sh -c "echo $((X-1)) > /proc/sys/kernel/ns_last_pid && $0 exit 10 0; true"; kill -9 $$`
 	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", "sh", "-c", script, prog)
 	if code, msg := rgStatus(r.err); code != 137 {
@@ -543,7 +501,7 @@ func TestRunNoSummary(t *testing.T) {
 }
 
 func TestRunOutputFile(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	out := filepath.Join(t.TempDir(), "summary.json")
 	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--output", out, "--", prog, "exit", "10")
 	if r.err != nil {
@@ -570,7 +528,7 @@ func TestRunOutputFile(t *testing.T) {
 // SIGTERM and SIGINT sent to heapctl reach the child; its status (the
 // shell's trap exits 7 or 8) is heapctl's.
 func TestRunForwardsSignals(t *testing.T) {
-	lib := rgLib(t)
+	lib := testkit.Shim(t)
 	for _, c := range []struct {
 		sig  syscall.Signal
 		code int
@@ -583,16 +541,8 @@ func TestRunForwardsSignals(t *testing.T) {
 			script := fmt.Sprintf(`trap 'exit %d' %s; : > %s; while :; do sleep 0.05; done`, c.code, strings.TrimPrefix(sigName(c.sig), "SIG"), ready)
 			done := make(chan rgResult, 1)
 			go func() { done <- rgHeapctl(t, "run", "--lib", lib, "--", "sh", "-c", script) }()
-			deadline := time.Now().Add(rgTimeout)
-			for {
-				if _, err := os.Stat(ready); err == nil {
-					break // the child runs, so heapctl has installed its handler
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the child never started")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			// Once the child runs, heapctl has installed its handler.
+			testkit.Poll(t, "the child's start", func() bool { _, err := os.Stat(ready); return err == nil })
 			if err := syscall.Kill(os.Getpid(), c.sig); err != nil {
 				t.Fatal(err)
 			}
@@ -601,7 +551,7 @@ func TestRunForwardsSignals(t *testing.T) {
 				if code, msg := rgStatus(r.err); code != c.code {
 					t.Fatalf("status %d %q, want %d", code, msg, c.code)
 				}
-			case <-time.After(rgTimeout):
+			case <-time.After(testkit.Timeout):
 				t.Fatal("the child did not end on the signal")
 			}
 		})
@@ -615,7 +565,7 @@ func sigName(s syscall.Signal) string { return unix.SignalName(s) }
 // that execs `rgprog exit 2000` (2000 blocks of 1000 bytes), then rgprog
 // itself, which allocates nothing of its own.
 func TestRunTree(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	r := rgHeapctl(t, "run", "--lib", lib, "--", prog, "spawn", "2000")
 	if r.err != nil {
 		t.Fatalf("run: %v\n%s", r.err, r.stderr)
@@ -645,7 +595,7 @@ func TestRunTree(t *testing.T) {
 // The case users meet first: gcc is a driver, and cc1, which it runs,
 // does the compiling and holds the most.
 func TestRunTreeGcc(t *testing.T) {
-	lib := rgLib(t)
+	lib := testkit.Shim(t)
 	src := filepath.Join(t.TempDir(), "x.c")
 	if err := os.WriteFile(src, []byte("int f(int x) { return x * 2; }\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -667,7 +617,7 @@ func TestRunTreeGcc(t *testing.T) {
 // (the marker file it would create is never made), with an error that
 // names the flag, and a non-zero exit.
 func TestOutputCheckedFirst(t *testing.T) {
-	lib := rgLib(t)
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	for _, c := range []struct {

@@ -21,7 +21,7 @@ import (
 // second thread), then freed (32 of them on a third thread), and live back
 // where it started.
 func TestShowKnownAnswer(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	p := rgStartSteps(t, lib, prog)
 	if l := p.next(t); l != "base" {
 		t.Fatalf("got %q, want base", l)
@@ -102,7 +102,7 @@ func expectDelta(t *testing.T, when string, a, b report.Summary, allocs, frees, 
 // A process killed with SIGKILL leaves its region: show still reads it,
 // says the process is gone, and warns.
 func TestShowGone(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	p := rgStartSteps(t, lib, prog)
 	p.next(t) // base
 	p.proceed(t)
@@ -135,7 +135,7 @@ func TestShowGone(t *testing.T) {
 // region is as its last image left it: show says so and warns, ls marks it
 // detached.
 func TestShowDetached(t *testing.T) {
-	pid := rgStartDetached(t, rgLib(t))
+	pid := rgStartDetached(t, testkit.Shim(t))
 	r := rgHeapctl(t, "show", strconv.Itoa(pid))
 	if r.err != nil {
 		t.Fatal(r.err)

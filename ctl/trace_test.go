@@ -399,7 +399,7 @@ func TestTraceReadErrors(t *testing.T) {
 // programs (a trace missing or doubling calls would show).
 func TestTraceAgreesWithShim(t *testing.T) {
 	traceNeedsRoot(t)
-	lib := rgLib(t)
+	lib := testkit.Shim(t)
 	prog := traceKnown(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {

@@ -35,7 +35,7 @@ func hsDone(t *testing.T, done chan error, stderr *hsBuffer) {
 		if err != nil {
 			t.Fatalf("watch: %v\nstderr:\n%s", err, stderr)
 		}
-	case <-time.After(hsTimeout):
+	case <-time.After(testkit.Timeout):
 		t.Fatal("watch did not return after the process exited")
 	}
 }
@@ -54,7 +54,7 @@ func TestWatchLines(t *testing.T) {
 	}
 	// The view shows the top step before the heap goes down again.
 	want := fmt.Sprintf("live %s (", report.Bytes(top))
-	hsWait(t, "a line with "+want, func() bool { return strings.Contains(out.String(), want) })
+	testkit.Poll(t, "a line with "+want, func() bool { return strings.Contains(out.String(), want) })
 	p.finish(t)
 	hsDone(t, done, stderr)
 
@@ -98,18 +98,18 @@ func TestWatchTerminal(t *testing.T) {
 	// A sparkline of the last 10 s: the steps below are well within it,
 	// however slow the machine, so its highest tick shows.
 	done, stderr := hsWatch(t, tty, "--interval", "10ms", "--window", "10s", strconv.Itoa(p.pid))
-	hsWait(t, "the table", func() bool { return strings.Contains(screen.String(), "ALLOCS/S") })
+	testkit.Poll(t, "the table", func() bool { return strings.Contains(screen.String(), "ALLOCS/S") })
 	for range 2 {
 		hsStep(t, p.fifo)
 		v := p.base + hsTotal(t, p.lines.next("up "))
 		want := report.Bytes(v)
-		hsWait(t, "the table showing "+want, func() bool { return strings.Contains(screen.String(), want) })
+		testkit.Poll(t, "the table showing "+want, func() bool { return strings.Contains(screen.String(), want) })
 	}
-	hsWait(t, "the sparkline's highest tick", func() bool { return strings.Contains(screen.String(), "█") })
+	testkit.Poll(t, "the sparkline's highest tick", func() bool { return strings.Contains(screen.String(), "█") })
 	p.finish(t)
 	hsDone(t, done, stderr)
 	end := fmt.Sprintf("heapline[%d]: ", p.pid)
-	hsWait(t, "the summary line", func() bool { return strings.Contains(screen.String(), "\x1b[?25h") })
+	testkit.Poll(t, "the summary line", func() bool { return strings.Contains(screen.String(), "\x1b[?25h") })
 
 	s := screen.String()
 	for _, want := range []string{
