@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -232,22 +233,13 @@ func Look(verb, name string) (string, error) {
 		return path, nil
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
 		what := "command not found"
-		if containsSlash(name) {
+		if strings.Contains(name, "/") {
 			what = "no such file"
 		}
 		return "", &ExitError{Code: 127, Msg: fmt.Sprintf("%s: %s: %s", verb, name, what)}
 	default:
 		return "", &ExitError{Code: 126, Msg: fmt.Sprintf("%s: %v", verb, err)}
 	}
-}
-
-func containsSlash(s string) bool {
-	for i := range len(s) {
-		if s[i] == '/' {
-			return true
-		}
-	}
-	return false
 }
 
 // startStopped starts cmd with PTRACE_TRACEME, waits for the stop at its
