@@ -597,3 +597,22 @@ func TestRecordExec(t *testing.T) {
 		t.Errorf("the chart does not mark the exec; its texts:\n%s", texts)
 	}
 }
+
+// record -- CMD whose region is deleted while it runs: a warning that
+// says so, and the exit summary still ends the timeline.
+func TestRecordCommandRegionRemoved(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "heap.json")
+	r := rgHeapctl(t, "record", "-o", out, "-i", "5ms", "--lib", testkit.Shim(t), "--",
+		"sh", "-c", `sleep 0.2; rm /dev/shm/heapline.$$; sleep 0.6`)
+	if r.err != nil {
+		t.Fatalf("record: %v", r.err)
+	}
+	if !r.warned("was removed while process") {
+		t.Errorf("no warning that the region was removed; logs %v", r.logs.All())
+	}
+	var doc timeline.Document
+	b, _ := os.ReadFile(out)
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Summary == nil || !doc.Summary.Exited || len(doc.Samples) < 2 {
+		t.Errorf("timeline %s: want samples and the exit summary (%v)", b, err)
+	}
+}
