@@ -58,7 +58,7 @@ func newAppEnv(e *env) *cli.App {
 			}
 			return cli.ShowAppHelp(c)
 		},
-		OnUsageError: usageError,
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError("heapctl", err) },
 		// Errors are printed once, by main (exitCode).
 		ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{
@@ -74,7 +74,7 @@ func newAppEnv(e *env) *cli.App {
 			exportCommand(e),
 		},
 	}
-	everyCommand(app.Commands, e)
+	everyCommand(app.Commands, e, "heapctl", map[cli.Flag]bool{})
 	return app
 }
 
@@ -90,43 +90,61 @@ func globalFlags() []cli.Flag {
 // everyCommand gives each command, subcommands included, the global
 // flags, the logger they ask for, one-line usage errors, and an error for
 // an unknown subcommand.
-func everyCommand(cmds []*cli.Command, e *env) {
+func everyCommand(cmds []*cli.Command, e *env, parent string, required map[cli.Flag]bool) {
 	for _, cmd := range cmds {
+		path := parent + " " + cmd.Name
 		cmd.Flags = append(cmd.Flags, globalFlags()...)
-		cmd.OnUsageError = usageError
+		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError(path, err) }
+		mustSet := requiredHere(cmd.Flags, required)
 		before := cmd.Before
 		cmd.Before = func(c *cli.Context) error {
 			e.setLogger(c)
+			for _, name := range mustSet {
+				if !c.IsSet(name) {
+					return fmt.Errorf("missing --%s (%s --help lists the flags)", name, path)
+				}
+			}
 			if before != nil {
 				return before(c)
 			}
 			return nil
 		}
 		if len(cmd.Subcommands) > 0 && cmd.Action == nil {
-			name := cmd.Name
 			cmd.Action = func(c *cli.Context) error {
 				if c.NArg() > 0 {
-					return fmt.Errorf("%q is not a heapctl %s command (heapctl %s --help lists them)", c.Args().First(), name, name)
+					return fmt.Errorf("%q is not a %s command (%s --help lists them)", c.Args().First(), path, path)
 				}
 				return cli.ShowSubcommandHelp(c)
 			}
 		}
-		everyCommand(cmd.Subcommands, e)
+		everyCommand(cmd.Subcommands, e, path, required)
 	}
 }
 
-// usageError is a bad flag or flag value: the error alone, with a hint,
-// not the whole help page that urfave/cli prints by default.
-func usageError(c *cli.Context, err error, _ bool) error {
-	name := "heapctl"
-	if c.Command != nil && c.Command.FullName() != "" && c.Command.FullName() != name {
-		name += " " + c.Command.FullName()
+// requiredHere takes the Required mark off flags and returns their names,
+// for Before to check: urfave/cli prints the whole help page above a
+// missing required flag's error. required remembers the flags already
+// unmarked, since several commands may share one.
+func requiredHere(flags []cli.Flag, required map[cli.Flag]bool) []string {
+	var names []string
+	for _, f := range flags {
+		if sf, ok := f.(*cli.StringFlag); ok && (sf.Required || required[f]) {
+			sf.Required, required[f] = false, true
+			names = append(names, sf.Name)
+		}
 	}
+	return names
+}
+
+// usageError is a bad flag or flag value of the command at path: the
+// error alone, with a hint, not the whole help page that urfave/cli prints
+// by default.
+func usageError(path string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "flag provided but not defined: ")
 	if msg != err.Error() {
 		msg = "unknown flag " + msg
 	}
-	return errors.New(msg + " (" + name + " --help lists the flags)")
+	return errors.New(msg + " (" + path + " --help lists the flags)")
 }
 
 // setLogger makes the logger once -v is known: it may be given at any

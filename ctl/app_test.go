@@ -57,6 +57,10 @@ func TestErrorsSayOnlyWhatWentWrong(t *testing.T) {
 		{[]string{"trace", "--duration", "abc"}, `invalid value "abc" for flag -duration: parse error (heapctl trace --help lists the flags)`},
 		{[]string{"run", "--nope"}, "unknown flag -nope (heapctl run --help lists the flags)"},
 		{[]string{"--nope"}, "unknown flag -nope (heapctl --help lists the flags)"},
+		{[]string{"record", "--", "true"}, "missing --output (heapctl record --help lists the flags)"},
+		{[]string{"history", "add", "x.json"}, "missing --store (heapctl history add --help lists the flags)"},
+		{[]string{"history", "check"}, "missing --store (heapctl history check --help lists the flags)"},
+		{[]string{"history", "render", "--store", "x"}, "missing --out (heapctl history render --help lists the flags)"},
 	} {
 		stdout, stderr, err := heapctl(c.args...)
 		if err == nil || err.Error() != c.want {
