@@ -14,8 +14,10 @@ import (
 )
 
 // heapctl builds the app as main does (its own logger) and runs args.
+// The writers lock: a command's child writes into them from os/exec's
+// copying goroutine while heapctl logs.
 func heapctl(args ...string) (stdout, stderr string, err error) {
-	var out, errb bytes.Buffer
+	var out, errb hsBuffer
 	err = newApp(&out, &errb).Run(append([]string{"heapctl"}, args...))
 	return out.String(), errb.String(), err
 }

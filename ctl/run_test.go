@@ -166,7 +166,7 @@ type rgResult struct {
 // rgHeapctl runs heapctl in process with args, as main would.
 func rgHeapctl(t *testing.T, args ...string) rgResult {
 	t.Helper()
-	var out, errb bytes.Buffer
+	var out, errb hsBuffer // locked: a child may write while heapctl does
 	core, logs := observer.New(zapcore.DebugLevel)
 	log := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))
 	err := newAppEnv(&env{stdout: &out, stderr: &errb, log: log}).Run(append([]string{"heapctl"}, args...))
