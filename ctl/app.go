@@ -50,8 +50,8 @@ func newAppEnv(e *env) *cli.App {
 		Action: func(c *cli.Context) error {
 			switch {
 			case c.Bool("version"):
-				v, rev, date := version.Get()
-				_, err := fmt.Fprintf(e.stdout, "heapctl %s commit %s (%s)\n", v, rev, date)
+				v := version.Get()
+				_, err := fmt.Fprintf(e.stdout, "heapctl %s commit %s (%s), %s\n", v.Version, v.Revision, v.Date, v.GoVersion)
 				return err
 			case c.NArg() > 0:
 				return fmt.Errorf("%q is not a heapctl command (heapctl --help lists them)", c.Args().First())

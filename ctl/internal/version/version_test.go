@@ -1,46 +1,47 @@
 package version
 
 import (
-	"os/exec"
-	"path/filepath"
-	"regexp"
+	"runtime"
+	"runtime/debug"
 	"testing"
 )
 
-// heapctl --version prints what the toolchain stamped into the binary
-// (go version -m shows the same settings). Built with -buildvcs=true: a
-// go env may turn stamping off (GOFLAGS=-buildvcs=false), and a git
-// worktree is not stamped at all; then every field is "unknown".
-func TestVersionOfBuild(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "heapctl")
-	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, "../../").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+func TestFrom(t *testing.T) {
+	vcs := func(kv ...string) []debug.BuildSetting {
+		var s []debug.BuildSetting
+		for i := 0; i < len(kv); i += 2 {
+			s = append(s, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return s
 	}
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil {
-		t.Fatal(err)
+	const rev = "1ba952a0c0ffee0000000000000000000000beef"
+	for _, c := range []struct {
+		name string
+		bi   *debug.BuildInfo
+		want Info
+	}{
+		{"nothing recorded", nil, Info{"devel", "unknown", "unknown", runtime.Version()}},
+		{"-buildvcs=false", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
+			Info{"devel", "unknown", "unknown", "go1.26.8"}},
+		{"a tagged clean commit", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.0"},
+			Settings: vcs("vcs", "git", "vcs.revision", rev, "vcs.time", "2026-11-30T12:00:00Z", "vcs.modified", "false")},
+			Info{"v1.2.0", rev, "2026-11-30T12:00:00Z", "go1.26.8"}},
+		{"an untagged work tree with changes", &debug.BuildInfo{GoVersion: "go1.26.8",
+			Main:     debug.Module{Version: "v0.0.0-20261130120000-1ba952a0c0ff+dirty"},
+			Settings: vcs("vcs.revision", rev, "vcs.time", "2026-11-30T12:00:00Z", "vcs.modified", "true")},
+			Info{"v0.0.0-20261130120000-1ba952a0c0ff+dirty", rev, "2026-11-30T12:00:00Z", "go1.26.8"}},
+	} {
+		if got := from(c.bi); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
 	}
-	m, err := exec.Command("go", "version", "-m", bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ver, rev, date, dirty := "unknown", "unknown", "unknown", ""
-	// The module version: "(devel)", or a pseudo-version built from the
-	// commit when the build was stamped (Go 1.24 and later).
-	if v := regexp.MustCompile(`(?m)^\s*mod\s+\S+\s+(\S+)`).FindSubmatch(m); v != nil {
-		ver = string(v[1])
-	}
-	if r := regexp.MustCompile(`vcs\.revision=(\S+)`).FindSubmatch(m); r != nil {
-		rev = string(r[1])
-	}
-	if d := regexp.MustCompile(`vcs\.time=(\S+)`).FindSubmatch(m); d != nil {
-		date = string(d[1])
-	}
-	if regexp.MustCompile(`vcs\.modified=true`).Match(m) {
-		dirty = "-dirty"
-	}
-	want := "heapctl " + ver + " commit " + rev + dirty + " (" + date + ")\n"
-	if string(out) != want {
-		t.Errorf("--version printed %q, want %q", out, want)
+}
+
+// The test binary has build information; whatever it says, no field is
+// empty.
+func TestGet(t *testing.T) {
+	i := Get()
+	if i.Version == "" || i.Revision == "" || i.Date == "" || i.GoVersion != runtime.Version() {
+		t.Errorf("Get() = %+v", i)
 	}
 }
