@@ -88,7 +88,7 @@ func TestOverheadCommand(t *testing.T) {
 		}
 	}
 	// Progress goes to stderr, never to stdout.
-	if !strings.Contains(stderr, "sh -c exit 0 -n 99: 8 runs in ") {
+	if !strings.Contains(stderr, "sh -c exit 0 -n 99: 8 runs (both sides, warm-ups included) in ") {
 		t.Errorf("stderr = %q", stderr)
 	}
 
