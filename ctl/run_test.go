@@ -575,10 +575,10 @@ func TestRunTree(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("stderr %q: want two summary lines", r.stderr)
 	}
-	if want := fmt.Sprintf("heapline[%d]: ", child); !strings.HasPrefix(lines[0], want) || !strings.HasSuffix(lines[0], prog+" exit 2000") {
-		t.Errorf("first line %q: want the child's, %q..., naming its command", lines[0], want)
+	if want := fmt.Sprintf("heapline[%d] %s exit 2000: ", child, prog); !strings.HasPrefix(lines[0], want) {
+		t.Errorf("first line %q: want the child's, %q...", lines[0], want)
 	}
-	if !strings.HasSuffix(lines[1], prog+" spawn 2000") {
+	if !strings.HasPrefix(lines[1], "heapline[") || !strings.Contains(lines[1], "] "+prog+" spawn 2000: ") {
 		t.Errorf("second line %q: want rgprog spawn's", lines[1])
 	}
 	j := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "spawn", "2000")
