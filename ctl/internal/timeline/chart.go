@@ -69,17 +69,10 @@ func (c Chart) write(w io.Writer, samples []Sample, format string) error {
 	p.Y.Label.Text = "live heap (" + unit + ")"
 	p.Add(plotter.NewGrid())
 
-	xys := make(plotter.XYs, len(samples))
-	for i, s := range samples {
-		xys[i].X, xys[i].Y = s.TimeS, float64(s.LiveBytes)/scale
-	}
-	line, err := plotter.NewLine(xys)
+	line, err := stepLine(samples, func(s Sample) int64 { return s.LiveBytes }, scale, color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff})
 	if err != nil {
-		return fmt.Errorf("chart: %w", err)
+		return err
 	}
-	line.StepStyle = plotter.PostStep
-	line.Color = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
-	line.Width = vg.Points(1.5)
 	p.Add(line)
 
 	peakXY := plotter.XYs{{X: at.TimeS, Y: float64(at.LiveBytes) / scale}}
@@ -106,17 +99,10 @@ func (c Chart) write(w io.Writer, samples []Sample, format string) error {
 	p.Legend.Add("live bytes", line)
 	if mappedMax > 0 {
 		// Memory the program maps itself (CPython's arenas): its own line.
-		mxys := make(plotter.XYs, len(samples))
-		for i, s := range samples {
-			mxys[i].X, mxys[i].Y = s.TimeS, float64(s.MappedBytes)/scale
-		}
-		ml, err := plotter.NewLine(mxys)
+		ml, err := stepLine(samples, func(s Sample) int64 { return s.MappedBytes }, scale, color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff})
 		if err != nil {
-			return fmt.Errorf("chart: %w", err)
+			return err
 		}
-		ml.StepStyle = plotter.PostStep
-		ml.Color = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
-		ml.Width = vg.Points(1.5)
 		p.Add(ml)
 		p.Legend.Add("mapped bytes", ml)
 	}
@@ -237,6 +223,23 @@ func wrap(st text.Style, s string, width vg.Length) string {
 		lines = append(lines, cur)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// stepLine draws one value of the samples: each holds until the next (a
+// sampler knows nothing of what happened in between).
+func stepLine(samples []Sample, value func(Sample) int64, scale float64, c color.RGBA) (*plotter.Line, error) {
+	xys := make(plotter.XYs, len(samples))
+	for i, s := range samples {
+		xys[i].X, xys[i].Y = s.TimeS, float64(value(s))/scale
+	}
+	line, err := plotter.NewLine(xys)
+	if err != nil {
+		return nil, fmt.Errorf("chart: %w", err)
+	}
+	line.StepStyle = plotter.PostStep
+	line.Color = c
+	line.Width = vg.Points(1.5)
+	return line, nil
 }
 
 // unitFor picks the binary unit in which the largest value reads best.
