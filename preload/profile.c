@@ -351,9 +351,11 @@ static uint64_t hash_frames(void *const *frames, int n)
  * may make two entries: readers merge them. */
 static uint32_t stack_entry(void *const *frames, int n)
 {
+    if (nstacks < 2)
+        return 0; /* HEAPLINE_STACKS=1: the catch-all only */
     uint64_t h = hash_frames(frames, n);
     uint32_t at = (uint32_t)(h % (nstacks - 1)) + 1;
-    for (int i = 0; nstacks > 1 && i < 32; i++, at = at + 1 < nstacks ? at + 1 : 1) {
+    for (int i = 0; i < 32; i++, at = at + 1 < nstacks ? at + 1 : 1) {
         struct hl_stack *s = &stacks[at];
         uint64_t sh = __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE);
         if (sh == h && s->nframes == (uint32_t)n && memcmp(s->frames, frames, (size_t)n * sizeof *frames) == 0)
