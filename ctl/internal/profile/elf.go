@@ -1,0 +1,249 @@
+package profile
+
+import (
+	"debug/dwarf"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// DebugDir is where separate debug files are found by build ID
+// (DebugDir/.build-id/xx/yyyy.debug), as gdb looks for them: Debian's
+// -dbgsym packages install there. A variable for tests.
+var DebugDir = "/usr/lib/debug"
+
+// Symbolizer resolves addresses in loaded objects to functions and lines
+// from their ELF files, reading each file once. It is safe for concurrent
+// use (export serves several requests at a time).
+type Symbolizer struct {
+	mu    sync.Mutex
+	files map[fileKey]*elfFile
+}
+
+// fileKey names a file as it is now: a program rebuilt at the same path is
+// another file.
+type fileKey struct {
+	path          string
+	dev, ino      uint64
+	size, mtimeNS int64
+}
+
+// NewSymbolizer returns an empty cache.
+func NewSymbolizer() *Symbolizer { return &Symbolizer{files: map[fileKey]*elfFile{}} }
+
+// elfFile is what a profile needs of one ELF file. err is set when the
+// file could not be read as ELF: its addresses stay unsymbolised.
+type elfFile struct {
+	err     error
+	buildID string          // hex of .note.gnu.build-id, "" if none
+	exec    *elf.ProgHeader // the first executable PT_LOAD
+	isMain  bool            // has PT_INTERP: a program, not a library
+	syms    []symbol        // functions, sorted by address
+	lines   *lineTable      // nil without DWARF line information
+
+	mu sync.Mutex // guards lines' readers, which keep a position
+}
+
+type symbol struct {
+	addr, size uint64
+	name       string
+}
+
+// file returns the parsed ELF file at path, from the cache when the file
+// is unchanged. A file that cannot be read is cached too, with its error.
+func (s *Symbolizer) file(path string) *elfFile {
+	var k fileKey
+	k.path = path
+	if fi, err := os.Stat(path); err == nil {
+		k.size, k.mtimeNS = fi.Size(), fi.ModTime().UnixNano()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			k.dev, k.ino = st.Dev, st.Ino
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f, ok := s.files[k]; ok {
+		return f
+	}
+	f := openELF(path)
+	s.files[k] = f
+	return f
+}
+
+func openELF(path string) *elfFile {
+	ef, err := elf.Open(path)
+	if err != nil {
+		return &elfFile{err: err}
+	}
+	defer ef.Close()
+	f := &elfFile{buildID: buildID(ef)}
+	for _, p := range ef.Progs {
+		switch {
+		case p.Type == elf.PT_INTERP:
+			f.isMain = true
+		case p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && f.exec == nil:
+			h := p.ProgHeader
+			f.exec = &h
+		}
+	}
+	if f.exec == nil {
+		return &elfFile{err: errors.New("no executable segment")}
+	}
+	// Symbols and lines: the file's own .symtab and DWARF, else those of
+	// its separate debug file, else the exported .dynsym of a stripped
+	// library.
+	f.syms = symbols(ef.Symbols)
+	f.lines = newLineTable(ef)
+	if (f.syms == nil || f.lines == nil) && f.buildID != "" && len(f.buildID) > 2 {
+		dbg := filepath.Join(DebugDir, ".build-id", f.buildID[:2], f.buildID[2:]+".debug")
+		if df, err := elf.Open(dbg); err == nil {
+			if f.syms == nil {
+				f.syms = symbols(df.Symbols)
+			}
+			if f.lines == nil {
+				f.lines = newLineTable(df)
+			}
+			df.Close()
+		}
+	}
+	if f.syms == nil {
+		f.syms = symbols(ef.DynamicSymbols)
+	}
+	return f
+}
+
+// buildID reads the GNU build ID note: from its section, or from a
+// PT_NOTE segment when section headers are gone.
+func buildID(ef *elf.File) string {
+	var notes [][]byte
+	if s := ef.Section(".note.gnu.build-id"); s != nil {
+		if b, err := s.Data(); err == nil {
+			notes = append(notes, b)
+		}
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_NOTE && p.Filesz < 1<<20 {
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err == nil {
+				notes = append(notes, b)
+			}
+		}
+	}
+	bo := ef.ByteOrder
+	for _, b := range notes {
+		for len(b) >= 12 {
+			nameSz, descSz, typ := bo.Uint32(b), bo.Uint32(b[4:]), bo.Uint32(b[8:])
+			nameEnd := 12 + align4(uint64(nameSz))
+			descEnd := nameEnd + align4(uint64(descSz))
+			if descEnd > uint64(len(b)) {
+				break
+			}
+			if typ == 3 && nameSz == 4 && string(b[12:15]) == "GNU" { // NT_GNU_BUILD_ID
+				return hex.EncodeToString(b[nameEnd : nameEnd+uint64(descSz)])
+			}
+			b = b[descEnd:]
+		}
+	}
+	return ""
+}
+
+func align4(n uint64) uint64 { return (n + 3) &^ 3 }
+
+// symbols returns the defined functions of a symbol table, sorted.
+func symbols(read func() ([]elf.Symbol, error)) []symbol {
+	all, err := read()
+	if err != nil {
+		return nil
+	}
+	var out []symbol
+	for _, s := range all {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 && s.Section != elf.SHN_UNDEF {
+			out = append(out, symbol{addr: s.Value, size: s.Size, name: s.Name})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].addr != out[j].addr {
+			return out[i].addr < out[j].addr
+		}
+		// Aliases in a fixed order, the one reported last: malloc before
+		// __libc_malloc, as a reader knows it.
+		ui, uj := leading(out[i].name), leading(out[j].name)
+		if ui != uj {
+			return ui > uj
+		}
+		return out[i].name > out[j].name
+	})
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func leading(name string) int { return len(name) - len(strings.TrimLeft(name, "_")) }
+
+// function is the name of the function holding vaddr (an ELF virtual
+// address), or "". A symbol without a size covers up to the next one.
+func (f *elfFile) function(vaddr uint64) string {
+	i := sort.Search(len(f.syms), func(i int) bool { return f.syms[i].addr > vaddr }) - 1
+	// Aliases share an address (malloc, __libc_malloc): any of them that
+	// covers vaddr names it.
+	for j := i; j >= 0 && f.syms[j].addr == f.syms[i].addr; j-- {
+		if s := f.syms[j]; s.size == 0 || vaddr < s.addr+s.size {
+			return s.name
+		}
+	}
+	return ""
+}
+
+// lineTable finds file:line of an address from DWARF's line programs.
+type lineTable struct {
+	d     *dwarf.Data
+	units map[dwarf.Offset]*dwarf.LineReader
+}
+
+func newLineTable(ef *elf.File) *lineTable {
+	if ef.Section(".debug_line") == nil && ef.Section(".zdebug_line") == nil {
+		return nil
+	}
+	d, err := ef.DWARF()
+	if err != nil {
+		return nil
+	}
+	return &lineTable{d: d, units: map[dwarf.Offset]*dwarf.LineReader{}}
+}
+
+// line returns the file and line of vaddr, or "", 0.
+func (f *elfFile) line(vaddr uint64) (string, int64) {
+	if f.lines == nil {
+		return "", 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.lines
+	cu, err := t.d.Reader().SeekPC(vaddr)
+	if err != nil || cu == nil {
+		return "", 0
+	}
+	lr, ok := t.units[cu.Offset]
+	if !ok {
+		lr, err = t.d.LineReader(cu)
+		if err != nil {
+			lr = nil
+		}
+		t.units[cu.Offset] = lr
+	}
+	if lr == nil {
+		return "", 0
+	}
+	var e dwarf.LineEntry
+	if err := lr.SeekPC(vaddr, &e); err != nil || e.File == nil {
+		return "", 0
+	}
+	return e.File.Name, int64(e.Line)
+}
