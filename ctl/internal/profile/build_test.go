@@ -91,9 +91,9 @@ func TestBuildCounters(t *testing.T) {
 		t.Errorf("period %v %d, default %q, time %d", p.PeriodType, p.Period, p.DefaultSampleType, p.TimeNanos)
 	}
 	want := map[string][4]int64{
-		"0x1000":   {7, 7 << 20, 2, 2 << 20}, // two entries merged: 3+4 allocated, 1+4 freed
-		"0x3000":   {2, 1_000_000, 1, 1_000_000},
-		"0x4000":   {1, 10, 0, 0},
+		"0x1000":  {7, 7 << 20, 2, 2 << 20}, // two entries merged: 3+4 allocated, 1+4 freed
+		"0x3000":  {2, 1_000_000, 1, 1_000_000},
+		"0x4000":  {1, 10, 0, 0},
 		TableFull: {2, 4096, 1, 3072},
 	}
 	if got := stackValues(p); fmt.Sprint(got) != fmt.Sprint(want) {
