@@ -57,6 +57,7 @@ func newAppEnv(e *env) *cli.App {
 			watchCommand(e),
 			recordCommand(e),
 			exportCommand(e),
+			profileCommand(e),
 		},
 	}
 	return app

@@ -54,6 +54,7 @@ func export(e *env, c *cli.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h)
+	mux.Handle(pprofHeapPath, pprofHandler(e.log))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)

@@ -27,7 +27,7 @@ func runCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "run a command under libheap.so and print its heap summary when it exits",
-		ArgsUsage: "[--lib PATH] [--json] [--output FILE] -- CMD [ARGS...]",
+		ArgsUsage: "[--lib PATH] [--json] [--output FILE] [--profile FILE] -- CMD [ARGS...]",
 		Description: "The command's stdin, stdout and stderr are its own, signals sent to heapctl (INT, QUIT, TERM, HUP,\n" +
 			"USR1, USR2) reach it, and heapctl\n" +
 			"exits with its status (128+N if signal N killed it). The summary line goes to stderr,\n" +
@@ -37,9 +37,10 @@ func runCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object on stdout"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the summary to `FILE` instead"},
 			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD, so each Python object is counted (docs/watching.md)"},
+			&cli.StringFlag{Name: "profile", Usage: "write CMD's sampled allocation stacks at exit to `FILE`, a pprof heap profile (docs/profiling.md)"},
 		},
 		Action: func(c *cli.Context) error {
-			o := runOptions{lib: c.String("lib"), json: c.Bool("json"), output: c.String("output"), args: c.Args().Slice()}
+			o := runOptions{lib: c.String("lib"), json: c.Bool("json"), output: c.String("output"), pprof: c.String("profile"), args: c.Args().Slice()}
 			if c.Bool("python-objects") {
 				o.env = append(o.env, timeline.PythonObjectsEnv())
 			}
@@ -52,6 +53,7 @@ type runOptions struct {
 	lib    string
 	json   bool
 	output string
+	pprof  string // --profile FILE, "" for none
 	args   []string
 	env    []string // KEY=VALUE added to CMD's environment
 }
@@ -78,10 +80,17 @@ func run(e *env, o runOptions) error {
 	}
 	defer os.RemoveAll(tmp)
 	out := summaryOutput(tmp)
+	var prof *runProfile
+	if o.pprof != "" {
+		if prof, err = newRunProfile(o.pprof, tmp, e.stdout); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		defer prof.abort()
+	}
 
 	cmd := exec.Command(path, o.args[1:]...)
 	cmd.Args[0] = o.args[0]
-	cmd.Env = shim.Env(os.Environ(), lib, append(o.env, "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)...)
+	cmd.Env = shim.Env(os.Environ(), lib, append(append(o.env, prof.env()...), "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, e.stdout, e.stderr
 	e.log.Debug("running", zap.Strings("argv", o.args), zap.String("lib", lib), zap.String("summary", out))
 
@@ -90,6 +99,7 @@ func run(e *env, o runOptions) error {
 	var s report.Summary
 	var sumErr error
 	waitErr, err := runForwarding(cmd, func(pid int) {
+		prof.read(pid)
 		s, sumErr = readChildSummary(tmp, pid)
 		if sumErr != nil {
 			s, sumErr = leftRegion(e, pid, sumErr)
@@ -99,6 +109,15 @@ func run(e *env, o runOptions) error {
 		return exitError{code: 126, msg: fmt.Sprintf("run: %v", err)}
 	}
 	status := runStatus(o.args[0], cmd.ProcessState, waitErr)
+	if err := prof.write(); err != nil {
+		// The command's failure says more; without one, this is the
+		// failure, after the summary.
+		if status != nil {
+			e.log.Error("writing the profile", zap.Error(err))
+		} else {
+			status = fmt.Errorf("run: --profile: %w", err)
+		}
+	}
 	if sumErr != nil {
 		// Still the command's status: the summary is a bonus on top of it.
 		e.log.Warn("no heap summary from "+o.args[0], zap.Int("pid", cmd.ProcessState.Pid()), zap.Error(sumErr))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -33,6 +34,10 @@ func Create(path string, stdout io.Writer) (*Output, error) {
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the name of the temporary file says nothing
+		}
 		return nil, fmt.Errorf("cannot write %s: %w", path, err)
 	}
 	return &Output{path: path, tmp: tmp}, nil

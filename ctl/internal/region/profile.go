@@ -223,7 +223,8 @@ func AppendProfile(b []byte, p Profile) []byte {
 }
 
 // EncodeProfile is a whole exited region of p.PID with one empty slot,
-// owned by uid, holding p: what the shim dumps at exit, for tests.
+// owned by uid, holding p: what the shim dumps at exit, for tests. With
+// p.SampleRate 0 it has no profile, as with sampling off.
 func EncodeProfile(p Profile, uid uint32) []byte {
 	le := binary.LittleEndian
 	b := make([]byte, HeaderSize+SlotSize)
@@ -236,5 +237,9 @@ func EncodeProfile(p Profile, uid uint32) []byte {
 	le.PutUint32(b[offUID:], uid)
 	le.PutUint32(b[offFlags:], FlagExited)
 	copy(b[offCommand:offCommand+CommandMax-1], p.Command)
+	le.PutUint64(b[offRegionSize:], uint64(len(b)))
+	if p.SampleRate == 0 {
+		return b
+	}
 	return AppendProfile(b, p)
 }
