@@ -22,11 +22,16 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # g++ builds the C++ scenarios (scenarios/*.cc). clang, llvm (llvm-strip)
 # and libbpf-dev (bpf/bpf_helpers.h) regenerate the BPF object: `make
 # generate`, and the test that the committed one matches bpf/heap.c.
-DEBS := valgrind libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine python3 shellcheck g++ clang llvm libbpf-dev
+# The overhead workflow needs only the first three (instructions, the
+# python and cxx-4t scenarios): `make deps-overhead`. prometheus (and its
+# promtool) scrapes `heapctl export` over TLS with basic auth in ctl's
+# tests, and checks docs/examples/heapline-rules.yml.
+OVERHEAD_DEBS := valgrind python3 g++
+DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine shellcheck clang llvm libbpf-dev prometheus
 
-.PHONY: all scenarios test run deps generate bench clean
+.PHONY: all scenarios test run deps deps-overhead generate bench clean
 
-all: $(BIN)/libheap.so $(BIN)/heapctl scenarios
+all: $(BIN)/libheap.so $(BIN)/libfloor.so $(BIN)/heapctl scenarios
 
 # preload/exports.map limits what the shim exports; cgo's own LDFLAGS may
 # not name a version script, so it is passed to the external linker here.
@@ -36,6 +41,12 @@ $(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map
 	@rm -f $@
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/preload/exports.map -o $@ ./preload
 	@rm -f $(BIN)/libheap.h
+
+# The floor of `heapctl overhead --floor`: bench/floor/packed.c, the
+# shim's counting with nothing around it, one slot per thread.
+$(BIN)/libfloor.so: bench/floor/packed.c
+	@mkdir -p $(BIN)
+	$(CC) -O2 -shared -fPIC -fvisibility=hidden -DPER_THREAD -o $@ $< -ldl
 
 $(BIN)/heapctl: $(GO_SRC)
 	$(GO) build -o $@ ./ctl
@@ -50,8 +61,10 @@ $(BIN)/%: scenarios/%.cc scenarios/scenario.h
 	@mkdir -p $(BIN)
 	$(CXX) $(SCEN_CXXFLAGS) -o $@ $<
 
-deps:
-	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+deps: PKGS = $(DEBS)
+deps-overhead: PKGS = $(OVERHEAD_DEBS)
+deps deps-overhead:
+	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "make deps: installing$$missing"; \
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ci-pipeline.sh: the overhead history pipeline once, for real, on a short
 # measurement; .ci/run calls it after make test. It measures two scenarios
-# (-n 3) timed and one in instructions, adds the results to a temporary
+# (-n 3) in CPU time and one in instructions, both beside the floor, as
+# bench/history-measure.sh does, adds the results to a temporary
 # store as two commits, checks, renders, and verifies that the page and
 # every chart exist and parse, with one table row and one marker per point.
 #
@@ -25,12 +26,12 @@ if [ -n "${HISTORY_CI_RESULTS:-}" ]; then
 	read -r -a results <<<"$HISTORY_CI_RESULTS"
 	say "using ${results[*]} instead of measuring"
 else
-	say "heapctl overhead ${scenarios[*]} -n 3 --json"
-	"$HEAPCTL" overhead "${scenarios[@]}" -n 3 --json >"$tmp/time.json"
-	results+=("$tmp/time.json")
+	say "heapctl overhead ${scenarios[*]} --measure cpu -n 3 --floor --json"
+	"$HEAPCTL" overhead "${scenarios[@]}" --measure cpu -n 3 --floor --json >"$tmp/cpu.json"
+	results+=("$tmp/cpu.json")
 	if [ "${HISTORY_CI_INSTRUCTIONS:-1}" != 0 ]; then
-		say "heapctl overhead ${scenarios[0]} --measure instructions -n 3 --json"
-		"$HEAPCTL" overhead "${scenarios[0]}" --measure instructions -n 3 --json >"$tmp/instructions.json"
+		say "heapctl overhead ${scenarios[0]} --measure instructions --floor --json"
+		"$HEAPCTL" overhead "${scenarios[0]}" --measure instructions --floor --json >"$tmp/instructions.json"
 		results+=("$tmp/instructions.json")
 	fi
 fi
@@ -62,7 +63,7 @@ for path in results:
         measures.setdefault(s["scenario"], set()).add(s["measure"])
 
 page = open(f"{page_dir}/README.md").read()
-colors = {"time": "#1F77B4", "instructions": "#D95F02"}
+colors = {"time": "#1F77B4", "cpu": "#1F77B4", "instructions": "#D95F02"}
 fail = []
 for sc, ms in measures.items():
     name = re.sub(r"[^A-Za-z0-9._-]", "_", sc).lstrip(".") + ".svg"

@@ -20,10 +20,7 @@ scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(all)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p bench/results
-out=bench/results/heaptrack-$(date -u +%Y%m%dT%H%M%SZ).json
-echo "heaptrack.sh: heapctl overhead ${scenarios[*]} --wrap 'heaptrack -o $tmp/ht' -n ${RUNS:-10} --json > $out" >&2
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. bench/measure.sh
 # Each run overwrites the same trace file: its size never fills the disk.
-"$HEAPCTL" overhead "${scenarios[@]}" --wrap "heaptrack -o $tmp/ht" -n "${RUNS:-10}" --warmup "${WARMUP:-1}" --json >"$out.part"
-mv "$out.part" "$out"
-python3 bench/table.py "$out"
+measure heaptrack "${scenarios[@]}" --wrap "heaptrack -o $tmp/ht" -n "${RUNS:-10}" --warmup "${WARMUP:-1}"

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # history-measure.sh: measure the overhead of the scenarios for the history,
-# timed and in instructions (callgrind), as .github/workflows/overhead.yml
-# does on every push to main.
+# timed (user+sys CPU time, which the runner's load moves far less than wall
+# time: docs/history.md, "The check") and in instructions (callgrind), each
+# beside the floor (--floor), as .github/workflows/overhead.yml does on every
+# push to main.
 #
 #   bench/history-measure.sh OUTDIR [SCENARIO...]     # default: all
 #
-# Writes OUTDIR/time.json and OUTDIR/instructions.json, each the JSON of
-# `heapctl overhead --json`. Then: bench/history-publish.sh OUTDIR/*.json
+# Writes OUTDIR/cpu.json and OUTDIR/instructions.json, each the JSON of
+# `heapctl overhead --json`, and prints their tables. Then:
+# bench/history-publish.sh OUTDIR/*.json
 #
 # Environment: HEAPCTL (default bin/heapctl beside this script's project),
-# RUNS (counted runs of each side, timed; default 10), INSTR_RUNS (the same
-# under callgrind, which is deterministic enough for fewer; default 3),
-# INSTRUCTIONS=0 to skip the instruction count.
+# RUNS (counted runs of each side, timed; default 10), INSTRUCTIONS=0 to
+# skip the instruction count (one run of each side: it is deterministic).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 HEAPCTL=${HEAPCTL:-$root/bin/heapctl}
@@ -26,18 +28,17 @@ scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(all)
 mkdir -p "$out"
 
-# measure NAME ARGS...: one overhead run into OUTDIR/NAME.json. The file
-# appears only when the run succeeded, so a failed measurement never
-# leaves half a document for the publish step to refuse.
+# measure NAME ARGS...: one overhead run into OUTDIR/NAME.json (--out
+# writes it whole or not at all, so a failed measurement never leaves half
+# a document for the publish step to refuse), its table on stdout.
 measure() {
 	local name=$1
 	shift
-	echo "history-measure: heapctl overhead ${scenarios[*]} $* --json > $out/$name.json" >&2
-	"$HEAPCTL" overhead "${scenarios[@]}" "$@" --json >"$out/$name.json.part"
-	mv "$out/$name.json.part" "$out/$name.json"
+	echo "history-measure: heapctl overhead ${scenarios[*]} $* --floor --out $out/$name.json" >&2
+	"$HEAPCTL" overhead "${scenarios[@]}" "$@" --floor --out "$out/$name.json" --format markdown
 }
 
-measure time -n "${RUNS:-10}"
+measure cpu --measure cpu -n "${RUNS:-10}"
 if [ "${INSTRUCTIONS:-1}" != 0 ]; then
-	measure instructions --measure instructions -n "${INSTR_RUNS:-3}"
+	measure instructions --measure instructions
 fi

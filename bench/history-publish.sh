@@ -7,7 +7,7 @@
 #   bench/history-publish.sh --dry-run RESULT.json...    # as --push on a copy of the branch, no push
 #
 # RESULT.json is the output of `heapctl overhead --json` (bench/history-measure.sh
-# writes time.json and instructions.json). A file named vs-TAG.json compares the
+# writes cpu.json and instructions.json). A file named vs-TAG.json compares the
 # library with release TAG (bench/history-release.sh) and is added with --vs TAG.
 #
 # --push works in the git checkout of the current directory. The store
@@ -24,7 +24,7 @@
 # REMOTE (origin), BRANCH (bench-data), COMMIT and REF (the commit and ref
 # measured; default: the result's library stamp, else git's HEAD and ref),
 # COMMIT_URL (links commits on the page), CHECK_K (10), CHECK_THRESHOLD
-# (0.05), ATTEMPTS (push attempts, 10), GITHUB_STEP_SUMMARY (the check's
+# (0.005: the instruction figure's largest allowed rise), ATTEMPTS (push attempts, 10), GITHUB_STEP_SUMMARY (the check's
 # table is appended to it when set).
 #
 # Exit status: 0, or 1 when the check finds a regression (after the points
@@ -101,7 +101,7 @@ render() {
 check() {
 	local status=0 summary
 	summary=$(mktemp)
-	"$HEAPCTL" history check --store "$1" -k "${CHECK_K:-10}" --threshold "${CHECK_THRESHOLD:-0.05}" >"$summary" || status=$?
+	"$HEAPCTL" history check --store "$1" -k "${CHECK_K:-10}" --threshold "${CHECK_THRESHOLD:-0.005}" >"$summary" || status=$?
 	cat "$summary"
 	if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then cat "$summary" >>"$GITHUB_STEP_SUMMARY"; fi
 	rm -f "$summary"

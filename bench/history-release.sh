@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # history-release.sh: compare the library of the checked-out release with the
 # previous release's, both preloaded in one alternating run (heapctl overhead
-# --baseline-lib, median of three rounds), for the release table of the
-# performance page. .github/workflows/overhead.yml runs it on a v* tag.
+# --baseline-lib through bench/compare.sh, CPU time, median of three
+# rounds), for the release table of the performance page.
+# .github/workflows/overhead.yml runs it on a v* tag.
 #
 #   bench/history-release.sh OUTDIR [SCENARIO...]     # default: all
 #
@@ -32,18 +33,5 @@ if [ -z "$previous" ]; then
 	exit 0
 fi
 
-# Build the previous release's library from its own sources, in a worktree
-# of our own that the trap removes.
-tmp=$(mktemp -d)
-cleanup() {
-	git worktree remove --force "$tmp/prev" 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-git worktree add -q --detach "$tmp/prev" "$previous"
-make -C "$tmp/prev" bin/libheap.so >&2
-
 echo "history-release: $(git describe --tags --always HEAD) against $previous" >&2
-"$HEAPCTL" overhead "${scenarios[@]}" --baseline-lib "$tmp/prev/bin/libheap.so" \
-	--rounds "${ROUNDS:-3}" -n "${RUNS:-10}" --json >"$out/vs-$previous.json.part"
-mv "$out/vs-$previous.json.part" "$out/vs-$previous.json"
+HEAPCTL=$HEAPCTL ROUNDS=${ROUNDS:-3} RUNS=${RUNS:-10} "$root/bench/compare.sh" "$previous" "$out/vs-$previous.json" "${scenarios[@]}" >&2

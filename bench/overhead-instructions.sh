@@ -5,8 +5,8 @@
 #
 #   bench/overhead-instructions.sh [SCENARIO...]   # default: all
 #
-# Environment: RUNS (default 3: the counts hardly vary), HEAPCTL. Writes
-# bench/results/instructions-DATE.json and prints its markdown table.
+# One run of each side: the count is deterministic. Environment: HEAPCTL.
+# Writes bench/results/instructions-DATE.json and prints its markdown table.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,4 +17,4 @@ scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(all)
 # shellcheck source-path=SCRIPTDIR source=measure.sh
 . bench/measure.sh
-measure instructions "${scenarios[@]}" --measure instructions -n "${RUNS:-3}"
+measure instructions "${scenarios[@]}" --measure instructions

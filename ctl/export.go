@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -11,11 +12,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+	"go.yaml.in/yaml/v2"
 
 	"github.com/heapline/heapline/ctl/internal/metrics"
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/version"
 )
 
 // exportCommand serves the counters of every region the user may read as
@@ -26,11 +31,17 @@ func exportCommand(e *env) *cli.Command {
 		Name:  "export",
 		Usage: "serve every readable region's counters as Prometheus metrics on /metrics",
 		Description: "Each scrape lists the regions afresh: a process that started appears, one that ended\n" +
-			"disappears. Series carry pid and command labels. Regions of processes that are gone\n" +
-			"(stale) and regions that cannot be read are not exported; heapline_regions{state}\n" +
-			"counts them. Run as root to export every user's processes.",
+			"disappears. Series carry pid and command labels; the command label is the program's\n" +
+			"name unless --command-label=full (command lines hold secrets). Regions of processes\n" +
+			"that are gone (stale) and regions that cannot be read are not exported;\n" +
+			"heapline_regions{state} counts them. Run as root to export every user's processes.\n" +
+			"--web.config.file turns on TLS and basic authentication, as for every Prometheus\n" +
+			"exporter (https://prometheus.io/docs/prometheus/latest/configuration/https/).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Aliases: []string{"l"}, Value: "127.0.0.1:9464", Usage: "`ADDRESS` to serve on (host:port)"},
+			&cli.StringFlag{Name: "web.listen-address", Usage: "`ADDRESS` to serve on: the conventional name of --listen (give one, or both the same)"},
+			&cli.StringFlag{Name: "web.config.file", Usage: "`FILE` of TLS and basic-auth settings (exporter-toolkit's web configuration); plain HTTP without"},
+			&cli.StringFlag{Name: "command-label", Value: metrics.CommandName, Usage: "`WHAT` the command label holds: name (argv[0]'s base name) or full (the whole command line: arguments may be secrets)"},
 		},
 		Action: func(c *cli.Context) error { return export(e, c) },
 	}
@@ -40,37 +51,50 @@ func export(e *env, c *cli.Context) error {
 	if c.NArg() > 0 {
 		return fmt.Errorf("export: unexpected argument %q (export serves every region; no PID)", c.Args().First())
 	}
-	h, err := metrics.Handler(metrics.New(region.List, e.log))
+	command, err := metrics.CommandLabel(c.String("command-label"))
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	addr := c.String("listen")
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return fmt.Errorf("export: --listen %q: %w", addr, err)
+	addr, flag, err := listenAddress(c)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	webConfig := c.String("web.config.file")
+	scheme, err := checkWebConfig(webConfig)
+	if err != nil {
+		return fmt.Errorf("export: --web.config.file: %w", err)
+	}
+	h, err := metrics.Handler(metrics.New(region.List, command, e.log), version.Get())
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("export: --listen: %w", err)
+		return fmt.Errorf("export: %s: %w", flag, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", h)
+	if webConfig == "" && !loopback(ln.Addr()) {
+		e.log.Warn("serving without TLS or authentication beyond loopback: anyone who reaches the port reads every process's counters; see --web.config.file",
+			zap.Stringer("address", ln.Addr()))
+	}
+	mux := exportMux(h)
 	mux.Handle(pprofHeapPath, pprofHandler(e.log))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(w, r)
-			return
-		}
-		fmt.Fprintln(w, "heapline exporter: metrics at /metrics")
-	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(e.log)}
+	// exporter-toolkit logs through slog: its lines go to heapctl's logger.
+	slogger := slog.New(zapslog.NewHandler(e.log.Core()))
+	noSystemd := false
+	flags := &web.FlagConfig{WebListenAddresses: &[]string{addr}, WebSystemdSocket: &noSystemd, WebConfigFile: &webConfig}
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// The address actually bound (":0" picks a port) goes on stderr, where
 	// a script or a test reads it.
-	fmt.Fprintf(e.stderr, "heapctl export: serving http://%s/metrics\n", ln.Addr())
+	fmt.Fprintf(e.stderr, "heapctl export: serving %s://%s/metrics\n", scheme, ln.Addr())
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	// web.Serve, not web.ListenAndServe: the listener is ours, so the
+	// address printed above is the one bound, and a bad one fails before
+	// anything is served. Serve wraps srv's whole handler in the web
+	// configuration's authentication, and serves TLS if it asks for it.
+	go func() { served <- web.Serve(ln, srv, flags, slogger) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("export: %w", err)
@@ -82,4 +106,74 @@ func export(e *env, c *cli.Context) error {
 		return fmt.Errorf("export: %w", err)
 	}
 	return nil
+}
+
+// exportMux is every endpoint export serves. The web configuration's TLS
+// and basic authentication wrap this whole mux (web.Serve), so an endpoint
+// added here (profiles, /debug/pprof/heap) is behind them without a word of
+// its own.
+func exportMux(metrics http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintln(w, "heapline exporter: metrics at /metrics")
+	})
+	return mux
+}
+
+// listenAddress is --listen or --web.listen-address, whichever was given:
+// the second is the name every Prometheus exporter uses, the first
+// heapctl's own. Both given must agree, since one would be ignored. flag
+// is the one the address came from, for errors.
+func listenAddress(c *cli.Context) (addr, flag string, err error) {
+	addr, flag = c.String("listen"), "--listen"
+	if c.IsSet("web.listen-address") {
+		web := c.String("web.listen-address")
+		if c.IsSet("listen") && web != addr {
+			return "", "", fmt.Errorf("--listen %q and --web.listen-address %q differ: they are one setting, give one of them", addr, web)
+		}
+		addr, flag = web, "--web.listen-address"
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", "", fmt.Errorf("%s %q: %w", flag, addr, err)
+	}
+	return addr, flag, nil
+}
+
+// checkWebConfig validates the web configuration file as the toolkit will
+// read it (YAML fields, bcrypt hashes, the certificate and key), so that a
+// mistake is an error now rather than at the first scrape, and returns the
+// scheme it serves: https when it configures TLS. "" is no file: http.
+// The toolkit reads the file again on every request, so users and
+// certificates can be changed without a restart.
+func checkWebConfig(path string) (scheme string, err error) {
+	if path == "" {
+		return "http", nil
+	}
+	if err := web.Validate(path); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var cfg web.Config
+	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	if cfg.TLSConfig.IsEnabled() {
+		return "https", nil
+	}
+	return "http", nil
+}
+
+// loopback reports whether a is a loopback address, which only this
+// machine reaches.
+func loopback(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
 }

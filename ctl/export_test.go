@@ -26,21 +26,23 @@ import (
 	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
-// hsExport starts `heapctl export` on a free loopback port and returns the
-// URL of its metrics; the exporter stops at the end of the test.
-func hsExport(t *testing.T) string {
+// hsExport starts `heapctl export` on a free loopback port, with args
+// added to its command line, and returns the URL of its metrics; the
+// exporter stops at the end of the test.
+func hsExport(t *testing.T, args ...string) string {
 	t.Helper()
 	e, _, stderr := hsApp(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- newAppEnv(e).RunContext(ctx, []string{"heapctl", "export", "--listen", "127.0.0.1:0"}) }()
+	argv := append([]string{"heapctl", "export", "--listen", "127.0.0.1:0"}, args...)
+	go func() { done <- newAppEnv(e).RunContext(ctx, argv) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("export: %v", err)
 		}
 	})
-	re := regexp.MustCompile(`serving (http://\S+/metrics)`)
+	re := regexp.MustCompile(`serving (https?://\S+/metrics)`)
 	var url string
 	hsWait(t, "the exporter's address", func() bool {
 		m := re.FindStringSubmatch(stderr.String())
@@ -55,6 +57,15 @@ func hsExport(t *testing.T) string {
 		return m != nil
 	})
 	return url
+}
+
+// hsServing waits for a heapctl export process, whose stderr is stderr,
+// to say where it serves, and returns that URL.
+func hsServing(t *testing.T, stderr *hsBuffer) string {
+	t.Helper()
+	re := regexp.MustCompile(`serving (https?://\S+/metrics)`)
+	hsWait(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
+	return re.FindStringSubmatch(stderr.String())[1]
 }
 
 // hsScrape fetches and parses the metrics.
@@ -106,13 +117,15 @@ func hsSeries(fams map[string]*dto.MetricFamily, name string, pid int) (v float6
 // TestExportScrape scrapes the exporter over loopback while heapsteps
 // holds a step, compares every value with `heapctl show --json` taken at
 // the same quiescent point, and sees the series go when the process ends.
+// The command label is the program's name; a second exporter with
+// --command-label=full labels the same series with the whole command line.
 func TestExportScrape(t *testing.T) {
 	p := hsStart(t, "2", "1024")
-	url := hsExport(t)
+	url, urlFull := hsExport(t), hsExport(t, "--command-label=full")
 	hsStep(t, p.fifo)
 	up := p.base + hsTotal(t, p.lines.next("up 1 ")) // heapsteps now blocks reading its fifo: quiescent
 
-	fams := hsScrape(t, url)
+	fams, famsFull := hsScrape(t, url), hsScrape(t, urlFull)
 	e, stdout, _ := hsApp(t)
 	if err := newAppEnv(e).Run([]string{"heapctl", "show", "--json", strconv.Itoa(p.pid)}); err != nil {
 		t.Fatal(err)
@@ -140,8 +153,12 @@ func TestExportScrape(t *testing.T) {
 		if got != want {
 			t.Errorf("%s = %v, show --json says %v", name, got, want)
 		}
-		if cmd != s.Command {
-			t.Errorf("%s: command label %q, show --json says %q", name, cmd, s.Command)
+		if cmd != "heapsteps" {
+			t.Errorf("%s: command label %q, want the program's name heapsteps (show --json says %q)", name, cmd, s.Command)
+		}
+		got, cmd, _ = hsSeries(famsFull, name, p.pid)
+		if got != want || cmd != s.Command {
+			t.Errorf("--command-label=full: %s{command=%q} = %v, show --json says command %q, %v", name, cmd, got, s.Command, want)
 		}
 	}
 	if s.LiveBytes != up {
@@ -191,8 +208,14 @@ func TestExportBadUse(t *testing.T) {
 		want string
 	}{
 		{[]string{"--listen", "nocolon"}, `--listen "nocolon"`},
-		{[]string{"--listen", "203.0.113.1:1"}, "--listen"},
+		{[]string{"--listen", "203.0.113.1:1"}, "--listen: listen tcp 203.0.113.1:1"},
+		{[]string{"--web.listen-address", "203.0.113.1:1"}, "--web.listen-address: listen tcp 203.0.113.1:1"},
 		{[]string{"1234"}, "unexpected argument"},
+		{[]string{"--web.listen-address", "nocolon"}, `--web.listen-address "nocolon"`},
+		{[]string{"--listen", "127.0.0.1:9464", "--web.listen-address", "127.0.0.1:9465"},
+			`--listen "127.0.0.1:9464" and --web.listen-address "127.0.0.1:9465" differ`},
+		{[]string{"--command-label", "argv"}, `--command-label "argv": want "name"`},
+		{[]string{"--web.config.file", "/nonexistent/web.yml"}, "--web.config.file: /nonexistent/web.yml: open /nonexistent/web.yml: no such file"},
 	} {
 		e, _, _ := hsApp(t)
 		err := newAppEnv(e).Run(append([]string{"heapctl", "export"}, c.args...))
@@ -286,9 +309,7 @@ func TestOtherUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer exp.Process.Kill()
-	re := regexp.MustCompile(`serving (http://\S+/metrics)`)
-	hsWait(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
-	fams := hsScrape(t, re.FindStringSubmatch(stderr.String())[1])
+	fams := hsScrape(t, hsServing(t, stderr))
 	if _, _, ok := hsSeries(fams, "heapline_live_bytes", pid); ok {
 		t.Errorf("uid 65533's exporter exports uid 65534's pid %d", pid)
 	}
@@ -302,5 +323,60 @@ func TestOtherUser(t *testing.T) {
 		}
 	case <-time.After(hsTimeout):
 		t.Error("export did not stop on SIGTERM")
+	}
+}
+
+// TestExportBuildInfo builds heapctl as a user would from this tree, with
+// the VCS stamp (-buildvcs=true, whatever GOFLAGS says), and finds in
+// heapline_build_info what `go version -m` reads from the binary: in a
+// clone, the pseudo-version and git's HEAD; where the toolchain stamps
+// nothing (a git worktree, a tree without .git), devel and unknown.
+func TestExportBuildInfo(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "heapctl")
+	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"version": "devel", "revision": "unknown"}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 3 && f[0] == "mod" && f[2] != "(devel)":
+			want["version"] = f[2]
+		case len(f) == 2 && f[0] == "build" && strings.HasPrefix(f[1], "vcs.revision="):
+			want["revision"] = strings.TrimPrefix(f[1], "vcs.revision=")
+		}
+	}
+	goVersion, _, _ := strings.Cut(string(out), "\n")
+	want["goversion"] = strings.Fields(goVersion)[1] // "heapctl: go1.26.8"
+	if head, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil && want["revision"] != "unknown" {
+		if h := strings.TrimSpace(string(head)); want["revision"] != h {
+			t.Fatalf("go version -m says revision %s, git says HEAD is %s", want["revision"], h)
+		}
+	}
+	t.Logf("go version -m: %v", want)
+
+	stderr := &hsBuffer{}
+	cmd := exec.Command(bin, "export", "--listen", "127.0.0.1:0")
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hsKillAtEnd(t, cmd)
+	f := hsScrape(t, hsServing(t, stderr))["heapline_build_info"]
+	if f == nil || len(f.GetMetric()) != 1 {
+		t.Fatalf("heapline_build_info: %v", f)
+	}
+	m := f.GetMetric()[0]
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		got[l.GetName()] = l.GetValue()
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || m.GetGauge().GetValue() != 1 {
+		t.Errorf("heapline_build_info%v %v, want %v 1", got, m.GetGauge().GetValue(), want)
 	}
 }

@@ -103,11 +103,8 @@ func TestHistoryPipeline(t *testing.T) {
 	if exitCode(err) != 1 || !strings.Contains(err.Error(), "churn-4t (time) +19.0% -> +34.0% at 0000012, +15.0 pt") {
 		t.Errorf("check error: %v (exit %d)", err, exitCode(err))
 	}
-	if !strings.Contains(out, "| churn-4t | time | 0000012 | +34.0% (+32.0% .. +36.0%) | +19.0% (10) | +15.0 pt | **regression** |") {
+	if !strings.Contains(out, "| churn-4t | time | 0000012 | +34.0% (+32.0% .. +36.0%) | +19.0% (10); +18.0% .. +20.0% | +15.0 pt | **regression** |") {
 		t.Errorf("check summary:\n%s", out)
-	}
-	if _, err := heapctlHistory(t, "", "history", "check", "--store", store, "--threshold", "0.2"); err != nil {
-		t.Errorf("threshold 0.2: %v", err)
 	}
 
 	out, err = heapctlHistory(t, "", "history", "render", "--store", store, "--out", page)
@@ -141,7 +138,7 @@ func TestHistoryPipeline(t *testing.T) {
 func TestHistoryAddRefusesMalformed(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
-	good := writeHistoryFile(t, dir, "good.json", historyResult("abc1234", map[string]float64{"churn-1t": 0.1}, "time"))
+	good := writeHistoryFile(t, dir, "good.json", historyResult("abc1234abc1234abc1234abc1234abc1234abc12", map[string]float64{"churn-1t": 0.1}, "time"))
 	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, good); err != nil {
 		t.Fatal(err)
 	}
@@ -150,15 +147,15 @@ func TestHistoryAddRefusesMalformed(t *testing.T) {
 	cases := []struct {
 		name, content, want string
 	}{
-		{"nan.json", strings.Replace(historyResult("abc1234", map[string]float64{"churn-1t": 0.1}, "time"), `"overhead":0.1`, `"overhead":NaN`, 1), "nan.json: malformed overhead result: not JSON"},
+		{"nan.json", strings.Replace(historyResult("abc1234abc1234abc1234abc1234abc1234abc12", map[string]float64{"churn-1t": 0.1}, "time"), `"overhead":0.1`, `"overhead":NaN`, 1), "nan.json: malformed overhead result: not JSON"},
 		{"empty.json", `{"env":{"cpu":"c","kernel":"k","lib_version":"v"},"scenarios":[]}`, "empty.json: malformed overhead result: scenarios: no scenarios"},
-		{"types.json", `{"env":{"cpu":"c","kernel":"k","lib_version":"v"},"scenarios":[{"scenario":"s","measure":"time","runs":"3","overhead":0.1,"ci_low":0,"ci_high":0.2,"allocs_per_s":1}]}`, `runs: want a number, got a string ("3")`},
+		{"types.json", `{"env":{"cpu":"c","kernel":"k","lib_version":"v"},"scenarios":[{"scenario":"s","measure":"time","runs":"3","overhead":0.1,"ci_low":0,"ci_high":0.2,"allocs_per_s":1}]}`, `runs: want a number, got a string`},
 		{"noenv.json", `{"scenarios":[{"scenario":"s"}]}`, "env: missing"},
 	}
 	for _, c := range cases {
 		bad := writeHistoryFile(t, dir, c.name, c.content)
 		// The good file first: nothing of it may be added either.
-		_, err := heapctlHistory(t, "", "history", "add", "--store", store, "--commit", "abc", good, bad)
+		_, err := heapctlHistory(t, "", "history", "add", "--store", store, "--commit", "abc1234abc1234abc1234abc1234abc1234abc12", good, bad)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
 		}
@@ -179,11 +176,11 @@ func TestHistoryAddRefusesMalformed(t *testing.T) {
 
 	// "-" reads stdin. The stamps look like revisions, so the points take
 	// them rather than the HEAD of whatever checkout the test runs in.
-	if _, err := heapctlHistory(t, historyResult("def5678", map[string]float64{"churn-4t": 0.2}, "time"), "history", "add", "--store", store, "-"); err != nil {
+	if _, err := heapctlHistory(t, historyResult("def5678def5678def5678def5678def5678def56", map[string]float64{"churn-4t": 0.2}, "time"), "history", "add", "--store", store, "-"); err != nil {
 		t.Fatal(err)
 	}
 	pts, _, _ := history.Load(store)
-	if len(pts) != 2 || pts[1].Commit != "def5678" || pts[1].Scenario != "churn-4t" {
+	if len(pts) != 2 || pts[1].Commit != "def5678def5678def5678def5678def5678def56" || pts[1].Scenario != "churn-4t" {
 		t.Errorf("stdin add: %+v", pts)
 	}
 }
@@ -237,11 +234,11 @@ func TestHistoryAddGitDefaults(t *testing.T) {
 		t.Errorf("git defaults: %+v", pts)
 	}
 	// Flags win over git and over the result.
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, "--commit", "cafe", "--ref", "refs/heads/x", "--vs", "v0.0.9", file); err != nil {
+	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, "--commit", "cafecafecafecafecafecafecafecafecafecafe", "--ref", "refs/heads/x", "--vs", "v0.0.9", file); err != nil {
 		t.Fatal(err)
 	}
 	pts, _, _ = history.Load(store)
-	if p := pts[2]; p.Commit != "cafe" || p.Ref != "refs/heads/x" || p.Vs != "v0.0.9" {
+	if p := pts[2]; p.Commit != "cafecafecafecafecafecafecafecafecafecafe" || p.Ref != "refs/heads/x" || p.Vs != "v0.0.9" {
 		t.Errorf("flags: %+v", p)
 	}
 	// Outside any checkout, with no commit anywhere, add says what to do.
@@ -255,7 +252,7 @@ func TestHistoryAddGitDefaults(t *testing.T) {
 // unless named: a --baseline-lib comparison needs --vs, a --wrap never fits.
 func TestHistoryAddRefusesOtherComparisons(t *testing.T) {
 	dir := t.TempDir()
-	res := historyResult("abc1234", map[string]float64{"churn-1t": -0.02}, "time")
+	res := historyResult("abc1234abc1234abc1234abc1234abc1234abc12", map[string]float64{"churn-1t": -0.02}, "time")
 	vsLib := writeHistoryFile(t, dir, "vs.json", strings.Replace(res, `"cpu":`, `"baseline_lib":"/tmp/old/libheap.so","cpu":`, 1))
 	wrap := writeHistoryFile(t, dir, "wrap.json", strings.Replace(res, `"cpu":`, `"wrap":"heaptrack","cpu":`, 1))
 	store := filepath.Join(dir, "store")
@@ -293,5 +290,44 @@ func TestPickCommit(t *testing.T) {
 		if got := pickCommit(c.stamp, c.head); got != c.want {
 			t.Errorf("pickCommit(%q) = %q, want %q", c.stamp, got, c.want)
 		}
+	}
+}
+
+// Commits are stored by their full hash: a short one, a tag or a
+// description is resolved by git in the checkout; a short one git cannot
+// resolve is refused.
+func TestHistoryAddFullCommit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	repo := t.TempDir()
+	testkit.Git(t, repo, "init", "-q", "-b", "main")
+	testkit.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "one")
+	testkit.Git(t, repo, "tag", "v0.1.0")
+	head := testkit.Git(t, repo, "rev-parse", "HEAD")
+	store := t.TempDir()
+	t.Chdir(repo)
+	for i, c := range []struct{ flag, stamp, want string }{
+		{head[:7], "", head},
+		{"", head[:9] + "-dirty", head + "-dirty"}, // the stamp of `git describe --always --dirty`
+		{"v0.1.0", "", head},
+	} {
+		res := writeHistoryFile(t, t.TempDir(), "r.json", historyResult(c.stamp, map[string]float64{"churn-1t": 0.1}, "time"))
+		args := []string{"history", "add", "--store", store}
+		if c.flag != "" {
+			args = append(args, "--commit", c.flag)
+		}
+		if _, err := heapctlHistory(t, "", append(args, res)...); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		pts, _, _ := history.Load(store)
+		if got := pts[i].Commit; got != c.want {
+			t.Errorf("%+v: stored %q, want %q", c, got, c.want)
+		}
+	}
+	res := writeHistoryFile(t, t.TempDir(), "r.json", historyResult("", map[string]float64{"churn-1t": 0.1}, "time"))
+	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, "--commit", "0badc0de", res); err == nil ||
+		!strings.Contains(err.Error(), `commit "0badc0de": git cannot resolve it to a full hash here`) {
+		t.Errorf("unknown short hash: %v", err)
 	}
 }

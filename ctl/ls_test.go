@@ -56,7 +56,8 @@ func TestLsRealProcess(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	row := regexp.MustCompile(`(?m)^` + strconv.Itoa(p.pid) + ` +` + regexp.QuoteMeta(report.Bytes(want.LiveBytes)) + ` +` +
-		regexp.QuoteMeta(report.Bytes(want.PeakLiveBytes)) + ` +` + strconv.FormatUint(want.Allocs, 10) + ` +running +` +
+		regexp.QuoteMeta(report.Bytes(want.PeakLiveBytes)) + ` +` + regexp.QuoteMeta(report.Bytes(want.MappedBytes)) + ` +` +
+		strconv.FormatUint(want.Allocs, 10) + ` +running +` +
 		regexp.QuoteMeta(prog+" steps") + `$`)
 	if !strings.HasPrefix(r.stdout, "PID ") || !row.MatchString(r.stdout) {
 		t.Errorf("ls lacks the row %s:\n%s", row, r.stdout)
@@ -96,12 +97,12 @@ func TestLsUnreadable(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	want := []*regexp.Regexp{
-		regexp.MustCompile(`^PID +LIVE +PEAK +ALLOCS +STATE +COMMAND$`),
+		regexp.MustCompile(`^PID +LIVE +PEAK +MAPPED +ALLOCS +STATE +COMMAND$`),
 		nil, nil, // in pid order, below
-		regexp.MustCompile(`^- +- +- +- +unreadable +` + regexp.QuoteMeta(oddPath+": not a region name (want heapline.<pid>, or heapline.<pid>.<pid namespace>)") + `$`),
+		regexp.MustCompile(`^- +- +- +- +- +unreadable +` + regexp.QuoteMeta(oddPath+": not a region name (want heapline.<pid>, or heapline.<pid>.<pid namespace>)") + `$`),
 	}
-	deadRow := regexp.MustCompile(`^` + strconv.Itoa(dead) + ` +- +- +- +gone, unreadable +` + regexp.QuoteMeta(deadPath+": truncated: 7 bytes, need 512") + `$`)
-	meRow := regexp.MustCompile(`^` + strconv.Itoa(me) + ` +- +- +- +unreadable +` + regexp.QuoteMeta(mePath+": magic not set: region still being created, or not a heapline region") + `$`)
+	deadRow := regexp.MustCompile(`^` + strconv.Itoa(dead) + ` +- +- +- +- +gone, unreadable +` + regexp.QuoteMeta(deadPath+": truncated: 7 bytes, need 1024") + `$`)
+	meRow := regexp.MustCompile(`^` + strconv.Itoa(me) + ` +- +- +- +- +unreadable +` + regexp.QuoteMeta(mePath+": magic not set: region still being created, or not a heapline region") + `$`)
 	if dead < me {
 		want[1], want[2] = deadRow, meRow
 	} else {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -33,19 +34,25 @@ func overheadCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "overhead",
 		Usage:     "measure what profiling costs a program (interleaved runs, medians, 95% interval)",
-		ArgsUsage: "SCENARIO... | all | -- CMD ARGS",
+		ArgsUsage: "SCENARIO... | all | -- CMD ARGS | --list",
 		Description: "Runs each scenario without and with libheap.so, alternating the two after warm-up runs,\n" +
 			"and reports median(profiled)/median(baseline) - 1 with a bootstrap 95% interval.\n" +
 			"Flags may follow the scenario names. Scenarios:\n" + strings.Join(lines, "\n"),
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "n", Value: 10, Usage: "`N` counted runs of each side"},
+			&cli.IntFlag{Name: "n", Value: 10, Usage: "`N` counted runs of each side (with --measure instructions: 1 unless set; the count is deterministic)"},
 			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "`N` uncounted runs of each side first (with --measure instructions: 0 unless set)"},
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table (= --format json)"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "`FORMAT` of the output: text, json, or markdown (a table for a job summary)"},
+			&cli.StringFlag{Name: "out", Usage: "also write the JSON document to `FILE` (whole, or not at all)"},
+			&cli.Float64Flag{Name: "threshold", Value: 0.05, Usage: "with --baseline-lib, the markdown verdict's `T`: a change is called only when its 95% interval lies wholly beyond ±T or within it (0.05 = 5 points)"},
+			&cli.BoolFlag{Name: "floor", Usage: "also measure the floor, bin/libfloor.so (bench/floor/packed.c: the same counting with nothing around it), as a third side"},
+			&cli.BoolFlag{Name: "list", Usage: "print the scenarios, one a line: name, command (tab-separated; with --measure instructions, the shortened one), description"},
 			&cli.StringFlag{Name: "lib", Usage: "profile with the library at `PATH` (default: $HEAPLINE_LIB, else libheap.so beside heapctl, else ./bin)"},
+			&cli.BoolFlag{Name: "any-lib", Usage: "accept a --lib or --baseline-lib that defines no malloc: to measure what loading a library costs (bench/floor), not a profiler"},
 			&cli.StringFlag{Name: "baseline-lib", Usage: "preload the library at `PATH` on the baseline side instead of none (compare two builds)"},
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "repeat the measurement `N` times, alternating which side runs first; report the median"},
 			&cli.StringFlag{Name: "wrap", Usage: "profile by running `CMD` ARGS before the scenario, without libheap.so (e.g. 'heaptrack -o /tmp/ht')"},
-			&cli.StringFlag{Name: "measure", Value: "time", Usage: "`WHAT` to measure: time (wall time of whole runs) or instructions (callgrind, shortened runs)"},
+			&cli.StringFlag{Name: "measure", Value: "time", Usage: "`WHAT` to measure: time (wall time of whole runs), instructions (callgrind, shortened runs) or cpu (user+sys time)"},
 			&cli.StringFlag{Name: "root", Usage: "project `DIR` holding bin/ and scenarios/ (default: found beside heapctl)"},
 		},
 		Action: func(c *cli.Context) error { return runOverhead(c, e) },
@@ -134,6 +141,13 @@ func runOverhead(c *cli.Context, e *env) error {
 	}
 	n, warmup, rounds := c.Int("n"), c.Int("warmup"), c.Int("rounds")
 	mode := overhead.Mode(c.String("measure"))
+	format := c.String("format")
+	if c.Bool("json") {
+		if c.IsSet("format") && format != "json" {
+			return fmt.Errorf("--json and --format %s exclude each other", format)
+		}
+		format = "json"
+	}
 	switch {
 	case n < 1:
 		return errors.New("-n must be at least 1")
@@ -141,12 +155,22 @@ func runOverhead(c *cli.Context, e *env) error {
 		return errors.New("--warmup must be at least 0")
 	case rounds < 1:
 		return errors.New("--rounds must be at least 1")
-	case mode != overhead.Time && mode != overhead.Instructions:
-		return fmt.Errorf("--measure must be time or instructions, not %q", mode)
+	case !slices.Contains(overhead.Modes, mode):
+		return fmt.Errorf("--measure must be time, instructions or cpu, not %q", mode)
+	case format != "text" && format != "json" && format != "markdown":
+		return fmt.Errorf("--format must be text, json or markdown, not %q", format)
+	case !(c.Float64("threshold") >= 0):
+		return fmt.Errorf("--threshold must be at least 0, got %g", c.Float64("threshold"))
 	}
-	if mode == overhead.Instructions && !c.IsSet("warmup") {
-		// Instruction counts do not depend on caches being warm.
-		warmup = 0
+	if mode == overhead.Instructions {
+		// Instruction counts do not depend on caches being warm, nor
+		// vary from run to run: one run of each side is the figure.
+		if !c.IsSet("warmup") {
+			warmup = 0
+		}
+		if !c.IsSet("n") {
+			n = 1
+		}
 	}
 	var wrap []string
 	if w := c.String("wrap"); c.IsSet("wrap") { // --wrap '' is a mistake, not "no wrapper"
@@ -172,6 +196,12 @@ func runOverhead(c *cli.Context, e *env) error {
 	layout, err := overhead.Locate(c.String("root"))
 	if err != nil {
 		return err
+	}
+	if c.Bool("list") {
+		if len(a.names) > 0 || len(a.command) > 0 {
+			return errors.New("--list takes no scenario or command")
+		}
+		return overhead.WriteList(e.stdout, layout, mode)
 	}
 
 	// What to run: named scenarios, all of them, or one command.
@@ -224,14 +254,44 @@ func runOverhead(c *cli.Context, e *env) error {
 				libFlag = p
 			}
 		}
-		if lib, err = shim.Path(libFlag); err != nil {
+		if c.Bool("any-lib") && libFlag != "" {
+			lib, err = shim.CheckLoadable(libFlag, "--lib")
+		} else {
+			lib, err = shim.Path(libFlag)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	if p := c.String("baseline-lib"); p != "" {
-		if baseLib, err = shim.Check(p, "--baseline-lib"); err != nil {
+		check := shim.Check
+		if c.Bool("any-lib") {
+			check = shim.CheckLoadable
+		}
+		if baseLib, err = check(p, "--baseline-lib"); err != nil {
 			return err
 		}
+	}
+	var floorLib string
+	if c.Bool("floor") {
+		if len(wrap) > 0 {
+			return errors.New("--wrap and --floor exclude each other")
+		}
+		if floorLib, err = shim.Check(filepath.Join(layout.Bin, "libfloor.so"), "--floor"); err != nil {
+			return fmt.Errorf("%w (make builds it from bench/floor/packed.c)", err)
+		}
+	}
+	// The JSON file is checked before anything runs, and written whole at
+	// the end: a temporary file beside it, renamed.
+	var out *os.File
+	if p := c.String("out"); p != "" {
+		if out, err = os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*"); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		defer func() {
+			out.Close()
+			os.Remove(out.Name())
+		}()
 	}
 	var valgrind string
 	if mode == overhead.Instructions {
@@ -279,7 +339,7 @@ func runOverhead(c *cli.Context, e *env) error {
 		}
 		job, err := overhead.Plan(overhead.Spec{
 			Scenario: t.name, Description: t.desc, Argv: argv, Env: t.env,
-			Lib: lib, BaselineLib: baseLib, Wrap: wrap, Measure: mode, Valgrind: valgrind, Dir: jobDir,
+			Lib: lib, BaselineLib: baseLib, FloorLib: floorLib, Wrap: wrap, Measure: mode, Valgrind: valgrind, Dir: jobDir,
 		}, os.Environ())
 		if err != nil {
 			return err
@@ -293,16 +353,32 @@ func runOverhead(c *cli.Context, e *env) error {
 		}
 		doc.Scenarios = append(doc.Scenarios, res)
 		// One scenario prints its own block; several end with one table.
-		if !c.Bool("json") && len(targets) == 1 {
+		if format == "text" && len(targets) == 1 {
 			if err := overhead.WriteResult(e.stdout, res); err != nil {
 				return err
 			}
 		}
 	}
-	if c.Bool("json") {
-		return overhead.WriteJSON(e.stdout, doc)
+	if out != nil {
+		if err := overhead.WriteJSON(out, doc); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		if err := out.Chmod(0o644); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		if err := out.Close(); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		if err := os.Rename(out.Name(), c.String("out")); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
 	}
-	if len(targets) > 1 {
+	switch {
+	case format == "json":
+		return overhead.WriteJSON(e.stdout, doc)
+	case format == "markdown":
+		return overhead.WriteMarkdown(e.stdout, doc, c.Float64("threshold"))
+	case len(targets) > 1:
 		return overhead.WriteTable(e.stdout, doc.Scenarios)
 	}
 	return nil

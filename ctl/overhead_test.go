@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,7 +34,13 @@ func TestOverheadBadFlags(t *testing.T) {
 		{[]string{"churn-4t", "-n", "0"}, "-n must be at least 1"},
 		{[]string{"--warmup", "-1", "churn-4t"}, "--warmup must be at least 0"},
 		{[]string{"--rounds", "0", "churn-4t"}, "--rounds must be at least 1"},
-		{[]string{"--measure", "cycles", "churn-4t"}, `--measure must be time or instructions, not "cycles"`},
+		{[]string{"--measure", "cycles", "churn-4t"}, `--measure must be time, instructions or cpu, not "cycles"`},
+		{[]string{"--format", "html", "churn-4t"}, `--format must be text, json or markdown, not "html"`},
+		{[]string{"--json", "--format", "markdown", "churn-4t"}, "--json and --format markdown exclude each other"},
+		{[]string{"--threshold", "-1", "churn-4t"}, "--threshold must be at least 0"},
+		{[]string{"--out", "/nonexistent/dir/r.json", "--lib", lib, "--", "true"}, "--out: "},
+		{[]string{"--list", "churn-4t"}, "--list takes no scenario or command"},
+		{[]string{"--floor", "--root", "/", "--lib", lib, "--", "true"}, "--floor /bin/libfloor.so: "},
 		{[]string{"churn-5t"}, `unknown scenario "churn-5t": known scenarios are churn-1t, churn-4t, resident-4t, large-4t, python, larson-4t, cxx-4t (or all, or -- CMD ARGS)`},
 		{[]string{}, "name a scenario (churn-1t, churn-4t, resident-4t, large-4t, python, larson-4t, cxx-4t), all, or -- CMD ARGS"},
 		{[]string{"--wrap", "true", "--lib", lib, "--", "true"}, "--wrap and --lib exclude each other"},
@@ -203,4 +210,102 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestOverheadList: the registry, one scenario a line, with its command
+// under --root (built or not).
+func TestOverheadList(t *testing.T) {
+	root := t.TempDir()
+	out, _, err := heapctlOverhead(t, "--list", "--root", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("%d lines, want 7:\n%s", len(lines), out)
+	}
+	if want := "churn-1t\t" + root + "/bin/malloc_churn -t 1 -i 50000000 -min 16 -max 512 -k 64\t1 thread, 64 blocks, 16-512 B, small heap"; lines[0] != want {
+		t.Errorf("line 1 = %q, want %q", lines[0], want)
+	}
+	if !strings.HasPrefix(lines[4], "python\tenv PYTHONHASHSEED=0 ") || !strings.Contains(lines[4], root+"/scenarios/alloc_heavy.py 4 4000\t") {
+		t.Errorf("python line = %q", lines[4])
+	}
+	out, _, err = heapctlOverhead(t, "--list", "--measure", "instructions", "--root", root)
+	if err != nil || !strings.Contains(out, "malloc_churn -t 1 -i 500000 ") {
+		t.Errorf("--list --measure instructions: %v\n%s", err, out)
+	}
+}
+
+// TestOverheadMarkdownOut: --format markdown prints the table, --out
+// writes the JSON document beside it, --floor adds the floor's columns.
+func TestOverheadMarkdownOut(t *testing.T) {
+	lib := testkit.NopLib(t)
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "bin", "libfloor.so"), mustRead(t, lib), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := filepath.Join(t.TempDir(), "r.json")
+	out, _, err := heapctlOverhead(t, "-n", "2", "--warmup", "0", "--root", root, "--lib", lib, "--baseline-lib", lib,
+		"--floor", "--format", "markdown", "--out", res, "--", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| scenario | base lib median | lib median | change | 95% CI | cv | runs | floor | above the floor (95% CI) | verdict (±5.0 pt) |", "\n| true | "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+	var doc struct {
+		Scenarios []struct {
+			Floor *struct {
+				Preload  string    `json:"preload"`
+				SamplesS []float64 `json:"samples_s"`
+			} `json:"floor"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(mustRead(t, res), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Scenarios) != 1 || doc.Scenarios[0].Floor == nil || len(doc.Scenarios[0].Floor.SamplesS) != 2 ||
+		doc.Scenarios[0].Floor.Preload != filepath.Join(root, "bin", "libfloor.so") {
+		t.Errorf("--out document: %+v", doc)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(res), ".*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// --measure instructions runs each side once unless -n says otherwise:
+// the count is deterministic.
+func TestOverheadInstructionsOnce(t *testing.T) {
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("valgrind is missing: make deps installs it")
+		}
+		t.Skip("needs valgrind (make deps installs it)")
+	}
+	out, stderr, err := heapctlOverhead(t, "--measure", "instructions", "--json", "--lib", testkit.NopLib(t), "--", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Scenarios []struct {
+			Runs, Warmup int
+			Baseline     struct {
+				SamplesInstructions []float64 `json:"samples_instructions"`
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if s := doc.Scenarios[0]; s.Runs != 1 || s.Warmup != 0 || len(s.Baseline.SamplesInstructions) != 1 {
+		t.Errorf("runs %d warmup %d samples %v, want one run of each side", s.Runs, s.Warmup, s.Baseline.SamplesInstructions)
+	}
+	if !strings.Contains(stderr, "true: 2 runs in ") {
+		t.Errorf("stderr = %q", stderr)
+	}
 }

@@ -343,7 +343,7 @@ func TestRecordSteps(t *testing.T) {
 		t.Errorf("highest peak_live_bytes %d, want the top step %d (exact with HEAPLINE_PEAK_BATCH=0)", maxPeak, top)
 	}
 	// The last row is the exit summary, which the shim wrote for us.
-	if !strings.Contains(stderr.String(), fmt.Sprintf("heapline[%d]: ", pid)) || !strings.Contains(stderr.String(), "live at exit") {
+	if !strings.Contains(stderr.String(), fmt.Sprintf("heapline[%d] ", pid)) || !strings.Contains(stderr.String(), "live at exit") {
 		t.Errorf("no exit summary line on stderr:\n%s", stderr)
 	}
 	last := samples[len(samples)-1]
@@ -415,7 +415,7 @@ func TestRecordPID(t *testing.T) {
 	case <-time.After(hsTimeout):
 		t.Fatal("record --pid did not return after the process exited")
 	}
-	if !strings.Contains(stderr.String(), fmt.Sprintf("heapline[%d]: ", p.pid)) {
+	if !strings.Contains(stderr.String(), fmt.Sprintf("heapline[%d] ", p.pid)) {
 		t.Errorf("no summary line:\n%s", stderr)
 	}
 }

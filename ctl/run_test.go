@@ -397,7 +397,7 @@ func TestRunLineMatchesShim(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	norm := regexp.MustCompile(`^heapline\[\d+\]: (.*), \d+\.\d\d s\n$`)
+	norm := regexp.MustCompile(`^heapline\[\d+\] (.*), \d+\.\d\d s\n$`)
 	shimLine, ourLine := norm.FindStringSubmatch(stderr.String()), norm.FindStringSubmatch(r.stderr)
 	if shimLine == nil || ourLine == nil {
 		t.Fatalf("summary lines not found:\nshim: %q\nheapctl: %q", stderr.String(), r.stderr)
@@ -546,7 +546,7 @@ func TestRunOutputFile(t *testing.T) {
 	}
 	// Text to a file: the line.
 	r = rgHeapctl(t, "run", "--lib", lib, "-o", out, "--", prog, "exit", "10")
-	if b, _ := os.ReadFile(out); r.err != nil || !regexp.MustCompile(`^heapline\[\d+\]: .* s\n$`).Match(b) {
+	if b, _ := os.ReadFile(out); r.err != nil || !regexp.MustCompile(`^heapline\[\d+\] .*: .* s\n$`).Match(b) {
 		t.Fatalf("text summary file %q, %v", b, r.err)
 	}
 }

@@ -202,7 +202,7 @@ func TestShowErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rgHeapctl(t, "show", strconv.Itoa(me))
-	if want := "show: " + filepath.Join(d, "heapline."+strconv.Itoa(me)) + ": truncated: 300 bytes, need 512"; r.err == nil || r.err.Error() != want {
+	if want := "show: " + filepath.Join(d, "heapline."+strconv.Itoa(me)) + ": truncated: 300 bytes, need 1024"; r.err == nil || r.err.Error() != want {
 		t.Errorf("corrupt region: err %v, want %q", r.err, want)
 	}
 }

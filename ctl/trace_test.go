@@ -579,7 +579,7 @@ func TestTraceDetach(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The text line, as heapctl run prints it; still running, so "live".
-	want := "heapline[" + strconv.Itoa(l.cmd.Process.Pid) + "]: 1000 allocs, 1000 frees, peak 104 B, live 0 B, "
+	want := "heapline[" + strconv.Itoa(l.cmd.Process.Pid) + "] " + l.cmd.Path + ": 1000 allocs, 1000 frees, peak 104 B, live 0 B, "
 	if !strings.HasPrefix(out, want) || !strings.HasSuffix(out, " s\n") {
 		t.Errorf("output %q, want %q...", out, want)
 	}

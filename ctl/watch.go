@@ -358,7 +358,11 @@ func (s *screen) frame(stay, view []string) {
 // final writes the ended processes' lines under the last frame, for good.
 func (s *screen) final(ended []report.Summary) {
 	for _, e := range ended {
-		fmt.Fprintln(s.w, endLine(e))
+		l := endLine(e)
+		if s.tty {
+			l = clip(l, s.width-1) // the line names its command: keep it in the frame
+		}
+		fmt.Fprintln(s.w, l)
 	}
 	s.drawn = 0
 }

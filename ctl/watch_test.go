@@ -63,14 +63,14 @@ func TestWatchLines(t *testing.T) {
 		t.Errorf("escape sequences without a terminal:\n%q", s)
 	}
 	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
-	row := regexp.MustCompile(`^` + strconv.Itoa(p.pid) + ` \d+\.\d\ds live [0-9.]+ (B|KiB|MiB) \(\d+ blocks\) peak [0-9.]+ (B|KiB|MiB), [0-9.]+k?/s allocs, [0-9.]+k?/s frees$`)
+	row := regexp.MustCompile(`^` + strconv.Itoa(p.pid) + ` \d+\.\d\ds live [0-9.]+ (B|KiB|MiB) \(\d+ blocks\) peak [0-9.]+ (B|KiB|MiB), mapped [0-9.]+ (B|KiB|MiB), [0-9.]+k?/s allocs, [0-9.]+k?/s frees$`)
 	for _, l := range lines[:len(lines)-1] {
 		if !row.MatchString(l) {
 			t.Errorf("line %q does not match %v", l, row)
 		}
 	}
 	end := lines[len(lines)-1]
-	if !strings.HasPrefix(end, fmt.Sprintf("heapline[%d]: ", p.pid)) || !strings.Contains(end, "peak "+report.Bytes(top)) {
+	if !strings.HasPrefix(end, fmt.Sprintf("heapline[%d] ", p.pid)) || !strings.Contains(end, "peak "+report.Bytes(top)) {
 		t.Errorf("last line %q: want the summary, peak %s", end, report.Bytes(top))
 	}
 }
@@ -104,7 +104,7 @@ func TestWatchTerminal(t *testing.T) {
 	hsWait(t, "the sparkline's highest tick", func() bool { return strings.Contains(screen.String(), "█") })
 	p.finish(t)
 	hsDone(t, done, stderr)
-	end := fmt.Sprintf("heapline[%d]: ", p.pid)
+	end := fmt.Sprintf("heapline[%d] ", p.pid)
 	hsWait(t, "the summary line", func() bool { return strings.Contains(screen.String(), "\x1b[?25h") })
 
 	s := screen.String()

@@ -7,8 +7,15 @@ static void *(*nm)(size_t); static void (*nf)(void*);
 __attribute__((constructor(101))) static void init(void){ nm = dlsym(RTLD_NEXT,"malloc"); nf = dlsym(RTLD_NEXT,"free"); }
 #define H(p) (((size_t*)(p))[-1])
 struct slot { uint64_t wa, wf, x[6]; } __attribute__((aligned(64)));
+#ifdef PER_THREAD
+/* bin/libfloor.so (make), heapctl overhead --floor: a slot per thread, as
+   the shim has, so that churn-4t's floor is the counting, not a shared line. */
+static __thread struct slot own __attribute__((tls_model("initial-exec")));
+#define me (&own)
+#else
 struct slot sl;
 __thread struct slot *me __attribute__((tls_model("initial-exec"))) = &sl;
+#endif
 __attribute__((noinline,cold)) static void *slowm(void *p){ return p; }
 __attribute__((noinline,cold)) static void slowf(void *p){ nf(p); }
 #define FAST_MASK 0xfffffffffffe0002ull

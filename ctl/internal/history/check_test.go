@@ -8,7 +8,7 @@ import (
 )
 
 func TestCheckStable(t *testing.T) {
-	rep, err := Check(loadFixture(t), 10, 0.05)
+	rep, err := Check(loadFixture(t), 10, 0.005)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,10 +48,10 @@ func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func TestCheckPlantedRegression(t *testing.T) {
 	// The previous ten churn-4t timed points (0.16 0.19 0.22 0.175 0.205
-	// 0.17 0.19 0.22 0.175 0.17) have a median of 18.25%: 31% is 12.75
-	// points up.
+	// 0.17 0.19 0.22 0.175 0.17) have a median of 18.25% and a band of
+	// 16% .. 22%: 31% (28% .. 34%) is wholly above it.
 	pts := plant(t, "churn-4t", MeasureTime, 0.31)
-	rep, err := Check(pts, 10, 0.05)
+	rep, err := Check(pts, 10, 0.005)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,21 +60,24 @@ func TestCheckPlantedRegression(t *testing.T) {
 		t.Fatalf("%d regressions, want 1: %+v", len(regs), rep.Rows)
 	}
 	r := regs[0]
-	if r.Scenario != "churn-4t" || r.Measure != MeasureTime || r.Previous != 10 || r.Median != 0.1825 || r.Newest.Overhead != 0.31 {
+	if r.Scenario != "churn-4t" || r.Measure != MeasureTime || r.Previous != 10 || r.Median != 0.1825 || r.Newest.Overhead != 0.31 ||
+		r.BandLow != 0.16 || r.BandHigh != 0.22 {
 		t.Errorf("regression row: %+v", r)
 	}
-	if want := "churn-4t (time) +18.2% -> +31.0% at feedfac, +12.8 pt"; rep.Summary() != want {
+	if want := "churn-4t (time) +18.2% -> +31.0% at feedfac, +12.8 pt, interval +28.0% .. +34.0% above the band +16.0% .. +22.0%"; rep.Summary() != want {
 		t.Errorf("summary %q, want %q", rep.Summary(), want)
 	}
 	var md bytes.Buffer
 	rep.Markdown(&md)
 	golden(t, "check-regression.md.golden", md.Bytes())
 
-	// A larger threshold lets it pass; a fall as large is an improvement.
-	if rep, _ := Check(pts, 10, 0.15); len(rep.Regressions()) != 0 {
-		t.Error("threshold 0.15 still flags a 12-point rise")
+	// An interval that reaches into the band is no verdict, however high
+	// its point: 25% (22% .. 28%) touches the band's top.
+	if rep, _ := Check(plant(t, "churn-4t", MeasureTime, 0.25), 10, 0.005); len(rep.Regressions()) != 0 {
+		t.Errorf("an interval reaching the band was flagged: %s", rep.Summary())
 	}
-	rep, _ = Check(plant(t, "churn-4t", MeasureTime, 0.07), 10, 0.05)
+	// A fall wholly below the band is an improvement.
+	rep, _ = Check(plant(t, "churn-4t", MeasureTime, 0.07), 10, 0.005)
 	if len(rep.Regressions()) != 0 {
 		t.Error("a fall was flagged as a regression")
 	}
@@ -92,26 +95,30 @@ func TestCheckPlantedRegression(t *testing.T) {
 // The instruction figure is checked on its own: a rise in the code's cost
 // is caught even when the timed figure hides it in noise.
 func TestCheckInstructionRegression(t *testing.T) {
-	rep, err := Check(plant(t, "churn-1t", MeasureInstructions, 0.14), 10, 0.05)
+	// The gate: 0.6 points above the median (7.1%) fails, 0.4 passes.
+	if rep, _ := Check(plant(t, "churn-1t", MeasureInstructions, 0.075), 10, 0.005); len(rep.Regressions()) != 0 {
+		t.Errorf("a 0.4-point rise failed: %s", rep.Summary())
+	}
+	rep, err := Check(plant(t, "churn-1t", MeasureInstructions, 0.077), 10, 0.005)
 	if err != nil {
 		t.Fatal(err)
 	}
 	regs := rep.Regressions()
-	if len(regs) != 1 || regs[0].Measure != MeasureInstructions || regs[0].Median != 0.071 {
+	if len(regs) != 1 || regs[0].Measure != MeasureInstructions || regs[0].Median != 0.071 || rep.Summary() != "churn-1t (instructions) +7.1% -> +7.7% at feedfac, +0.6 pt" {
 		t.Fatalf("regressions: %+v", regs)
 	}
 }
 
 func TestCheckEdges(t *testing.T) {
 	pts := loadFixture(t)
-	if _, err := Check(pts, 0, 0.05); err == nil || !strings.Contains(err.Error(), "-k must be at least 1") {
+	if _, err := Check(pts, 0, 0.005); err == nil || !strings.Contains(err.Error(), "-k must be at least 1") {
 		t.Errorf("k=0: %v", err)
 	}
 	if _, err := Check(pts, 10, 0); err == nil || !strings.Contains(err.Error(), "--threshold") {
 		t.Errorf("threshold 0: %v", err)
 	}
 	// k=1: the median of one point is that point.
-	rep, err := Check(plant(t, "python", MeasureTime, 0.08), 1, 0.05)
+	rep, err := Check(plant(t, "python", MeasureTime, 0.08), 1, 0.005)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +126,7 @@ func TestCheckEdges(t *testing.T) {
 		t.Errorf("k=1: %+v", regs)
 	}
 	// A scenario seen once has no history and passes.
-	rep, _ = Check(plant(t, "larson-4t", MeasureTime, 0.5), 10, 0.05)
+	rep, _ = Check(plant(t, "larson-4t", MeasureTime, 0.5), 10, 0.005)
 	for _, r := range rep.Rows {
 		if r.Scenario == "larson-4t" && r.Verdict != VerdictNew {
 			t.Errorf("new scenario: %+v", r)
@@ -129,7 +136,7 @@ func TestCheckEdges(t *testing.T) {
 		t.Error("a new scenario failed the check")
 	}
 	// Empty store.
-	rep, _ = Check(nil, 10, 0.05)
+	rep, _ = Check(nil, 10, 0.005)
 	var md bytes.Buffer
 	rep.Markdown(&md)
 	if !strings.Contains(md.String(), "no points yet") {

@@ -1,7 +1,7 @@
 // Package history keeps the overhead of every commit: one JSON line per
 // scenario and measure in an append-only store (points.jsonl), a Markdown
 // page with one SVG chart per scenario, and a check that compares the newest
-// point of each scenario with the median of the ones before it.
+// point of each scenario with the ones before it (check.go).
 //
 // The store is the only state. It is never rewritten: a re-measured commit
 // adds new lines and readers keep the last one (see Latest), so two CI jobs
@@ -11,22 +11,22 @@
 package history
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/heapline/heapline/ctl/internal/overhead"
 )
 
-// Measures a point can carry. "time" moves with the runner; "instructions"
-// (callgrind) only moves with the code.
+// Measures a point can carry. "time" (wall) moves with the runner most;
+// "cpu" (user+sys, the timed figure CI records) much less; "instructions"
+// (callgrind) only with the code.
 const (
 	MeasureTime         = "time"
+	MeasureCPU          = "cpu"
 	MeasureInstructions = "instructions"
 )
 
@@ -53,8 +53,31 @@ type Point struct {
 	// release table, never the per-commit series or the check.
 	Vs string `json:"vs,omitempty"`
 
+	// Floor is the floor's overhead and the distance above it, when the
+	// result measured the floor beside the library (overhead --floor).
+	Floor *Floor `json:"floor,omitempty"`
+
 	when time.Time // Date parsed
 	line int       // 1-based line in points.jsonl; orders equal dates
+}
+
+// Floor is what a point keeps of the floor (bench/floor/packed.c,
+// `heapctl overhead --floor`): its overhead, and the library's distance
+// above it in overhead fraction (0.02: two points) with its interval. A
+// distance that grows while the floor stays put is the shim's own doing.
+type Floor struct {
+	Overhead       float64 `json:"overhead"`
+	Distance       float64 `json:"distance"`
+	DistanceCILow  float64 `json:"distance_ci_low"`
+	DistanceCIHigh float64 `json:"distance_ci_high"`
+}
+
+func floorOf(r overhead.Result) *Floor {
+	if r.Floor == nil {
+		return nil
+	}
+	f := r.Floor
+	return &Floor{Overhead: f.Overhead, Distance: f.Distance, DistanceCILow: f.DistanceCILow, DistanceCIHigh: f.DistanceCIHigh}
 }
 
 // When is the point's date.
@@ -74,259 +97,6 @@ func (p Point) Tag() string {
 	return strings.TrimPrefix(p.Ref, "refs/tags/")
 }
 
-// Result is the part of `heapctl overhead --json` the history keeps.
-type Result struct {
-	Env       Env
-	Scenarios []ScenarioResult
-}
-
-// Env is the result's "env" object.
-type Env struct {
-	CPU        string
-	Cores      int
-	Kernel     string
-	LibVersion string
-	Commit     string    // "" when absent
-	Date       time.Time // zero when absent
-	// BaselineLib is set when the result compares two libraries
-	// (--baseline-lib) instead of the library with none; Wrap when it
-	// measures another profiler (--wrap). Neither is heapline's overhead.
-	BaselineLib string
-	Wrap        string
-}
-
-// ScenarioResult is one element of the result's "scenarios".
-type ScenarioResult struct {
-	Scenario   string
-	Measure    string
-	Runs       int
-	Overhead   float64
-	CILow      float64
-	CIHigh     float64
-	AllocsPerS float64
-}
-
-// ParseResult reads an overhead result (the "overhead JSON" contract) and
-// refuses anything the history could not plot honestly: missing fields,
-// wrong types, numbers that are not finite, no scenarios, an interval that
-// is upside down, a scenario measured twice the same way. Every problem is
-// listed in the error, each with its JSON path.
-func ParseResult(data []byte) (Result, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) || len(bytes.TrimSpace(data)) == 0 {
-			return Result{}, errors.New("malformed overhead result: empty document")
-		}
-		return Result{}, fmt.Errorf("malformed overhead result: not JSON: %w", err)
-	}
-	if dec.More() {
-		return Result{}, errors.New("malformed overhead result: more than one JSON document")
-	}
-	v := &validator{}
-	res := v.result(doc)
-	if len(v.problems) > 0 {
-		return Result{}, fmt.Errorf("malformed overhead result: %s", strings.Join(v.problems, "; "))
-	}
-	return res, nil
-}
-
-// validator walks the decoded document and collects problems instead of
-// stopping at the first, so one run of `history add` names them all.
-type validator struct{ problems []string }
-
-func (v *validator) bad(path, format string, args ...any) {
-	v.problems = append(v.problems, path+": "+fmt.Sprintf(format, args...))
-}
-
-func (v *validator) result(doc any) Result {
-	var res Result
-	top, ok := doc.(map[string]any)
-	if !ok {
-		v.bad("top level", "want an object, got %s", kind(doc))
-		return res
-	}
-	if env, ok := v.object(top, "env", "env"); ok {
-		res.Env.CPU, _ = v.str(env, "cpu", "env.cpu", true)
-		res.Env.Kernel, _ = v.str(env, "kernel", "env.kernel", false)
-		res.Env.LibVersion, _ = v.str(env, "lib_version", "env.lib_version", false)
-		if _, present := env["cores"]; present {
-			if n, ok := v.integer(env, "cores", "env.cores"); ok {
-				res.Env.Cores = n
-			}
-		}
-		if _, present := env["commit"]; present {
-			res.Env.Commit, _ = v.str(env, "commit", "env.commit", false)
-		}
-		for _, f := range []struct {
-			key string
-			dst *string
-		}{{"baseline_lib", &res.Env.BaselineLib}, {"wrap", &res.Env.Wrap}} {
-			if raw, present := env[f.key]; present && raw != nil {
-				*f.dst, _ = v.str(env, f.key, "env."+f.key, false)
-			}
-		}
-		if _, present := env["date"]; present {
-			if s, ok := v.str(env, "date", "env.date", true); ok {
-				t, err := time.Parse(time.RFC3339, s)
-				if err != nil {
-					v.bad("env.date", "want an RFC 3339 date, got %q", s)
-				}
-				res.Env.Date = t
-			}
-		}
-	}
-	raw, present := top["scenarios"]
-	list, isList := raw.([]any)
-	switch {
-	case !present || raw == nil:
-		v.bad("scenarios", "missing")
-		return res
-	case !isList:
-		v.bad("scenarios", "want a list, got %s", kind(raw))
-		return res
-	case len(list) == 0:
-		v.bad("scenarios", "no scenarios")
-		return res
-	}
-	seen := map[string]int{}
-	for i, el := range list {
-		path := fmt.Sprintf("scenarios[%d]", i)
-		obj, ok := el.(map[string]any)
-		if !ok {
-			v.bad(path, "want an object, got %s", kind(el))
-			continue
-		}
-		var s ScenarioResult
-		s.Scenario, _ = v.str(obj, "scenario", path+".scenario", true)
-		if s.Scenario != "" {
-			path = fmt.Sprintf("scenarios[%d] (%s)", i, s.Scenario)
-		}
-		var measureOK bool
-		s.Measure, measureOK = v.str(obj, "measure", path+".measure", true)
-		if measureOK && s.Measure != MeasureTime && s.Measure != MeasureInstructions {
-			v.bad(path+".measure", "want %q or %q, got %q", MeasureTime, MeasureInstructions, s.Measure)
-		}
-		if n, ok := v.integer(obj, "runs", path+".runs"); ok {
-			if n < 1 {
-				v.bad(path+".runs", "want at least 1, got %d", n)
-			}
-			s.Runs = n
-		}
-		var okO, okL, okH bool
-		s.Overhead, okO = v.number(obj, "overhead", path+".overhead")
-		s.CILow, okL = v.number(obj, "ci_low", path+".ci_low")
-		s.CIHigh, okH = v.number(obj, "ci_high", path+".ci_high")
-		if okO && okL && okH {
-			if err := checkFigures(s.Overhead, s.CILow, s.CIHigh); err != nil {
-				v.bad(path, "%v", err)
-			}
-		}
-		// allocs_per_s is null when the rate is unknown (instructions
-		// mode: callgrind's slowed runs say nothing about the program's
-		// rate); the store keeps 0 for unknown.
-		if raw, present := obj["allocs_per_s"]; present && raw == nil {
-			// unknown
-		} else if a, ok := v.number(obj, "allocs_per_s", path+".allocs_per_s"); ok {
-			if a < 0 {
-				v.bad(path+".allocs_per_s", "want at least 0, got %g", a)
-			}
-			s.AllocsPerS = a
-		}
-		if s.Scenario != "" && measureOK {
-			key := s.Scenario + "/" + s.Measure
-			if j, dup := seen[key]; dup {
-				v.bad(path, "scenario %q measured by %s twice (also scenarios[%d])", s.Scenario, s.Measure, j)
-			}
-			seen[key] = i
-		}
-		res.Scenarios = append(res.Scenarios, s)
-	}
-	return res
-}
-
-func (v *validator) object(m map[string]any, key, path string) (map[string]any, bool) {
-	raw, present := m[key]
-	if !present || raw == nil {
-		v.bad(path, "missing")
-		return nil, false
-	}
-	obj, ok := raw.(map[string]any)
-	if !ok {
-		v.bad(path, "want an object, got %s", kind(raw))
-	}
-	return obj, ok
-}
-
-func (v *validator) str(m map[string]any, key, path string, nonEmpty bool) (string, bool) {
-	raw, present := m[key]
-	if !present || raw == nil {
-		v.bad(path, "missing")
-		return "", false
-	}
-	s, ok := raw.(string)
-	if !ok {
-		v.bad(path, "want a string, got %s", kind(raw))
-		return "", false
-	}
-	if nonEmpty && strings.TrimSpace(s) == "" {
-		v.bad(path, "empty")
-		return "", false
-	}
-	return s, true
-}
-
-func (v *validator) number(m map[string]any, key, path string) (float64, bool) {
-	raw, present := m[key]
-	if !present || raw == nil {
-		v.bad(path, "missing")
-		return 0, false
-	}
-	n, ok := raw.(json.Number)
-	if !ok {
-		v.bad(path, "want a number, got %s", kind(raw))
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		v.bad(path, "want a finite number, got %s", n)
-		return 0, false
-	}
-	return f, true
-}
-
-func (v *validator) integer(m map[string]any, key, path string) (int, bool) {
-	f, ok := v.number(m, key, path)
-	if !ok {
-		return 0, false
-	}
-	if f != math.Trunc(f) || math.Abs(f) > 1<<31 {
-		v.bad(path, "want a whole number, got %g", f)
-		return 0, false
-	}
-	return int(f), true
-}
-
-// kind names a decoded JSON value's type for an error message.
-func kind(x any) string {
-	switch t := x.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case string:
-		return fmt.Sprintf("a string (%q)", t)
-	case json.Number:
-		return "a number"
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", x)
-}
-
 // IsRevision reports whether s names a commit by hash, as the library's
 // build stamp does ("0123abc...", "0123abc...-dirty"), rather than by a
 // description ("v0.1.0-3-g0123abc", "unknown").
@@ -343,6 +113,47 @@ func IsRevision(s string) bool {
 	return true
 }
 
+// IsFullHash reports whether s is a whole SHA-1 or SHA-256 commit hash.
+func IsFullHash(s string) bool {
+	return (len(s) == 40 || len(s) == 64) && IsRevision(s)
+}
+
+// FullCommits rewrites each point's commit that is an abbreviated hash
+// ("0123abc", "0123abc-dirty") to the one full hash of the store that it
+// abbreviates, when there is exactly one: points added by hand before
+// `history add` expanded hashes were stored short, and one commit must
+// not show twice. A prefix of none or of several stays as it is.
+func FullCommits(pts []Point) {
+	var full []string
+	seen := map[string]bool{}
+	for _, p := range pts {
+		if c := p.Commit; IsFullHash(strings.TrimSuffix(c, "-dirty")) && !seen[c] {
+			seen[c] = true
+			full = append(full, c)
+		}
+	}
+	for i, p := range pts {
+		base, dirty := strings.CutSuffix(p.Commit, "-dirty")
+		if !IsRevision(base) || IsFullHash(base) {
+			continue
+		}
+		match := ""
+		for _, f := range full {
+			fb, fdirty := strings.CutSuffix(f, "-dirty")
+			if fdirty == dirty && strings.HasPrefix(fb, base) {
+				if match != "" {
+					match = ""
+					break
+				}
+				match = f
+			}
+		}
+		if match != "" {
+			pts[i].Commit = match
+		}
+	}
+}
+
 // Meta is what a point needs beyond the result: where it was measured.
 type Meta struct {
 	Commit string
@@ -353,7 +164,7 @@ type Meta struct {
 
 // Points turns a result into store lines, one per scenario, in the
 // result's order.
-func Points(res Result, m Meta) ([]Point, error) {
+func Points(res overhead.Document, m Meta) ([]Point, error) {
 	if strings.TrimSpace(m.Commit) == "" {
 		return nil, errors.New("no commit: pass --commit or run inside a git checkout")
 	}
@@ -363,6 +174,10 @@ func Points(res Result, m Meta) ([]Point, error) {
 	date := m.Date.UTC().Truncate(time.Second)
 	pts := make([]Point, 0, len(res.Scenarios))
 	for _, s := range res.Scenarios {
+		var rate float64 // unknown: 0
+		if s.AllocsPerS != nil {
+			rate = *s.AllocsPerS
+		}
 		pts = append(pts, Point{
 			Commit:     strings.TrimSpace(m.Commit),
 			Date:       date.Format(time.RFC3339),
@@ -372,8 +187,9 @@ func Points(res Result, m Meta) ([]Point, error) {
 			Overhead:   s.Overhead,
 			CILow:      s.CILow,
 			CIHigh:     s.CIHigh,
-			AllocsPerS: s.AllocsPerS,
+			AllocsPerS: rate,
 			Runs:       s.Runs,
+			Floor:      floorOf(s),
 			RunnerCPU:  res.Env.CPU,
 			Cores:      res.Env.Cores,
 			Kernel:     res.Env.Kernel,

@@ -1,9 +1,12 @@
 package history
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heapline/heapline/ctl/internal/overhead"
 )
 
 // goodResult is the contract's shape with two scenarios, one per measure.
@@ -25,25 +28,24 @@ func TestParseResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Env{CPU: "AMD EPYC 7763 64-Core Processor", Cores: 2, Kernel: "6.1.0-31-amd64", LibVersion: "0.1.0",
-		Commit: "0123456789abcdef0123456789abcdef01234567",
-		Date:   time.Date(2026, 5, 1, 8, 20, 30, 0, time.UTC)}
-	if !res.Env.Date.Equal(want.Date) {
-		t.Errorf("env date %v, want %v", res.Env.Date, want.Date)
-	}
-	res.Env.Date = want.Date
-	if res.Env != want {
+	want := overhead.Env{CPU: "AMD EPYC 7763 64-Core Processor", Cores: 2, Kernel: "6.1.0-31-amd64", Go: "go1.26.8", LibVersion: "0.1.0",
+		Commit: "0123456789abcdef0123456789abcdef01234567", Date: "2026-05-01T10:20:30+02:00"}
+	if !reflect.DeepEqual(res.Env, want) {
 		t.Errorf("env %+v, want %+v", res.Env, want)
+	}
+	if d := ResultDate(res); !d.Equal(time.Date(2026, 5, 1, 8, 20, 30, 0, time.UTC)) {
+		t.Errorf("env date %v", d)
 	}
 	if len(res.Scenarios) != 2 {
 		t.Fatalf("%d scenarios, want 2", len(res.Scenarios))
 	}
 	s := res.Scenarios[0]
-	if s != (ScenarioResult{Scenario: "churn-4t", Measure: "time", Runs: 10, Overhead: 0.127, CILow: 0.081, CIHigh: 0.179, AllocsPerS: 3.4e7}) {
+	if s.Scenario != "churn-4t" || s.Measure != "time" || s.Runs != 10 || s.Overhead != 0.127 || s.CILow != 0.081 || s.CIHigh != 0.179 ||
+		s.AllocsPerS == nil || *s.AllocsPerS != 3.4e7 || s.Baseline.MedianS != 0.512 || s.Floor != nil {
 		t.Errorf("scenario 0: %+v", s)
 	}
 
-	pts, err := Points(res, Meta{Commit: res.Env.Commit, Ref: "refs/heads/main", Date: res.Env.Date})
+	pts, err := Points(res, Meta{Commit: res.Env.Commit, Ref: "refs/heads/main", Date: ResultDate(res)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func TestParseResultMalformed(t *testing.T) {
 		{"blank", " \n\t", []string{"empty document"}},
 		{"not json", "overhead: 12%", []string{"not JSON"}},
 		{"NaN literal", replace(`"overhead": 0.127`, `"overhead": NaN`), []string{"not JSON"}},
-		{"NaN string", replace(`"overhead": 0.127`, `"overhead": "NaN"`), []string{`scenarios[0] (churn-4t).overhead: want a number, got a string ("NaN")`}},
+		{"NaN string", replace(`"overhead": 0.127`, `"overhead": "NaN"`), []string{`scenarios[0] (churn-4t).overhead: want a number, got a string`}},
 		{"infinite", replace(`"ci_high": 0.179`, `"ci_high": 1e999`), []string{"ci_high: want a finite number, got 1e999"}},
 		{"two documents", goodResult + goodResult, []string{"more than one JSON document"}},
 		{"top level list", `[]`, []string{"top level: want an object, got a list"}},
@@ -87,17 +89,17 @@ func TestParseResultMalformed(t *testing.T) {
 		{"null ci", replace(`"ci_low": 0.081`, `"ci_low": null`), []string{"ci_low: missing"}},
 		{"runs fraction", replace(`"runs": 10`, `"runs": 2.5`), []string{"runs: want a whole number, got 2.5"}},
 		{"runs zero", replace(`"runs": 10`, `"runs": 0`), []string{"runs: want at least 1, got 0"}},
-		{"runs string", replace(`"runs": 10`, `"runs": "10"`), []string{`runs: want a number, got a string ("10")`}},
-		{"bad measure", replace(`"measure": "time"`, `"measure": "wall"`), []string{`measure: want "time" or "instructions", got "wall"`}},
+		{"runs string", replace(`"runs": 10`, `"runs": "10"`), []string{`runs: want a number, got a string`}},
+		{"bad measure", replace(`"measure": "time"`, `"measure": "wall"`), []string{`measure: want "time", "cpu" or "instructions", got "wall"`}},
 		{"no measure", replace(`, "measure": "time"`, ``), []string{"(churn-4t).measure: missing"}},
 		{"interval upside down", replace(`"ci_low": 0.081, "ci_high": 0.179`, `"ci_low": 0.179, "ci_high": 0.081`), []string{"ci_low 0.179 is above ci_high 0.081"}},
 		{"negative rate", replace(`"allocs_per_s": 3.4e7`, `"allocs_per_s": -1`), []string{"allocs_per_s: want at least 0, got -1"}},
 		{"overhead -1", replace(`"overhead": 0.127`, `"overhead": -1`), []string{"overhead: want above -1, got -1"}},
 		{"duplicate", replace(`"measure": "instructions"`, `"measure": "time"`), []string{`scenario "churn-4t" measured by time twice (also scenarios[0])`}},
 		{"no name", replace(`"scenario": "churn-4t", "runs": 10`, `"runs": 10`), []string{"scenarios[0].scenario: missing"}},
-		// Several faults: all are listed, not just the first.
-		{"several", replace(`"runs": 10, "overhead": 0.127`, `"runs": true, "overhead": "x"`),
-			[]string{"runs: want a number, got a boolean", "overhead: want a number, got a string"}},
+		// Several faults: one of each scenario and of the env, all listed.
+		{"several", strings.NewReplacer(`"runs": 10`, `"runs": true`, `"runs": 1,`, `"runs": 1, "overhead": "x",`, `"cores": 2`, `"cores": "two"`).Replace(goodResult),
+			[]string{"scenarios[0] (churn-4t).runs: want a number, got a boolean", "scenarios[1] (churn-4t).overhead: want a number, got a string", "env.cores: want a number, got a string"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -182,8 +184,12 @@ func TestParseResultNullRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Scenarios[1].AllocsPerS != 0 {
-		t.Errorf("null rate: %v", res.Scenarios[1].AllocsPerS)
+	if res.Scenarios[1].AllocsPerS != nil {
+		t.Errorf("null rate: %v", *res.Scenarios[1].AllocsPerS)
+	}
+	pts, err := Points(res, Meta{Commit: "c", Date: time.Now()})
+	if err != nil || pts[1].AllocsPerS != 0 {
+		t.Errorf("null rate stored as %v, %v; want 0", pts[1].AllocsPerS, err)
 	}
 	doc = strings.Replace(goodResult, `"allocs_per_s": 0, `, ``, 1)
 	if _, err := ParseResult([]byte(doc)); err == nil || !strings.Contains(err.Error(), "allocs_per_s: missing") {
@@ -204,5 +210,52 @@ func TestIsRevisionAndShort(t *testing.T) {
 		if got := Short(in); got != want {
 			t.Errorf("Short(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A point stored with a short hash before add expanded them is read as the
+// full hash it abbreviates, so the commit shows once; an ambiguous or
+// unknown prefix stays, and "-dirty" only matches "-dirty".
+func TestFullCommits(t *testing.T) {
+	full := "0123456789abcdef0123456789abcdef01234567"
+	other := "0123456789ffffff0123456789abcdef01234567"
+	w := mustTime("2026-01-01T00:00:00Z")
+	p := func(commit string, line int) Point {
+		return Point{Commit: commit, Scenario: "s", Measure: MeasureTime, when: w.Add(time.Duration(line) * time.Hour), line: line}
+	}
+	pts := []Point{p("0123456", 1), p(full, 2), p("0123456789a", 3), p("0123456789", 4), p("0123456-dirty", 5), p("feedbee", 6), p(other, 7), p("v0.1.0", 8)}
+	FullCommits(pts)
+	var got []string
+	for _, q := range pts {
+		got = append(got, q.Commit)
+	}
+	want := []string{"0123456", full, full, "0123456789", "0123456-dirty", "feedbee", other, "v0.1.0"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("FullCommits:\n got %q\nwant %q", got, want)
+	}
+	// Without the other commit, the short one is unambiguous: one point.
+	pts = []Point{p("0123456", 1), p(full, 2)}
+	FullCommits(pts)
+	if s := Series(pts, "s", MeasureTime); len(s) != 1 || s[0].Commit != full {
+		t.Errorf("series of a commit stored short and full: %+v", s)
+	}
+}
+
+// A result measured with --floor keeps the floor's overhead and the
+// distance above it in its points.
+func TestPointsKeepFloor(t *testing.T) {
+	doc := strings.Replace(goodResult, `"measure": "time", "warnings": []}`,
+		`"measure": "time", "warnings": [], "floor": {"label": "floor", "overhead": 0.1, "ci_low": 0.08, "ci_high": 0.12,
+		 "distance": 0.027, "distance_ci_low": 0.01, "distance_ci_high": 0.045}}`, 1)
+	res, err := ParseResult([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := Points(res, Meta{Commit: "c", Date: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := pts[0].Floor; f == nil || *f != (Floor{Overhead: 0.1, Distance: 0.027, DistanceCILow: 0.01, DistanceCIHigh: 0.045}) || pts[1].Floor != nil {
+		t.Errorf("floors: %+v, %+v", pts[0].Floor, pts[1].Floor)
 	}
 }

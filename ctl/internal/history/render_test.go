@@ -298,3 +298,19 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// A point measured beside the floor shows its distance above it.
+func TestRenderFloorDistance(t *testing.T) {
+	pts := loadFixture(t)
+	last := pts[len(pts)-1]
+	last.Commit, last.Date, last.line = "feedfacefeedfacefeedfacefeedfacefeedface", "2026-04-09T08:00:00Z", len(pts)+1
+	last.when = mustTime(last.Date)
+	last.Floor = &Floor{Overhead: 0.17, Distance: 0.021, DistanceCILow: 0.01, DistanceCIHigh: 0.03}
+	files, err := Render(append(pts, last), RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := figure(last) + " (floor +2.1 pt)"; !strings.Contains(string(files[PageFile]), want) {
+		t.Errorf("page lacks %q", want)
+	}
+}

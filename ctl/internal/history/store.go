@@ -153,5 +153,6 @@ func Load(dir string) ([]Point, []BadLine, error) {
 			return nil, nil, fmt.Errorf("store: reading %s: %w", path, err)
 		}
 	}
+	FullCommits(pts)
 	return pts, bad, nil
 }

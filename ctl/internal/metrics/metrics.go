@@ -8,50 +8,100 @@ package metrics
 import (
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/region"
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/version"
 )
 
 // Lister returns the regions to export; region.List in heapctl, a fake in
 // tests.
 type Lister func() ([]region.Entry, error)
 
+// Command labels: what the command label of every series carries.
+const (
+	// CommandName is the program's name only: the base name of argv[0]
+	// (or, when the region holds no command line, the kernel's comm).
+	// Command lines hold secrets (--password=..., tokens, connection
+	// strings), and anyone who can scrape the exporter or read the
+	// Prometheus server would read them.
+	CommandName = "name"
+	// CommandFull is the whole command line as the shim recorded it at
+	// start (argv joined by spaces, up to 255 bytes): for hosts where
+	// every reader of the metrics may see every argument.
+	CommandFull = "full"
+)
+
+// CommandLabel checks a --command-label value.
+func CommandLabel(v string) (string, error) {
+	switch v {
+	case CommandName, CommandFull:
+		return v, nil
+	}
+	return "", fmt.Errorf("--command-label %q: want %q (the program's name) or %q (the whole command line, arguments and all)", v, CommandName, CommandFull)
+}
+
 // Collector is a prometheus.Collector over the regions a Lister returns.
 type Collector struct {
-	list Lister
-	log  *zap.Logger
+	list        Lister
+	log         *zap.Logger
+	fullCommand bool
 
-	liveBytes, liveBlocks, peakBytes, peakError, threads, elapsed *prometheus.Desc
-	allocs, frees, allocatedBytes, freedBytes                     *prometheus.Desc
-	mappedBytes, peakMappedBytes, mappings                        *prometheus.Desc
-	regions                                                       *prometheus.Desc
+	// What the region does not hold comes from /proc: variables for tests.
+	bootTime func() (uint64, error)                 // boot, Unix seconds (/proc/stat btime)
+	procStat func(pid int) (procfs.ProcStat, error) // /proc/pid/stat
+
+	liveBytes, liveBlocks, peakBytes, peakError, threads, elapsed, start *prometheus.Desc
+	allocs, frees, allocatedBytes, freedBytes                            *prometheus.Desc
+	mappedBytes, peakMappedBytes, mappings                               *prometheus.Desc
+	regions                                                              *prometheus.Desc
 }
 
 var labels = []string{"pid", "command"}
 
-// New returns a collector that calls list on each scrape and logs the
-// regions it cannot read on log (at debug: an unreadable region is counted
-// in heapline_regions{state="unreadable"}, and a scrape every few seconds
-// must not fill a log with the same line).
-func New(list Lister, log *zap.Logger) *Collector {
+// New returns a collector that calls list on each scrape, labels series
+// with command (CommandName or CommandFull, as CommandLabel checked it),
+// and logs the regions it cannot read on log (at debug: an unreadable
+// region is counted in heapline_regions{state="unreadable"}, and a scrape
+// every few seconds must not fill a log with the same line).
+func New(list Lister, command string, log *zap.Logger) *Collector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("heapline_"+name, help, labels, nil)
 	}
 	return &Collector{
-		list:            list,
-		log:             log,
+		list:        list,
+		log:         log,
+		fullCommand: command == CommandFull,
+		bootTime: func() (uint64, error) {
+			fs, err := procfs.NewDefaultFS()
+			if err != nil {
+				return 0, err
+			}
+			st, err := fs.Stat()
+			return st.BootTime, err
+		},
+		procStat: func(pid int) (procfs.ProcStat, error) {
+			p, err := procfs.NewProc(pid)
+			if err != nil {
+				return procfs.ProcStat{}, err
+			}
+			return p.Stat()
+		},
 		liveBytes:       d("live_bytes", "Usable bytes of the blocks allocated and not yet freed."),
 		liveBlocks:      d("live_blocks", "Blocks allocated and not yet freed."),
 		peakBytes:       d("peak_live_bytes", "Highest live bytes the shim has published since the process started."),
 		peakError:       d("peak_error_bytes", "Bound on how far peak_live_bytes may be below the true peak (peak batch times threads)."),
 		threads:         d("threads", "Threads that have counted allocations in the process since it started."),
 		elapsed:         d("elapsed_seconds", "Seconds since the shim started counting in the process."),
+		start:           d("start_time_seconds", "Start time of the process since the Unix epoch in seconds: a new value for a pid is a restart, not a leak."),
 		allocs:          d("allocations_total", "Successful allocations (malloc family, realloc counts one)."),
 		frees:           d("frees_total", "Releases of a non-NULL block (realloc counts one)."),
 		allocatedBytes:  d("allocated_bytes_total", "Usable bytes of every allocation."),
@@ -67,7 +117,7 @@ func New(list Lister, log *zap.Logger) *Collector {
 
 // Describe sends every descriptor the collector may emit.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.liveBytes, c.liveBlocks, c.peakBytes, c.peakError, c.threads, c.elapsed,
+	for _, d := range []*prometheus.Desc{c.liveBytes, c.liveBlocks, c.peakBytes, c.peakError, c.threads, c.elapsed, c.start,
 		c.allocs, c.frees, c.allocatedBytes, c.freedBytes, c.mappedBytes, c.peakMappedBytes, c.mappings, c.regions} {
 		ch <- d
 	}
@@ -83,6 +133,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(c.regions, err)
 		return
 	}
+	// Once a scrape, not once a process: /proc/stat grows with the CPUs.
+	boot, bootErr := c.bootTime()
+	if bootErr != nil {
+		c.log.Debug("no boot time: heapline_start_time_seconds not exported", zap.Error(bootErr))
+	}
 	var live, stale, unreadable int
 	for _, e := range entries {
 		switch {
@@ -93,9 +148,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			stale++
 		default:
 			live++
-			// The pid we know the process by: for a region of another
-			// pid namespace (a container's pid 1), not its name's.
-			c.collect(ch, e.Summary.PID, e.Summary)
+			c.collect(ch, e, boot, bootErr == nil)
 		}
 	}
 	for state, n := range map[string]int{"live": live, "stale": stale, "unreadable": unreadable} {
@@ -103,8 +156,29 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *Collector) collect(ch chan<- prometheus.Metric, pid int, s report.Summary) {
-	l := []string{strconv.Itoa(pid), s.Command}
+// userHZ is the unit of /proc/pid/stat's starttime: USER_HZ, 100 on every
+// Linux ABI whatever the kernel's own HZ.
+const userHZ = 100
+
+func (c *Collector) collect(ch chan<- prometheus.Metric, e region.Entry, boot uint64, bootOK bool) {
+	s := e.Summary
+	// e.Proc is the pid we know the process by, and /proc shows it under:
+	// for a region of another pid namespace (a container's pid 1) not
+	// the pid in the file's name. Summary.PID is the same pid.
+	st, statErr := c.procStat(e.Proc)
+	if statErr != nil {
+		// Ended since the listing (its series go with the next scrape),
+		// or hidden by /proc's hidepid: no start time, no comm.
+		c.log.Debug("no /proc stat", zap.Int("pid", e.Proc), zap.Error(statErr))
+	}
+	command := s.Command
+	if !c.fullCommand {
+		command = programName(command)
+	}
+	if command == "" && statErr == nil {
+		command = st.Comm
+	}
+	l := []string{strconv.Itoa(s.PID), command}
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
 	}
@@ -117,6 +191,9 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, pid int, s report.Summa
 	gauge(c.peakError, float64(s.PeakErrorBytes))
 	gauge(c.threads, float64(s.Threads))
 	gauge(c.elapsed, s.ElapsedS)
+	if statErr == nil && bootOK {
+		gauge(c.start, float64(boot)+float64(st.Starttime)/userHZ)
+	}
 	counter(c.allocs, s.Allocs)
 	counter(c.frees, s.Frees)
 	counter(c.allocatedBytes, s.AllocatedBytes)
@@ -126,13 +203,42 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, pid int, s report.Summa
 	gauge(c.mappings, float64(s.Mappings))
 }
 
+// programName is argv[0]'s base name out of a command line the shim
+// recorded as argv joined by spaces: "/usr/bin/python3 app.py --token=x"
+// gives "python3". An argv[0] that itself holds a space is cut there (the
+// join cannot be undone), which can lose a word of the name but never
+// shows an argument. "" when the command line is empty or starts with a
+// space (an empty argv[0]).
+func programName(command string) string {
+	first, _, _ := strings.Cut(command, " ")
+	if first == "" {
+		return ""
+	}
+	return filepath.Base(first)
+}
+
 // Handler serves the collector's metrics in the Prometheus exposition
-// formats. Only heapline's own metrics are registered: the exporter's Go
-// runtime is nobody's concern on a dashboard of heaps.
-func Handler(c *Collector) (http.Handler, error) {
+// formats, with heapline_build_info for build and the client library's
+// process and Go collectors for the exporter itself (its own memory, file
+// descriptors and start time, on the same dashboard as what it exports).
+func Handler(c *Collector, build version.Info) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(c); err != nil {
-		return nil, fmt.Errorf("registering the collector: %w", err)
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "heapline_build_info",
+		Help: "Always 1: the version, VCS revision and Go version of the heapctl that exports these metrics.",
+		ConstLabels: prometheus.Labels{
+			"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion,
+		},
+	})
+	info.Set(1)
+	for _, col := range []prometheus.Collector{
+		c, info,
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(),
+	} {
+		if err := reg.Register(col); err != nil {
+			return nil, fmt.Errorf("registering the collectors: %w", err)
+		}
 	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      zap.NewStdLog(c.log),

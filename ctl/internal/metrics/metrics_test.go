@@ -9,16 +9,18 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/procfs"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/version"
 )
 
 func entries() []region.Entry {
 	return []region.Entry{
-		{PID: 4711, Path: "/dev/shm/heapline.4711", Summary: report.Summary{
-			PID: 4711, Command: "python3 script.py", Source: "preload", ElapsedS: 1.5,
+		{PID: 4711, Proc: 4711, Path: "/dev/shm/heapline.4711", Summary: report.Summary{
+			PID: 4711, Command: "/usr/bin/python3 script.py --password=hunter2", Source: "preload", ElapsedS: 1.5,
 			LiveBytes: 483533, LiveBlocks: 30, PeakLiveBytes: 302305689, PeakErrorBytes: 1048576,
 			Allocs: 4153, Frees: 4123, AllocatedBytes: 900000000, FreedBytes: 899516467, Threads: 4,
 			MappedBytes: 167772160, PeakMappedBytes: 176160768, Mappings: 160}},
@@ -28,55 +30,72 @@ func entries() []region.Entry {
 	}
 }
 
+// newFake is New over entries, with a /proc where the machine booted at
+// Unix time 1700000000 and pid 4711 (comm "python3") started 12.34 s later.
+func newFake(t *testing.T, list Lister, command string) *Collector {
+	c := New(list, command, zaptest.NewLogger(t))
+	c.bootTime = func() (uint64, error) { return 1700000000, nil }
+	c.procStat = func(pid int) (procfs.ProcStat, error) {
+		if pid != 4711 {
+			return procfs.ProcStat{}, errors.New("no such process")
+		}
+		return procfs.ProcStat{PID: 4711, Comm: "python3", Starttime: 1234}, nil
+	}
+	return c
+}
+
 const want = `
 # HELP heapline_allocated_bytes_total Usable bytes of every allocation.
 # TYPE heapline_allocated_bytes_total counter
-heapline_allocated_bytes_total{command="python3 script.py",pid="4711"} 9e+08
+heapline_allocated_bytes_total{command="python3",pid="4711"} 9e+08
 # HELP heapline_allocations_total Successful allocations (malloc family, realloc counts one).
 # TYPE heapline_allocations_total counter
-heapline_allocations_total{command="python3 script.py",pid="4711"} 4153
+heapline_allocations_total{command="python3",pid="4711"} 4153
 # HELP heapline_elapsed_seconds Seconds since the shim started counting in the process.
 # TYPE heapline_elapsed_seconds gauge
-heapline_elapsed_seconds{command="python3 script.py",pid="4711"} 1.5
+heapline_elapsed_seconds{command="python3",pid="4711"} 1.5
 # HELP heapline_freed_bytes_total Usable bytes of every release.
 # TYPE heapline_freed_bytes_total counter
-heapline_freed_bytes_total{command="python3 script.py",pid="4711"} 8.99516467e+08
+heapline_freed_bytes_total{command="python3",pid="4711"} 8.99516467e+08
 # HELP heapline_frees_total Releases of a non-NULL block (realloc counts one).
 # TYPE heapline_frees_total counter
-heapline_frees_total{command="python3 script.py",pid="4711"} 4123
+heapline_frees_total{command="python3",pid="4711"} 4123
 # HELP heapline_live_blocks Blocks allocated and not yet freed.
 # TYPE heapline_live_blocks gauge
-heapline_live_blocks{command="python3 script.py",pid="4711"} 30
+heapline_live_blocks{command="python3",pid="4711"} 30
 # HELP heapline_live_bytes Usable bytes of the blocks allocated and not yet freed.
 # TYPE heapline_live_bytes gauge
-heapline_live_bytes{command="python3 script.py",pid="4711"} 483533
+heapline_live_bytes{command="python3",pid="4711"} 483533
 # HELP heapline_mapped_bytes Anonymous private memory the program maps itself (CPython's arenas), outside live_bytes.
 # TYPE heapline_mapped_bytes gauge
-heapline_mapped_bytes{command="python3 script.py",pid="4711"} 1.6777216e+08
+heapline_mapped_bytes{command="python3",pid="4711"} 1.6777216e+08
 # HELP heapline_mappings Ranges counted in mapped_bytes.
 # TYPE heapline_mappings gauge
-heapline_mappings{command="python3 script.py",pid="4711"} 160
+heapline_mappings{command="python3",pid="4711"} 160
 # HELP heapline_peak_error_bytes Bound on how far peak_live_bytes may be below the true peak (peak batch times threads).
 # TYPE heapline_peak_error_bytes gauge
-heapline_peak_error_bytes{command="python3 script.py",pid="4711"} 1.048576e+06
+heapline_peak_error_bytes{command="python3",pid="4711"} 1.048576e+06
 # HELP heapline_peak_live_bytes Highest live bytes the shim has published since the process started.
 # TYPE heapline_peak_live_bytes gauge
-heapline_peak_live_bytes{command="python3 script.py",pid="4711"} 3.02305689e+08
+heapline_peak_live_bytes{command="python3",pid="4711"} 3.02305689e+08
 # HELP heapline_peak_mapped_bytes Highest mapped_bytes since the process started (exact).
 # TYPE heapline_peak_mapped_bytes gauge
-heapline_peak_mapped_bytes{command="python3 script.py",pid="4711"} 1.76160768e+08
+heapline_peak_mapped_bytes{command="python3",pid="4711"} 1.76160768e+08
 # HELP heapline_regions Regions found in the shared-memory directory, by state: live (exported), stale (process gone, or running on without the shim: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).
 # TYPE heapline_regions gauge
 heapline_regions{state="live"} 1
 heapline_regions{state="stale"} 2
 heapline_regions{state="unreadable"} 1
+# HELP heapline_start_time_seconds Start time of the process since the Unix epoch in seconds: a new value for a pid is a restart, not a leak.
+# TYPE heapline_start_time_seconds gauge
+heapline_start_time_seconds{command="python3",pid="4711"} 1.70000001234e+09
 # HELP heapline_threads Threads that have counted allocations in the process since it started.
 # TYPE heapline_threads gauge
-heapline_threads{command="python3 script.py",pid="4711"} 4
+heapline_threads{command="python3",pid="4711"} 4
 `
 
 func TestCollect(t *testing.T) {
-	c := New(func() ([]region.Entry, error) { return entries(), nil }, zaptest.NewLogger(t))
+	c := newFake(t, func() ([]region.Entry, error) { return entries(), nil }, CommandName)
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
@@ -85,10 +104,76 @@ func TestCollect(t *testing.T) {
 	}
 }
 
+// --command-label=full: the whole command line, arguments and all.
+func TestCollectFullCommand(t *testing.T) {
+	c := newFake(t, func() ([]region.Entry, error) { return entries(), nil }, CommandFull)
+	full := strings.ReplaceAll(want, `command="python3"`, `command="/usr/bin/python3 script.py --password=hunter2"`)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(full), "heapline_live_bytes", "heapline_start_time_seconds"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestProgramName(t *testing.T) {
+	for in, want := range map[string]string{
+		"/usr/bin/python3 script.py --password=hunter2": "python3",
+		"heapsteps":                  "heapsteps",
+		"./a.out":                    "a.out",
+		"-bash":                      "-bash", // a login shell
+		"/opt/My App/bin/app --x=1":  "My",    // argv[0] with a space: cut, never an argument
+		" --token=secret":            "",      // empty argv[0]
+		"":                           "",
+		"postgres: checkpointer    ": "postgres:",
+	} {
+		if got := programName(in); got != want {
+			t.Errorf("programName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Without a command line (the shim could not read /proc/self/cmdline, or
+// argv[0] was empty), the command label is the kernel's comm; without
+// /proc for the process (it ended since the listing), the series go out
+// without a start time and with no command.
+func TestCollectWithoutCommand(t *testing.T) {
+	e := entries()[:1]
+	e[0].Summary.Command = " --token=secret"
+	other := e[0]
+	other.PID, other.Proc, other.Summary.PID, other.Summary.Command = 4712, 4712, 4712, ""
+	e = append(e, other)
+	for _, mode := range []string{CommandName, CommandFull} {
+		c := newFake(t, func() ([]region.Entry, error) { return e, nil }, mode)
+		wantCommand := map[string]string{CommandName: "python3", CommandFull: " --token=secret"}[mode]
+		if err := testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP heapline_live_bytes Usable bytes of the blocks allocated and not yet freed.
+# TYPE heapline_live_bytes gauge
+heapline_live_bytes{command="`+wantCommand+`",pid="4711"} 483533
+heapline_live_bytes{command="",pid="4712"} 483533
+# HELP heapline_start_time_seconds Start time of the process since the Unix epoch in seconds: a new value for a pid is a restart, not a leak.
+# TYPE heapline_start_time_seconds gauge
+heapline_start_time_seconds{command="`+wantCommand+`",pid="4711"} 1.70000001234e+09
+`), "heapline_live_bytes", "heapline_start_time_seconds"); err != nil {
+			t.Errorf("%s: %v", mode, err)
+		}
+	}
+}
+
+func TestCommandLabel(t *testing.T) {
+	for _, v := range []string{CommandName, CommandFull} {
+		if got, err := CommandLabel(v); got != v || err != nil {
+			t.Errorf("CommandLabel(%q) = %q, %v", v, got, err)
+		}
+	}
+	for _, v := range []string{"", "Full", "argv0", "comm"} {
+		if _, err := CommandLabel(v); err == nil || !strings.Contains(err.Error(), `--command-label "`+v+`"`) {
+			t.Errorf("CommandLabel(%q): %v", v, err)
+		}
+	}
+}
+
 // A region that vanished between two scrapes is gone from the second.
 func TestVanished(t *testing.T) {
 	list := entries()[:1]
-	c := New(func() ([]region.Entry, error) { return list, nil }, zaptest.NewLogger(t))
+	c := newFake(t, func() ([]region.Entry, error) { return list, nil }, CommandName)
 	if n := testutil.CollectAndCount(c, "heapline_live_bytes"); n != 1 {
 		t.Fatalf("first scrape: %d series, want 1", n)
 	}
@@ -100,13 +185,13 @@ func TestVanished(t *testing.T) {
 
 func TestHandler(t *testing.T) {
 	fail := false
-	c := New(func() ([]region.Entry, error) {
+	c := newFake(t, func() ([]region.Entry, error) {
 		if fail {
 			return nil, errors.New("open /dev/shm: permission denied")
 		}
 		return entries(), nil
-	}, zaptest.NewLogger(t))
-	h, err := Handler(c)
+	}, CommandName)
+	h, err := Handler(c, version.Info{Version: "v1.2.0", Revision: "1ba952a", Date: "unknown", GoVersion: "go1.26.8"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +207,7 @@ func TestHandler(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	code, body := get()
-	if code != 200 || !strings.Contains(body, `heapline_live_bytes{command="python3 script.py",pid="4711"} 483533`) {
+	if code != 200 || !strings.Contains(body, `heapline_live_bytes{command="python3",pid="4711"} 483533`) {
 		t.Errorf("status %d, body:\n%s", code, body)
 	}
 	// A directory that cannot be listed fails the scrape, visibly.

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +36,14 @@ const (
 	Time Mode = "time"
 	// Instructions counts the instructions of each run with callgrind.
 	Instructions Mode = "instructions"
+	// CPU measures each run's user+system CPU time (wait4's rusage): on a
+	// machine with fewer cores than the program has threads, what the
+	// program did rather than how long it waited for a core.
+	CPU Mode = "cpu"
 )
+
+// Modes are the measures in the order the help lists them.
+var Modes = []Mode{Time, Instructions, CPU}
 
 // Side is one of the two commands compared.
 type Side struct {
@@ -58,6 +66,10 @@ type Job struct {
 	Scenario    string
 	Description string
 	Base, Prof  Side
+	// Floor, when set, is a third side measured in the same alternation:
+	// the reference library (bench/floor/packed.c) that the profiled
+	// side's overhead is compared with.
+	Floor *Side
 }
 
 // Spec describes a job before it is planned.
@@ -68,6 +80,7 @@ type Spec struct {
 	Env         []string // KEY=VALUE added to both sides
 	Lib         string   // library of the profiled side (unused with Wrap)
 	BaselineLib string   // library of the baseline side ("" for none)
+	FloorLib    string   // a reference library measured as a third side ("" for none)
 	Wrap        []string // profile by running Wrap + Argv, without a library
 	Measure     Mode
 	Valgrind    string // valgrind executable, for Instructions
@@ -137,7 +150,15 @@ func Plan(spec Spec, base []string) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	return Job{Scenario: spec.Scenario, Description: spec.Description, Base: b, Prof: p}, nil
+	job := Job{Scenario: spec.Scenario, Description: spec.Description, Base: b, Prof: p}
+	if spec.FloorLib != "" {
+		f, err := side("floor", spec.FloorLib, nil, "floor")
+		if err != nil {
+			return Job{}, err
+		}
+		job.Floor = &f
+	}
+	return job, nil
 }
 
 // Options are the measurement's parameters.
@@ -181,10 +202,16 @@ func Measure(ctx context.Context, job Job, opts Options) (Result, error) {
 	defer devnull.Close()
 	r := &runner{opts: opts, stdout: devnull}
 
-	total := 2*opts.Warmup + 2*opts.Runs*opts.Rounds
+	sides := []*Side{&job.Base, &job.Prof}
+	if job.Floor != nil {
+		// Between the two, so that either order of a round puts it
+		// beside both.
+		sides = []*Side{&job.Base, job.Floor, &job.Prof}
+	}
+	total := len(sides) * (opts.Warmup + opts.Runs*opts.Rounds)
 	opts.Progress.begin(job.Scenario, total)
 	for i := range opts.Warmup {
-		for _, s := range []*Side{&job.Base, &job.Prof} {
+		for _, s := range sides {
 			if _, err := r.run(ctx, s, fmt.Sprintf("warm-up %d/%d", i+1, opts.Warmup)); err != nil {
 				opts.Progress.abort()
 				return Result{}, err
@@ -192,14 +219,14 @@ func Measure(ctx context.Context, job Job, opts Options) (Result, error) {
 			opts.Progress.step()
 		}
 	}
-	var base, prof []Sample
+	samples := map[*Side][]Sample{}
 	var roundOverheads []float64
 	for round := range opts.Rounds {
-		order := []*Side{&job.Base, &job.Prof}
+		order := slices.Clone(sides)
 		if round%2 == 1 {
-			order[0], order[1] = order[1], order[0]
+			slices.Reverse(order)
 		}
-		var rb, rp []Sample
+		rs := map[*Side][]Sample{}
 		for i := range opts.Runs {
 			for _, s := range order {
 				what := fmt.Sprintf("run %d/%d", i+1, opts.Runs)
@@ -211,29 +238,44 @@ func Measure(ctx context.Context, job Job, opts Options) (Result, error) {
 					opts.Progress.abort()
 					return Result{}, err
 				}
-				if s == &job.Base {
-					rb = append(rb, smp)
-				} else {
-					rp = append(rp, smp)
-				}
+				rs[s] = append(rs[s], smp)
 				opts.Progress.step()
 			}
 		}
-		roundOverheads = append(roundOverheads, Overhead(values(rb, opts.Measure), values(rp, opts.Measure)))
-		base = append(base, rb...)
-		prof = append(prof, rp...)
+		roundOverheads = append(roundOverheads, Overhead(values(rs[&job.Base], opts.Measure), values(rs[&job.Prof], opts.Measure)))
+		for _, s := range sides {
+			samples[s] = append(samples[s], rs[s]...)
+		}
 	}
 	opts.Progress.finish()
-	return summarize(job, opts, base, prof, roundOverheads), nil
+	res := summarize(job, opts, samples[&job.Base], samples[&job.Prof], roundOverheads)
+	if job.Floor != nil {
+		res.Floor = floorResult(*job.Floor, opts.Measure, samples[&job.Base], samples[job.Floor], samples[&job.Prof])
+	}
+	return res, nil
+}
+
+// floorResult compares the profiled side with the floor, both against the
+// baseline measured beside them.
+func floorResult(s Side, m Mode, base, floor, prof []Sample) *FloorResult {
+	bv, fv, pv := values(base, m), values(floor, m), values(prof, m)
+	f := &FloorResult{SideResult: sideResult(s, floor, m), Overhead: Overhead(bv, fv)}
+	f.CILow, f.CIHigh = RatioCI(bv, fv, 0.95, BootstrapResamples, BootstrapSeed)
+	f.Distance = Overhead(bv, pv) - f.Overhead
+	f.DistanceCILow, f.DistanceCIHigh = DistanceCI(bv, fv, pv, 0.95, BootstrapResamples, BootstrapSeed)
+	return f
 }
 
 // values extracts the measured quantity of each sample.
 func values(s []Sample, m Mode) []float64 {
 	out := make([]float64, len(s))
 	for i, x := range s {
-		if m == Instructions {
+		switch m {
+		case Instructions:
 			out[i] = x.Instructions
-		} else {
+		case CPU:
+			out[i] = x.User + x.Sys
+		default:
 			out[i] = x.Wall
 		}
 	}
@@ -439,7 +481,7 @@ func summarize(job Job, opts Options, base, prof []Sample, roundOverheads []floa
 		res.Warnings = append(res.Warnings, fmt.Sprintf("no exit summary from %s: allocations/s unknown (is it a heapline build?)", job.Prof.Preload))
 	}
 
-	if n := opts.Runs * opts.Rounds; opts.Measure == Time && n < 10 {
+	if n := opts.Runs * opts.Rounds; opts.Measure != Instructions && n < 10 {
 		runs := "runs"
 		if n == 1 {
 			runs = "run"
@@ -494,9 +536,12 @@ func sideResult(s Side, samples []Sample, m Mode) SideResult {
 	}
 	sr.SamplesUserS, sr.SamplesSysS = user, sys
 	sr.MedianUserS, sr.MedianSysS = Median(user), Median(sys)
-	if m == Instructions {
+	switch m {
+	case Instructions:
 		sr.MedianInstructions = Median(vals)
 		sr.SamplesInstructions = vals
+	case CPU:
+		sr.MedianCPUS = Median(vals)
 	}
 	return sr
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,15 +134,8 @@ func TestInterleaving(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "order")
 	script := `if [ -n "$HEAPLINE_OUTPUT" ]; then printf P >> "$1"; else printf B >> "$1"; fi`
 	job := plan(t, Spec{Scenario: "order", Argv: []string{"sh", "-c", script, "sh", log}, Lib: testkit.NopLib(t)})
-	res, err := measure(t, job, Options{Runs: 2, Warmup: 1, Rounds: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "BP" + "BPBP" + "PBPB"; string(got) != want {
+	res, got := measureOrder(t, job, log)
+	if want := "BP" + "BPBP" + "PBPB"; got != want {
 		t.Errorf("order of runs = %s, want %s", got, want)
 	}
 	if len(res.Baseline.SamplesS) != 4 || len(res.Profiled.SamplesS) != 4 {
@@ -150,6 +144,21 @@ func TestInterleaving(t *testing.T) {
 	if len(res.RoundOverheads) != 2 || res.Overhead != Median(res.RoundOverheads) {
 		t.Errorf("overhead %v, rounds %v: want the median of 2 rounds", res.Overhead, res.RoundOverheads)
 	}
+}
+
+// measureOrder measures job with one warm-up and two rounds of two runs,
+// and returns the result and the order its runs wrote to log.
+func measureOrder(t *testing.T, job Job, log string) (Result, string) {
+	t.Helper()
+	res, err := measure(t, job, Options{Runs: 2, Warmup: 1, Rounds: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, string(got)
 }
 
 // fakeShim writes an exit summary the way libheap.so does (HEAPLINE_OUTPUT
@@ -456,4 +465,83 @@ func TestInterrupted(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the child was not killed: Measure returned after %v", d)
 	}
+}
+
+// TestFloor: the floor is a third side in the same alternation (B F P,
+// then P F B in the second round), and the result compares it with the
+// baseline and the profiled side with it.
+func TestFloor(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "order")
+	floor := testkit.NopLib(t)
+	script := `case "$LD_PRELOAD" in "$2"*) printf F >> "$1";; "") printf B >> "$1";; *) printf P >> "$1";; esac`
+	job := plan(t, Spec{Scenario: "order", Argv: []string{"sh", "-c", script, "sh", log, floor}, Lib: testkit.NopLib(t), FloorLib: floor})
+	if job.Floor == nil || job.Floor.Label != "floor" || job.Floor.Preload != floor {
+		t.Fatalf("floor side = %+v", job.Floor)
+	}
+	res, got := measureOrder(t, job, log)
+	if want := "BFP" + "BFPBFP" + "PFBPFB"; got != want {
+		t.Errorf("order of runs = %s, want %s", got, want)
+	}
+	f := res.Floor
+	if f == nil || len(f.SamplesS) != 4 || f.Label != "floor" {
+		t.Fatalf("floor result = %+v", f)
+	}
+	if want := Overhead(res.Baseline.SamplesS, f.SamplesS); f.Overhead != want {
+		t.Errorf("floor overhead = %v, want %v", f.Overhead, want)
+	}
+	if want := Overhead(res.Baseline.SamplesS, res.Profiled.SamplesS) - f.Overhead; math.Abs(f.Distance-want) > 1e-12 {
+		t.Errorf("distance = %v, want %v", f.Distance, want)
+	}
+	if !(f.DistanceCILow <= f.DistanceCIHigh) || !(f.CILow <= f.CIHigh) {
+		t.Errorf("intervals not ordered: %+v", f)
+	}
+}
+
+// TestCPUMode: --measure cpu compares user+system time.
+func TestCPUMode(t *testing.T) {
+	job := Job{Scenario: "cpu", Base: Side{Label: "baseline"}, Prof: Side{Label: "heapline"}}
+	mk := func(cpu ...float64) []Sample {
+		var s []Sample
+		for _, c := range cpu {
+			s = append(s, Sample{Wall: 1, User: c * 0.75, Sys: c * 0.25, Allocs: -1})
+		}
+		return s
+	}
+	res := summarize(job, Options{Runs: 3, Rounds: 1, Measure: CPU}, mk(2, 2, 2), mk(2.5, 2.5, 2.5), nil)
+	if res.Overhead != 0.25 || res.CILow != 0.25 || res.CIHigh != 0.25 || res.Measure != "cpu" || res.Baseline.MedianCPUS != 2 {
+		t.Errorf("cpu overhead = %v (%v .. %v) %q, want 0.25", res.Overhead, res.CILow, res.CIHigh, res.Measure)
+	}
+}
+
+// TestMarkdown: the table of a comparison of two builds, with a verdict
+// per scenario, and one with the floor's columns.
+func TestMarkdown(t *testing.T) {
+	base := []float64{0.512, 0.488, 0.601, 0.5, 0.52, 0.49, 0.53, 0.55, 0.51, 0.5}
+	slower := fixedResult("churn-4t", base, []float64{0.577, 0.541, 0.652, 0.56, 0.58, 0.57, 0.59, 0.6, 0.575, 0.566}, 2e7)
+	same := fixedResult("churn-1t", []float64{1, 1.01, 0.99, 1, 1.02}, []float64{1.0, 1.01, 1.0, 1.02, 1.0}, 5e7)
+	unclear := fixedResult("python", []float64{1, 1.1, 0.9, 1, 1.05}, []float64{1.04, 1.12, 0.95, 1.06, 1.1}, 5e7)
+	for _, r := range []*Result{&slower, &same, &unclear} {
+		r.Baseline.Label, r.Baseline.Preload, r.Profiled.Label = "base lib", "/x/old.so", "lib"
+	}
+	env := Env{CPU: "Test CPU", Cores: 2, Kernel: "Linux 6.1", Commit: "0123abc", BaselineLib: "/x/old.so",
+		Args: []string{"heapctl", "overhead", "churn-4t", "--baseline-lib", "/x/old.so", "--format", "markdown"}}
+	var buf bytes.Buffer
+	if err := WriteMarkdown(&buf, Document{Env: env, Scenarios: []Result{slower, same, unclear}}, 0.05); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| churn-4t |", "| **slower** |", "| churn-1t |", "| same |", "| python |", "| ~ |"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	golden(t, "markdown.golden", buf.String())
+
+	r := fixedResult("churn-1t", base, []float64{0.577, 0.541, 0.652, 0.56, 0.58, 0.57, 0.59, 0.6, 0.575, 0.566}, 2e7)
+	r.Floor = &FloorResult{Overhead: 0.1, CILow: 0.08, CIHigh: 0.12, Distance: 0.027, DistanceCILow: 0.01, DistanceCIHigh: 0.045}
+	buf.Reset()
+	env.BaselineLib = ""
+	if err := WriteMarkdown(&buf, Document{Env: env, Scenarios: []Result{r}}, 0.05); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "markdown-floor.golden", buf.String())
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -40,8 +41,25 @@ type Result struct {
 	// AddedInstructionsPerAlloc, instructions mode only: (median profiled
 	// Ir - median baseline Ir) / allocations.
 	AddedInstructionsPerAlloc *float64 `json:"added_instructions_per_alloc,omitempty"`
-	Measure                   string   `json:"measure"` // "time" or "instructions"
+	Measure                   string   `json:"measure"` // "time", "instructions" or "cpu"
 	Warnings                  []string `json:"warnings"`
+	// Floor is the reference library's side (--floor), measured in the
+	// same alternation; absent without it.
+	Floor *FloorResult `json:"floor,omitempty"`
+}
+
+// FloorResult is the floor's side: its own overhead against the baseline,
+// and the profiled side's distance above it (overhead minus the floor's
+// overhead, in overhead fraction: 0.02 is two points), each with its
+// bootstrap interval.
+type FloorResult struct {
+	SideResult
+	Overhead       float64 `json:"overhead"`
+	CILow          float64 `json:"ci_low"`
+	CIHigh         float64 `json:"ci_high"`
+	Distance       float64 `json:"distance"`
+	DistanceCILow  float64 `json:"distance_ci_low"`
+	DistanceCIHigh float64 `json:"distance_ci_high"`
 }
 
 // SideResult is one side's samples and their summary. Times are wall
@@ -63,6 +81,7 @@ type SideResult struct {
 	SamplesSysS         []float64 `json:"samples_sys_s"`
 	Outliers            []int     `json:"outliers"`
 	MedianInstructions  float64   `json:"median_instructions,omitempty"`
+	MedianCPUS          float64   `json:"median_cpu_s,omitempty"` // of user+sys, cpu mode only
 	SamplesInstructions []float64 `json:"samples_instructions,omitempty"`
 	SamplesAllocs       []int64   `json:"samples_allocs,omitempty"`
 }
@@ -117,6 +136,10 @@ func WriteResult(w io.Writer, r Result) error {
 		line += fmt.Sprintf("   %+.1f instructions per allocation", *r.AddedInstructionsPerAlloc)
 	}
 	fmt.Fprintln(tw, line)
+	if f := r.Floor; f != nil {
+		fmt.Fprintf(tw, "floor\t%s   (95%% CI %s .. %s)   %s above it (%s .. %s)\n", signed(f.Overhead), signed(f.CILow), signed(f.CIHigh),
+			ptsDiff(f.Distance), ptsDiff(f.DistanceCILow), ptsDiff(f.DistanceCIHigh))
+	}
 	tw.Flush()
 	for _, wn := range r.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", wn)
@@ -138,6 +161,10 @@ func WriteTable(w io.Writer, rs []Result) error {
 	if instr {
 		last = "instr/alloc"
 	}
+	floor := len(rs) > 0 && rs[0].Floor != nil
+	if floor {
+		last += "\tfloor\tabove the floor"
+	}
 	fmt.Fprintf(tw, "scenario\t%s\t%s\toverhead\t95%% CI\tcv\t%s\n", base, prof, last)
 	for _, r := range rs {
 		var bm, pm, extra string
@@ -154,6 +181,11 @@ func WriteTable(w io.Writer, rs []Result) error {
 				extra = sci(*r.AllocsPerS)
 			}
 		}
+		if f := r.Floor; floor && f != nil {
+			extra += fmt.Sprintf("\t%s\t%s (%s .. %s)", signed(f.Overhead), ptsDiff(f.Distance), ptsDiff(f.DistanceCILow), ptsDiff(f.DistanceCIHigh))
+		} else if floor {
+			extra += "\t-\t-"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s .. %s\t%s / %s\t%s\n", r.Scenario, bm, pm, signed(r.Overhead),
 			signed(r.CILow), signed(r.CIHigh), pct(r.Baseline.CV), pct(r.Profiled.CV), extra)
 	}
@@ -165,6 +197,92 @@ func WriteTable(w io.Writer, rs []Result) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// WriteMarkdown writes the results as a GitHub-flavoured Markdown table
+// (a pull request's job summary): the machine and command, one row per
+// scenario, then the warnings. When the baseline side preloads a library
+// (--baseline-lib: two builds compared), a verdict column says what the
+// interval supports against threshold (a difference of overhead fractions),
+// and "~" where it supports nothing. With --floor, two more columns: the
+// floor's overhead and the profiled side's distance above it.
+func WriteMarkdown(w io.Writer, doc Document, threshold float64) error {
+	var b strings.Builder
+	e := doc.Env
+	fmt.Fprintf(&b, "%s, %d cores, %s; lib %s", e.CPU, e.Cores, e.Kernel, e.Commit)
+	if e.BaselineLib != "" {
+		fmt.Fprintf(&b, " against %s", e.BaselineLib)
+	}
+	fmt.Fprintf(&b, "; `%s`\n\n", strings.Join(e.Args, " "))
+	rs := doc.Scenarios
+	if len(rs) == 0 {
+		b.WriteString("No scenarios.\n")
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	two := rs[0].Baseline.Preload != ""
+	floor := rs[0].Floor != nil
+	unit := "median"
+	switch Mode(rs[0].Measure) {
+	case Instructions:
+		unit = "instructions"
+	case CPU:
+		unit = "cpu median"
+	}
+	head := []string{"scenario", rs[0].Baseline.Label + " " + unit, rs[0].Profiled.Label + " " + unit, "change", "95% CI", "cv", "runs"}
+	if floor {
+		head = append(head, "floor", "above the floor (95% CI)")
+	}
+	if two {
+		head = append(head, fmt.Sprintf("verdict (±%.1f pt)", 100*threshold))
+	}
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n|" + strings.Repeat("---|", len(head)) + "\n")
+	for _, r := range rs {
+		bm, pm := dur(r.Baseline.MedianS), dur(r.Profiled.MedianS)
+		switch Mode(r.Measure) {
+		case Instructions:
+			bm, pm = count(r.Baseline.MedianInstructions), count(r.Profiled.MedianInstructions)
+		case CPU:
+			bm, pm = dur(r.Baseline.MedianCPUS), dur(r.Profiled.MedianCPUS)
+		}
+		row := []string{r.Scenario, bm, pm, signed(r.Overhead), signed(r.CILow) + " .. " + signed(r.CIHigh),
+			pct(r.Baseline.CV) + " / " + pct(r.Profiled.CV), strconv.Itoa(r.Runs * max(r.Rounds, 1))}
+		if floor {
+			if f := r.Floor; f != nil {
+				row = append(row, signed(f.Overhead), fmt.Sprintf("%s (%s .. %s)", ptsDiff(f.Distance), ptsDiff(f.DistanceCILow), ptsDiff(f.DistanceCIHigh)))
+			} else {
+				row = append(row, "-", "-")
+			}
+		}
+		if two {
+			v := Verdict(r.CILow, r.CIHigh, threshold)
+			if v == VerdictSlower {
+				v = "**slower**"
+			}
+			row = append(row, v)
+		}
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+	}
+	var warns []string
+	for _, r := range rs {
+		for _, wn := range r.Warnings {
+			warns = append(warns, fmt.Sprintf("- %s: %s", r.Scenario, wn))
+		}
+	}
+	if len(warns) > 0 {
+		b.WriteString("\n" + strings.Join(warns, "\n") + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ptsDiff formats a difference of overhead fractions in percentage points:
+// 0.021 is "+2.1 pt".
+func ptsDiff(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "?"
+	}
+	return fmt.Sprintf("%+.1f pt", 100*f)
 }
 
 // signed formats a fraction as a signed percentage: 0.127 is "+12.7%".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,6 +101,43 @@ func Lookup(name string) (Scenario, error) {
 	return Scenario{}, fmt.Errorf("unknown scenario %q: known scenarios are %s (or all, or -- CMD ARGS)", name, strings.Join(Names(), ", "))
 }
 
+// WriteList prints the registry, one scenario a line: its name, its
+// command as a shell would run it (paths under l, whether built or not;
+// the shortened one for Instructions; "env K=V" before it when the
+// scenario sets variables) and its description, separated by tabs.
+// Scripts read it instead of keeping a copy (bench/cold.sh).
+func WriteList(w io.Writer, l Layout, m Mode) error {
+	var b strings.Builder
+	for _, s := range Scenarios {
+		argv := s.Argv
+		if m == Instructions {
+			argv = s.Short
+		}
+		argv, err := l.expand(argv, false)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+		if len(s.Env) > 0 {
+			argv = append(append([]string{"env"}, s.Env...), argv...)
+		}
+		words := make([]string, len(argv))
+		for i, a := range argv {
+			words[i] = shellQuote(a)
+		}
+		fmt.Fprintf(&b, "%s\t%s\t%s\n", s.Name, strings.Join(words, " "), s.Description)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// shellQuote quotes a word for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=./:,@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // Layout is where scenario files live.
 type Layout struct {
 	Bin       string // built scenario programs (bin/)
@@ -152,6 +190,12 @@ func isDir(p string) bool {
 // Resolve turns a scenario argv into paths under l, and checks that the
 // files it names exist, so that a missing build is reported before any run.
 func (l Layout) Resolve(argv []string) ([]string, error) {
+	return l.expand(argv, true)
+}
+
+// expand replaces the placeholders of argv; with check, the files it
+// names must exist.
+func (l Layout) expand(argv []string, check bool) ([]string, error) {
 	out := make([]string, len(argv))
 	for i, a := range argv {
 		var p string
@@ -171,7 +215,7 @@ func (l Layout) Resolve(argv []string) ([]string, error) {
 			out[i] = a
 			continue
 		}
-		if _, err := os.Stat(p); err != nil {
+		if _, err := os.Stat(p); err != nil && check {
 			return nil, fmt.Errorf("%s not found: build the scenarios with make, or point --root at the project: %w", p, err)
 		}
 		out[i] = p

@@ -163,3 +163,52 @@ func RatioCI(base, prof []float64, level float64, resamples int, seed uint64) (l
 func Overhead(base, prof []float64) float64 {
 	return Median(prof)/Median(base) - 1
 }
+
+// DistanceCI is RatioCI for the distance between two overheads measured
+// against one baseline: (median(prof) - median(floor)) / median(base), the
+// profiled side's overhead minus the floor's, in overhead fraction. Each
+// resample draws the three sides independently.
+func DistanceCI(base, floor, prof []float64, level float64, resamples int, seed uint64) (lo, hi float64) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	draw := func(xs, buf []float64) float64 {
+		for i := range buf {
+			buf[i] = xs[rng.IntN(len(xs))]
+		}
+		slices.Sort(buf)
+		return medianSorted(buf)
+	}
+	bs, fs, ps := make([]float64, len(base)), make([]float64, len(floor)), make([]float64, len(prof))
+	d := make([]float64, resamples)
+	for r := range d {
+		b := draw(base, bs)
+		d[r] = (draw(prof, ps) - draw(floor, fs)) / b
+	}
+	slices.Sort(d)
+	return Quantile(d, (1-level)/2), Quantile(d, (1+level)/2)
+}
+
+// Verdicts of a comparison against a threshold t (a difference of overhead
+// fractions: 0.05 is five points).
+const (
+	VerdictSlower  = "slower" // the whole interval is above +t
+	VerdictFaster  = "faster" // the whole interval is below -t
+	VerdictSame    = "same"   // the whole interval is within ±t
+	VerdictUnclear = "~"      // the interval straddles +t or -t: no verdict
+)
+
+// Verdict says what an interval [lo, hi] supports about a change, against
+// a threshold t: a verdict only when the whole interval is on one side of
+// each of -t and +t, "~" otherwise (as benchstat says of a difference it
+// cannot call). More runs narrow the interval and turn a "~" into one of
+// the three.
+func Verdict(lo, hi, t float64) string {
+	switch {
+	case lo > t:
+		return VerdictSlower
+	case hi < -t:
+		return VerdictFaster
+	case lo >= -t && hi <= t:
+		return VerdictSame
+	}
+	return VerdictUnclear
+}

@@ -170,3 +170,37 @@ func TestRatioCIExact(t *testing.T) {
 		t.Errorf("RatioCI is not reproducible: [%v, %v] then [%v, %v]", lo, hi, lo2, hi2)
 	}
 }
+
+func TestDistanceCI(t *testing.T) {
+	// Constant sides: the distance is exact, (1.3 - 1.2) / 1.0 = 0.1.
+	lo, hi := DistanceCI([]float64{1, 1, 1}, []float64{1.2, 1.2, 1.2}, []float64{1.3, 1.3, 1.3}, 0.95, BootstrapResamples, BootstrapSeed)
+	if math.Abs(lo-0.1) > 1e-12 || math.Abs(hi-0.1) > 1e-12 {
+		t.Errorf("DistanceCI of constant samples = [%v, %v], want [0.1, 0.1]", lo, hi)
+	}
+	// Floor {1,2,3} against a constant 1 and a constant 3: the floor's
+	// resampled median is 1, 2 or 3 (each at least 7/27), so the distance's
+	// 2.5% and 97.5% quantiles are exactly 0 and 2.
+	lo, hi = DistanceCI([]float64{1, 1, 1}, []float64{1, 2, 3}, []float64{3, 3, 3}, 0.95, BootstrapResamples, BootstrapSeed)
+	if lo != 0 || hi != 2 {
+		t.Errorf("DistanceCI = [%v, %v], want [0, 2]", lo, hi)
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   string
+	}{
+		{0.06, 0.09, VerdictSlower},
+		{-0.12, -0.07, VerdictFaster},
+		{-0.02, 0.03, VerdictSame},
+		{-0.05, 0.05, VerdictSame},   // on the edges: still within
+		{0.03, 0.08, VerdictUnclear}, // straddles +5 points
+		{-0.08, -0.03, VerdictUnclear},
+		{-0.08, 0.08, VerdictUnclear},
+	} {
+		if got := Verdict(c.lo, c.hi, 0.05); got != c.want {
+			t.Errorf("Verdict(%v, %v, 0.05) = %q, want %q", c.lo, c.hi, got, c.want)
+		}
+	}
+}

@@ -48,28 +48,55 @@ func Path(flag string) (string, error) {
 // that does not define malloc: the child would then run unprofiled, and a
 // measurement would compare a program with itself.
 func Check(p, what string) (string, error) {
-	st, err := os.Stat(p)
+	f, abs, err := open(p, what)
 	if err != nil {
-		return "", fmt.Errorf("%s %s: %w", what, p, err)
-	}
-	if st.IsDir() {
-		return "", fmt.Errorf("%s %s: is a directory, not a shared library", what, p)
-	}
-	f, err := elf.Open(p)
-	if err != nil {
-		return "", fmt.Errorf("%s %s: not a shared library: %w", what, p, err)
+		return "", err
 	}
 	defer f.Close()
-	if f.Type != elf.ET_DYN || f.Machine != nativeMachine {
-		return "", fmt.Errorf("%s %s: not a shared library for this machine (%s, %s)", what, p, f.Type, f.Machine)
-	}
 	syms, _ := f.DynamicSymbols()
 	for _, s := range syms {
 		if s.Name == "malloc" && s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-			return filepath.Abs(p)
+			return abs, nil
 		}
 	}
 	return "", fmt.Errorf("%s %s: defines no malloc, so it would profile nothing", what, p)
+}
+
+// CheckLoadable is Check without the malloc test: for a library preloaded
+// to measure what loading it costs, not to profile (bench/floor's
+// prototypes, heapctl overhead --any-lib).
+func CheckLoadable(p, what string) (string, error) {
+	f, abs, err := open(p, what)
+	if err != nil {
+		return "", err
+	}
+	f.Close()
+	return abs, nil
+}
+
+// open opens p as a shared library for this machine, or says why the
+// dynamic loader would skip it.
+func open(p, what string) (*elf.File, string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return nil, "", err
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s %s: %w", what, p, err)
+	}
+	if st.IsDir() {
+		return nil, "", fmt.Errorf("%s %s: is a directory, not a shared library", what, p)
+	}
+	f, err := elf.Open(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s %s: not a shared library: %w", what, p, err)
+	}
+	if f.Type != elf.ET_DYN || f.Machine != nativeMachine {
+		f.Close()
+		return nil, "", fmt.Errorf("%s %s: not a shared library for this machine (%s, %s)", what, p, f.Type, f.Machine)
+	}
+	return f, abs, nil
 }
 
 var nativeMachine = map[string]elf.Machine{
