@@ -198,7 +198,7 @@ func execSegment(t *testing.T, bin string) (off, vaddr, memsz uint64) {
 // its name: at -O2 its first instruction is already that statement's.
 func lineOf(fn string) int64 {
 	for i, l := range strings.Split(symSource, "\n") {
-		if strings.Contains(l, " *"+fn+"(") {
+		if strings.Contains(l, " *"+fn+"(") || strings.HasPrefix(l, "int "+fn+"(") {
 			return int64(i + 2)
 		}
 	}
@@ -208,30 +208,35 @@ func lineOf(fn string) int64 {
 const bias = 0x555555554000 // where a loader might put the PIE
 
 // symbolised builds a profile of two stacks in bin, each a call site one
-// byte into alloc_small or alloc_large (nm's addresses, from table: the
-// -D table for a stripped program), and returns the function and line of
-// each innermost location, keyed by function, and the mapping.
+// byte into alloc_small or alloc_large called from main (nm's addresses,
+// from the -D table for a stripped program), and returns the function and
+// line of each location, keyed by function, and the program's mapping.
 func symbolised(t *testing.T, bin string, dynamic bool) (map[string]pprof.Line, *pprof.Mapping) {
 	t.Helper()
 	small, large := nmAddr(t, bin, "alloc_small", dynamic), nmAddr(t, bin, "alloc_large", dynamic)
+	main := nmAddr(t, bin, "main", dynamic)
 	in := region.Profile{PID: 7, SampleRate: 1 << 19, Stacks: []region.Stack{
-		{Frames: []uint64{bias + small + 2}, AllocObjects: w, AllocBytes: 100},
-		{Frames: []uint64{bias + large + 2}, AllocObjects: w, AllocBytes: 200},
+		{Frames: []uint64{bias + small + 2, bias + main + 3}, AllocObjects: w, AllocBytes: 100},
+		{Frames: []uint64{bias + large + 2, bias + main + 3}, AllocObjects: w, AllocBytes: 200},
 	}, Objects: []region.Object{
-		{Start: bias, End: bias + 0x5000, Bias: bias, Path: bin},
 		{Start: 0x7f0000000000, End: 0x7f0000100000, Bias: 0x7f0000000000, Path: "/nonexistent/libc.so.6"},
+		{Start: bias, End: bias + 0x5000, Bias: bias, Path: bin},
 	}}
 	p := roundTrip(t, Build(in, NewSymbolizer(), time.Now()))
-	got := map[string]pprof.Line{}
 	for i, s := range p.Sample {
-		l := s.Location[0]
-		if want := in.Stacks[i].Frames[0] - 1; l.Address != want {
-			t.Errorf("location %#x, want the call site %#x", l.Address, want)
+		if want := in.Stacks[i].Frames[0] - 1; s.Location[0].Address != want {
+			t.Errorf("location %#x, want the call site %#x", s.Location[0].Address, want)
 		}
+	}
+	got := map[string]pprof.Line{}
+	for _, l := range p.Location {
 		if len(l.Line) != 1 {
 			t.Fatalf("location %#x: lines %v", l.Address, l.Line)
 		}
 		got[l.Line[0].Function.Name] = l.Line[0]
+	}
+	if len(got) != 3 {
+		t.Errorf("functions %v, want alloc_small, alloc_large and main", got)
 	}
 	if len(p.Mapping) != 2 || p.Mapping[0].File != bin {
 		t.Fatalf("mappings %v: want the program first", p.Mapping)
@@ -270,6 +275,11 @@ func TestSymbolizeSymtab(t *testing.T) {
 				case !g && (l.Line != 0 || l.Function.Filename != ""):
 					t.Errorf("%s at %s:%d without debug info", fn, l.Function.Filename, l.Line)
 				}
+			}
+			// main is in .text.startup at -O2: a line sequence of its own,
+			// below the others.
+			if l := got["main"]; g && (l.Line < lineOf("main")-1 || l.Line > lineOf("main")+4) {
+				t.Errorf("main at line %d, want one of its own, %d..%d", l.Line, lineOf("main")-1, lineOf("main")+4)
 			}
 			if m.HasFunctions != true || m.HasLineNumbers != g {
 				t.Errorf("mapping flags: functions %v lines %v", m.HasFunctions, m.HasLineNumbers)

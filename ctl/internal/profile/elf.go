@@ -201,10 +201,20 @@ func (f *elfFile) function(vaddr uint64) string {
 	return ""
 }
 
-// lineTable finds file:line of an address from DWARF's line programs.
+// lineTable finds file:line of an address from DWARF's line programs,
+// read whole on first use into address ranges. (dwarf.LineReader.SeekPC
+// misses addresses of a unit whose sequences are not in address order, as
+// gcc -O2 makes them with main in .text.startup.)
 type lineTable struct {
-	d     *dwarf.Data
-	units map[dwarf.Offset]*dwarf.LineReader
+	d    *dwarf.Data
+	rows []lineRow // sorted by addr, not overlapping
+	read bool
+}
+
+type lineRow struct {
+	addr, end uint64
+	file      string
+	line      int64
 }
 
 func newLineTable(ef *elf.File) *lineTable {
@@ -215,7 +225,38 @@ func newLineTable(ef *elf.File) *lineTable {
 	if err != nil {
 		return nil
 	}
-	return &lineTable{d: d, units: map[dwarf.Offset]*dwarf.LineReader{}}
+	return &lineTable{d: d}
+}
+
+// load reads every unit's line program. Of several rows at one address
+// the last holds: its range runs to the next address.
+func (t *lineTable) load() {
+	t.read = true
+	r := t.d.Reader()
+	for {
+		cu, err := r.Next()
+		if err != nil || cu == nil {
+			break
+		}
+		if cu.Tag != dwarf.TagCompileUnit {
+			r.SkipChildren()
+			continue
+		}
+		r.SkipChildren()
+		lr, err := t.d.LineReader(cu)
+		if err != nil || lr == nil {
+			continue
+		}
+		var prev, e dwarf.LineEntry
+		have := false
+		for lr.Next(&e) == nil {
+			if have && !prev.EndSequence && e.Address > prev.Address && prev.File != nil {
+				t.rows = append(t.rows, lineRow{addr: prev.Address, end: e.Address, file: prev.File.Name, line: int64(prev.Line)})
+			}
+			prev, have = e, true
+		}
+	}
+	sort.Slice(t.rows, func(i, j int) bool { return t.rows[i].addr < t.rows[j].addr })
 }
 
 // line returns the file and line of vaddr, or "", 0.
@@ -226,24 +267,12 @@ func (f *elfFile) line(vaddr uint64) (string, int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t := f.lines
-	cu, err := t.d.Reader().SeekPC(vaddr)
-	if err != nil || cu == nil {
+	if !t.read {
+		t.load()
+	}
+	i := sort.Search(len(t.rows), func(i int) bool { return t.rows[i].addr > vaddr }) - 1
+	if i < 0 || vaddr >= t.rows[i].end {
 		return "", 0
 	}
-	lr, ok := t.units[cu.Offset]
-	if !ok {
-		lr, err = t.d.LineReader(cu)
-		if err != nil {
-			lr = nil
-		}
-		t.units[cu.Offset] = lr
-	}
-	if lr == nil {
-		return "", 0
-	}
-	var e dwarf.LineEntry
-	if err := lr.SeekPC(vaddr, &e); err != nil || e.File == nil {
-		return "", 0
-	}
-	return e.File.Name, int64(e.Line)
+	return t.rows[i].file, t.rows[i].line
 }
