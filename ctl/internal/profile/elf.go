@@ -82,14 +82,12 @@ func openELF(path string) *elfFile {
 		return &elfFile{err: err}
 	}
 	defer ef.Close()
-	f := &elfFile{buildID: buildID(ef)}
+	f := &elfFile{buildID: buildID(ef), isMain: isProgram(ef)}
 	for _, p := range ef.Progs {
-		switch {
-		case p.Type == elf.PT_INTERP:
-			f.isMain = true
-		case p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && f.exec == nil:
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
 			h := p.ProgHeader
 			f.exec = &h
+			break
 		}
 	}
 	if f.exec == nil {
@@ -116,6 +114,17 @@ func openELF(path string) *elfFile {
 		f.syms = symbols(ef.DynamicSymbols)
 	}
 	return f
+}
+
+// isProgram: a fixed-address executable, or a position-independent one
+// (DF_1_PIE). A PT_INTERP does not tell: glibc's libc.so.6 has one, to
+// run as a program that prints its version.
+func isProgram(ef *elf.File) bool {
+	if ef.Type == elf.ET_EXEC {
+		return true
+	}
+	flags, err := ef.DynValue(elf.DT_FLAGS_1)
+	return err == nil && len(flags) > 0 && flags[0]&uint64(elf.DF_1_PIE) != 0
 }
 
 // buildID reads the GNU build ID note: from its section, or from a
