@@ -43,7 +43,7 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 			p.PID, p.Command, p.Samples, p.SampleRate, p.SamplesLost)},
 	}
 	b := builder{out: out, sym: sym, locs: map[uint64]*pprof.Location{}, funcs: map[[2]string]*pprof.Function{}}
-	b.mappings(p.Objects)
+	b.mappings(p.Root, p.Objects)
 	for _, s := range p.Stacks {
 		var locs []*pprof.Location
 		for _, ret := range s.Frames {
@@ -88,13 +88,13 @@ type mapped struct {
 // the mapping is its executable segment as /proc/pid/maps would show it
 // (page-aligned start, limit and file offset), so that pprof finds the
 // segment again in the file when it symbolises elsewhere.
-func (b *builder) mappings(objs []region.Object) {
+func (b *builder) mappings(root string, objs []region.Object) {
 	var ms []mapped
 	for _, o := range objs {
 		m := &pprof.Mapping{Start: o.Start, Limit: o.End, File: o.Path}
 		var f *elfFile
 		if b.sym != nil {
-			if f = b.sym.file(o.Path); f.err != nil {
+			if f = b.sym.file(root, o.Path); f.err != nil {
 				f = nil
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -317,6 +318,36 @@ func TestSymbolizeStripped(t *testing.T) {
 	for _, fn := range []string{"alloc_small", "alloc_large"} {
 		if l, ok := got[fn]; !ok || l.Line != lineOf(fn) || filepath.Base(l.Function.Filename) != "sym.c" {
 			t.Errorf("%s from the debug file: %v", fn, got)
+		}
+	}
+}
+
+// A running process's files are read from its root (/proc/<pid>/root: a
+// container's files); the mapping keeps the path the process knows. Paths
+// that are not clean and absolute, and files that are not regular, are
+// never opened.
+func TestSymbolizeRoot(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "srv"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := compile(t, filepath.Join(root, "srv"))
+	small := nmAddr(t, bin, "alloc_small", false)
+	in := region.Profile{PID: 7, SampleRate: 1 << 19, Root: root,
+		Stacks:  []region.Stack{{Frames: []uint64{bias + small + 2}, AllocObjects: w, AllocBytes: 100}},
+		Objects: []region.Object{{Start: bias, End: bias + 0x5000, Bias: bias, Path: "/srv/sym"}},
+	}
+	p := roundTrip(t, Build(in, NewSymbolizer(), time.Now()))
+	if l := p.Location[0]; len(l.Line) != 1 || l.Line[0].Function.Name != "alloc_small" || p.Mapping[0].File != "/srv/sym" || p.Mapping[0].BuildID != testBuildID {
+		t.Errorf("through the root: lines %v, mapping %+v", l.Line, p.Mapping[0])
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSymbolizer()
+	for _, path := range []string{"/srv/../srv/sym", "srv/sym", "/fifo", "/srv"} {
+		if f := s.file(root, path); f.err == nil {
+			t.Errorf("%s read", path)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,9 +28,9 @@ type Symbolizer struct {
 }
 
 // fileKey names a file as it is now: a program rebuilt at the same path is
-// another file.
+// another file, and one file seen through two paths (a process's
+// /proc/<pid>/root, or not) is one.
 type fileKey struct {
-	path          string
 	dev, ino      uint64
 	size, mtimeNS int64
 }
@@ -55,33 +56,55 @@ type symbol struct {
 	name       string
 }
 
-// file returns the parsed ELF file at path, from the cache when the file
-// is unchanged. A file that cannot be read is cached too, with its error.
-func (s *Symbolizer) file(path string) *elfFile {
-	var k fileKey
-	k.path = path
-	if fi, err := os.Stat(path); err == nil {
-		k.size, k.mtimeNS = fi.Size(), fi.ModTime().UnixNano()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			k.dev, k.ino = st.Dev, st.Ino
+// file returns the parsed ELF file at path, seen from root (a running
+// process's /proc/<pid>/root) when root has it, from the cache when the
+// file is unchanged. A file that cannot be read is cached too, with its
+// error. The path comes from a region, which anyone may have written: only
+// a clean absolute path to a regular file is read.
+func (s *Symbolizer) file(root, path string) *elfFile {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return &elfFile{err: fmt.Errorf("%q: not a clean absolute path", path)}
+	}
+	if root != "" {
+		if _, err := os.Stat(root + path); err == nil {
+			path = root + path
 		}
 	}
+	fd, k, err := openRegular(path)
+	if err != nil {
+		return &elfFile{err: err}
+	}
+	defer fd.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if f, ok := s.files[k]; ok {
 		return f
 	}
-	f := openELF(path)
+	f := readELF(fd)
 	s.files[k] = f
 	return f
 }
 
-func openELF(path string) *elfFile {
-	ef, err := elf.Open(path)
+// openRegular opens path for reading if it is a regular file; a FIFO
+// would block the open or the read (O_NONBLOCK), a device is never ELF.
+func openRegular(path string) (*os.File, fileKey, error) {
+	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fileKey{}, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(fd.Fd()), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		fd.Close()
+		return nil, fileKey{}, fmt.Errorf("%s: not a regular file", path)
+	}
+	return fd, fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtimeNS: st.Mtim.Nano()}, nil
+}
+
+func readELF(fd *os.File) *elfFile {
+	ef, err := elf.NewFile(fd)
 	if err != nil {
 		return &elfFile{err: err}
 	}
-	defer ef.Close()
 	f := &elfFile{buildID: buildID(ef), isMain: isProgram(ef)}
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
@@ -98,16 +121,18 @@ func openELF(path string) *elfFile {
 	// library.
 	f.syms = symbols(ef.Symbols)
 	f.lines = newLineTable(ef)
-	if (f.syms == nil || f.lines == nil) && f.buildID != "" && len(f.buildID) > 2 {
+	if (f.syms == nil || f.lines == nil) && len(f.buildID) > 2 {
 		dbg := filepath.Join(DebugDir, ".build-id", f.buildID[:2], f.buildID[2:]+".debug")
-		if df, err := elf.Open(dbg); err == nil {
-			if f.syms == nil {
-				f.syms = symbols(df.Symbols)
+		if dfd, _, err := openRegular(dbg); err == nil {
+			if df, err := elf.NewFile(dfd); err == nil {
+				if f.syms == nil {
+					f.syms = symbols(df.Symbols)
+				}
+				if f.lines == nil {
+					f.lines = newLineTable(df)
+				}
 			}
-			if f.lines == nil {
-				f.lines = newLineTable(df)
-			}
-			df.Close()
+			dfd.Close()
 		}
 	}
 	if f.syms == nil {

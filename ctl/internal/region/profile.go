@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 )
 
 // The sampled allocation profile: nstacks hl_stack entries at prof_offset,
@@ -30,6 +31,10 @@ type Profile struct {
 	Stacks   []Stack
 	Overflow Stack
 	Objects  []Object
+	// Root is where the objects' paths are seen from here while the
+	// process runs, /proc/<pid>/root (another mount namespace's files: a
+	// container's); "" for a dump or a process that is gone.
+	Root string
 }
 
 // Stack is one allocation stack and its weighted totals, as the shim keeps
@@ -85,6 +90,9 @@ func InspectProfile(pid int) (Entry, Profile) {
 	var p Profile
 	if e.Err == nil && e.prof != nil {
 		p = *e.prof
+		if !e.Stale && e.Proc > 0 {
+			p.Root = procRoot + "/" + strconv.Itoa(e.Proc) + "/root"
+		}
 	}
 	e.prof = nil
 	return e, p
