@@ -26,10 +26,14 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # python and cxx-4t scenarios): `make deps-overhead`. prometheus (and its
 # promtool) scrapes `heapctl export` over TLS with basic auth in ctl's
 # tests, and checks docs/examples/heapline-rules.yml.
-OVERHEAD_DEBS := valgrind python3 g++
+# libunwind-dev builds libheap.so (its sampled stacks link libunwind,
+# whose runtime, libunwind8, Debian installs widely): `make` itself
+# installs it (build-deps), so that `make run` works on a fresh machine.
+BUILD_DEBS := libunwind-dev
+OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
 DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine shellcheck clang llvm libbpf-dev prometheus
 
-.PHONY: all scenarios test run deps deps-overhead generate bench clean
+.PHONY: all scenarios test run deps deps-overhead build-deps generate bench clean
 
 all: $(BIN)/libheap.so $(BIN)/libfloor.so $(BIN)/heapctl scenarios
 
@@ -37,7 +41,7 @@ all: $(BIN)/libheap.so $(BIN)/libfloor.so $(BIN)/heapctl scenarios
 # not name a version script, so it is passed to the external linker here.
 # The go build cache does not know the version script: without the rm, a
 # change to exports.map alone leaves the library as it was.
-$(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map
+$(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map | build-deps
 	@rm -f $@
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/preload/exports.map -o $@ ./preload
 	@rm -f $(BIN)/libheap.h
@@ -63,7 +67,8 @@ $(BIN)/%: scenarios/%.cc scenarios/scenario.h
 
 deps: PKGS = $(DEBS)
 deps-overhead: PKGS = $(OVERHEAD_DEBS)
-deps deps-overhead:
+build-deps: PKGS = $(BUILD_DEBS)
+deps deps-overhead build-deps:
 	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "make deps: installing$$missing"; \

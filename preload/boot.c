@@ -20,7 +20,11 @@
 #include <unistd.h>
 #include "shim.h"
 
-struct hl_fns hl_next;
+/* The exported malloc calls hl_next.malloc before it knows anything
+ * (count_glibc.c): until boot is done that is the bootstrap's own. */
+static void *b_next_malloc(size_t n);
+struct hl_fns hl_next = {.malloc = b_next_malloc};
+static void *(*real_malloc)(size_t); /* during boot, while hl_next.malloc is the bootstrap's */
 
 // ---- bootstrap pool -------------------------------------------------------------
 
@@ -152,6 +156,43 @@ int hl_object_path(const void *addr, char *buf, size_t n)
     return l.found ? 0 : -1;
 }
 
+struct span {
+    uintptr_t addr, lo, hi;
+};
+
+static int span_of(struct dl_phdr_info *info, size_t size, void *data)
+{
+    struct span *s = data;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    int hit = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr, b = a + ph->p_memsz;
+        lo = a < lo ? a : lo;
+        hi = b > hi ? b : hi;
+        hit |= s->addr - a < ph->p_memsz;
+    }
+    if (!hit)
+        return 0;
+    s->lo = lo;
+    s->hi = hi;
+    return 1;
+}
+
+/* The address range of all the loaded segments of the object holding
+ * addr; 0 if there is one. */
+int hl_object_span(const void *addr, uintptr_t *lo, uintptr_t *hi)
+{
+    struct span s = {(uintptr_t)addr, 0, 0};
+    if (addr == NULL || !dl_iterate_phdr(span_of, &s))
+        return -1;
+    *lo = s.lo;
+    *hi = s.hi;
+    return 0;
+}
+
 static int same_object(void *a, void *b)
 {
     const void *oa = hl_object_of(a);
@@ -173,7 +214,7 @@ static int next_is_glibc(void)
 {
     void *marker = dlsym(RTLD_DEFAULT, "gnu_get_libc_version");
     void *fns[] = {
-        (void *)hl_next.malloc, (void *)hl_next.free, (void *)hl_next.calloc,
+        (void *)real_malloc, (void *)hl_next.free, (void *)hl_next.calloc,
         (void *)hl_next.realloc, (void *)hl_next.usable, (void *)hl_next.posix_memalign,
         (void *)hl_next.aligned_alloc, (void *)hl_next.memalign, (void *)hl_next.valloc,
         (void *)hl_next.pvalloc,
@@ -186,7 +227,7 @@ static int next_is_glibc(void)
      * freeing it does not move the threshold the program will see. */
     size_t sizes[] = {0, 1, 24, 25, 1000, 70000, (size_t)33 << 20};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        if (!formula_agrees(hl_next.malloc(sizes[i])))
+        if (!formula_agrees(real_malloc(sizes[i])))
             return 0;
     return formula_agrees(hl_next.memalign(256, 100));
 }
@@ -338,12 +379,20 @@ static void boot(void)
     int saved = errno;
     hl_stderr_note();
     resolve();
+    /* The booting thread's own calls keep coming to the bootstrap until
+     * the mode is chosen (they get the pool); the checks below use the
+     * real one. */
+    void *(*next_malloc)(size_t) = hl_next.malloc;
+    hl_next.malloc = b_next_malloc;
+    real_malloc = next_malloc;
     hl_fork_resolve();
     hl_mapped_resolve();
     hl_config_read();
     *(void **)&hl_realloc_first = first_definition("realloc");
     const char *by = find_bypasser();
-    if (hl_region_open() != 0) {
+    int made = hl_region_open();
+    hl_next.malloc = next_malloc;
+    if (made != 0) {
         hl_set_mode_off(NULL); /* hl_region_open said why, in its one line */
     } else if (by != NULL) {
         hl_say("malloc is ", by, "'s, which comes before libheap.so: allocations are not counted, mapped memory is", NULL);
@@ -354,10 +403,12 @@ static void boot(void)
         int glibc = next_is_glibc();
         hl_impl = glibc ? hl_glibc_fns : hl_generic_fns;
         hl_glibc_mode = glibc;
+        hl_generic_mode = !glibc;
         if (!glibc)
             hl_mapped_skip((const void *)hl_next.malloc);
         hl_thread_init();
         hl_fork_init();
+        hl_profile_boot();
     }
     errno = saved;
 }
@@ -401,6 +452,15 @@ static void *b_malloc(size_t n)
 {
     hl_boot();
     return hl_self.in_boot ? pool_alloc(n, 16) : hl_impl.malloc(n);
+}
+
+/* hl_next.malloc before boot, for the exported malloc, which counts what
+ * it returns itself: boots, then the next allocator's block, uncounted;
+ * the booting thread's own calls get the pool. */
+static void *b_next_malloc(size_t n)
+{
+    hl_boot();
+    return hl_self.in_boot ? pool_alloc(n, 16) : hl_next.malloc(n);
 }
 
 static void b_free(void *p)

@@ -8,26 +8,31 @@
  * Pass-through (profiling off) lives here too: it only has to keep the
  * bootstrap pool away from the next allocator.
  */
+#include <string.h>
 #include "shim.h"
 
 /* Each operation is a call into thread.c's slow path: still the thread's
  * own slot, no lock, no shared atomic but the batched publication. */
-static inline void counted(void *p) { hl_alloc_slow(hl_next.usable(p)); }
+static inline void *counted(void *p) { return hl_alloc_slow(p, hl_next.usable(p)); }
+
+/* The exported malloc calls the next allocator itself and hands its block
+ * here (count_glibc.c). */
+void *hl_generic_counted(void *p) { return counted(p); }
 
 // ---- counting -------------------------------------------------------------------
 
 static void *x_malloc(size_t n)
 {
     void *p = hl_next.malloc(n);
-    if (HL_LIKELY(p != NULL))
-        counted(p);
-    return p;
+    return HL_LIKELY(p != NULL) ? counted(p) : p;
 }
 
 static void x_free(void *p)
 {
     if (HL_UNLIKELY(p == NULL || hl_pool_owns(p)))
         return;
+    if (__atomic_load_n(&hl_placed_live, __ATOMIC_RELAXED))
+        hl_unplace(p); /* every sample of this mode is in place */
     hl_free_slow(hl_next.usable(p));
     hl_next.free(p);
 }
@@ -40,13 +45,12 @@ static void *x_realloc(void *p, size_t n)
         return hl_pool_realloc(p, n);
     size_t old = hl_next.usable(p);
     void *q = hl_next.realloc(p, n);
-    if (q != NULL) {
+    if (q != NULL || n == 0) { /* p is released (n == 0: the allocator freed it) */
+        if (__atomic_load_n(&hl_placed_live, __ATOMIC_RELAXED))
+            hl_unplace(p);
         hl_free_slow(old);
-        counted(q);
-    } else if (n == 0) {
-        hl_free_slow(old); /* the allocator freed p */
     }
-    return q;
+    return q != NULL ? counted(q) : q;
 }
 
 #define FAMILY(name) x_##name
@@ -60,9 +64,12 @@ const struct hl_fns hl_generic_fns = {
 
 // ---- pass-through -----------------------------------------------------------------
 
+/* A fork child whose region could not be made runs unprofiled, with its
+ * parent's sampled blocks in the arena: those are kept from the next
+ * allocator too (freed, they stay where they are). */
 static void off_free(void *p)
 {
-    if (HL_UNLIKELY(hl_pool_owns(p)))
+    if (HL_UNLIKELY(hl_pool_owns(p) || hl_sampled_owns(p)))
         return;
     hl_next.free(p);
 }
@@ -71,6 +78,13 @@ static void *off_realloc(void *p, size_t n)
 {
     if (HL_UNLIKELY(p != NULL && hl_pool_owns(p)))
         return hl_pool_realloc(p, n);
+    if (HL_UNLIKELY(p != NULL && hl_sampled_owns(p))) {
+        size_t old = hl_sampled_usable(p);
+        void *q = n != 0 ? hl_next.malloc(n) : NULL;
+        if (q != NULL)
+            memcpy(q, p, old < n ? old : n);
+        return q;
+    }
     return hl_next.realloc(p, n);
 }
 

@@ -12,6 +12,7 @@
  * The mmap bit doubles as the bootstrap pool's mark (boot.c), so the pool
  * check costs nothing on the common path.
  */
+#include <string.h>
 #include "shim.h"
 
 #define HDR(p)        (((const size_t *)(p))[-1])
@@ -32,56 +33,78 @@ static inline size_t usable_of(size_t h)
     return (h & ~SIZE_BITS) - (h & IS_MMAPPED ? 16 : 8);
 }
 
-/* Count a block the next allocator returned, or is about to release. */
-static inline void count_alloc(size_t h)
+/* Count a block the next allocator returned: the block to return, which
+ * its sample may have moved (profile.c). A thread without a fast slot yet
+ * (its first call) counts on the slow path, which registers it. */
+static inline void *counted(void *p)
 {
-    if (HL_UNLIKELY(h & SLOW_BITS)) {
-        hl_alloc_slow(usable_of(h));
-        return;
-    }
+    size_t h = HDR(p);
     struct hl_slot *s = hl_self.slot;
+    if (HL_UNLIKELY((h & SLOW_BITS) || s == NULL))
+        return hl_alloc_slow(p, usable_of(h));
     if (HL_UNLIKELY(hl_word_add(&s->alloc_word, INC(h))))
-        hl_alloc_carry(s);
+        return hl_alloc_carry(s, p);
+    return p;
 }
 
+/* Count a block about to be released. */
 static inline void count_free(size_t h)
 {
-    if (HL_UNLIKELY(h & SLOW_BITS)) {
+    struct hl_slot *s = hl_self.slot;
+    if (HL_UNLIKELY((h & SLOW_BITS) || s == NULL)) {
         hl_free_slow(usable_of(h));
         return;
     }
-    struct hl_slot *s = hl_self.slot;
     if (HL_UNLIKELY(hl_word_add(&s->free_word, INC(h))))
         hl_free_carry(s);
 }
 
-static inline void counted(void *p) { count_alloc(HDR(p)); }
-
 // ---- malloc and free ------------------------------------------------------------
-/* The pair docs/performance.md counts instructions of. Their cold paths
- * are tail calls that end the operation themselves (malloc's return the
- * block, free's free it), so the hot path keeps nothing across a call:
- * one load of the header, one test, one add to the thread's word, which is
- * also its store (hl_word_add). Recount (bench/instructions.sh) after any
- * change. */
+/* The pair docs/performance.md counts instructions of, and the exported
+ * malloc and free themselves: a jump through hl_impl costs this hot pair
+ * about 6% on a churn loop (a taken indirect branch each). A thread's fast
+ * slot is NULL until its first call registers it, and always outside the
+ * glibc mode: that one test sends boot, the other modes and a new thread
+ * to the cold paths, and no word is ever shared between threads. Their
+ * cold paths are tail calls that end the operation themselves (malloc's
+ * return the block, free's free it), so the hot path keeps nothing across
+ * a call: one load of the header, one test, one add to the thread's word,
+ * which is also its store (hl_word_add). Recount (bench/instructions.sh)
+ * after any change. */
 
-static HL_COLD void *malloc_cold(void *p)
+HL_HIDDEN unsigned char hl_glibc_mode, hl_generic_mode;
+
+static HL_COLD void *malloc_cold(void *p) { return counted(p); }
+
+static HL_COLD void *malloc_carry(void *p, struct hl_slot *s) { return hl_alloc_carry(s, p); }
+
+/* No fast slot: the next allocator's block, before boot the bootstrap's. */
+static HL_COLD void *malloc_noslot(void *p)
 {
-    counted(p);
-    return p;
+    if (hl_glibc_mode)
+        return hl_pool_owns(p) ? p : counted(p);
+    if (hl_generic_mode)
+        return hl_generic_counted(p);
+    return p; /* booting, or running unprofiled */
 }
 
-static HL_COLD void *malloc_carry(void *p, struct hl_slot *s)
-{
-    hl_alloc_carry(s);
-    return p;
-}
-
+/* The header test sends here the blocks glibc mapped itself, chunks of
+ * 128 KiB and more, the bootstrap pool's and the sample arena's (both
+ * marked mmapped), and a large block may have been sampled in place. */
 static HL_COLD void free_cold(void *p)
 {
     size_t h = HDR(p);
-    if ((h & IS_MMAPPED) && hl_pool_owns(p))
-        return; /* a bootstrap block: glibc never saw it */
+    if (h & IS_MMAPPED) {
+        if (hl_pool_owns(p))
+            return; /* a bootstrap block: glibc never saw it */
+        if (hl_sampled_owns(p)) {
+            count_free(h);
+            hl_sampled_free(p); /* glibc never saw it either */
+            return;
+        }
+    }
+    if (__atomic_load_n(&hl_placed_live, __ATOMIC_RELAXED))
+        hl_unplace(p);
     count_free(h);
     hl_next.free(p);
 }
@@ -92,15 +115,25 @@ static HL_COLD void free_carry(void *p, struct hl_slot *s)
     hl_next.free(p);
 }
 
+static HL_COLD void free_noslot(void *p)
+{
+    if (hl_glibc_mode)
+        free_cold(p);
+    else
+        hl_impl.free(p);
+}
+
 static inline __attribute__((always_inline)) void *g_malloc(size_t n)
 {
     void *p = hl_next.malloc(n);
     if (HL_UNLIKELY(p == NULL))
         return p;
+    struct hl_slot *s = hl_self.slot;
+    if (HL_UNLIKELY(s == NULL))
+        return malloc_noslot(p);
     size_t h = HDR(p);
     if (HL_UNLIKELY(h & SLOW_BITS))
         return malloc_cold(p);
-    struct hl_slot *s = hl_self.slot;
     if (HL_UNLIKELY(hl_word_add(&s->alloc_word, INC(h))))
         return malloc_carry(p, s);
     return p;
@@ -110,57 +143,56 @@ static inline __attribute__((always_inline)) void g_free(void *p)
 {
     if (HL_UNLIKELY(p == NULL))
         return;
+    struct hl_slot *s = hl_self.slot;
+    if (HL_UNLIKELY(s == NULL))
+        return free_noslot(p);
     size_t h = HDR(p);
     if (HL_UNLIKELY(h & SLOW_BITS))
         return free_cold(p);
-    struct hl_slot *s = hl_self.slot;
     if (HL_UNLIKELY(hl_word_add(&s->free_word, INC(h))))
         return free_carry(p, s);
     hl_next.free(p);
 }
 
-/* The exported malloc and free are the glibc mode itself: a jump through
- * hl_impl costs this hot pair about 6% on a churn loop (a taken indirect
- * branch each, docs/performance.md), a test of a flag that is always set
- * costs nothing measurable. Other modes (boot, generic, pass-through) and
- * the rest of the family go through hl_impl (override.c). */
-HL_HIDDEN unsigned char hl_glibc_mode;
-
-HL_EXPORT void *malloc(size_t n)
-{
-    if (HL_UNLIKELY(!hl_glibc_mode))
-        return hl_impl.malloc(n);
-    return g_malloc(n);
-}
-
-HL_EXPORT void free(void *p)
-{
-    if (HL_UNLIKELY(!hl_glibc_mode)) {
-        hl_impl.free(p);
-        return;
-    }
-    g_free(p);
-}
+HL_EXPORT void *malloc(size_t n) { return g_malloc(n); }
+HL_EXPORT void free(void *p) { g_free(p); }
 
 static void *g_malloc_fn(size_t n) { return g_malloc(n); }
 static void g_free_fn(void *p) { g_free(p); }
 
+
+/* realloc of a block of the sample arena: glibc never saw it. */
+static HL_COLD void *sampled_realloc(void *p, size_t n)
+{
+    size_t h = HDR(p), usable = hl_sampled_usable(p);
+    void *q = NULL;
+    if (n != 0 && (q = g_malloc(n)) == NULL)
+        return NULL; /* p stays, as glibc's realloc leaves it */
+    if (q != NULL)
+        memcpy(q, p, usable < n ? usable : n);
+    count_free(h);
+    hl_sampled_free(p);
+    return q; /* n == 0: freed, NULL, as glibc does */
+}
 
 static void *g_realloc(void *p, size_t n)
 {
     if (p == NULL)
         return g_malloc(n);
     size_t h = HDR(p);
-    if (HL_UNLIKELY((h & IS_MMAPPED) && hl_pool_owns(p)))
-        return hl_pool_realloc(p, n);
-    void *q = hl_next.realloc(p, n);
-    if (q != NULL) {
-        count_free(h);
-        counted(q);
-    } else if (n == 0) {
-        count_free(h); /* glibc frees p and returns NULL */
+    if (HL_UNLIKELY(h & IS_MMAPPED)) {
+        if (hl_pool_owns(p))
+            return hl_pool_realloc(p, n);
+        if (hl_sampled_owns(p))
+            return sampled_realloc(p, n);
     }
-    return q;
+    void *q = hl_next.realloc(p, n);
+    if (q != NULL || n == 0) { /* p is released: moved, resized, or freed by realloc(p, 0) */
+        if ((h & SLOW_BITS) && __atomic_load_n(&hl_placed_live, __ATOMIC_RELAXED))
+            hl_unplace(p);
+        count_free(h);
+    }
+    return q != NULL ? counted(q) : q;
 }
 
 #define FAMILY(name) g_##name

@@ -19,6 +19,8 @@ struct hl_config hl_config = {
     .json = 0,
     .slots = HL_SLOTS_DEFAULT,
     .peak_batch = HL_PEAK_BATCH_DEFAULT,
+    .sample = HL_SAMPLE_DEFAULT,
+    .stacks = HL_STACKS_DEFAULT,
 };
 
 static int starts_with(const char *s, const char *prefix)
@@ -38,6 +40,58 @@ static long long number(const char *s, long long lo, long long hi)
         v = v * 10 + (*s - '0');
     }
     return v < lo || v > hi ? -1 : v;
+}
+
+/* A byte count within [lo, hi], with an optional k, m or g (binary), or -1. */
+static long long bytes(const char *s, long long lo, long long hi)
+{
+    char digits[32];
+    size_t n = strlen(s);
+    long long unit = 1;
+    if (n > 0 && n < sizeof digits) {
+        char u = s[n - 1] | 0x20;
+        unit = u == 'k' ? 1 << 10 : u == 'm' ? 1 << 20 : u == 'g' ? 1 << 30 : 1;
+    }
+    if (n == 0 || n >= sizeof digits)
+        return -1;
+    memcpy(digits, s, n + 1);
+    if (unit != 1)
+        digits[n - 1] = 0;
+    long long v = number(digits, 0, hi);
+    if (v < 0 || v > hi / unit || v * unit < lo)
+        return -1;
+    return v * unit;
+}
+
+/* A path setting into out (cap bytes): relative paths are taken from where
+ * the program started, not where it ends. 0 on success; otherwise one line
+ * that ends with what happens instead. */
+static int path_setting(const char *name, const char *v, char *out, size_t cap, const char *instead)
+{
+    size_t len = strlen(v), at = 0;
+    if (getauxval(AT_SECURE)) {
+        /* A setuid program would create or truncate any file the user
+         * names, with the program's rights (the shim can be preloaded
+         * system-wide, /etc/ld.so.preload). The loader's own rule. */
+        hl_say(name, " is ignored in a setuid or setgid program", instead, NULL);
+        return -1;
+    }
+    if (v[0] != '/') {
+        if (getcwd(out, cap - 2) == NULL) {
+            hl_say(name, "=", v, ": cannot tell the working directory", instead, NULL);
+            out[0] = 0;
+            return -1;
+        }
+        at = strlen(out);
+        out[at++] = '/';
+    }
+    if (at + len >= cap) {
+        hl_say(name, "=", v, " is too long", instead, NULL);
+        out[0] = 0;
+        return -1;
+    }
+    memcpy(out + at, v, len + 1);
+    return 0;
 }
 
 static int one_of(const char *v, const char *a, const char *b, const char *c, const char *d)
@@ -64,32 +118,21 @@ static void setting(const char *kv)
         else
             hl_say("HEAPLINE_FORMAT=", v, " is neither text nor json; using text", NULL);
     } else if (starts_with(kv, "HEAPLINE_OUTPUT=")) {
-        size_t len = strlen(v);
-        if (len == 0)
-            return;
-        if (getauxval(AT_SECURE)) {
-            /* A setuid program would create or truncate any file the user
-             * names, with the program's rights (the shim can be preloaded
-             * system-wide, /etc/ld.so.preload). The loader's own rule. */
-            hl_say("HEAPLINE_OUTPUT is ignored in a setuid or setgid program; summary on stderr", NULL);
-            return;
-        }
-        char *out = hl_config.output;
-        size_t cap = sizeof hl_config.output, at = 0;
-        if (v[0] != '/') { /* relative to where the program started, not where it ends */
-            if (getcwd(out, cap - 2) == NULL) {
-                hl_say("HEAPLINE_OUTPUT=", v, ": cannot tell the working directory; summary on stderr", NULL);
-                return;
-            }
-            at = strlen(out);
-            out[at++] = '/';
-        }
-        if (at + len >= cap) {
-            hl_say("HEAPLINE_OUTPUT=", v, " is too long; summary on stderr", NULL);
-            out[0] = 0;
-            return;
-        }
-        memcpy(out + at, v, len + 1);
+        if (*v != 0)
+            path_setting("HEAPLINE_OUTPUT", v, hl_config.output, sizeof hl_config.output, "; summary on stderr");
+    } else if (starts_with(kv, "HEAPLINE_PROFILE=")) {
+        if (*v != 0)
+            path_setting("HEAPLINE_PROFILE", v, hl_config.profile, sizeof hl_config.profile, "; no profile at exit");
+    } else if (starts_with(kv, "HEAPLINE_SAMPLE=")) {
+        if ((n = bytes(v, 0, (long long)1 << 40)) < 0)
+            hl_say("HEAPLINE_SAMPLE=", v, " is not a byte count (512k, 1m, 0 for off); using 512k", NULL);
+        else
+            hl_config.sample = (uint64_t)n;
+    } else if (starts_with(kv, "HEAPLINE_STACKS=")) {
+        if ((n = number(v, 1, HL_STACKS_MAX)) < 0)
+            hl_say("HEAPLINE_STACKS=", v, " is not a number from 1 to 65536; using 1024", NULL);
+        else
+            hl_config.stacks = (uint32_t)n;
     } else if (starts_with(kv, "HEAPLINE_SLOTS=")) {
         if ((n = number(v, 1, HL_SLOTS_MAX)) < 0)
             hl_say("HEAPLINE_SLOTS=", v, " is not a number from 1 to 65536; using 256", NULL);

@@ -11,25 +11,21 @@
 static void *FAMILY(calloc)(size_t n, size_t size)
 {
     void *p = hl_next.calloc(n, size);
-    if (HL_LIKELY(p != NULL))
-        counted(p);
-    return p;
+    return HL_LIKELY(p != NULL) ? counted(p) : p;
 }
 
 static int FAMILY(posix_memalign)(void **out, size_t align, size_t n)
 {
     int err = hl_next.posix_memalign(out, align, n);
     if (err == 0)
-        counted(*out);
+        *out = counted(*out);
     return err;
 }
 
 #define HL_ALIGNED(name, ...)                  \
     {                                          \
         void *p = hl_next.name(__VA_ARGS__);   \
-        if (HL_LIKELY(p != NULL))              \
-            counted(p);                        \
-        return p;                              \
+        return HL_LIKELY(p != NULL) ? counted(p) : p; \
     }
 static void *FAMILY(aligned_alloc)(size_t a, size_t n) HL_ALIGNED(aligned_alloc, a, n)
 static void *FAMILY(memalign)(size_t a, size_t n) HL_ALIGNED(memalign, a, n)

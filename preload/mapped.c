@@ -64,7 +64,8 @@ static int (*next_mprotect)(void *, size_t, int);
 
 /* The allocator whose maps are its blocks (see the top): its objects'
  * address ranges, set at boot. */
-static uintptr_t skip_lo[2], skip_hi[2];
+#define SKIPS 3
+static uintptr_t skip_lo[SKIPS], skip_hi[SKIPS];
 
 static size_t page(void)
 {
@@ -246,35 +247,13 @@ void hl_mapped_publish(void)
 
 // ---- whose call -------------------------------------------------------------------
 
-struct span {
-    uintptr_t addr, lo, hi;
-};
-
-static int span_of(struct dl_phdr_info *info, size_t size, void *data)
-{
-    struct span *s = data;
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
-    int hit = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
-        uintptr_t a = info->dlpi_addr + ph->p_vaddr, b = a + ph->p_memsz;
-        lo = a < lo ? a : lo;
-        hi = b > hi ? b : hi;
-        hit |= s->addr - a < ph->p_memsz;
-    }
-    if (!hit)
-        return 0;
-    s->lo = lo;
-    s->hi = hi;
-    return 1;
-}
-
 static int counts_caller(const void *ret)
 {
     uintptr_t a = (uintptr_t)ret;
-    return !(a - skip_lo[0] < skip_hi[0] - skip_lo[0]) && !(a - skip_lo[1] < skip_hi[1] - skip_lo[1]);
+    for (int i = 0; i < SKIPS; i++)
+        if (a - skip_lo[i] < skip_hi[i] - skip_lo[i])
+            return 0;
+    return 1;
 }
 
 /* At boot: the object holding `fn`, an allocator's malloc, makes blocks
@@ -282,12 +261,11 @@ static int counts_caller(const void *ret)
  * (jemalloc's constructor runs before ours) comes out of the table. */
 void hl_mapped_skip(const void *fn)
 {
-    int i = skip_hi[0] != 0;
-    struct span sp = {(uintptr_t)fn, 0, 0};
-    if (fn == NULL || i > 1 || !dl_iterate_phdr(span_of, &sp))
+    int i = 0;
+    while (i < SKIPS && skip_hi[i] != 0)
+        i++;
+    if (i == SKIPS || hl_object_span(fn, &skip_lo[i], &skip_hi[i]) != 0)
         return;
-    skip_lo[i] = sp.lo;
-    skip_hi[i] = sp.hi;
     if (!map_enter())
         return;
     for (size_t k = 0; k < n_ranges;) {

@@ -37,12 +37,14 @@ HL_EXPORT void *reallocarray(void *p, size_t n, size_t size)
     return hl_realloc_first != NULL ? hl_realloc_first(p, bytes) : hl_impl.realloc(p, bytes);
 }
 
-/* Passes through, but knows the bootstrap pool, which the next allocator
- * has never seen. */
+/* Passes through, but knows the bootstrap pool and the sample arena, which
+ * the next allocator has never seen. */
 HL_EXPORT size_t malloc_usable_size(void *p)
 {
     if (HL_UNLIKELY(hl_pool_owns(p)))
         return hl_pool_size(p);
+    if (HL_UNLIKELY(hl_sampled_owns(p)))
+        return hl_sampled_usable(p);
     if (HL_UNLIKELY(hl_next.usable == NULL))
         hl_boot();
     return hl_next.usable(p);

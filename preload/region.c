@@ -241,7 +241,8 @@ int hl_region_open(void)
         hl_say(path, ": ", why, "; running unprofiled", NULL);
         return -1;
     }
-    size_t len = HL_HEADER_SIZE + (size_t)hl_config.slots * HL_SLOT_SIZE;
+    size_t slots_end = HL_HEADER_SIZE + (size_t)hl_config.slots * HL_SLOT_SIZE;
+    size_t len = slots_end + hl_profile_size();
     void *m = MAP_FAILED;
     const char *step = NULL;
     if (fchmod(fd, 0600) != 0)
@@ -276,6 +277,7 @@ int hl_region_open(void)
     /* unpublished at most: a fast word's 256 KiB and a slow-path batch */
     r->peak_slack = hl_peak_batch ? HL_WORD_BATCH + hl_peak_batch : 0;
     hl_command_read(r->command, sizeof r->command);
+    hl_profile_attach(r, slots_end);
     /* the magic last: a reader never takes a half-made header for a region */
     __atomic_store_n(&r->magic, HL_MAGIC, __ATOMIC_RELEASE);
     region_len = len;
@@ -284,6 +286,8 @@ int hl_region_open(void)
     hl_mapped_publish();
     return 0;
 }
+
+size_t hl_region_len(void) { return region_len; }
 
 /* Remove our region's name, if it is ours: a vfork child shares our memory
  * but has a pid of its own, and must leave its parent's region alone. */
@@ -320,13 +324,17 @@ static void fork_take(struct hl_counters *totals, uint64_t *peak)
 static void fork_start(const struct hl_counters *totals, uint64_t peak)
 {
     struct hl_header *old = hl_region;
+    size_t old_len = region_len;
     forked = 1;
     hl_thread_forget();
     if (old == NULL)
         return;
     hl_region = NULL; /* until ours exists, nothing is counted */
-    munmap(old, region_len);
-    if (hl_region_open() != 0) {
+    int made = hl_region_open();
+    if (made == 0)
+        hl_profile_inherit(old);
+    munmap(old, old_len);
+    if (made != 0) {
         hl_set_mode_off(NULL);
         return;
     }

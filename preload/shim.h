@@ -5,8 +5,10 @@
  * starts on the bootstrap functions (boot.c), then points at the counting
  * functions of the mode chosen at start (count_glibc.c, count_generic.c), or
  * straight at the next allocator when profiling is off. malloc and free,
- * the hot pair, count inline in the glibc mode and test hl_glibc_mode
- * instead: a predictable branch is cheaper there than a taken jump.
+ * the hot pair, call the next allocator (the bootstrap's, before boot) and
+ * count inline in the glibc mode; a thread's fast slot, NULL in every other
+ * mode and before the thread's first call, sends the rest to cold paths: a
+ * predictable branch is cheaper there than a taken jump.
  */
 #ifndef HEAPLINE_SHIM_H
 #define HEAPLINE_SHIM_H
@@ -39,21 +41,24 @@ struct hl_fns {
 extern HL_HIDDEN struct hl_fns hl_next;
 extern HL_HIDDEN struct hl_fns hl_impl;
 extern HL_HIDDEN const struct hl_fns hl_glibc_fns, hl_generic_fns;
-extern HL_HIDDEN unsigned char hl_glibc_mode; /* malloc and free count inline (count_glibc.c) */
+extern HL_HIDDEN unsigned char hl_glibc_mode;   /* malloc and free count inline (count_glibc.c) */
+extern HL_HIDDEN unsigned char hl_generic_mode; /* counting over another allocator (count_generic.c) */
+void *hl_generic_counted(void *p);
 
 /* ---- per-thread state -------------------------------------------------
  * Initial-exec TLS: the only model that never calls malloc (a dynamic TLS
  * block is allocated lazily by __tls_get_addr). `slot` is what the fast path
- * adds to. A thread starts on hl_dummy, whose words are all ones, so its
- * first add carries and takes the slow path, which registers it. A thread
- * without a fast slot afterwards (exited, slot-less, or every thread when
- * the peak must be exact) adds to its own `dummy`, also all ones: adds to a
- * dummy are drained by whoever carries (thread.c, carry). `own` is the
- * thread's real slot. */
+ * adds to. It is NULL until the thread's first call registers it on the
+ * slow path (a shared all-ones dummy would do without that test, but two
+ * threads' adds to one word, without a lock, lose counts). A thread without
+ * a fast slot afterwards (exited, slot-less, or every thread when the peak
+ * must be exact) adds to its own `dummy`, all ones, so that every add
+ * carries and is drained (thread.c, carry). `own` is the thread's real
+ * slot. */
 enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE };
 struct hl_thread {
     struct hl_slot dummy;   /* this thread's all-ones slot (first: it is aligned) */
-    struct hl_slot *slot;   /* the fast path's: own, dummy or hl_dummy */
+    struct hl_slot *slot;   /* the fast path's: own, dummy, or NULL (see above) */
     struct hl_slot *own;    /* NULL without a slot */
     uint64_t alloc_mark;    /* slow path: publish when own->alloc_bytes reaches it */
     uint64_t free_mark;
@@ -61,9 +66,15 @@ struct hl_thread {
     uint32_t in_boot;       /* this thread is resolving the next allocator */
     uint32_t publishing;    /* in publish(): a signal handler's publish waits for the next */
     uint32_t in_map;        /* in a counted mmap call: a handler's passes through */
+    /* the sampler (profile.c) */
+    uint64_t next_sample;   /* the position of the next sample point */
+    uint64_t solo_bytes;    /* the position of a thread without a slot */
+    uint64_t rng;
+    const void *sample_from; /* the slot the position is in */
+    uint32_t sample_armed;
+    uint32_t in_sample;     /* a handler's allocation is not sampled inside a sample */
 };
 extern __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) HL_HIDDEN;
-extern HL_HIDDEN struct hl_slot hl_dummy;
 
 /* Add inc to a word of this thread's slot as one instruction, and say
  * whether it carried out of bit 63. A signal handler that allocates on
@@ -108,14 +119,15 @@ void hl_off_fns_make(struct hl_fns *f);
 /* thread.c: the slow paths. *_slow take a block's usable size (mmapped and
  * large blocks, other allocators); *_carry the slot whose fast word an add
  * carried out of (the add itself is done). */
-void hl_alloc_slow(size_t usable);
+void *hl_alloc_slow(void *p, size_t usable); /* p, or where its sample moved it */
 void hl_free_slow(size_t usable);
-void hl_alloc_carry(struct hl_slot *s);
+void *hl_alloc_carry(struct hl_slot *s, void *p);
 void hl_free_carry(struct hl_slot *s);
 void hl_thread_init(void);
 void hl_thread_enter(void);  /* registers the calling thread now */
 const void *hl_object_of(const void *addr); /* boot.c: the loaded object holding addr, or NULL */
 int hl_object_path(const void *addr, char *buf, size_t n); /* boot.c: its path; 0 if found */
+int hl_object_span(const void *addr, uintptr_t *lo, uintptr_t *hi); /* boot.c: its address range; 0 if found */
 void hl_thread_forget(void); /* in a fork child */
 void hl_totals(struct hl_header *r, struct hl_counters *out);
 void hl_peak_update(struct hl_header *r, int64_t live);
@@ -126,6 +138,7 @@ void hl_fork_init(void);
 void hl_fork_resolve(void); /* at boot: the next _Fork, which region.c's wraps */
 uint64_t hl_pid_ns(void);    /* our pid namespace's inode, 0 if /proc cannot say */
 void hl_region_unlink_own(void);
+size_t hl_region_len(void);
 int  hl_forked_child(void);
 uint64_t hl_now_ns(void);
 
@@ -136,6 +149,19 @@ void hl_mapped_publish(void);        /* a new region gets the counters as they a
 void hl_mapped_fork_prepare(void);
 void hl_mapped_fork_done(void);      /* in parent and child */
 
+/* profile.c: sampled allocation stacks */
+extern HL_HIDDEN uint64_t hl_sample_rate;   /* 0: off */
+extern HL_HIDDEN uint64_t hl_placed_live;   /* blocks sampled in place, not yet released */
+void *hl_sample(void *p, size_t usable, int in_arena);
+int hl_sampled_owns(const void *p);         /* a block of the sample arena */
+size_t hl_sampled_usable(const void *p);
+void hl_sampled_free(void *p);              /* released: back to the arena */
+void hl_unplace(const void *p);             /* released: if sampled in place */
+size_t hl_profile_size(void);
+void hl_profile_attach(struct hl_header *r, uint64_t off);
+void hl_profile_inherit(const struct hl_header *parent);
+void hl_profile_boot(void);
+
 /* env.c */
 struct hl_config {
     int summary;          /* 0: no exit summary */
@@ -143,6 +169,9 @@ struct hl_config {
     uint32_t slots;
     uint64_t peak_batch;
     char output[512];     /* HEAPLINE_OUTPUT, empty for stderr */
+    uint64_t sample;      /* HEAPLINE_SAMPLE: mean bytes between samples, 0 off */
+    uint32_t stacks;      /* HEAPLINE_STACKS: the stack table's entries */
+    char profile[512];    /* HEAPLINE_PROFILE: where the region goes at exit, empty for nowhere */
 };
 extern struct hl_config hl_config;
 void hl_config_read(void);

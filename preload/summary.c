@@ -156,11 +156,11 @@ static void field_i64(struct buf *o, const char *name, int64_t v)
  * inode (a pid is a pid there: heapctl run names each image's file with
  * both, so that a process of a nested namespace with its child's pid never
  * takes the child's name), and %% by %. */
-static int open_output(pid_t pid)
+static int open_output(const char *setting, pid_t pid, const char *what, const char *instead)
 {
     char path[600];
     size_t n = 0;
-    for (const char *s = hl_config.output; *s && n < sizeof path - 24; s++) {
+    for (const char *s = setting; *s && n < sizeof path - 24; s++) {
         if (s[0] == '%' && (s[1] == 'p' || s[1] == 'n')) {
             struct buf d = {.n = 0};
             put_u64(&d, s[1] == 'p' ? (uint64_t)pid : hl_region != NULL ? hl_region->pid_ns : hl_pid_ns());
@@ -179,8 +179,22 @@ static int open_output(pid_t pid)
      * the exit; hl_write_all waits for a slow one. */
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd < 0)
-        hl_say("cannot write the summary to ", path, "; writing it on stderr", NULL);
+        hl_say("cannot write the ", what, " to ", path, instead, NULL);
     return fd;
+}
+
+/* HEAPLINE_PROFILE: the region as it is at exit, byte for byte, so that
+ * `heapctl profile --from` reads it like a region file. */
+static void profile_write(void)
+{
+    struct hl_header *r = hl_region;
+    if (hl_config.profile[0] == 0 || r->prof_offset == 0)
+        return;
+    int fd = open_output(hl_config.profile, r->pid, "profile", "");
+    if (fd >= 0) {
+        hl_write_all(fd, (const char *)r, hl_region_len());
+        close(fd);
+    }
 }
 
 void hl_summary_write(void)
@@ -268,7 +282,7 @@ void hl_summary_write(void)
         put_fixed(&o, elapsed, 1000000000u, 2);
         put(&o, " s\n");
     }
-    int fd = hl_config.output[0] ? open_output(r->pid) : -1;
+    int fd = hl_config.output[0] ? open_output(hl_config.output, r->pid, "summary", "; writing it on stderr") : -1;
     if (fd >= 0) {
         hl_write_all(fd, o.b, o.n);
         close(fd);
@@ -288,8 +302,10 @@ void hl_finish(int summary)
         return;
     if (__atomic_exchange_n(&finished, 1, __ATOMIC_ACQ_REL))
         return;
-    if (summary)
+    if (summary) {
         hl_summary_write();
+        profile_write();
+    }
     hl_region_unlink_own();
 }
 

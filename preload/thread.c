@@ -17,14 +17,12 @@
 
 __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) = {
     .dummy = {.alloc_word = ~0ull, .free_word = ~0ull},
-    .slot = &hl_dummy, .state = HL_T_NEW,
+    .state = HL_T_NEW,
 };
 
-/* All ones: an add to its words carries, which sends a new thread's first
- * operation to the slow path (a TLS initialiser cannot point at the
- * thread's own dummy). Another new thread's add between that carry and its
- * drain does not carry: it stays in the word until a drain counts it. */
-struct hl_slot hl_dummy = {.alloc_word = ~0ull, .free_word = ~0ull};
+/* The fast path's slot for a thread without a real one: its own dummy in
+ * the glibc mode, none in the others (shim.h). */
+static struct hl_slot *no_fast_slot(void) { return hl_glibc_mode ? &hl_self.dummy : NULL; }
 
 static pthread_key_t exit_key;
 static int exit_key_ok;
@@ -105,7 +103,7 @@ static HL_NOINLINE void thread_start(void)
      * here and counts through the atomic path. */
     hl_self.state = HL_T_STARTING;
     if (r == NULL) {
-        hl_self.slot = &hl_self.dummy;
+        hl_self.slot = no_fast_slot();
         hl_self.state = HL_T_OVERFLOW;
         return;
     }
@@ -130,12 +128,12 @@ static HL_NOINLINE void thread_start(void)
         hl_self.alloc_mark = hl_self.free_mark = hl_peak_batch;
         /* With a batch of 0 the peak is exact: every operation takes the
          * slow path and publishes, so the fast path adds to the dummy. */
-        hl_self.slot = hl_peak_batch ? s : &hl_self.dummy;
+        hl_self.slot = hl_peak_batch && hl_glibc_mode ? s : no_fast_slot();
         hl_self.state = HL_T_SLOTTED;
         return;
     }
     __atomic_add_fetch(&r->overflow_threads, 1, RELAXED);
-    hl_self.slot = &hl_self.dummy;
+    hl_self.slot = no_fast_slot();
     hl_self.state = HL_T_OVERFLOW;
 }
 
@@ -183,32 +181,41 @@ static void count_slow(int alloc, uint64_t n, uint64_t bytes)
 {
     struct hl_slot *s = own_slot();
     if (s == NULL) {
+        if (alloc)
+            hl_self.solo_bytes += bytes; /* the sampler's position (profile.c) */
         atomic_count(alloc, n, bytes - HL_CHUNK_BIAS * n);
         return;
     }
     if (alloc) {
         local_add(&s->allocs, n);
         local_add(&s->alloc_bytes, bytes);
-        if (s->alloc_bytes >= hl_self.alloc_mark)
+        if ((int64_t)(s->alloc_bytes - hl_self.alloc_mark) >= 0)
             publish(hl_region, s);
     } else {
         local_add(&s->frees, n);
         local_add(&s->free_bytes, bytes);
-        if (s->free_bytes >= hl_self.free_mark)
+        if ((int64_t)(s->free_bytes - hl_self.free_mark) >= 0)
             publish(hl_region, s);
     }
 }
 
-/* A block's usable size on the slow path. */
-static void slow(int alloc, size_t usable)
+/* A block's usable size on the slow path; an allocated block may be
+ * sampled there, in place. */
+void *hl_alloc_slow(void *p, size_t usable)
 {
     int saved = errno;
-    count_slow(alloc, 1, usable + HL_CHUNK_BIAS);
+    count_slow(1, 1, usable + HL_CHUNK_BIAS);
+    p = hl_sample(p, usable, 0);
     errno = saved;
+    return p;
 }
 
-void hl_alloc_slow(size_t usable) { slow(1, usable); }
-void hl_free_slow(size_t usable) { slow(0, usable); }
+void hl_free_slow(size_t usable)
+{
+    int saved = errno;
+    count_slow(0, 1, usable + HL_CHUNK_BIAS);
+    errno = saved;
+}
 
 /* An add to s's word carried; the add itself is done.
  *
@@ -217,17 +224,19 @@ void hl_free_slow(size_t usable) { slow(0, usable); }
  * out too (it never gets near 2^50 between two carries, but a reader must
  * never see it spill), and the thread publishes.
  *
- * s is a dummy (hl_dummy, or the thread's own): it was all ones, so every
- * add since it was last drained is in it, and this drain takes them all:
- * v + 1, as a 65-bit number, is their sum. Another carry before this drain
- * (a signal handler's, or another new thread's on hl_dummy) makes that sum
- * 2^64 short, and the drain that carry leads to finds the word all ones
- * and counts that 2^64 (v + 1 = 2^64): every carry drains once, so the
- * drains add up to exactly the adds.
+ * s is the thread's dummy: it was all ones, so every add since it was last
+ * drained is in it, and this drain takes them all: v + 1, as a 65-bit
+ * number, is their sum. Another carry before this drain (a signal
+ * handler's) makes that sum 2^64 short, and the drain that carry leads to
+ * finds the word all ones and counts that 2^64 (v + 1 = 2^64): every carry
+ * drains once, so the drains add up to exactly the adds.
+ *
+ * An allocation's carry is also where the sampler looks (profile.c): p,
+ * a glibc block of the fast path, may come back moved to the sample arena.
  *
  * A handler may interrupt this at any point: each change is one
  * instruction on words only this thread writes. */
-static void carry(int alloc, struct hl_slot *s)
+static void *carry(int alloc, struct hl_slot *s, void *p)
 {
     int saved = errno;
     uint64_t *word = alloc ? &s->alloc_word : &s->free_word;
@@ -247,11 +256,14 @@ static void carry(int alloc, struct hl_slot *s)
         if (n != 0 || bytes != 0)
             count_slow(alloc, n, bytes);
     }
+    if (alloc)
+        p = hl_sample(p, hl_glibc_usable(p), 1);
     errno = saved;
+    return p;
 }
 
-void hl_alloc_carry(struct hl_slot *s) { carry(1, s); }
-void hl_free_carry(struct hl_slot *s) { carry(0, s); }
+void *hl_alloc_carry(struct hl_slot *s, void *p) { return carry(1, s, p); }
+void hl_free_carry(struct hl_slot *s) { carry(0, s, NULL); }
 
 // ---- thread exit ------------------------------------------------------------------
 
@@ -287,7 +299,7 @@ static void fold(struct hl_header *r, struct hl_slot *s)
 static void thread_exit(void *unused)
 {
     struct hl_slot *s = hl_self.own;
-    hl_self.slot = &hl_self.dummy;
+    hl_self.slot = no_fast_slot();
     hl_self.own = NULL;
     hl_self.state = HL_T_GONE; /* later frees of this thread: atomic path */
     if (s != NULL && hl_region != NULL)
@@ -330,12 +342,8 @@ void hl_totals(struct hl_header *r, struct hl_counters *out)
 /* After fork, in the child: this thread starts over in the child's region. */
 void hl_thread_forget(void)
 {
-    /* hl_dummy may hold a parent thread's add between its carry and its
-     * drain, which the parent counts: the child starts it afresh, and
-     * this thread on its own dummy, whose first add carries. */
-    hl_dummy.alloc_word = hl_dummy.free_word = ~0ull;
     hl_self.dummy.alloc_word = hl_self.dummy.free_word = ~0ull;
-    hl_self.slot = &hl_self.dummy;
+    hl_self.slot = NULL;
     hl_self.own = NULL;
     hl_self.state = HL_T_NEW;
 }

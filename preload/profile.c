@@ -1,0 +1,463 @@
+/*
+ * profile.c: sampled allocation stacks (docs/profiling.md).
+ *
+ * Allocations are sampled by bytes: the points are a Poisson process on
+ * each thread's stream of chunk bytes, with exponential gaps of mean
+ * HEAPLINE_SAMPLE (jemalloc's prof_sample_new_event_wait), and the block
+ * whose bytes cross a point is sampled. The decision rides on the carry
+ * the fast path already takes every 256 KiB: after each carry the thread
+ * *arms* its word, moving bytes from the word into the slot's byte counter
+ * so that the word's next carry falls exactly on the next point (the sum a
+ * reader computes does not move). The fast path gains nothing.
+ *
+ * A sample records the caller's stack (libunwind's cached trace: the
+ * programs we profile are built without frame pointers) in the region's
+ * stack table, with Go's weight w = 1 / (1 - exp(-c/R)) for a block of
+ * chunk size c (runtime/pprof's scaleHeapSample): the shim adds w objects
+ * and usable * w bytes to the stack's totals, and the same to its free
+ * totals when the block is released, so that inuse = alloc - free.
+ *
+ * The release must be recognised on any thread, through a test the free
+ * path already makes (jemalloc gives sampled blocks a size class of their
+ * own for the same reason). In the glibc mode a small sampled block is
+ * *replaced*: its contents move to a block of the sample arena, whose
+ * header carries glibc's mmap bit, and the program gets that block; the
+ * header test every free makes then sends it to the cold path, which knows
+ * the arena by its address. Large blocks take the cold path anyway: they
+ * are sampled in place and found in a table of addresses, as are all
+ * sampled blocks of the generic mode, whose frees take the slow path.
+ *
+ * None of this allocates, locks or calls into Go: the arena and the table
+ * are memory of our own (raw mmap), their lists lock-free. libunwind's
+ * first trace on a thread sets its cache up (mmap, and a thread key); the
+ * object table, filled once per loaded object, takes a spin lock of its
+ * own. A sample taken while the thread is inside a sample (a signal
+ * handler's) is skipped.
+ */
+#define UNW_LOCAL_ONLY
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <link.h>
+#include <math.h>
+#include <sched.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include "shim.h"
+
+#define RELAXED __ATOMIC_RELAXED
+
+uint64_t hl_sample_rate; /* 0: sampling off */
+static double rate;
+static struct hl_stack *stacks;
+static struct hl_object *objects;
+static uint32_t nstacks, nobjects;
+static uintptr_t self_lo, self_hi; /* libheap.so: frames here are ours */
+
+static void *raw_map(size_t len)
+{
+    long p = syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == -1 ? NULL : (void *)p;
+}
+
+// ---- the sample arena: replaced small blocks ---------------------------------------
+/* 1 GiB of address space in pages of 256 KiB, each page of one size class
+ * (32 B to 256 KiB); a block's class is its page's. A block starts with
+ * its sample's record; the program's pointer follows, aligned as the
+ * block it replaces was, with a glibc-style header before it: usable + 16
+ * with the mmap bit, so that glibc mode's usable_of() reads it right. */
+
+#define ARENA_SIZE ((uint64_t)1 << 30)
+#define PAGE_SHIFT 18
+#define NCLASS     14 /* 32 << 13 = 256 KiB */
+
+struct record {
+    uint32_t stack;
+    uint32_t _pad;
+    uint64_t objects;
+    uint64_t bytes;
+};
+
+static char *arena;
+static uint64_t arena_size; /* 0 when there is none: hl_sampled_owns is one compare */
+static uint64_t pages_used;
+static uint8_t page_class[ARENA_SIZE >> PAGE_SHIFT];
+static uint64_t free_head[NCLASS]; /* Treiber stacks: tag << 32 | block index + 1 */
+
+int hl_sampled_owns(const void *p) { return (uintptr_t)p - (uintptr_t)arena < arena_size; }
+
+static uint64_t block_index(const char *b) { return (uint64_t)(b - arena) >> 4; }
+
+static void push(int cls, char *b)
+{
+    uint64_t old = __atomic_load_n(&free_head[cls], __ATOMIC_ACQUIRE), next;
+    do {
+        *(uint64_t *)b = old & 0xffffffffu;
+        next = ((old >> 32) + 1) << 32 | (block_index(b) + 1);
+    } while (!__atomic_compare_exchange_n(&free_head[cls], &old, next, 1, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
+}
+
+static char *pop(int cls)
+{
+    uint64_t old = __atomic_load_n(&free_head[cls], __ATOMIC_ACQUIRE), next;
+    char *b;
+    do {
+        uint64_t i = old & 0xffffffffu;
+        if (i == 0)
+            return NULL;
+        b = arena + ((i - 1) << 4);
+        /* another thread may have taken b meanwhile: then the tag moved
+         * and the exchange fails, whatever this read gave */
+        next = ((old >> 32) + 1) << 32 | (*(volatile uint64_t *)b & 0xffffffffu);
+    } while (!__atomic_compare_exchange_n(&free_head[cls], &old, next, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+    return b;
+}
+
+static char *block_get(int cls)
+{
+    char *b = pop(cls);
+    if (b != NULL)
+        return b;
+    uint64_t page = __atomic_fetch_add(&pages_used, 1, RELAXED);
+    if (page >= (arena_size >> PAGE_SHIFT))
+        return NULL;
+    __atomic_store_n(&page_class[page], (uint8_t)cls, __ATOMIC_RELEASE);
+    size_t size = (size_t)32 << cls;
+    char *base = arena + (page << PAGE_SHIFT);
+    for (size_t off = size; off < ((size_t)1 << PAGE_SHIFT); off += size)
+        push(cls, base + off);
+    return base;
+}
+
+/* The block of the sample arena holding p, and its class. */
+static char *block_of(const void *p, int *cls)
+{
+    uint64_t off = (uintptr_t)p - (uintptr_t)arena;
+    *cls = __atomic_load_n(&page_class[off >> PAGE_SHIFT], __ATOMIC_ACQUIRE);
+    size_t size = (size_t)32 << *cls;
+    return arena + off / size * size;
+}
+
+/* p's block moved into the arena, with its record; NULL if there is no
+ * room (the sample is then lost, the block untouched). */
+static void *replace(void *p, size_t usable, const struct record *rec)
+{
+    uintptr_t align = (uintptr_t)p & -(uintptr_t)p; /* as aligned as p was */
+    if (align < 16)
+        align = 16;
+    if (align > 4096)
+        align = 4096;
+    size_t head = (sizeof *rec + 8 + align - 1) & ~(align - 1), need = head + usable;
+    int cls = 0;
+    while (cls < NCLASS && ((size_t)32 << cls) < need)
+        cls++;
+    char *b = cls < NCLASS ? block_get(cls) : NULL;
+    if (b == NULL)
+        return NULL;
+    memcpy(b, rec, sizeof *rec);
+    char *q = b + head;
+    ((size_t *)q)[-1] = (usable + 16) | 2; /* "mmapped": see the top */
+    memcpy(q, p, usable);
+    hl_next.free(p); /* counted as q now */
+    return q;
+}
+
+// ---- blocks sampled in place ----------------------------------------------------------
+/* Open addressing on the block's address; a released entry becomes a
+ * tombstone. Probes are bounded: a full neighbourhood loses the sample. */
+
+#define PLACED_SIZE  ((size_t)1 << 16)
+#define PLACED_PROBE 64
+#define TOMB         ((uint64_t)1)
+
+struct placed {
+    uint64_t addr;
+    struct record rec;
+};
+
+static struct placed *placed;
+uint64_t hl_placed_live; /* sampled in place and not released: frees look only then */
+
+static size_t slot_of(uint64_t addr) { return (size_t)((addr >> 4) * 0x9e3779b97f4a7c15ull >> 48) & (PLACED_SIZE - 1); }
+
+static int place(const void *p, const struct record *rec)
+{
+    uint64_t a = (uintptr_t)p;
+    for (size_t i = 0, at = slot_of(a); placed != NULL && i < PLACED_PROBE; i++, at = (at + 1) & (PLACED_SIZE - 1)) {
+        struct placed *e = &placed[at];
+        uint64_t k = __atomic_load_n(&e->addr, RELAXED);
+        if ((k == 0 || k == TOMB) && __atomic_compare_exchange_n(&e->addr, &k, a, 0, RELAXED, RELAXED)) {
+            e->rec = *rec; /* before the block is anyone else's to free */
+            __atomic_add_fetch(&hl_placed_live, 1, RELAXED);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// ---- stacks and objects --------------------------------------------------------------
+
+static void account(const struct record *r, int freed)
+{
+    struct hl_stack *s = &stacks[r->stack];
+    __atomic_add_fetch(freed ? &s->free_objects : &s->alloc_objects, r->objects, RELAXED);
+    __atomic_add_fetch(freed ? &s->free_bytes : &s->alloc_bytes, r->bytes, RELAXED);
+}
+
+void hl_unplace(const void *p)
+{
+    uint64_t a = (uintptr_t)p;
+    for (size_t i = 0, at = slot_of(a); i < PLACED_PROBE; i++, at = (at + 1) & (PLACED_SIZE - 1)) {
+        struct placed *e = &placed[at];
+        uint64_t k = __atomic_load_n(&e->addr, RELAXED);
+        if (k == 0)
+            return;
+        if (k == a) {
+            struct record r = e->rec;
+            __atomic_store_n(&e->addr, TOMB, RELAXED);
+            __atomic_sub_fetch(&hl_placed_live, 1, RELAXED);
+            account(&r, 1);
+            return;
+        }
+    }
+}
+
+void hl_sampled_free(void *p)
+{
+    int cls;
+    char *b = block_of(p, &cls);
+    account((const struct record *)b, 1);
+    push(cls, b);
+}
+
+size_t hl_sampled_usable(const void *p) { return (((const size_t *)p)[-1] & ~(size_t)7) - 16; }
+
+static uint32_t objects_lock;
+
+static int known_object(uintptr_t a, uint64_t used)
+{
+    for (uint64_t i = 0; i < used; i++)
+        if (a - objects[i].start < objects[i].end - objects[i].start)
+            return 1;
+    return 0;
+}
+
+/* The loaded objects the frames are in, for a reader after the process is
+ * gone: once each. _dl_find_object takes no lock (glibc 2.35). */
+static void note_objects(void *const *frames, int n)
+{
+    struct hl_header *r = hl_region;
+    for (int i = 0; i < n; i++) {
+        uintptr_t a = (uintptr_t)frames[i];
+        if (known_object(a, __atomic_load_n(&r->objects_used, __ATOMIC_ACQUIRE)))
+            continue;
+        struct dl_find_object found;
+        if (_dl_find_object(frames[i], &found) != 0)
+            continue;
+        while (__atomic_exchange_n(&objects_lock, 1, __ATOMIC_ACQUIRE))
+            sched_yield();
+        uint64_t used = r->objects_used;
+        if (!known_object(a, used) && used < nobjects) {
+            struct hl_object *o = &objects[used];
+            const struct link_map *map = found.dlfo_link_map;
+            o->start = (uintptr_t)found.dlfo_map_start;
+            o->end = (uintptr_t)found.dlfo_map_end;
+            o->bias = map != NULL ? map->l_addr : 0;
+            const char *name = map != NULL ? map->l_name : NULL;
+            if (name == NULL || name[0] == 0) { /* the program itself */
+                ssize_t k = readlink("/proc/self/exe", o->path, sizeof o->path - 1);
+                o->path[k > 0 ? k : 0] = 0;
+            } else {
+                size_t k = strlen(name) < sizeof o->path - 1 ? strlen(name) : sizeof o->path - 1;
+                memcpy(o->path, name, k);
+                o->path[k] = 0;
+            }
+            __atomic_store_n(&r->objects_used, used + 1, __ATOMIC_RELEASE);
+        }
+        __atomic_store_n(&objects_lock, 0, __ATOMIC_RELEASE);
+    }
+}
+
+static uint64_t hash_frames(void *const *frames, int n)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        h ^= (uintptr_t)frames[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return h < 2 ? h + 2 : h; /* 0 is empty, 1 is entry 0's */
+}
+
+/* The entry of this stack, made if new; 0 (the catch-all) when the table
+ * has no room near its hash. Two threads making the same stack at once
+ * may make two entries: readers merge them. */
+static uint32_t stack_entry(void *const *frames, int n)
+{
+    uint64_t h = hash_frames(frames, n);
+    uint32_t at = (uint32_t)(h % (nstacks - 1)) + 1;
+    for (int i = 0; nstacks > 1 && i < 32; i++, at = at + 1 < nstacks ? at + 1 : 1) {
+        struct hl_stack *s = &stacks[at];
+        uint64_t sh = __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE);
+        if (sh == h && s->nframes == (uint32_t)n && memcmp(s->frames, frames, (size_t)n * sizeof *frames) == 0)
+            return at;
+        uint32_t free_state = 0;
+        if (sh == 0 && __atomic_load_n(&s->state, RELAXED) == 0 &&
+            __atomic_compare_exchange_n(&s->state, &free_state, 1, 0, __ATOMIC_ACQUIRE, RELAXED)) {
+            s->nframes = (uint32_t)n;
+            memcpy(s->frames, frames, (size_t)n * sizeof *frames);
+            note_objects(frames, n);
+            __atomic_store_n(&s->hash, h, __ATOMIC_RELEASE);
+            return at;
+        }
+    }
+    return 0;
+}
+
+// ---- taking a sample -------------------------------------------------------------------
+
+/* An exponential gap of mean rate, from the thread's xorshift64*. */
+static uint64_t gap(void)
+{
+    uint64_t x = hl_self.rng;
+    if (x == 0)
+        x = hl_now_ns() ^ ((uint64_t)syscall(SYS_gettid) << 32) ^ 0x9e3779b97f4a7c15ull;
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    hl_self.rng = x;
+    double u = (double)((x * 0x2545f4914f6cdd1dull) >> 11) * 0x1p-53; /* [0, 1) */
+    double g = -log(1.0 - u) * rate;
+    return g < 1 ? 1 : g > 0x1p62 ? (uint64_t)1 << 62 : (uint64_t)g;
+}
+
+static void *take(void *p, size_t usable, int in_arena)
+{
+    void *frames[HL_STACK_FRAMES + 16];
+    int n = unw_backtrace(frames, HL_STACK_FRAMES + 16), skip = 0;
+    while (skip < n && (uintptr_t)frames[skip] - self_lo < self_hi - self_lo)
+        skip++; /* the shim's own frames */
+    n -= skip;
+    if (n > HL_STACK_FRAMES)
+        n = HL_STACK_FRAMES;
+    double c = (double)usable + HL_CHUNK_BIAS, w = 1.0 / -expm1(-c / rate);
+    struct record rec = {stack_entry(frames + skip, n > 0 ? n : 0), 0, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
+                         (uint64_t)((double)usable * w + 0.5)};
+    void *q = p;
+    struct hl_header *r = hl_region;
+    if (in_arena ? (q = replace(p, usable, &rec)) == NULL : !place(p, &rec)) {
+        __atomic_add_fetch(&r->samples_lost, 1, RELAXED);
+        return p;
+    }
+    account(&rec, 0);
+    __atomic_add_fetch(&stacks[rec.stack].samples, 1, RELAXED);
+    __atomic_add_fetch(&r->samples, 1, RELAXED);
+    return q;
+}
+
+/* Where the thread is in its stream of allocated chunk bytes. */
+static uint64_t position(const struct hl_slot *own)
+{
+    if (own == NULL)
+        return hl_self.solo_bytes;
+    return own->alloc_bytes + (own->alloc_word >> HL_WORD_SHIFT) * HL_WORD_UNIT;
+}
+
+/* Make the fast word's next carry fall on the next point, if that comes
+ * before its own next carry. */
+static void arm(struct hl_slot *own)
+{
+    if (own == NULL || hl_self.slot != own)
+        return;
+    uint64_t room = ((uint64_t)1 << (64 - HL_WORD_SHIFT)) - (own->alloc_word >> HL_WORD_SHIFT);
+    int64_t dist = (int64_t)(hl_self.next_sample - position(own));
+    if (dist <= 0)
+        return;
+    uint64_t units = ((uint64_t)dist + HL_WORD_UNIT - 1) / HL_WORD_UNIT;
+    if (units >= room)
+        return;
+    uint64_t move = room - units;
+    /* A handler's add between the read above and this one can make this
+     * carry: that is 2^64 dropped, 256 KiB like any carry. */
+    if (hl_word_add(&own->alloc_word, move << HL_WORD_SHIFT))
+        hl_word_add(&own->alloc_bytes, HL_WORD_BATCH);
+    hl_word_add(&own->alloc_bytes, -(move * HL_WORD_UNIT));
+    hl_self.alloc_mark -= move * HL_WORD_UNIT;
+}
+
+/* After p was counted: sample it if its bytes crossed the thread's next
+ * point, then arm for the one after. in_arena: a small block of the glibc
+ * mode, whose release is recognised only if it moves to the arena. */
+void *hl_sample(void *p, size_t usable, int in_arena)
+{
+    struct hl_slot *own = hl_self.own;
+    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample)
+        return p;
+    hl_self.in_sample = 1;
+    uint64_t pos = position(own);
+    if (hl_self.sample_from != own || !hl_self.sample_armed) { /* a new stream */
+        hl_self.sample_from = own;
+        hl_self.sample_armed = 1;
+        hl_self.next_sample = pos + gap();
+    } else if ((int64_t)(pos - hl_self.next_sample) >= 0) {
+        p = take(p, usable, in_arena);
+        hl_self.next_sample = pos + gap();
+    }
+    arm(own);
+    hl_self.in_sample = 0;
+    return p;
+}
+
+// ---- setting up ------------------------------------------------------------------------
+
+size_t hl_profile_size(void)
+{
+    if (hl_config.sample == 0)
+        return 0;
+    return (size_t)hl_config.stacks * sizeof(struct hl_stack) + (size_t)HL_OBJECTS_DEFAULT * sizeof(struct hl_object);
+}
+
+/* A new region with room for the profile at off: lay it out. */
+void hl_profile_attach(struct hl_header *r, uint64_t off)
+{
+    if (hl_config.sample == 0)
+        return;
+    nstacks = hl_config.stacks;
+    nobjects = HL_OBJECTS_DEFAULT;
+    stacks = (struct hl_stack *)((char *)r + off);
+    objects = (struct hl_object *)(stacks + nstacks);
+    stacks[0].hash = 1; /* the catch-all: readable, never matched */
+    stacks[0].state = 1;
+    r->prof_offset = off;
+    r->sample_rate = hl_config.sample;
+    r->nstacks = nstacks;
+    r->nobjects = nobjects;
+}
+
+/* A fork child's region starts with its parent's profile: the blocks it
+ * inherits are recorded there. */
+void hl_profile_inherit(const struct hl_header *parent)
+{
+    struct hl_header *r = hl_region;
+    if (stacks == NULL || parent->prof_offset == 0 || parent->nstacks != nstacks)
+        return;
+    memcpy(stacks, (const char *)parent + parent->prof_offset, hl_profile_size());
+    r->samples = parent->samples;
+    r->samples_lost = parent->samples_lost;
+    r->objects_used = parent->objects_used;
+}
+
+/* At boot, with the region made: the arena, the table of blocks sampled in
+ * place, libunwind's caches per thread (no lock a fork could leave taken). */
+void hl_profile_boot(void)
+{
+    if (hl_config.sample == 0 || stacks == NULL)
+        return;
+    hl_object_span((const void *)hl_profile_boot, &self_lo, &self_hi);
+    hl_mapped_skip((const void *)unw_backtrace); /* its caches are ours, not the program's */
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    if ((arena = raw_map(ARENA_SIZE)) != NULL)
+        arena_size = ARENA_SIZE;
+    placed = raw_map(PLACED_SIZE * sizeof *placed);
+    rate = (double)hl_config.sample;
+    hl_sample_rate = hl_config.sample;
+}
