@@ -198,7 +198,11 @@ func symbols(read func() ([]elf.Symbol, error)) []symbol {
 	var out []symbol
 	for _, s := range all {
 		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 && s.Section != elf.SHN_UNDEF {
-			out = append(out, symbol{addr: s.Value, size: s.Size, name: s.Name})
+			// glibc's .symtab names versioned aliases
+			// __libc_start_main@@GLIBC_2.34: the version is not part of
+			// the function's name.
+			name, _, _ := strings.Cut(s.Name, "@")
+			out = append(out, symbol{addr: s.Value, size: s.Size, name: name})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

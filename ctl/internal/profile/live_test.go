@@ -14,15 +14,18 @@ import (
 	"github.com/heapline/heapline/ctl/internal/region"
 )
 
-// liveSource prints where alloc_small and libc's malloc are, then waits.
+// liveSource prints where alloc_small and libc's malloc and
+// __libc_start_main are, then waits.
 const liveSource = `#include <stdio.h>
 #include <stdlib.h>
+extern int __libc_start_main();
 __attribute__((noinline)) void *alloc_small(size_t n) {
 	return malloc(n + 1);
 }
 int main(void) {
 	void *(*volatile m)(size_t) = malloc;
-	printf("%p %p\n", (void *)alloc_small, (void *)m);
+	int (*volatile s)() = __libc_start_main;
+	printf("%p %p %p\n", (void *)alloc_small, (void *)m, (void *)s);
 	fflush(stdout);
 	free(alloc_small(getchar()));
 	return 0;
@@ -78,8 +81,8 @@ func TestSymbolizeLiveProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close(); cmd.Wait() })
-	var fn, mal uint64
-	if _, err := fmt.Fscanf(bufio.NewReader(out), "%v %v\n", &fn, &mal); err != nil {
+	var fn, mal, start uint64
+	if _, err := fmt.Fscanf(bufio.NewReader(out), "%v %v %v\n", &fn, &mal, &start); err != nil {
 		t.Fatalf("reading the program's addresses: %v", err)
 	}
 	objs := map[string]*region.Object{}
@@ -105,7 +108,7 @@ func TestSymbolizeLiveProcess(t *testing.T) {
 		p.Objects = append(p.Objects, *objs[path])
 	}
 	p.SampleRate = 1 << 19
-	p.Stacks = []region.Stack{{Frames: []uint64{mal + 1, fn + 1}, AllocObjects: w, AllocBytes: 10}}
+	p.Stacks = []region.Stack{{Frames: []uint64{mal + 1, fn + 1, start + 1}, AllocObjects: w, AllocBytes: 10}}
 	prof := roundTrip(t, Build(p, NewSymbolizer(), time.Now()))
 
 	var names []string
@@ -115,8 +118,9 @@ func TestSymbolizeLiveProcess(t *testing.T) {
 		}
 		names = append(names, l.Line[0].Function.Name)
 	}
-	if got := strings.Join(names, " "); got != "malloc alloc_small" {
-		t.Errorf("names %q, want malloc alloc_small", got)
+	// Without its version: .dynsym's name is __libc_start_main@@GLIBC_2.34.
+	if got := strings.Join(names, " "); got != "malloc alloc_small __libc_start_main" {
+		t.Errorf("names %q, want malloc alloc_small __libc_start_main", got)
 	}
 	if prof.Mapping[0].File != bin {
 		t.Errorf("first mapping %s, want the program", prof.Mapping[0].File)

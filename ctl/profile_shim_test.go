@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	pprof "github.com/google/pprof/profile"
+)
+
+// pfProgSource allocates from three functions the compiler keeps apart,
+// 64 KiB blocks: keep_alpha 32 MiB kept live, keep_beta 16 MiB kept live,
+// churn_gamma 48 MiB freed at once. With "wait" it then holds until a line
+// on stdin; otherwise it exits, its blocks still held.
+const pfProgSource = `#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#define BLOCK (64 << 10)
+/* Volatile: gcc removes a malloc whose block is never used, and a
+ * malloc-free pair. Each function stores its block itself: one ending in
+ * "return malloc(n)" tail-calls it, and its caller would be the one that
+ * called malloc. */
+static void *volatile kept[1024];
+static int nkept;
+__attribute__((noinline)) void keep_alpha(void) { kept[nkept++] = malloc(BLOCK); }
+__attribute__((noinline)) void keep_beta(void) { kept[nkept++] = calloc(1, BLOCK); }
+__attribute__((noinline)) void churn_gamma(void) {
+	void *volatile p = malloc(BLOCK);
+	memset(p, 1, 64);
+	free(p);
+}
+int main(int argc, char **argv) {
+	for (int i = 0; i < 1024; i++) {
+		if (i % 4 == 0) keep_beta();
+		else if (i % 4 != 2) keep_alpha();
+		else { churn_gamma(); churn_gamma(); churn_gamma(); }
+	}
+	if (argc > 1 && strcmp(argv[1], "wait") == 0) {
+		char c;
+		if (write(1, "ready\n", 6) != 6) return 3;
+		while (read(0, &c, 1) == 1 && c != '\n') {}
+	}
+	return 0;
+}
+`
+
+// pfSample is the tests' HEAPLINE_SAMPLE (see pfCheck).
+const pfSample = "65536"
+
+// pfProg compiles pfProgSource as Debian builds: -O2, no frame pointers.
+func pfProg(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "pfprog.c")
+	if err := os.WriteFile(src, []byte(pfProgSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "pfprog")
+	if out, err := exec.Command("gcc", "-O2", "-g", "-fomit-frame-pointer", "-Wall", "-Werror", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("compiling pfprog: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// pfByFunction sums the values of sample type typ over the samples whose
+// innermost frame is in each function.
+func pfByFunction(t *testing.T, path, typ string) map[string]int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := pprof.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := -1
+	for i, st := range p.SampleType {
+		if st.Type == typ {
+			idx = i
+		}
+	}
+	out := map[string]int64{}
+	for _, s := range p.Sample {
+		name := "?"
+		if l := s.Location; len(l) > 0 && len(l[0].Line) > 0 {
+			name = l[0].Line[0].Function.Name
+		}
+		out[name] += s.Value[idx]
+	}
+	return out
+}
+
+// pfCheck: the kept functions hold the heap, within the sampling error,
+// and the churning one holds none of it although it allocated. The tests
+// sample at R = 64 KiB (pfSample): a 64 KiB block is sampled with
+// probability p = 1 - exp(-c/R), about 0.63, and weighted by 1/p, so n
+// blocks are estimated with a relative error of sqrt((1-p)/(n p)): 3.4%
+// for keep_alpha's 512, 4.8% for keep_beta's 256. 25% is over 5 of them.
+func pfCheck(t *testing.T, path string) {
+	t.Helper()
+	inuse, alloc := pfByFunction(t, path, "inuse_space"), pfByFunction(t, path, "alloc_space")
+	const mib = 1 << 20
+	for fn, want := range map[string]int64{"keep_alpha": 32 * mib, "keep_beta": 16 * mib} {
+		if got := inuse[fn]; got < want*3/4 || got > want*5/4 {
+			t.Errorf("%s: inuse_space %d, want %d within 25%%\n%v", fn, got, want, inuse)
+		}
+	}
+	if got := alloc["churn_gamma"]; inuse["churn_gamma"] != 0 || got < 36*mib || got > 60*mib {
+		t.Errorf("churn_gamma: inuse %d (want 0), alloc %d (want 48 MiB within 25%%)", inuse["churn_gamma"], got)
+	}
+}
+
+// heapctl profile of a paused process under the real shim, then the
+// region it leaves when killed.
+func TestProfileShimPaused(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	lib, prog := rgLib(t), pfProg(t)
+	cmd := exec.Command(prog, "wait")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	pid := rgStart(t, cmd, lib)
+	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "ready\n" {
+		t.Fatalf("pfprog said %q, %v", l, err)
+	}
+	file := filepath.Join(t.TempDir(), "now.pb.gz")
+	if r := rgHeapctl(t, "profile", strconv.Itoa(pid), "-o", file); r.err != nil {
+		t.Fatal(r.err)
+	}
+	pfCheck(t, file)
+
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	in.Close()
+	gone := filepath.Join(t.TempDir(), "gone.pb.gz")
+	r := rgHeapctl(t, "profile", "-o", gone, strconv.Itoa(pid))
+	if r.err != nil || !r.warned("the process is gone") {
+		t.Fatalf("profile of a killed process: %v", r.err)
+	}
+	pfCheck(t, gone)
+}
+
+// heapctl run --profile: the dump at exit, converted.
+func TestProfileShimRun(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	lib, prog := rgLib(t), pfProg(t)
+	file := filepath.Join(t.TempDir(), "heap.pb.gz")
+	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", prog)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	pfCheck(t, file)
+	// And go tool pprof reads it: the top of inuse_space is keep_alpha.
+	top, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=inuse_space", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, top)
+	}
+	lines := strings.Split(string(top), "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "flat%") {
+			if i+1 >= len(lines) || !strings.HasSuffix(strings.TrimSpace(lines[i+1]), "keep_alpha") {
+				t.Errorf("top of go tool pprof is not keep_alpha:\n%s", top)
+			}
+			return
+		}
+	}
+	t.Errorf("go tool pprof -top:\n%s", top)
+}
