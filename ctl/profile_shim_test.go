@@ -173,3 +173,92 @@ func TestProfileShimRun(t *testing.T) {
 	}
 	t.Errorf("go tool pprof -top:\n%s", top)
 }
+
+// pfStackFunctions returns, for each sample with some alloc_space, the
+// names of its stack's functions joined innermost first by " < ", and the
+// sample's alloc_space.
+func pfStackFunctions(t *testing.T, path string) map[string]int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := pprof.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, s := range p.Sample {
+		var names []string
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				names = append(names, ln.Function.Name)
+			}
+		}
+		out[strings.Join(names, " < ")] += s.Value[1]
+	}
+	return out
+}
+
+// pfShare is the share of alloc_space in stacks that contain fn.
+func pfShare(stacks map[string]int64, fn string) float64 {
+	var in, all int64
+	for k, v := range stacks {
+		all += v
+		if strings.Contains(" < "+k+" < ", " < "+fn+" < ") {
+			in += v
+		}
+	}
+	return float64(in) / float64(max(all, 1))
+}
+
+// The machine's python3 (Debian's is stripped: its exported functions
+// still have names): nearly all bytes come through PyByteArray_Resize.
+func TestProfileShimPython(t *testing.T) {
+	lib := rgLib(t)
+	file := filepath.Join(t.TempDir(), "py.pb.gz")
+	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", "python3", "-c", "x = [bytearray(100000) for _ in range(1000)]")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	stacks := pfStackFunctions(t, file)
+	if s := pfShare(stacks, "PyByteArray_Resize"); s < 0.8 {
+		t.Errorf("%.0f%% of alloc_space under PyByteArray_Resize, want at least 80%% (100 MB of bytearrays)\n%v", 100*s, stacks)
+	}
+}
+
+// A C++ program: operator new called from a function of ours, its name
+// mangled as pprof demangles it.
+func TestProfileShimCXX(t *testing.T) {
+	lib := rgLib(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "nodes.cc")
+	if err := os.WriteFile(src, []byte(`#include <vector>
+struct Node { char payload[4000]; };
+std::vector<Node *> *volatile keep;
+__attribute__((noinline)) void make_nodes(int n) {
+	auto v = new std::vector<Node *>;
+	for (int i = 0; i < n; i++) v->push_back(new Node);
+	keep = v;
+}
+int main() { make_nodes(20000); return 0; }
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "nodes")
+	if out, err := exec.Command("g++", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("g++ (make deps installs it): %v\n%s", err, out)
+	}
+	file := filepath.Join(dir, "nodes.pb.gz")
+	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
+		t.Fatal(r.err)
+	}
+	stacks := pfStackFunctions(t, file)
+	if s := pfShare(stacks, "_Z10make_nodesi"); s < 0.9 {
+		t.Errorf("%.0f%% of alloc_space under make_nodes(int), want at least 90%% (80 MB of nodes)\n%v", 100*s, stacks)
+	}
+	if s := pfShare(stacks, "_Znwm"); s < 0.9 {
+		t.Errorf("%.0f%% of alloc_space under operator new, want at least 90%%\n%v", 100*s, stacks)
+	}
+}
