@@ -322,7 +322,7 @@ static uint64_t gap(void)
 {
     uint64_t x = hl_self.rng;
     if (x == 0)
-        x = hl_now_ns() ^ ((uint64_t)syscall(SYS_gettid) << 32) ^ 0x9e3779b97f4a7c15ull;
+        x = hl_now_ns() ^ ((uint64_t)(uintptr_t)&hl_self << 16) ^ 0x9e3779b97f4a7c15ull; /* no system call: threads are many */
     x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
     hl_self.rng = x;
     double u = (double)((x * 0x2545f4914f6cdd1dull) >> 11) * 0x1p-53; /* [0, 1) */

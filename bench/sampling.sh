@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# sampling.sh: what sampled stacks cost, against the same library with
+# sampling off, in one interleaved run per scenario (--baseline-lib), so the
+# machine's drift cancels. Builds two variants of libheap.so whose default
+# HEAPLINE_SAMPLE differs (0, and 64 KiB); bin/libheap.so is the default,
+# 512 KiB.
+#
+#   bench/sampling.sh [-n N] [--measure time|cpu|instructions]   # heapctl overhead's flags
+#   SCENARIOS="churn-1t churn-4t" bench/sampling.sh ...            # default: every scenario
+#
+# Writes bench/results/sampling-{512k,64k}-DATE.json (heapctl's JSON) and
+# prints their markdown tables.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+make -s all
+HEAPCTL=${HEAPCTL:-$root/bin/heapctl}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+variant() { # variant NAME DEFAULT: a libheap.so whose HEAPLINE_SAMPLE default is DEFAULT
+	CGO_ENABLED=1 CGO_CFLAGS="${CGO_CFLAGS:--g -O2} -DHL_SAMPLE_BUILD_DEFAULT=$2" go build -buildmode=c-shared \
+		-ldflags=-extldflags=-Wl,--version-script="$root/preload/exports.map" -o "$tmp/$1.so" ./preload
+}
+variant off 0
+variant 64k 65536
+read -r -a scenarios <<<"${SCENARIOS:-all}"
+args=("${scenarios[@]}" "$@")
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. bench/measure.sh
+measure sampling-512k "${args[@]}" --baseline-lib "$tmp/off.so" --lib "$root/bin/libheap.so"
+measure sampling-64k "${args[@]}" --baseline-lib "$tmp/off.so" --lib "$tmp/64k.so"
