@@ -385,6 +385,10 @@ func TestRunKnownAnswer(t *testing.T) {
 // prints: same counters, same rounding. Only the pid and the time differ
 // between two runs.
 func TestRunLineMatchesShim(t *testing.T) {
+	// Sampling off: where the random sampling points fall moves the
+	// published peak between two runs, within its bound (2.6 against
+	// 2.8 MiB, ± 512 KiB), and the lines are compared to the letter.
+	t.Setenv("HEAPLINE_SAMPLE", "0")
 	lib, prog := rgLib(t), rgProg(t)
 	direct := exec.Command(prog, "exit", "3000")
 	direct.Env = shim.Env(os.Environ(), lib)
