@@ -69,19 +69,25 @@ func pfProg(t *testing.T) string {
 	return bin
 }
 
+// pfParse reads the profile file at path.
+func pfParse(t *testing.T, path string) *pprof.Profile {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pprof.ParseData(b)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return p
+}
+
 // pfByFunction sums the values of sample type typ over the samples whose
 // innermost frame is in each function.
 func pfByFunction(t *testing.T, path, typ string) map[string]int64 {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := pprof.Parse(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := pfParse(t, path)
 	idx := -1
 	for i, st := range p.SampleType {
 		if st.Type == typ {
@@ -177,20 +183,11 @@ func TestProfileShimRun(t *testing.T) {
 	t.Errorf("go tool pprof -top:\n%s", top)
 }
 
-// pfStackFunctions returns, for each sample with some alloc_space, the
-// names of its stack's functions joined innermost first by " < ", and the
-// sample's alloc_space.
+// pfStackFunctions returns the alloc_space of each stack, keyed by the
+// names of its functions joined innermost first by " < ".
 func pfStackFunctions(t *testing.T, path string) map[string]int64 {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := pprof.Parse(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := pfParse(t, path)
 	out := map[string]int64{}
 	for _, s := range p.Sample {
 		var names []string
