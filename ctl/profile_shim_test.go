@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/heapline/heapline/ctl/internal/profile"
+	"github.com/heapline/heapline/ctl/internal/region"
 )
 
 // pfProgSource allocates from three functions the compiler keeps apart,
@@ -367,5 +369,71 @@ func TestProfileShimTableFull(t *testing.T) {
 	}
 	if len(alloc) != 2 || alloc[profile.TableFull] < 16<<20 || all < 72<<20 || all > 120<<20 || held < 36<<20 || held > 60<<20 {
 		t.Errorf("alloc %v, inuse %v: want %s and one function, about 96 MiB allocated and 48 MiB in use", alloc, inuse, profile.TableFull)
+	}
+}
+
+// Profiles read while two threads allocate and free as fast as they can:
+// every read succeeds, and what it reads only grows (the shim's counters
+// only grow; entries appear whole).
+func TestProfileShimWhileRunning(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", "16k")
+	lib := rgLib(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "busy.c")
+	if err := os.WriteFile(src, []byte(`#include <pthread.h>
+#include <stdlib.h>
+#include <stdio.h>
+static void *volatile sink;
+__attribute__((noinline)) static void *churn(void *arg) {
+	unsigned x = (unsigned)(size_t)arg;
+	for (;;) {
+		x = x * 1103515245 + 12345;
+		void *p = malloc(16 + x % 20000);
+		sink = p;
+		free(p);
+	}
+	return NULL;
+}
+int main(void) {
+	pthread_t a, b;
+	pthread_create(&a, NULL, churn, (void *)1);
+	pthread_create(&b, NULL, churn, (void *)2);
+	printf("running\n");
+	fflush(stdout);
+	getchar();
+	return 0;
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "busy")
+	if out, err := exec.Command("gcc", "-O2", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("compiling: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin)
+	in, _ := cmd.StdinPipe()
+	defer in.Close()
+	stdout, _ := cmd.StdoutPipe()
+	pid := rgStart(t, cmd, lib)
+	if l, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || l != "running\n" {
+		t.Fatalf("busy said %q, %v", l, err)
+	}
+	var last int64
+	for i := 0; i < 30; i++ {
+		ent, p := region.InspectProfile(pid)
+		if ent.Err != nil {
+			t.Fatalf("read %d: %v", i, ent.Err)
+		}
+		var sum int64
+		for _, s := range profile.Build(p, nil, time.Now()).Sample {
+			sum += s.Value[1]
+		}
+		if sum < last {
+			t.Fatalf("read %d: alloc_space %d after %d", i, sum, last)
+		}
+		last = sum
+	}
+	if last == 0 {
+		t.Fatal("nothing sampled")
 	}
 }
