@@ -47,6 +47,18 @@ static inline void *counted(void *p)
     return p;
 }
 
+/* counted(), for a block whose contents matter (calloc's zeros, realloc's
+ * data): a sample that moves it copies them. Saved and restored, since a
+ * signal handler's calloc may come in between. */
+static void *counted_kept(void *p)
+{
+    uint32_t was = hl_self.keep_contents;
+    hl_self.keep_contents = 1;
+    p = counted(p);
+    hl_self.keep_contents = was;
+    return p;
+}
+
 /* Count a block about to be released. */
 static inline void count_free(size_t h)
 {
@@ -192,7 +204,7 @@ static void *g_realloc(void *p, size_t n)
             hl_unplace(p);
         count_free(h);
     }
-    return q != NULL ? counted(q) : q;
+    return q != NULL ? counted_kept(q) : q;
 }
 
 #define FAMILY(name) g_##name

@@ -11,7 +11,7 @@
 static void *FAMILY(calloc)(size_t n, size_t size)
 {
     void *p = hl_next.calloc(n, size);
-    return HL_LIKELY(p != NULL) ? counted(p) : p;
+    return HL_LIKELY(p != NULL) ? counted_kept(p) : p;
 }
 
 static int FAMILY(posix_memalign)(void **out, size_t align, size_t n)

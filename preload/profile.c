@@ -62,13 +62,15 @@ static void *raw_map(size_t len)
 }
 
 // ---- the sample arena: replaced small blocks ---------------------------------------
-/* 1 GiB of address space in pages of 256 KiB, each page of one size class
- * (32 B to 256 KiB); a block's class is its page's. A block starts with
+/* 128 MiB of address space, reserved (MAP_NORESERVE: pages only as they
+ * are used; kept small, since it counts against the program's RLIMIT_AS;
+ * a sample that finds it full is lost, and counted), in pages of 256 KiB,
+ * each of one size class (32 B to 256 KiB); a block's class is its page's. A block starts with
  * its sample's record; the program's pointer follows, aligned as the
  * block it replaces was, with a glibc-style header before it: usable + 16
  * with the mmap bit, so that glibc mode's usable_of() reads it right. */
 
-#define ARENA_SIZE ((uint64_t)1 << 30)
+#define ARENA_SIZE ((uint64_t)128 << 20)
 #define PAGE_SHIFT 18
 #define NCLASS     14 /* 32 << 13 = 256 KiB */
 
@@ -114,9 +116,61 @@ static char *pop(int cls)
     return b;
 }
 
+/* A thread keeps the blocks it releases for its own next samples: the
+ * shared lists' compare-and-swaps, contended by every sampling thread,
+ * cost more than the sample (churn-4t). A handler that samples or frees
+ * while its thread is in one of these lists uses the shared ones. */
+static char *local_pop(int cls)
+{
+    char *b = hl_self.arena_cache[cls];
+    if (b != NULL)
+        hl_self.arena_cache[cls] = *(char **)b;
+    return b;
+}
+
+static int local_push(int cls, char *b)
+{
+    if (hl_self.arena_busy || hl_self.arena_kept >= 64)
+        return 0;
+    hl_self.arena_busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    *(char **)b = hl_self.arena_cache[cls];
+    hl_self.arena_cache[cls] = b;
+    hl_self.arena_kept++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    hl_self.arena_busy = 0;
+    return 1;
+}
+
+/* At thread exit: the thread's kept blocks go back to the shared lists. */
+void hl_arena_release(void)
+{
+    hl_self.arena_busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    for (int cls = 0; cls < NCLASS; cls++) {
+        char *b;
+        while ((b = local_pop(cls)) != NULL)
+            push(cls, b);
+    }
+    hl_self.arena_kept = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    hl_self.arena_busy = 0;
+}
+
 static char *block_get(int cls)
 {
-    char *b = pop(cls);
+    char *b = NULL;
+    if (!hl_self.arena_busy) {
+        hl_self.arena_busy = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        if ((b = local_pop(cls)) != NULL)
+            hl_self.arena_kept--;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        hl_self.arena_busy = 0;
+        if (b != NULL)
+            return b;
+    }
+    b = pop(cls);
     if (b != NULL)
         return b;
     uint64_t page = __atomic_fetch_add(&pages_used, 1, RELAXED);
@@ -158,7 +212,8 @@ static void *replace(void *p, size_t usable, const struct record *rec)
     memcpy(b, rec, sizeof *rec);
     char *q = b + head;
     ((size_t *)q)[-1] = (usable + 16) | 2; /* "mmapped": see the top */
-    memcpy(q, p, usable);
+    if (hl_self.keep_contents)
+        memcpy(q, p, usable); /* calloc's zeros, realloc's data; a malloc's block holds nothing yet */
     hl_next.free(p); /* counted as q now */
     return q;
 }
@@ -228,7 +283,8 @@ void hl_sampled_free(void *p)
     int cls;
     char *b = block_of(p, &cls);
     account((const struct record *)b, 1);
-    push(cls, b);
+    if (!local_push(cls, b))
+        push(cls, b);
 }
 
 size_t hl_sampled_usable(const void *p) { return (((const size_t *)p)[-1] & ~(size_t)7) - 16; }
@@ -330,10 +386,37 @@ static uint64_t gap(void)
     return g < 1 ? 1 : g > 0x1p62 ? (uint64_t)1 << 62 : (uint64_t)g;
 }
 
+/* The return addresses of the calling frames, stepping libunwind's cursor:
+ * no cache to build, and several microseconds a frame. */
+static int step_trace(void **frames, int max)
+{
+    unw_context_t uc;
+    unw_cursor_t c;
+    int n = 0;
+    if (unw_getcontext(&uc) != 0 || unw_init_local(&c, &uc) != 0)
+        return 0;
+    do {
+        unw_word_t ip;
+        if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0)
+            break;
+        frames[n++] = (void *)ip;
+    } while (n < max && unw_step(&c) > 0);
+    return n;
+}
+
+/* libunwind's cached trace costs tens of nanoseconds a sample, but its
+ * cache is the thread's own, and building it costs about 80,000
+ * instructions and 256 KiB of pages: a thread's first samples step
+ * instead, so that short-lived threads never pay for it. */
+#define STEPPED_SAMPLES 2
+
 static void *take(void *p, size_t usable, int in_arena)
 {
     void *frames[HL_STACK_FRAMES + 16];
-    int n = unw_backtrace(frames, HL_STACK_FRAMES + 16), skip = 0;
+    int n = hl_self.samples_taken < STEPPED_SAMPLES ? step_trace(frames, HL_STACK_FRAMES + 16)
+                                                    : unw_backtrace(frames, HL_STACK_FRAMES + 16);
+    int skip = 0;
+    hl_self.samples_taken++;
     while (skip < n && (uintptr_t)frames[skip] - self_lo < self_hi - self_lo)
         skip++; /* the shim's own frames */
     n -= skip;
@@ -349,8 +432,9 @@ static void *take(void *p, size_t usable, int in_arena)
         return p;
     }
     account(&rec, 0);
+    /* The header's total would be one more word every sampling thread
+     * writes: readers add up the stacks' counts instead. */
     __atomic_add_fetch(&stacks[rec.stack].samples, 1, RELAXED);
-    __atomic_add_fetch(&r->samples, 1, RELAXED);
     return q;
 }
 

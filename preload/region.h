@@ -139,7 +139,7 @@ struct hl_header {
     uint64_t sample_rate;    /* 776: mean chunk bytes between samples (HEAPLINE_SAMPLE) */
     uint32_t nstacks;        /* 784: hl_stack entries; entry 0 takes samples that found no room */
     uint32_t nobjects;       /* 788: hl_object entries */
-    uint64_t samples;        /* 792: allocations sampled */
+    uint64_t samples;        /* 792: 0: readers add up the stacks' samples (one word every sampling thread wrote cost more than the sample) */
     uint64_t samples_lost;   /* 800: sampled but not recorded (no room for the block's record) */
     uint64_t objects_used;   /* 808: hl_object entries filled, in order */
     uint8_t  _pad4[16];      /* 816 */

@@ -73,6 +73,11 @@ struct hl_thread {
     const void *sample_from; /* the slot the position is in */
     uint32_t sample_armed;
     uint32_t in_sample;     /* a handler's allocation is not sampled inside a sample */
+    uint32_t keep_contents; /* the block being counted holds data (calloc, realloc): a sample copies it */
+    uint32_t samples_taken;
+    uint32_t arena_busy;    /* in the thread's own arena lists: a handler uses the shared ones */
+    uint32_t arena_kept;    /* blocks in them */
+    char *arena_cache[14];  /* the thread's released arena blocks, by class (profile.c, NCLASS) */
 };
 extern __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) HL_HIDDEN;
 
@@ -156,6 +161,7 @@ void *hl_sample(void *p, size_t usable, int in_arena);
 int hl_sampled_owns(const void *p);         /* a block of the sample arena */
 size_t hl_sampled_usable(const void *p);
 void hl_sampled_free(void *p);              /* released: back to the arena */
+void hl_arena_release(void);                /* at thread exit: the thread's kept blocks go back */
 void hl_unplace(const void *p);             /* released: if sampled in place */
 size_t hl_profile_size(void);
 void hl_profile_attach(struct hl_header *r, uint64_t off);

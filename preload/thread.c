@@ -304,6 +304,7 @@ static void thread_exit(void *unused)
     hl_self.state = HL_T_GONE; /* later frees of this thread: atomic path */
     if (s != NULL && hl_region != NULL)
         fold(hl_region, s);
+    hl_arena_release();
 }
 
 // ---- totals -------------------------------------------------------------------------
