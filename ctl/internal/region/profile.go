@@ -23,7 +23,7 @@ type Profile struct {
 	PID         int
 	Command     string
 	SampleRate  uint64 // mean chunk bytes between samples
-	Samples     uint64 // allocations sampled
+	Samples     uint64 // allocations sampled and recorded: the sum of the stacks'
 	SamplesLost uint64 // sampled but not recorded: no room for the block's record
 	// Stacks holds each distinct stack once, in table order: entries with
 	// equal frames are merged. Overflow is entry 0, the samples that found
@@ -112,7 +112,6 @@ func readProfile(v view, h header, pid int) (Profile, error) {
 		PID:         pid,
 		Command:     h.command,
 		SampleRate:  v.u64(offSampleRate),
-		Samples:     v.u64(offSamples),
 		SamplesLost: v.u64(offSamplesLost),
 	}
 	if p.SampleRate == 0 || p.SampleRate > math.MaxInt64 {
@@ -142,6 +141,9 @@ func readProfile(v view, h header, pid int) (Profile, error) {
 		s.AllocObjects = v.u64(off + offStackAllocObjects)
 		s.AllocBytes = v.u64(off + offStackAllocBytes)
 		s.Samples = v.u64(off + offStackSamples)
+		// header.samples stays 0: one word that every sampling thread
+		// wrote cost more than the sample. The stacks' counts add up to it.
+		p.Samples += s.Samples
 		if i == 0 {
 			if n != 0 {
 				return Profile{}, fmt.Errorf("stack 0 (samples with no room in the table) has %d frames, want 0", n)
@@ -182,7 +184,8 @@ func readProfile(v view, h header, pid int) (Profile, error) {
 // without a profile) and sets the header's profile fields, as the shim
 // lays them out: entry 0 holds p.Overflow, p.Stacks follow as they are
 // (equal stacks stay two entries), then one empty entry; the objects
-// table has one unused entry after p.Objects. It is the inverse of the
+// table has one unused entry after p.Objects. p.Samples is not written:
+// the stacks' counts are the samples. It is the inverse of the
 // reader, for tests here and in the packages that read profiles.
 func AppendProfile(b []byte, p Profile) []byte {
 	le := binary.LittleEndian
@@ -193,7 +196,6 @@ func AppendProfile(b []byte, p Profile) []byte {
 	le.PutUint64(b[offSampleRate:], p.SampleRate)
 	le.PutUint32(b[offNStacks:], uint32(ns))
 	le.PutUint32(b[offNObjects:], uint32(no))
-	le.PutUint64(b[offSamples:], p.Samples)
 	le.PutUint64(b[offSamplesLost:], p.SamplesLost)
 	le.PutUint64(b[offObjectsUsed:], uint64(len(p.Objects)))
 	le.PutUint64(b[offRegionSize:], uint64(len(b)))
