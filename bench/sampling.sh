@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # sampling.sh: what sampled stacks cost, against the same library with
 # sampling off, in one interleaved run per scenario (--baseline-lib), so the
-# machine's drift cancels. Builds two variants of libheap.so whose default
-# HEAPLINE_SAMPLE differs (0, and 64 KiB); bin/libheap.so is the default,
-# 512 KiB.
+# machine's drift cancels. Builds three variants of libheap.so whose
+# default HEAPLINE_SAMPLE differs: 0, 512 KiB (HEAPLINE_PROFILE's rate) and
+# 64 KiB.
 #
 #   bench/sampling.sh [-n N] [--measure time|cpu|instructions]   # heapctl overhead's flags
 #   SCENARIOS="churn-1t churn-4t" bench/sampling.sh ...            # default: every scenario
@@ -22,10 +22,11 @@ variant() { # variant NAME DEFAULT: a libheap.so whose HEAPLINE_SAMPLE default i
 		-ldflags=-extldflags=-Wl,--version-script="$root/preload/exports.map" -o "$tmp/$1.so" ./preload
 }
 variant off 0
+variant 512k 524288
 variant 64k 65536
 read -r -a scenarios <<<"${SCENARIOS:-all}"
 args=("${scenarios[@]}" "$@")
 # shellcheck source-path=SCRIPTDIR source=measure.sh
 . bench/measure.sh
-measure sampling-512k "${args[@]}" --baseline-lib "$tmp/off.so" --lib "$root/bin/libheap.so"
+measure sampling-512k "${args[@]}" --baseline-lib "$tmp/off.so" --lib "$tmp/512k.so"
 measure sampling-64k "${args[@]}" --baseline-lib "$tmp/off.so" --lib "$tmp/64k.so"

@@ -14,10 +14,15 @@
 
 extern char **environ;
 
-/* bench/sampling.sh builds libraries whose default is another (0: off, or
- * 64 KiB), to measure sampling against none in one interleaved run. */
+/* Sampling is off unless asked for: by HEAPLINE_SAMPLE, or by
+ * HEAPLINE_PROFILE, which samples at HL_SAMPLE_DEFAULT. Left on for every
+ * program, a thread's first samples cost libunwind's per-thread setup, and
+ * a program that starts thousands of threads paid more than the two
+ * points the profile was allowed (docs/performance.md, larson-4t).
+ * bench/sampling.sh builds libraries with another default, to measure
+ * sampling against none in one interleaved run. */
 #ifndef HL_SAMPLE_BUILD_DEFAULT
-#define HL_SAMPLE_BUILD_DEFAULT HL_SAMPLE_DEFAULT
+#define HL_SAMPLE_BUILD_DEFAULT ((uint64_t)-1) /* off, or HL_SAMPLE_DEFAULT with HEAPLINE_PROFILE */
 #endif
 
 struct hl_config hl_config = {
@@ -131,7 +136,7 @@ static void setting(const char *kv)
             path_setting("HEAPLINE_PROFILE", v, hl_config.profile, sizeof hl_config.profile, "; no profile at exit");
     } else if (starts_with(kv, "HEAPLINE_SAMPLE=")) {
         if ((n = bytes(v, 0, (long long)1 << 40)) < 0)
-            hl_say("HEAPLINE_SAMPLE=", v, " is not a byte count (512k, 1m, 0 for off); using 512k", NULL);
+            hl_say("HEAPLINE_SAMPLE=", v, " is not a byte count (512k, 1m, 0 for off); ignored", NULL);
         else
             hl_config.sample = (uint64_t)n;
     } else if (starts_with(kv, "HEAPLINE_STACKS=")) {
@@ -194,12 +199,14 @@ static int read_environ_file(void)
 
 void hl_config_read(void)
 {
-    if (read_environ_file() == 0)
-        return;
-    /* no /proc: environ is set by the time anything but the loader calls */
-    for (char **e = environ; e != NULL && *e != NULL; e++)
-        if (starts_with(*e, "HEAPLINE_") && strchr(*e, '='))
-            setting(*e);
+    if (read_environ_file() != 0) {
+        /* no /proc: environ is set by the time anything but the loader calls */
+        for (char **e = environ; e != NULL && *e != NULL; e++)
+            if (starts_with(*e, "HEAPLINE_") && strchr(*e, '='))
+                setting(*e);
+    }
+    if (hl_config.sample == (uint64_t)-1) /* not set: see HL_SAMPLE_BUILD_DEFAULT */
+        hl_config.sample = hl_config.profile[0] ? HL_SAMPLE_DEFAULT : 0;
 }
 
 /* argv joined by spaces, as much as fits. */
