@@ -265,8 +265,7 @@ int main() { make_nodes(20000); return 0; }
 	}
 }
 
-// The known answer of sampling, through heapctl profile at the default
-// interval: testdata/sites.c allocates at least 2 GiB of random sizes from
+// The known answer of sampling, through heapctl profile at 512 KiB: testdata/sites.c allocates at least 2 GiB of random sizes from
 // 16 B to 64 KiB from three call sites in shares of 50, 30 and 20% of the
 // bytes, then 64 blocks of 8 MiB, and says what each allocated. Each
 // site's share of alloc_space must be within 5 points of the truth (about
@@ -274,8 +273,7 @@ int main() { make_nodes(20000); return 0; }
 // sampled with probability 1 - exp(-16) and weighted back, within 1%; and
 // once site_b has freed all it holds, under 1% of inuse_space is its.
 func TestProfileShimSites(t *testing.T) {
-	t.Setenv("HEAPLINE_SAMPLE", "")
-	os.Unsetenv("HEAPLINE_SAMPLE") // the default; restored after the test
+	t.Setenv("HEAPLINE_SAMPLE", "512k") // the interval heapctl run --profile and HEAPLINE_PROFILE use
 	lib := rgLib(t)
 	bin := filepath.Join(t.TempDir(), "sites")
 	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, "testdata/sites.c").CombinedOutput(); err != nil {
@@ -435,5 +433,24 @@ int main(void) {
 	}
 	if last == 0 {
 		t.Fatal("nothing sampled")
+	}
+}
+
+// Sampling is off unless asked for: a process started without
+// HEAPLINE_SAMPLE has no profile, and profile says how to get one, and
+// writes nothing.
+func TestProfileShimSamplingOff(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", "")
+	os.Unsetenv("HEAPLINE_SAMPLE") // restored after the test
+	p := rgStartSteps(t, rgLib(t), rgProg(t))
+	p.next(t) // base
+	file := filepath.Join(t.TempDir(), "none.pb.gz")
+	r := rgHeapctl(t, "profile", strconv.Itoa(p.pid), "-o", file)
+	want := "profile: process " + strconv.Itoa(p.pid) + " takes no samples: start it with HEAPLINE_SAMPLE=512k (or heapctl run --profile) for a profile"
+	if r.err == nil || r.err.Error() != want {
+		t.Errorf("err %v, want %q", r.err, want)
+	}
+	if n := countDir(t, filepath.Dir(file)); n != 0 {
+		t.Errorf("%d files written", n)
 	}
 }

@@ -15,8 +15,8 @@ import (
 // field, and entries still being filled (hash 0) are skipped.
 
 // ErrNoProfile is wrapped by a read of a region whose shim samples
-// nothing: prof_offset 0, as with HEAPLINE_SAMPLE=0.
-var ErrNoProfile = errors.New("no sampled profile in the region (sampling is off: HEAPLINE_SAMPLE=0)")
+// nothing: prof_offset 0, as without HEAPLINE_SAMPLE or HEAPLINE_PROFILE.
+var ErrNoProfile = errors.New("no sampled profile in the region: sampling is off (no HEAPLINE_SAMPLE, or 0)")
 
 // Profile is a region's sampled profile as one read saw it.
 type Profile struct {
