@@ -1,11 +1,16 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/heapline/heapline/ctl/internal/version"
 )
 
 // env is what every command gets: where results go (stdout), where logs and
@@ -15,6 +20,9 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	log    *zap.Logger
+	// autoLog: the logger is heapctl's own, made once -v is known (a test
+	// that passes its own keeps it).
+	autoLog bool
 }
 
 // newApp builds heapctl. The logger is made in Before, once -v is known.
@@ -26,6 +34,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 // newAppEnv builds heapctl around an existing env; tests use it to pass a
 // zaptest logger.
 func newAppEnv(e *env) *cli.App {
+	e.autoLog = e.log == nil || isNop(e.log)
 	app := &cli.App{
 		Name:                 "heapctl",
 		Usage:                "exact heap counters for any Linux program, cheap enough to leave on",
@@ -33,18 +42,24 @@ func newAppEnv(e *env) *cli.App {
 		ErrWriter:            e.stderr,
 		EnableBashCompletion: true,
 		HideHelpCommand:      true,
-		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log debug detail on stderr"},
-		},
-		Before: func(c *cli.Context) error {
-			// A test that passed its own logger keeps it; otherwise log on
-			// stderr at the level -v asks for.
-			if isNop(e.log) {
-				e.log = newLogger(e.stderr, c.Bool("verbose"))
+		HideVersion:          true, // cli's own --version would take -v
+		Flags: append(globalFlags(),
+			&cli.BoolFlag{Name: "version", Usage: "print the version, the commit and its date"}),
+		Before: func(c *cli.Context) error { e.setLogger(c); return nil },
+		// Only heapctl with no command, or with one it does not know.
+		Action: func(c *cli.Context) error {
+			switch {
+			case c.Bool("version"):
+				v := version.Get()
+				_, err := fmt.Fprintf(e.stdout, "heapctl %s commit %s (%s), %s\n", v.Version, v.Revision, v.Date, v.GoVersion)
+				return err
+			case c.NArg() > 0:
+				return fmt.Errorf("%q is not a heapctl command (heapctl --help lists them)", c.Args().First())
 			}
-			return nil
+			return cli.ShowAppHelp(c)
 		},
-		// Errors are printed once, by main, with the "heapctl:" prefix.
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError("heapctl", err) },
+		// Errors are printed once, by main (exitCode).
 		ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{
 			runCommand(e),
@@ -60,19 +75,122 @@ func newAppEnv(e *env) *cli.App {
 			profileCommand(e),
 		},
 	}
+	everyCommand(app.Commands, e, "heapctl", map[cli.Flag]bool{})
 	return app
 }
 
+// globalFlags are heapctl's own flags. They are accepted anywhere on the
+// line (`heapctl -v record` and `heapctl record -v`): urfave/cli v2 has no
+// persistent flags, so every command gets a copy (everyCommand).
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log debug detail on stderr"},
+	}
+}
+
+// everyCommand gives each command, subcommands included, the global
+// flags, the logger they ask for, one-line usage errors, and an error for
+// an unknown subcommand.
+func everyCommand(cmds []*cli.Command, e *env, parent string, required map[cli.Flag]bool) {
+	for _, cmd := range cmds {
+		path := parent + " " + cmd.Name
+		cmd.Flags = append(cmd.Flags, globalFlags()...)
+		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError(path, err) }
+		mustSet := requiredHere(cmd.Flags, required)
+		before := cmd.Before
+		cmd.Before = func(c *cli.Context) error {
+			e.setLogger(c)
+			for _, name := range mustSet {
+				if !c.IsSet(name) {
+					return fmt.Errorf("missing --%s (%s --help lists the flags)", name, path)
+				}
+			}
+			if before != nil {
+				return before(c)
+			}
+			return nil
+		}
+		if len(cmd.Subcommands) > 0 && cmd.Action == nil {
+			cmd.Action = func(c *cli.Context) error {
+				if c.NArg() > 0 {
+					return fmt.Errorf("%q is not a %s command (%s --help lists them)", c.Args().First(), path, path)
+				}
+				return cli.ShowSubcommandHelp(c)
+			}
+		}
+		everyCommand(cmd.Subcommands, e, path, required)
+	}
+}
+
+// requiredHere takes the Required mark off flags and returns their names,
+// for Before to check: urfave/cli prints the whole help page above a
+// missing required flag's error. required remembers the flags already
+// unmarked, since several commands may share one.
+func requiredHere(flags []cli.Flag, required map[cli.Flag]bool) []string {
+	var names []string
+	for _, f := range flags {
+		if sf, ok := f.(*cli.StringFlag); ok && (sf.Required || required[f]) {
+			sf.Required, required[f] = false, true
+			names = append(names, sf.Name)
+		}
+	}
+	return names
+}
+
+// usageError is a bad flag or flag value of the command at path: the
+// error alone, with a hint, not the whole help page that urfave/cli prints
+// by default.
+func usageError(path string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "flag provided but not defined: ")
+	if msg != err.Error() {
+		msg = "unknown flag " + msg
+	}
+	return errors.New(msg + " (" + path + " --help lists the flags)")
+}
+
+// setLogger makes the logger once -v is known: it may be given at any
+// level of the command line.
+func (e *env) setLogger(c *cli.Context) {
+	if !e.autoLog {
+		return
+	}
+	verbose := false
+	for _, ctx := range c.Lineage() {
+		verbose = verbose || ctx.Bool("verbose")
+	}
+	e.log = newLogger(e.stderr, verbose)
+}
+
 // newLogger logs on stderr: warnings and errors by default, debug with -v.
+// Its lines read as heapctl's other messages do (main's errors):
+//
+//	heapctl: warning: message {"field": value}
 func newLogger(w io.Writer, verbose bool) *zap.Logger {
 	level := zapcore.WarnLevel
 	if verbose {
 		level = zapcore.DebugLevel
 	}
-	cfg := zap.NewDevelopmentEncoderConfig()
-	cfg.TimeKey = ""
+	cfg := zapcore.EncoderConfig{
+		LevelKey:         "level",
+		MessageKey:       "msg",
+		EncodeLevel:      func(l zapcore.Level, enc zapcore.PrimitiveArrayEncoder) { enc.AppendString(prefix(l)) },
+		EncodeDuration:   zapcore.StringDurationEncoder,
+		ConsoleSeparator: " ",
+	}
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(cfg), zapcore.AddSync(w), level)
 	return zap.New(core)
+}
+
+// prefix is the start of every message heapctl writes on stderr about
+// itself: "heapctl: error:", "heapctl: warning:", "heapctl: debug:".
+func prefix(l zapcore.Level) string {
+	switch l {
+	case zapcore.WarnLevel:
+		return "heapctl: warning:"
+	case zapcore.DebugLevel, zapcore.InfoLevel:
+		return "heapctl: " + l.String() + ":"
+	}
+	return "heapctl: error:"
 }
 
 func isNop(l *zap.Logger) bool { return !l.Core().Enabled(zapcore.FatalLevel) }

@@ -44,7 +44,7 @@ func hsExport(t *testing.T, args ...string) string {
 	})
 	re := regexp.MustCompile(`serving (https?://\S+/metrics)`)
 	var url string
-	hsWait(t, "the exporter's address", func() bool {
+	testkit.Poll(t, "the exporter's address", func() bool {
 		m := re.FindStringSubmatch(stderr.String())
 		if m != nil {
 			url = m[1]
@@ -64,7 +64,7 @@ func hsExport(t *testing.T, args ...string) string {
 func hsServing(t *testing.T, stderr *hsBuffer) string {
 	t.Helper()
 	re := regexp.MustCompile(`serving (https?://\S+/metrics)`)
-	hsWait(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
+	testkit.Poll(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
 	return re.FindStringSubmatch(stderr.String())[1]
 }
 
@@ -263,21 +263,20 @@ func TestOtherUser(t *testing.T) {
 	} else if err := os.WriteFile(heapctl, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// testkit.Shim builds the shim into a world-readable directory, not
+	// the clone's bin/, which uid 65534 cannot reach when the clone is in
+	// a private directory (a fresh clone under /root, mode 0700).
+	lib := testkit.Shim(t)
 
 	// The target holds its base for ten minutes; the test kills it.
 	out := &hsBuffer{}
 	target := exec.Command(steps, "600000", "1", "64")
-	target.Env = append(os.Environ(), "LD_PRELOAD="+hsLib(t), "HEAPLINE_SUMMARY=0")
 	target.Stdout = out
 	target.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if err := target.Start(); err != nil {
-		t.Fatal(err)
-	}
-	hsKillAtEnd(t, target)
+	pid := testkit.Start(t, target, lib, region.Path, "HEAPLINE_SUMMARY=0")
 	lines := &hsLines{t: t, b: out}
 	lines.next("pid ")
 	lines.next("base")
-	pid := target.Process.Pid
 	if s := hsRead(t, pid); s.PID != pid { // root may read it
 		t.Fatalf("root reads %+v", s)
 	}
@@ -321,7 +320,7 @@ func TestOtherUser(t *testing.T) {
 		if err != nil {
 			t.Errorf("export after SIGTERM: %v\n%s", err, stderr)
 		}
-	case <-time.After(hsTimeout):
+	case <-time.After(testkit.Timeout):
 		t.Error("export did not stop on SIGTERM")
 	}
 }
@@ -366,7 +365,7 @@ func TestExportBuildInfo(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	hsKillAtEnd(t, cmd)
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	f := hsScrape(t, hsServing(t, stderr))["heapline_build_info"]
 	if f == nil || len(f.GetMetric()) != 1 {
 		t.Fatalf("heapline_build_info: %v", f)

@@ -16,7 +16,7 @@ func gcCommand(e *env) *cli.Command {
 		Name:  "gc",
 		Usage: "remove the regions of processes that are gone or run on without the shim (yours only, never one a process maps)",
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "only print what would be removed"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "only print what would be removed"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.Args().Len() > 0 {

@@ -22,7 +22,7 @@ import (
 // whose /proc/<pid>/maps is empty), a corrupt file of a running pid, a
 // symlink and a file not named heapline.<pid> stay.
 func TestGC(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	live := rgStartSteps(t, lib, prog)
 	killed := rgStartSteps(t, lib, prog)
 	live.next(t)
@@ -134,7 +134,7 @@ func rgUseShmDir(t *testing.T) string {
 func rgStartDetached(t *testing.T, lib string) int {
 	t.Helper()
 	pid := rgStart(t, exec.Command("sh", "-c", "exec env -u LD_PRELOAD sleep 60"), lib)
-	rgUntil(t, fmt.Sprintf("pid %d becomes sleep", pid), func() bool {
+	testkit.Poll(t, fmt.Sprintf("pid %d becomes sleep", pid), func() bool {
 		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
 		return string(comm) == "sleep\n"
 	})
@@ -156,7 +156,7 @@ func rgStartPexit(t *testing.T, lib, prog string) int {
 	if want := "pid " + strconv.Itoa(pid) + "\n"; string(line[:n]) != want {
 		t.Fatalf("pexit said %q, want %q", line[:n], want)
 	}
-	rgUntil(t, fmt.Sprintf("pid %d's main thread leaves", pid), func() bool {
+	testkit.Poll(t, fmt.Sprintf("pid %d's main thread leaves", pid), func() bool {
 		maps, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
 		return err == nil && len(maps) == 0
 	})

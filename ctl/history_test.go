@@ -196,7 +196,7 @@ func TestHistoryFlags(t *testing.T) {
 		{[]string{"check", "--store", filepath.Join(dir, "nope")}, "no points.jsonl"},
 		{[]string{"render", "--store", dir, "--out", dir, "--rows", "0"}, "--rows must be at least 1"},
 		{[]string{"render", "--store", filepath.Join(dir, "nope"), "--out", dir}, "no points.jsonl"},
-		{[]string{"add", "x.json"}, `"store" not set`},
+		{[]string{"add", "x.json"}, "missing --store (heapctl history add --help lists the flags)"},
 	} {
 		_, err := heapctlHistory(t, "", append([]string{"history"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

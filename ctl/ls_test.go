@@ -15,7 +15,7 @@ import (
 
 // ls sees a real running process as show does, and marks it running.
 func TestLsRealProcess(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	p := rgStartSteps(t, lib, prog)
 	p.next(t) // base
 	p.proceed(t)

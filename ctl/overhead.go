@@ -39,7 +39,7 @@ func overheadCommand(e *env) *cli.Command {
 			"and reports median(profiled)/median(baseline) - 1 with a bootstrap 95% interval.\n" +
 			"Flags may follow the scenario names. Scenarios:\n" + strings.Join(lines, "\n"),
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "n", Value: 10, Usage: "`N` counted runs of each side (with --measure instructions: 1 unless set; the count is deterministic)"},
+			&cli.IntFlag{Name: "runs", Aliases: []string{"n"}, Value: 10, Usage: "`N` counted runs of each side (with --measure instructions: 1 unless set; the count is deterministic)"},
 			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "`N` uncounted runs of each side first (with --measure instructions: 0 unless set)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table (= --format json)"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "`FORMAT` of the output: text, json, or markdown (a table for a job summary)"},
@@ -110,8 +110,12 @@ func splitOverheadArgs(c *cli.Context) (overheadArgs, error) {
 				if f.Name == "help" || f.Name == "h" {
 					out.help = true
 				}
-				if err := c.Set(f.Name, f.Value.String()); err != nil && setErr == nil {
-					setErr = fmt.Errorf("-%s: %w", f.Name, err)
+				// Every name of the flag: c.Int("runs") does not see a
+				// value set as "n".
+				for _, name := range flagNames(c.Command.Flags, f.Name) {
+					if err := c.Set(name, f.Value.String()); err != nil && setErr == nil {
+						setErr = fmt.Errorf("-%s: %w", f.Name, err)
+					}
 				}
 			})
 			if setErr != nil {
@@ -131,6 +135,16 @@ func splitOverheadArgs(c *cli.Context) (overheadArgs, error) {
 	return out, nil
 }
 
+// flagNames are the names of the flag that name is one of.
+func flagNames(flags []cli.Flag, name string) []string {
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return f.Names()
+		}
+	}
+	return []string{name}
+}
+
 func runOverhead(c *cli.Context, e *env) error {
 	a, err := splitOverheadArgs(c)
 	if err != nil {
@@ -139,7 +153,7 @@ func runOverhead(c *cli.Context, e *env) error {
 	if a.help { // "overhead all --help" asks for help, not for an hour of runs
 		return cli.ShowSubcommandHelp(c)
 	}
-	n, warmup, rounds := c.Int("n"), c.Int("warmup"), c.Int("rounds")
+	n, warmup, rounds := c.Int("runs"), c.Int("warmup"), c.Int("rounds")
 	mode := overhead.Mode(c.String("measure"))
 	format := c.String("format")
 	if c.Bool("json") {

@@ -88,7 +88,7 @@ func TestOverheadCommand(t *testing.T) {
 		}
 	}
 	// Progress goes to stderr, never to stdout.
-	if !strings.Contains(stderr, "sh -c exit 0 -n 99: 8 runs in ") {
+	if !strings.Contains(stderr, "sh -c exit 0 -n 99: 8 runs (both sides, warm-ups included) in ") {
 		t.Errorf("stderr = %q", stderr)
 	}
 
@@ -305,7 +305,7 @@ func TestOverheadInstructionsOnce(t *testing.T) {
 	if s := doc.Scenarios[0]; s.Runs != 1 || s.Warmup != 0 || len(s.Baseline.SamplesInstructions) != 1 {
 		t.Errorf("runs %d warmup %d samples %v, want one run of each side", s.Runs, s.Warmup, s.Baseline.SamplesInstructions)
 	}
-	if !strings.Contains(stderr, "true: 2 runs in ") {
+	if !strings.Contains(stderr, "true: 2 runs (both sides, warm-ups included) in ") {
 		t.Errorf("stderr = %q", stderr)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/target"
 )
 
 // profileCommand writes the sampled allocation profile of a running
@@ -76,7 +77,7 @@ func writeProfile(e *env, args []string, from, output string) error {
 		case errors.Is(ent.Err, region.ErrNoProfile):
 			return fmt.Errorf("profile: process %d takes no samples: start it with HEAPLINE_SAMPLE=512k (or heapctl run --profile) for a profile", pid)
 		case ent.Err != nil:
-			return fmt.Errorf("profile: %w", explainRegionErr(pid, ent))
+			return fmt.Errorf("profile: %w", target.RegionError(pid, ent, false))
 		case ent.Stale:
 			e.log.Warn("the process is gone: this is the profile it last published", zap.Int("pid", pid), zap.String("region", ent.Path))
 		}
@@ -140,9 +141,10 @@ func childProfile(dir string, pid int) (region.Profile, error) {
 }
 
 // runProfile is `run --profile FILE`: the output is created before the
-// command starts, the child's profile read while it is a zombie (before
-// its region, if it left one, is removed), and written once it is reaped.
-// A nil *runProfile does nothing.
+// command starts, with a directory for the dumps of the command's tree;
+// the command's profile is read while it is a zombie (before its region,
+// if it left one, is removed), and written once it is reaped. A nil
+// *runProfile does nothing.
 type runProfile struct {
 	out *profile.Output
 	dir string
@@ -150,9 +152,14 @@ type runProfile struct {
 	err error
 }
 
-func newRunProfile(path, dir string, stdout io.Writer) (*runProfile, error) {
+func newRunProfile(path string, stdout io.Writer) (*runProfile, error) {
 	out, err := profile.Create(path, stdout)
 	if err != nil {
+		return nil, fmt.Errorf("--profile: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "heapctl-profiles-")
+	if err != nil {
+		out.Abort()
 		return nil, fmt.Errorf("--profile: %w", err)
 	}
 	return &runProfile{out: out, dir: dir, err: errors.New("the command never ran")}, nil
@@ -185,5 +192,6 @@ func (r *runProfile) write() error {
 func (r *runProfile) abort() {
 	if r != nil {
 		r.out.Abort()
+		os.RemoveAll(r.dir)
 	}
 }

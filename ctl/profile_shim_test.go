@@ -15,6 +15,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
 // pfProgSource allocates from three functions the compiler keeps apart,
@@ -131,7 +132,7 @@ func pfCheck(t *testing.T, path string) {
 // region it leaves when killed.
 func TestProfileShimPaused(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
-	lib, prog := rgLib(t), pfProg(t)
+	lib, prog := testkit.Shim(t), pfProg(t)
 	cmd := exec.Command(prog, "wait")
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
@@ -161,7 +162,7 @@ func TestProfileShimPaused(t *testing.T) {
 // heapctl run --profile: the dump at exit, converted.
 func TestProfileShimRun(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
-	lib, prog := rgLib(t), pfProg(t)
+	lib, prog := testkit.Shim(t), pfProg(t)
 	file := filepath.Join(t.TempDir(), "heap.pb.gz")
 	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", prog)
 	if r.err != nil {
@@ -218,7 +219,7 @@ func pfShare(stacks map[string]int64, fn string) float64 {
 // The machine's python3 (Debian's is stripped: its exported functions
 // still have names): nearly all bytes come through PyByteArray_Resize.
 func TestProfileShimPython(t *testing.T) {
-	lib := rgLib(t)
+	lib := testkit.Shim(t)
 	file := filepath.Join(t.TempDir(), "py.pb.gz")
 	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", "python3", "-c", "x = [bytearray(100000) for _ in range(1000)]")
 	if r.err != nil {
@@ -233,7 +234,7 @@ func TestProfileShimPython(t *testing.T) {
 // A C++ program: operator new called from a function of ours, its name
 // mangled as pprof demangles it.
 func TestProfileShimCXX(t *testing.T) {
-	lib := rgLib(t)
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "nodes.cc")
 	if err := os.WriteFile(src, []byte(`#include <vector>
@@ -274,7 +275,7 @@ int main() { make_nodes(20000); return 0; }
 // once site_b has freed all it holds, under 1% of inuse_space is its.
 func TestProfileShimSites(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", "512k") // the interval heapctl run --profile and HEAPLINE_PROFILE use
-	lib := rgLib(t)
+	lib := testkit.Shim(t)
 	bin := filepath.Join(t.TempDir(), "sites")
 	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, "testdata/sites.c").CombinedOutput(); err != nil {
 		t.Fatalf("compiling sites.c: %v\n%s", err, out)
@@ -355,7 +356,7 @@ func TestProfileShimSites(t *testing.T) {
 func TestProfileShimTableFull(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
 	t.Setenv("HEAPLINE_STACKS", "2")
-	lib, prog := rgLib(t), pfProg(t)
+	lib, prog := testkit.Shim(t), pfProg(t)
 	file := filepath.Join(t.TempDir(), "full.pb.gz")
 	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", prog); r.err != nil {
 		t.Fatal(r.err)
@@ -375,7 +376,7 @@ func TestProfileShimTableFull(t *testing.T) {
 // only grow; entries appear whole).
 func TestProfileShimWhileRunning(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", "16k")
-	lib := rgLib(t)
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "busy.c")
 	if err := os.WriteFile(src, []byte(`#include <pthread.h>
@@ -442,7 +443,7 @@ int main(void) {
 func TestProfileShimSamplingOff(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", "")
 	os.Unsetenv("HEAPLINE_SAMPLE") // restored after the test
-	p := rgStartSteps(t, rgLib(t), rgProg(t))
+	p := rgStartSteps(t, testkit.Shim(t), rgProg(t))
 	p.next(t) // base
 	file := filepath.Join(t.TempDir(), "none.pb.gz")
 	r := rgHeapctl(t, "profile", strconv.Itoa(p.pid), "-o", file)

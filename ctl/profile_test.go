@@ -143,7 +143,7 @@ func TestProfileOfPID(t *testing.T) {
 		{[]string{"-o", out}, "profile: missing PID (heapctl profile -o FILE PID, or -o FILE --from DUMP)"},
 		{[]string{strconv.Itoa(dead)}, "profile: missing -o FILE (- for stdout)"},
 		{[]string{"-o", out, "--from", "x", "1"}, "profile: give a PID or --from DUMP, not both"},
-		{[]string{"-o", out, "x"}, `profile: PID must be a process id, got "x"`},
+		{[]string{"-o", out, "x"}, `profile: "x" is not a process id`},
 		// The output is checked before the process is looked for.
 		{[]string{"-o", "/nonexistent/now.pb.gz", "1"}, "profile: cannot write /nonexistent/now.pb.gz: no such file or directory"},
 		{[]string{"-o", d, "1"}, "profile: " + d + " is a directory"},

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -17,9 +15,12 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/heapline/heapline/ctl/internal/launch"
+	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
+	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
@@ -35,13 +36,14 @@ func recordCommand(e *env) *cli.Command {
 		Description: "With -- CMD, runs CMD under libheap.so and samples it until it exits; the last point is\n" +
 			"its exit summary, exact. With --pid, samples a running process until it ends or until\n" +
 			"interrupted. The timeline's format follows -o's extension: .csv (time_s, live_bytes,\n" +
-			"live_blocks, allocs, frees, peak_live_bytes; one row a sample, written as it is taken) or\n" +
-			".json. time_s is the process's time since the shim started counting.",
+			"live_blocks, allocs, frees, peak_live_bytes, exec; one row a sample, written as it is taken)\n" +
+			"or .json. time_s is the process's time since the shim started counting, continuous across\n" +
+			"exec; exec holds the new program's command on the first sample after one.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "timeline `FILE` (.csv or .json)"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 10 * time.Millisecond, Usage: "time between samples"},
 			&cli.StringFlag{Name: "svg", Usage: "also draw live bytes over time, peak marked, into `FILE`"},
-			&cli.IntFlag{Name: "pid", Aliases: []string{"p"}, Usage: "record the running process `PID` instead of starting a command"},
+			&cli.StringFlag{Name: "pid", Aliases: []string{"p"}, Usage: "record the running process `PID` instead of starting a command"},
 			&cli.StringFlag{Name: "lib", Usage: "libheap.so to preload into CMD (default: $HEAPLINE_LIB, beside heapctl, ./bin)"},
 			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD, so each Python object is counted (docs/watching.md)"},
 		},
@@ -51,15 +53,19 @@ func recordCommand(e *env) *cli.Command {
 
 func record(e *env, c *cli.Context) error {
 	interval := c.Duration("interval")
-	pid := c.Int("pid")
+	var pid int
+	if c.IsSet("pid") {
+		var err error
+		if pid, err = target.ParsePID(c.String("pid")); err != nil {
+			return fmt.Errorf("record: --pid: %w", err)
+		}
+	}
 	args := c.Args().Slice()
 	switch {
 	case interval < time.Millisecond:
 		return fmt.Errorf("record: --interval must be at least 1ms (got %v)", interval)
 	case c.IsSet("pid") && len(args) > 0:
 		return errors.New("record: give --pid or a command after --, not both")
-	case c.IsSet("pid") && pid <= 0:
-		return fmt.Errorf("record: --pid must be a process id (got %d)", pid)
 	case c.IsSet("pid") && c.Bool("python-objects"):
 		return errors.New("record: --python-objects applies to a command started by record, not to --pid")
 	case !c.IsSet("pid") && len(args) == 0:
@@ -79,9 +85,14 @@ func record(e *env, c *cli.Context) error {
 	// With --pid, a process that cannot be recorded is said before any
 	// file is created.
 	if pid > 0 {
-		if err := regionError(pid, region.Inspect(pid)); err != nil {
+		if err := target.RegionError(pid, region.Inspect(pid), true); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
+	}
+	// Every file is checked before anything starts: the timeline and the
+	// chart of a long job are not lost to a typo in a path.
+	if err := errors.Join(outfile.Check("--output", c.String("output")), outfile.Check("--svg", svg)); err != nil {
+		return fmt.Errorf("record: %w", err)
 	}
 	// So is a command that cannot be started, or a bad --lib: the output
 	// file, perhaps an earlier recording, is only truncated to record.
@@ -91,7 +102,7 @@ func record(e *env, c *cli.Context) error {
 		if lib, err = shim.Path(c.String("lib")); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
-		if path, err = lookCommand("record", args[0]); err != nil {
+		if path, err = launch.Look("record", args[0]); err != nil {
 			return err
 		}
 	}
@@ -106,17 +117,18 @@ func record(e *env, c *cli.Context) error {
 	} else {
 		runErr = r.run(path, args, lib)
 	}
-	if err := out.Close(r.final); err != nil {
+	var finalPoint timeline.Sample
+	if r.final != nil {
+		finalPoint = r.images.Point(*r.final, 0, r.endNS)
+		r.samples = append(r.samples, finalPoint)
+	}
+	if err := out.Close(r.final, finalPoint); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
-	if r.final != nil {
-		r.samples = append(r.samples, timeline.FromSummary(*r.final))
+	var ee *launch.ExitError
+	if pid == 0 && !r.started {
+		return runErr // a command that could not start: no word about samples
 	}
-	var se startError
-	if errors.As(runErr, &se) {
-		return exitError{code: se.code, msg: "record: " + se.Error()}
-	}
-	var ee exitError
 	if runErr != nil && !errors.As(runErr, &ee) {
 		return fmt.Errorf("record: %w", runErr)
 	}
@@ -124,7 +136,7 @@ func record(e *env, c *cli.Context) error {
 		// Only a command can end with no sample: --pid read one first.
 		err := fmt.Errorf("record: no sample: %s never published a region (statically linked programs cannot be preloaded)", args[0])
 		if runErr != nil {
-			fmt.Fprintln(e.stderr, "heapctl:", err)
+			e.log.Error(err.Error())
 			return runErr // the command's own failure says more
 		}
 		return err
@@ -142,7 +154,7 @@ func record(e *env, c *cli.Context) error {
 		msg += fmt.Sprintf(" (%d child processes of %s ran under the shim too: -v logs their summaries)", n, args[0])
 	}
 	if svg != "" {
-		title := fmt.Sprintf("%s (pid %d)", clip(last.Command, 60), last.PID)
+		title := fmt.Sprintf("%s (pid %d)", report.Clip(last.Command, 300), last.PID) // the chart wraps it
 		if err := writeChart(svg, title, r.samples); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
@@ -171,12 +183,28 @@ type recorder struct {
 	final    *report.Summary  // the exit summary, exact, when the process gave one
 	children []report.Summary // exit summaries of CMD's own children
 	fails    int              // failed reads in a row
+	missing  int              // reads in a row that found no region, after one was read
+	started  bool             // the command started
+	images   timeline.Images  // one time axis across execs
+	endNS    uint64           // CLOCK_MONOTONIC when the command was seen to end
 }
 
-func (r *recorder) add(s report.Summary) error {
+// add takes snapshot s of the image that started counting at startNS (0:
+// not known, as for the counters read from a killed process's region).
+func (r *recorder) add(s report.Summary, startNS uint64) error {
+	p := r.images.Point(s, startNS, monotonicNS())
+	if p.Exec != "" {
+		r.e.log.Debug("exec", zap.Int("pid", s.PID), zap.String("command", s.Command), zap.Float64("time_s", p.TimeS))
+	}
 	r.last = s
-	r.samples = append(r.samples, timeline.FromSummary(s))
-	return r.out.Add(s)
+	r.samples = append(r.samples, p)
+	return r.out.Add(p, s)
+}
+
+func monotonicNS() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }
 
 // attach samples a running process until its region is gone (it exited),
@@ -188,18 +216,23 @@ func (r *recorder) attach(pid int) error {
 	defer signal.Stop(sigs)
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
+	proc := region.OpenProcess(pid)
+	defer proc.Close()
 	for {
 		ent := region.Inspect(pid)
 		switch {
+		case errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0 && proc.Running():
+			r.e.log.Warn(region.RemovedWhileRunning(pid).Error() + "; the timeline ends at the last sample")
+			return nil
 		case errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0:
 			return nil // unlinked at exit
 		case errors.Is(ent.Err, region.ErrBusy) && len(r.samples) > 0:
 			// A fold outlasted the read's retries: no sample this time.
 			r.e.log.Debug("region busy", zap.Int("pid", pid), zap.Error(ent.Err))
 		case ent.Err != nil:
-			return regionError(pid, ent)
+			return target.RegionError(pid, ent, true)
 		default:
-			if err := r.add(ent.Summary); err != nil {
+			if err := r.add(ent.Summary, ent.StartNS); err != nil {
 				return err
 			}
 			if ent.Stale || ent.Summary.Exited {
@@ -215,78 +248,59 @@ func (r *recorder) attach(pid int) error {
 }
 
 // run starts args under the shim and samples its region until it exits.
-// The shim writes its exit summary as JSON into a temporary directory, and
-// that summary is the last point: the region is unlinked at exit, so a
-// sampler from outside cannot see the final counters. The child's end,
-// status and signals are handled as `heapctl run` handles them (run.go).
+// The shim writes its exit summary as JSON into a directory of the
+// launcher's, and that summary is the last point: the region is unlinked
+// at exit, so a sampler from outside cannot see the final counters. The
+// child's end, status and signals are handled as for `heapctl run`
+// (package launch); heapctl records on until the child has ended.
 func (r *recorder) run(path string, args []string, lib string) error {
-	tmp, err := os.MkdirTemp("", "heapctl-record-")
+	c, err := launch.Start(launch.Options{
+		Verb: "record", Name: args[0], Path: path, Args: args[1:], Lib: lib, Extra: r.env,
+		Stdin: os.Stdin, Stdout: r.e.stdout, Stderr: r.e.stderr, Log: r.e.log,
+	})
 	if err != nil {
-		return err
+		return launch.StartError("record", err)
 	}
-	defer os.RemoveAll(tmp)
-	cmd := exec.Command(path, args[1:]...)
-	cmd.Args[0] = args[0]
-	out := summaryOutput(tmp)
-	cmd.Env = shim.Env(os.Environ(), lib, append(r.env, "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, r.e.stdout, r.e.stderr
-
-	// Signals are passed on as heapctl run does (forward.go); heapctl
-	// itself records on until the child has ended.
-	sigs := make(chan os.Signal, 4)
-	notifyForwarded(sigs)
-	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
-		return startError{code: 126, err: err}
-	}
-	pid := cmd.Process.Pid
+	defer c.Close()
+	r.started = true
+	pid := c.Pid
 	r.e.log.Debug("recording", zap.Int("pid", pid), zap.Strings("args", args), zap.Duration("interval", r.interval))
-	// Wait for the end without reaping: while the child is a zombie its
-	// pid cannot be reused, so what it left (summary, region) is its own.
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		var info unix.Siginfo
-		for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
-		}
-	}()
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
 	var sampleErr error
 loop:
 	for {
 		select {
-		case <-ended:
+		case <-c.Ended():
+			r.endNS = monotonicNS()
 			break loop
-		case sig := <-sigs:
-			forward(pid, sig)
 		case <-tick.C:
 			if sampleErr = r.sample(pid); sampleErr != nil {
-				cmd.Process.Kill()
-				<-ended
+				c.Kill()
+				<-c.Ended()
+				r.endNS = monotonicNS()
 				break loop
 			}
 		}
 	}
-	if s, err := readChildSummary(tmp, pid); err == nil {
+	// Read while the child is a zombie: its pid is not reused yet.
+	if s, left, err := c.Own(); err == nil && !left {
 		r.final = &s
-	} else if s, err := leftRegion(r.e, pid, err); err == nil {
+	} else if err == nil {
 		// Killed: the counters it last published, read from the region it
-		// left, which leftRegion removes.
-		r.last = s
-		r.samples = append(r.samples, timeline.FromSummary(s))
-		if err := r.out.Add(s); err != nil && sampleErr == nil {
+		// left, which Own removes.
+		if err := r.add(s, 0); err != nil && sampleErr == nil {
 			sampleErr = err
 		}
 	} else {
 		r.e.log.Warn("no exit summary; the timeline ends at the last sample", zap.Int("pid", pid), zap.Error(err))
 	}
-	r.readChildren(tmp, pid)
-	waitErr := cmd.Wait()
+	_, status := c.Wait()
+	r.children = c.Others()
 	if sampleErr != nil {
 		return sampleErr
 	}
-	return childStatus(args[0], cmd, waitErr)
+	return status
 }
 
 // sample reads the child's region once. Before the shim has created it,
@@ -298,6 +312,15 @@ loop:
 // shim itself cannot publish.
 func (r *recorder) sample(pid int) error {
 	ent := region.Inspect(pid)
+	if errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0 {
+		// Between an exec and the new image's shim there is none for a
+		// moment; a region that stays away was removed under the command.
+		if r.missing++; r.missing == unreadableAfter {
+			r.e.log.Warn(region.RemovedWhileRunning(pid).Error() + "; its exit summary is still read when it ends")
+		}
+		return nil
+	}
+	r.missing = 0
 	switch {
 	case errors.Is(ent.Err, fs.ErrNotExist), ent.Err == nil && ent.Stale:
 		return nil
@@ -310,57 +333,9 @@ func (r *recorder) sample(pid int) error {
 		return nil
 	}
 	r.fails = 0
-	return r.add(ent.Summary)
+	return r.add(ent.Summary, ent.StartNS)
 }
 
 // unreadableAfter is how many failed reads in a row make a region
 // unreadable rather than busy for a moment.
 const unreadableAfter = 50
-
-// readChildren reads the exit summaries of CMD's own children, which
-// inherited the shim and wrote theirs beside CMD's. A wrapper script can
-// start dozens (pyenv's python3 does), so they are only logged, with -v.
-func (r *recorder) readChildren(dir string, pid int) {
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, de := range des {
-		if p := filepath.Join(dir, de.Name()); p == summaryOf(dir, pid) || p == oldSummaryOf(dir, pid) {
-			continue
-		}
-		s, err := readRunSummary(filepath.Join(dir, de.Name()))
-		if err != nil {
-			r.e.log.Warn("a child's exit summary", zap.String("file", de.Name()), zap.Error(err))
-			continue
-		}
-		r.children = append(r.children, s)
-	}
-	sort.Slice(r.children, func(i, j int) bool { return r.children[i].PID < r.children[j].PID })
-}
-
-// childStatus turns how CMD ended into heapctl's exit: CMD's own status,
-// or 128+N for a signal, as a shell reports it.
-func childStatus(name string, cmd *exec.Cmd, waitErr error) error {
-	if waitErr == nil {
-		return nil
-	}
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok {
-		return waitErr
-	}
-	if ws.Signaled() {
-		return exitError{code: 128 + int(ws.Signal()), msg: fmt.Sprintf("%s: killed by signal %d (%v)", name, int(ws.Signal()), ws.Signal())}
-	}
-	return exitError{code: ws.ExitStatus()}
-}
-
-// startError is a command that lookCommand found but that could not be
-// started: heapctl exits 126, as a shell does, with no word about samples.
-type startError struct {
-	code int
-	err  error
-}
-
-func (s startError) Error() string { return s.err.Error() }
-func (s startError) Unwrap() error { return s.err }

@@ -15,36 +15,20 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/testkit"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
 // Helpers shared by the tests of record, watch and export, prefixed hs
 // (heapsteps, their test program: testdata/heapsteps.c).
-
-// hsTimeout bounds every wait on a real process. It is a deadline for a
-// hung test, not a speed assertion: on a slow machine the tests only take
-// longer.
-const hsTimeout = 90 * time.Second
-
-// hsLib is the shim the tests preload: bin/libheap.so, which `make test`
-// builds before it runs the tests.
-func hsLib(t *testing.T) string {
-	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "bin", shim.LibName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%v: build it first with `make bin/libheap.so` (make test does)", err)
-	}
-	return p
-}
 
 // hsBuild compiles testdata/heapsteps.c into dir.
 func hsBuild(t *testing.T, dir string) string {
@@ -111,7 +95,7 @@ type hsLines struct {
 func (l *hsLines) next(prefix string) string {
 	l.t.Helper()
 	var line string
-	hsWait(l.t, fmt.Sprintf("a line %q", prefix), func() bool {
+	testkit.Poll(l.t, fmt.Sprintf("a line %q", prefix), func() bool {
 		s := l.b.String()[l.used:]
 		i := strings.IndexByte(s, '\n')
 		if i < 0 {
@@ -139,17 +123,6 @@ func hsTotal(t *testing.T, line string) int64 {
 	return v
 }
 
-func hsWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(hsTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", hsTimeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // hsProc is heapsteps running under the shim, started by the test.
 type hsProc struct {
 	cmd   *exec.Cmd
@@ -169,30 +142,13 @@ func hsStart(t *testing.T, args ...string) *hsProc {
 	fifo := hsFifo(t, dir)
 	out := &hsBuffer{}
 	cmd := exec.Command(bin, append([]string{fifo.Name()}, args...)...)
-	cmd.Env = shim.Env(os.Environ(), hsLib(t), "HEAPLINE_PEAK_BATCH=0", "HEAPLINE_SUMMARY=0")
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	hsKillAtEnd(t, cmd)
-	p := &hsProc{cmd: cmd, pid: cmd.Process.Pid, fifo: fifo, lines: &hsLines{t: t, b: out}}
+	pid := testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_PEAK_BATCH=0", "HEAPLINE_SUMMARY=0")
+	p := &hsProc{cmd: cmd, pid: pid, fifo: fifo, lines: &hsLines{t: t, b: out}}
 	p.lines.next("pid ")
 	p.lines.next("base")
 	p.base = hsRead(t, p.pid).LiveBytes
 	return p
-}
-
-// hsKillAtEnd kills cmd at the end of the test unless it has ended, and
-// removes the region a killed process leaves behind.
-func hsKillAtEnd(t *testing.T, cmd *exec.Cmd) {
-	path := region.Path(cmd.Process.Pid) // now: a test may move region.Dir
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			os.Remove(path)
-		}
-	})
 }
 
 // hsRead reads pid's region, which must be there.
@@ -252,18 +208,10 @@ func hsPlateaus(samples []timeline.Sample) []int64 {
 // two samples in a row: the sampler has seen the step.
 func hsWaitPlateau(t *testing.T, path string, v int64) {
 	t.Helper()
-	deadline := time.Now().Add(hsTimeout)
-	for {
+	testkit.Poll(t, fmt.Sprintf("live bytes %d twice in a row in %s", v, path), func() bool {
 		ps := hsPlateaus(hsCSV(path))
-		if len(ps) > 0 && ps[len(ps)-1] == v {
-			return
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(path)
-			t.Fatalf("waited %v for live bytes %d twice in a row; plateaus %v; %s:\n%s", hsTimeout, v, ps, path, b)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return len(ps) > 0 && ps[len(ps)-1] == v
+	})
 }
 
 // hsApp runs heapctl in this process with its own writers.
@@ -278,7 +226,7 @@ func hsApp(t *testing.T) (e *env, stdout, stderr *hsBuffer) {
 // (exact with HEAPLINE_PEAK_BATCH=0) tops out at the highest step, and
 // the chart is SVG with that peak labelled.
 func TestRecordSteps(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
 	bin := hsBuild(t, dir)
 	fifo := hsFifo(t, dir)
@@ -314,7 +262,7 @@ func TestRecordSteps(t *testing.T) {
 		if err != nil {
 			t.Fatalf("record: %v\nstderr:\n%s", err, stderr)
 		}
-	case <-time.After(hsTimeout):
+	case <-time.After(testkit.Timeout):
 		t.Fatal("record did not return after the program exited")
 	}
 
@@ -368,7 +316,7 @@ func TestRecordSteps(t *testing.T) {
 // TestRecordJSON: a timeline named .json is one document whose last
 // sample is the exit summary.
 func TestRecordJSON(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
 	bin := hsBuild(t, dir)
 	out := filepath.Join(dir, "heap.json")
@@ -412,7 +360,7 @@ func TestRecordPID(t *testing.T) {
 		if err != nil {
 			t.Fatalf("record --pid: %v\n%s", err, stderr)
 		}
-	case <-time.After(hsTimeout):
+	case <-time.After(testkit.Timeout):
 		t.Fatal("record --pid did not return after the process exited")
 	}
 	if !strings.Contains(stderr.String(), fmt.Sprintf("heapline[%d] ", p.pid)) {
@@ -422,7 +370,7 @@ func TestRecordPID(t *testing.T) {
 
 // TestRecordExitStatus: heapctl exits as the command did.
 func TestRecordExitStatus(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
 	for _, c := range []struct {
 		args []string
@@ -434,8 +382,8 @@ func TestRecordExitStatus(t *testing.T) {
 	} {
 		e, _, _ := hsApp(t)
 		err := newAppEnv(e).Run(append([]string{"heapctl", "record", "-o", filepath.Join(dir, "x.csv"), "--lib", lib, "--"}, c.args...))
-		var ee exitError
-		if !errors.As(err, &ee) || ee.code != c.code {
+		var ee *launch.ExitError
+		if !errors.As(err, &ee) || ee.Code != c.code {
 			t.Errorf("%v: err %v, want exit status %d", c.args, err, c.code)
 		}
 	}
@@ -444,7 +392,7 @@ func TestRecordExitStatus(t *testing.T) {
 // A command that cannot start, or a --lib that is no shim, leaves an
 // earlier recording of the same name as it was.
 func TestRecordKeepsOutputOnBadStart(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
 	old := filepath.Join(dir, "old.csv")
 	const before = "time_s,live_bytes\n0.1,100\n"
@@ -480,7 +428,7 @@ func TestRecordBadUse(t *testing.T) {
 		{[]string{"-o", filepath.Join(dir, "a.txt"), "--", "true"}, ".csv or .json"},
 		{[]string{"-o", filepath.Join(dir, "a.csv"), "--svg", filepath.Join(dir, "a.png"), "--", "true"}, "name the chart .svg"},
 		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", strconv.Itoa(dead)}, fmt.Sprintf("no process %d", dead)},
-		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", "-4"}, "--pid must be a process id"},
+		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", "-4"}, `record: --pid: "-4" is not a process id`},
 		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", "1", "--python-objects"}, "--python-objects applies to a command"},
 	} {
 		e, _, _ := hsApp(t)
@@ -498,7 +446,7 @@ func TestRecordBadUse(t *testing.T) {
 // counted allocation; without it pymalloc serves small objects from its
 // own arenas, out of the shim's sight.
 func TestRecordPythonObjects(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	py, script, n := hsPython(t)
 	allocs := func(extra ...string) uint64 {
 		out := filepath.Join(t.TempDir(), "py.json")
@@ -539,7 +487,7 @@ func hsPython(t *testing.T) (py, script string, n uint64) {
 // TestRunPythonObjects: `heapctl run --python-objects` sets PYTHONMALLOC
 // the same way.
 func TestRunPythonObjects(t *testing.T) {
-	lib := hsLib(t)
+	lib := testkit.Shim(t)
 	py, script, n := hsPython(t)
 	allocs := func(extra ...string) uint64 {
 		e, stdout, stderr := hsApp(t)
@@ -558,5 +506,113 @@ func TestRunPythonObjects(t *testing.T) {
 	}
 	if got := allocs(); got >= n {
 		t.Errorf("pymalloc: %d allocations, want fewer than %d", got, n)
+	}
+}
+
+// hsRemoved: heapctl cmd (watch or record --pid) follows heapsteps, and
+// once ready holds the region file is deleted while heapsteps runs on;
+// heapctl should say so and end. It returns heapctl's result and stdout.
+func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r rgResult, stdout string) {
+	t.Helper()
+	p := hsStart(t)
+	out := &hsBuffer{}
+	e, _, stderr := hsApp(t)
+	e.stdout = out
+	core, logs := observer.New(zapcore.DebugLevel)
+	e.log = zap.New(zapcore.NewTee(e.log.Core(), core))
+	done := make(chan error, 1)
+	go func() { done <- newAppEnv(e).Run(append(append([]string{"heapctl"}, args...), strconv.Itoa(p.pid))) }()
+	testkit.Poll(t, "a first sample", func() bool { return ready(out.String()) })
+	if err := os.Remove(region.Path(p.pid)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		r = rgResult{stderr: stderr.String(), logs: logs, err: err}
+	case <-time.After(testkit.Timeout):
+		t.Fatalf("%v did not end when the region went", args)
+	}
+	if p.cmd.ProcessState != nil {
+		t.Fatal("heapsteps ended: the test meant it to run on")
+	}
+	return r, out.String()
+}
+
+// A region deleted under a running process: record --pid keeps what it
+// has and says what happened, not that the process ended.
+func TestRecordRegionRemoved(t *testing.T) {
+	csv := filepath.Join(t.TempDir(), "heap.csv")
+	r, _ := hsRemoved(t, func(string) bool { return len(hsCSV(csv)) > 1 }, "record", "-o", csv, "-i", "5ms", "--pid")
+	if r.err != nil {
+		t.Fatalf("record: %v", r.err)
+	}
+	if !r.warned("was removed while process") || !r.warned("runs on") {
+		t.Errorf("no warning that the region was removed; logs %v", r.logs.All())
+	}
+	if len(hsCSV(csv)) == 0 {
+		t.Error("the timeline lost its samples")
+	}
+}
+
+// TestRecordExec records through a real exec: sh waits (its `sleep` is a
+// child, so sh's own image is sampled), then execs python3, which holds
+// 8 MiB. One time axis: time_s never goes back, python3's first sample
+// is marked with its command and comes after sh's 0.3 s, and the chart
+// marks the exec.
+func TestRecordExec(t *testing.T) {
+	lib := testkit.Shim(t)
+	dir := t.TempDir()
+	csv, svg := filepath.Join(dir, "heap.csv"), filepath.Join(dir, "heap.svg")
+	py := "import time; x = bytearray(8 << 20); time.sleep(0.3)"
+	e, _, stderr := hsApp(t)
+	err := newAppEnv(e).Run([]string{"heapctl", "record", "-o", csv, "--svg", svg, "-i", "5ms", "--lib", lib,
+		"--", "sh", "-c", `sleep 0.3; exec python3 -c "$0"`, py})
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, stderr)
+	}
+	samples := hsCSV(csv)
+	var execs []timeline.Sample
+	for i, s := range samples {
+		if i > 0 && s.TimeS < samples[i-1].TimeS {
+			t.Errorf("time goes back at sample %d: %v -> %v", i, samples[i-1].TimeS, s.TimeS)
+		}
+		if s.Exec != "" {
+			execs = append(execs, s)
+		}
+	}
+	// python3 on PATH may be a wrapper that execs the real one (pyenv's
+	// shim execs three times): every exec is marked, the last is python3.
+	if len(execs) == 0 || !strings.HasSuffix(execs[len(execs)-1].Exec, "python3 -c "+py) || execs[0].TimeS < 0.3 {
+		t.Fatalf("exec marks %+v: want python3's last, all after sh's 0.3 s", execs)
+	}
+	if samples[0].Exec != "" || samples[len(samples)-1].LiveBytes > samples[len(samples)-1].PeakLiveBytes ||
+		samples[len(samples)-1].PeakLiveBytes < 8<<20 {
+		t.Errorf("first %+v, last %+v", samples[0], samples[len(samples)-1])
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if texts := strings.Join(testkit.SVGTexts(t, b), "\n"); !strings.Contains(texts, "exec python3") {
+		t.Errorf("the chart does not mark the exec; its texts:\n%s", texts)
+	}
+}
+
+// record -- CMD whose region is deleted while it runs: a warning that
+// says so, and the exit summary still ends the timeline.
+func TestRecordCommandRegionRemoved(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "heap.json")
+	r := rgHeapctl(t, "record", "-o", out, "-i", "5ms", "--lib", testkit.Shim(t), "--",
+		"sh", "-c", `sleep 0.2; rm /dev/shm/heapline.$$; sleep 0.6`)
+	if r.err != nil {
+		t.Fatalf("record: %v", r.err)
+	}
+	if !r.warned("was removed while process") {
+		t.Errorf("no warning that the region was removed; logs %v", r.logs.All())
+	}
+	var doc timeline.Document
+	b, _ := os.ReadFile(out)
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Summary == nil || !doc.Summary.Exited || len(doc.Samples) < 2 {
+		t.Errorf("timeline %s: want samples and the exit summary (%v)", b, err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/sys/unix"
 
+	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
@@ -41,6 +42,8 @@ import (
 //	rgprog exit N CODE  N blocks of 1000 bytes, every other one freed, a line
 //	                    "pid P alloc A freed F", then exit(CODE).
 //	rgprog kill N       the same, then SIGKILL to itself: no exit summary.
+//	rgprog spawn N      forks a child that execs `rgprog exit N`, waits for
+//	                    it and exits with its status; allocates nothing.
 const rgProgSource = `
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -50,6 +53,7 @@ const rgProgSource = `
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define N 32
@@ -116,6 +120,13 @@ int main(int argc, char **argv) {
 	if (argc == 2 && strcmp(argv[1], "steps") == 0) return steps();
 	if (argc == 2 && strcmp(argv[1], "pexit") == 0) return pexit();
 	if (argc < 3) return 2;
+	if (strcmp(argv[1], "spawn") == 0) {
+		pid_t c = fork();
+		if (c == 0) { execl("/proc/self/exe", argv[0], "exit", argv[2], (char *)NULL); _exit(127); }
+		int st;
+		if (c < 0 || waitpid(c, &st, 0) != c) return 2;
+		return WIFEXITED(st) ? WEXITSTATUS(st) : 2;
+	}
 	int n = atoi(argv[2]);
 	static void *p[4096]; /* not calloc'd: its size would differ with n */
 	if (n < 0 || n > 4096) return 2;
@@ -129,26 +140,6 @@ int main(int argc, char **argv) {
 	return argc > 3 ? atoi(argv[3]) : 0;
 }
 `
-
-// rgTimeout bounds every wait on a real process: a deadline for a hung
-// test, not a speed assertion.
-const rgTimeout = 90 * time.Second
-
-// rgLib builds libheap.so from this tree into a temporary directory with
-// the Makefile's own recipe (the go build cache makes it quick), so these
-// tests use the shim of the same commit, built the same way, and never race
-// with a `make` writing bin/.
-func rgLib(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	lib := filepath.Join(dir, shim.LibName)
-	cmd := exec.Command("make", "-s", "BIN="+dir, lib)
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building libheap.so (the shim; these tests run real processes under it): %v\n%s", err, out)
-	}
-	return lib
-}
 
 // rgProg compiles rgProgSource.
 func rgProg(t *testing.T) string {
@@ -175,7 +166,7 @@ type rgResult struct {
 // rgHeapctl runs heapctl in process with args, as main would.
 func rgHeapctl(t *testing.T, args ...string) rgResult {
 	t.Helper()
-	var out, errb bytes.Buffer
+	var out, errb hsBuffer // locked: a child may write while heapctl does
 	core, logs := observer.New(zapcore.DebugLevel)
 	log := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))
 	err := newAppEnv(&env{stdout: &out, stderr: &errb, log: log}).Run(append([]string{"heapctl"}, args...))
@@ -199,9 +190,9 @@ func (r rgResult) warned(s string) bool {
 
 // rgStatus is the exit status main would give err.
 func rgStatus(err error) (int, string) {
-	var ee exitError
+	var ee *launch.ExitError
 	if errors.As(err, &ee) {
-		return ee.code, ee.msg
+		return ee.Code, ee.Msg
 	}
 	if err != nil {
 		return 1, err.Error()
@@ -218,33 +209,11 @@ type rgSteps struct {
 }
 
 // rgStart starts cmd under the shim, without exit summaries and with its
-// stderr the test's; when the test ends it is killed, and the region a
-// killed process leaves is removed.
+// stderr the test's (testkit.Start: killed at the end, its region removed).
 func rgStart(t *testing.T, cmd *exec.Cmd, lib string) int {
 	t.Helper()
-	cmd.Env = shim.Env(os.Environ(), lib, "HEAPLINE_SUMMARY=0")
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		_ = os.Remove("/dev/shm/heapline." + strconv.Itoa(pid))
-	})
-	return pid
-}
-
-// rgUntil checks ok every 5 ms until it holds, and fails the test with
-// what it waited for after rgTimeout.
-func rgUntil(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(rgTimeout); !ok(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-	}
+	return testkit.Start(t, cmd, lib, region.Path, "HEAPLINE_SUMMARY=0")
 }
 
 func rgStartSteps(t *testing.T, lib, prog string) *rgSteps {
@@ -282,7 +251,7 @@ func (p *rgSteps) next(t *testing.T) string {
 			t.Fatal("rgprog ended early")
 		}
 		return l
-	case <-time.After(rgTimeout):
+	case <-time.After(testkit.Timeout):
 		t.Fatal("rgprog hung")
 	}
 	return ""
@@ -338,7 +307,7 @@ func rgLastJSON(t *testing.T, out string) report.Summary {
 // summary by exactly those blocks: the startup allocations of libc and the
 // loader are the same in both.
 func TestRunKnownAnswer(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	runN := func(n int) (report.Summary, int, uint64, uint64) {
 		r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "exit", strconv.Itoa(n))
 		if r.err != nil {
@@ -385,11 +354,7 @@ func TestRunKnownAnswer(t *testing.T) {
 // prints: same counters, same rounding. Only the pid and the time differ
 // between two runs.
 func TestRunLineMatchesShim(t *testing.T) {
-	// Sampling off: where the random sampling points fall moves the
-	// published peak between two runs, within its bound (2.6 against
-	// 2.8 MiB, ± 512 KiB), and the lines are compared to the letter.
-	t.Setenv("HEAPLINE_SAMPLE", "0")
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	direct := exec.Command(prog, "exit", "3000")
 	direct.Env = shim.Env(os.Environ(), lib)
 	var stderr bytes.Buffer
@@ -415,7 +380,7 @@ func TestRunLineMatchesShim(t *testing.T) {
 }
 
 func TestRunStatus(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	notExec := filepath.Join(t.TempDir(), "notexec")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -424,7 +389,7 @@ func TestRunStatus(t *testing.T) {
 		name    string
 		args    []string
 		code    int
-		msg     string // in the error (exitError.msg, or the error itself)
+		msg     string // in the error (ExitError.Msg, or the error itself)
 		summary bool   // a summary line on stderr
 	}{
 		{"success", []string{"--", prog, "exit", "10"}, 0, "", true},
@@ -468,7 +433,7 @@ func TestRunStatus(t *testing.T) {
 // run reads it (the child is a zombie then: its pid is not reused) and
 // removes it.
 func TestRunKilledChild(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "kill", "1000")
 	if code, msg := rgStatus(r.err); code != 137 || !strings.Contains(msg, "killed by signal 9") {
 		t.Fatalf("status %d %q, want 137", code, msg)
@@ -500,14 +465,19 @@ func TestRunNestedSummary(t *testing.T) {
 		}
 		t.Skip("needs root to make a pid namespace")
 	}
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	script := `X=$$; unshare --pid --fork --mount-proc sh -c "echo $((X-1)) > /proc/sys/kernel/ns_last_pid && $0 exit 10 0; true"; kill -9 $$`
 	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", "sh", "-c", script, prog)
 	if code, msg := rgStatus(r.err); code != 137 {
 		t.Fatalf("status %d %q, want 137", code, msg)
 	}
 	pid, _, _ := rgExitLine(t, r.stdout) // the nested program's line: its pid there
-	s := rgLastJSON(t, r.stdout)
+	var s report.Summary
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if strings.HasPrefix(l, "{") && strings.Contains(l, `"command":"sh -c`) {
+			s = rgLastJSON(t, l)
+		}
+	}
 	if s.PID != pid || s.Exited || !strings.HasPrefix(s.Command, "sh -c X=$$;") {
 		t.Errorf("summary %+v: want the shell's region (pid %d), not the nested program's summary", s, pid)
 	}
@@ -531,7 +501,7 @@ func TestRunNoSummary(t *testing.T) {
 }
 
 func TestRunOutputFile(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	out := filepath.Join(t.TempDir(), "summary.json")
 	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--output", out, "--", prog, "exit", "10")
 	if r.err != nil {
@@ -558,29 +528,21 @@ func TestRunOutputFile(t *testing.T) {
 // SIGTERM and SIGINT sent to heapctl reach the child; its status (the
 // shell's trap exits 7 or 8) is heapctl's.
 func TestRunForwardsSignals(t *testing.T) {
-	lib := rgLib(t)
+	lib := testkit.Shim(t)
 	for _, c := range []struct {
 		sig  syscall.Signal
 		code int
 	}{{syscall.SIGTERM, 7}, {syscall.SIGINT, 8}, {syscall.SIGHUP, 9}, {syscall.SIGUSR1, 10}, {syscall.SIGQUIT, 11}} {
 		t.Run(c.sig.String(), func(t *testing.T) {
-			if (c.sig == syscall.SIGINT || c.sig == syscall.SIGQUIT) && inTerminalForeground() {
+			if (c.sig == syscall.SIGINT || c.sig == syscall.SIGQUIT) && launch.InTerminalForeground() {
 				t.Skip("stdin is a terminal we are in the foreground of: a ^C reaches the child itself, so SIGINT is not forwarded")
 			}
 			ready := filepath.Join(t.TempDir(), "ready")
 			script := fmt.Sprintf(`trap 'exit %d' %s; : > %s; while :; do sleep 0.05; done`, c.code, strings.TrimPrefix(sigName(c.sig), "SIG"), ready)
 			done := make(chan rgResult, 1)
 			go func() { done <- rgHeapctl(t, "run", "--lib", lib, "--", "sh", "-c", script) }()
-			deadline := time.Now().Add(rgTimeout)
-			for {
-				if _, err := os.Stat(ready); err == nil {
-					break // the child runs, so heapctl has installed its handler
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the child never started")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			// Once the child runs, heapctl has installed its handler.
+			testkit.Poll(t, "the child's start", func() bool { _, err := os.Stat(ready); return err == nil })
 			if err := syscall.Kill(os.Getpid(), c.sig); err != nil {
 				t.Fatal(err)
 			}
@@ -589,7 +551,7 @@ func TestRunForwardsSignals(t *testing.T) {
 				if code, msg := rgStatus(r.err); code != c.code {
 					t.Fatalf("status %d %q, want %d", code, msg, c.code)
 				}
-			case <-time.After(rgTimeout):
+			case <-time.After(testkit.Timeout):
 				t.Fatal("the child did not end on the signal")
 			}
 		})
@@ -598,28 +560,84 @@ func TestRunForwardsSignals(t *testing.T) {
 
 func sigName(s syscall.Signal) string { return unix.SignalName(s) }
 
-// The child's summary is summary.<pid namespace>.<pid>.json; a shim from
-// before %n leaves "%n" in the name, and its summary is read too.
-func TestReadChildSummary(t *testing.T) {
+// heapctl run reports every process of the tree that ran under the shim,
+// the biggest peak first: here the child that `rgprog spawn` forks and
+// that execs `rgprog exit 2000` (2000 blocks of 1000 bytes), then rgprog
+// itself, which allocates nothing of its own.
+func TestRunTree(t *testing.T) {
+	lib, prog := testkit.Shim(t), rgProg(t)
+	r := rgHeapctl(t, "run", "--lib", lib, "--", prog, "spawn", "2000")
+	if r.err != nil {
+		t.Fatalf("run: %v\n%s", r.err, r.stderr)
+	}
+	child, alloc, _ := rgExitLine(t, r.stdout)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("stderr %q: want two summary lines", r.stderr)
+	}
+	if want := fmt.Sprintf("heapline[%d] %s exit 2000: ", child, prog); !strings.HasPrefix(lines[0], want) {
+		t.Errorf("first line %q: want the child's, %q...", lines[0], want)
+	}
+	if !strings.HasPrefix(lines[1], "heapline[") || !strings.Contains(lines[1], "] "+prog+" spawn 2000: ") {
+		t.Errorf("second line %q: want rgprog spawn's", lines[1])
+	}
+	j := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "spawn", "2000")
+	var tree []report.Summary
+	for _, l := range strings.Split(strings.TrimSpace(j.stdout), "\n")[1:] {
+		tree = append(tree, rgLastJSON(t, l))
+	}
+	if len(tree) != 2 || tree[0].Command != prog+" exit 2000" || tree[1].Command != prog+" spawn 2000" ||
+		tree[0].PeakLiveBytes+tree[0].PeakErrorBytes < int64(alloc) || tree[1].PeakLiveBytes >= tree[0].PeakLiveBytes || !tree[0].Exited || !tree[1].Exited {
+		t.Errorf("--json: %+v\nwant the exec'd child first (peak plus its error at least %d), then rgprog spawn", tree, alloc)
+	}
+}
+
+// The case users meet first: gcc is a driver, and cc1, which it runs,
+// does the compiling and holds the most.
+func TestRunTreeGcc(t *testing.T) {
+	lib := testkit.Shim(t)
+	src := filepath.Join(t.TempDir(), "x.c")
+	if err := os.WriteFile(src, []byte("int f(int x) { return x * 2; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", "gcc", "-c", "-o", src+".o", src)
+	if r.err != nil {
+		t.Fatalf("run: %v\n%s", r.err, r.stderr)
+	}
+	first := rgLastJSON(t, strings.SplitN(r.stdout, "\n", 2)[0])
+	if !strings.Contains(first.Command, "cc1 ") {
+		t.Errorf("first summary %+v: want cc1's\nall: %s", first, r.stdout)
+	}
+	if n := strings.Count(strings.TrimSpace(r.stdout), "\n") + 1; n < 3 {
+		t.Errorf("%d summaries, want gcc, cc1 and as at least:\n%s", n, r.stdout)
+	}
+}
+
+// An output path that cannot be written fails before the command starts
+// (the marker file it would create is never made), with an error that
+// names the flag, and a non-zero exit.
+func TestOutputCheckedFirst(t *testing.T) {
+	lib := testkit.Shim(t)
 	dir := t.TempDir()
-	put := func(path string, allocs int) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(fmt.Sprintf(`{"pid":42,"allocs":%d}`+"\n", allocs)), 0o600); err != nil {
-			t.Fatal(err)
+	marker := filepath.Join(dir, "ran")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-o", "/nonexistent/x.json"}, "run: --output /nonexistent/x.json: cannot write it: no such file or directory"},
+		{[]string{"record", "-o", "/nonexistent/x.csv"}, "record: --output /nonexistent/x.csv: cannot write it: no such file or directory"},
+		{[]string{"record", "-o", filepath.Join(dir, "x.csv"), "--svg", "/nonexistent/x.svg"}, "record: --svg /nonexistent/x.svg: cannot write it: no such file or directory"},
+		{[]string{"record", "-o", filepath.Join(dir, "x.csv"), "--svg", "/etc/passwd/x.svg"}, "record: --svg /etc/passwd/x.svg: cannot write it: not a directory"},
+	} {
+		r := rgHeapctl(t, append(c.args, "--lib", lib, "--", "touch", marker)...)
+		if code, msg := rgStatus(r.err); code == 0 || !strings.Contains(msg, c.want) {
+			t.Errorf("%q: status %d %q, want non-zero and %q", c.args, code, msg, c.want)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%q: the command ran", c.args)
 		}
 	}
-	if _, err := readChildSummary(dir, 42); err == nil || !strings.Contains(err.Error(), "the command left none") {
-		t.Fatalf("no summary: %v", err)
-	}
-	put(oldSummaryOf(dir, 42), 1)
-	if s, err := readChildSummary(dir, 42); err != nil || s.Allocs != 1 {
-		t.Fatalf("an older shim's summary: %+v, %v", s, err)
-	}
-	put(summaryOf(dir, 42), 2)
-	if s, err := readChildSummary(dir, 42); err != nil || s.Allocs != 2 {
-		t.Fatalf("both: %+v, %v; want this shim's", s, err)
-	}
-	if filepath.Base(oldSummaryOf(dir, 42)) != "summary.%n.42.json" {
-		t.Errorf("older shim's name %q", oldSummaryOf(dir, 42))
+	if _, err := os.Stat(filepath.Join(dir, "x.csv")); err == nil {
+		t.Error("record created its timeline before failing on --svg")
 	}
 }

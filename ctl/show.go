@@ -2,10 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -13,6 +10,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/target"
 )
 
 // showCommand prints one process's counters as its region holds them now.
@@ -37,7 +35,7 @@ func show(e *env, args []string, asJSON bool) error {
 	}
 	ent := region.Inspect(pid)
 	if ent.Err != nil {
-		return fmt.Errorf("show: %w", explainRegionErr(pid, ent))
+		return fmt.Errorf("show: %w", target.RegionError(pid, ent, false))
 	}
 	switch {
 	case ent.Summary.Exited:
@@ -64,24 +62,11 @@ func onePID(cmd string, args []string) (int, error) {
 	case len(args) > 1:
 		return 0, fmt.Errorf("%s: want one PID, got %d arguments", cmd, len(args))
 	}
-	pid, err := strconv.Atoi(args[0])
-	if err != nil || pid <= 0 || pid > 1<<22 { // PID_MAX_LIMIT on 64-bit Linux
-		return 0, fmt.Errorf("%s: PID must be a process id, got %q", cmd, args[0])
+	pid, err := target.ParsePID(args[0])
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", cmd, err)
 	}
 	return pid, nil
-}
-
-// explainRegionErr says why pid's region cannot be read, in the user's
-// terms: no such process, a process not started under the shim, or a
-// region that failed a check (the reader's error names the file and why).
-func explainRegionErr(pid int, ent region.Entry) error {
-	if errors.Is(ent.Err, fs.ErrNotExist) {
-		if ent.Stale {
-			return fmt.Errorf("no process %d", pid)
-		}
-		return fmt.Errorf("process %d publishes no region (%s): start it with `heapctl run -- CMD` or LD_PRELOAD=libheap.so", pid, ent.Path)
-	}
-	return ent.Err
 }
 
 // writeJSON prints v as one JSON object on a line of its own.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,7 +21,7 @@ import (
 // second thread), then freed (32 of them on a third thread), and live back
 // where it started.
 func TestShowKnownAnswer(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	p := rgStartSteps(t, lib, prog)
 	if l := p.next(t); l != "base" {
 		t.Fatalf("got %q, want base", l)
@@ -101,7 +102,7 @@ func expectDelta(t *testing.T, when string, a, b report.Summary, allocs, frees, 
 // A process killed with SIGKILL leaves its region: show still reads it,
 // says the process is gone, and warns.
 func TestShowGone(t *testing.T) {
-	lib, prog := rgLib(t), rgProg(t)
+	lib, prog := testkit.Shim(t), rgProg(t)
 	p := rgStartSteps(t, lib, prog)
 	p.next(t) // base
 	p.proceed(t)
@@ -134,7 +135,7 @@ func TestShowGone(t *testing.T) {
 // region is as its last image left it: show says so and warns, ls marks it
 // detached.
 func TestShowDetached(t *testing.T) {
-	pid := rgStartDetached(t, rgLib(t))
+	pid := rgStartDetached(t, testkit.Shim(t))
 	r := rgHeapctl(t, "show", strconv.Itoa(pid))
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -182,13 +183,13 @@ func TestShowErrors(t *testing.T) {
 		want string
 	}{
 		{nil, "show: missing PID (heapctl show [--json] PID)"},
-		{[]string{"abc"}, `show: PID must be a process id, got "abc"`},
-		{[]string{"0"}, `show: PID must be a process id, got "0"`},
-		{[]string{"-5"}, `flag provided but not defined: -5`},
+		{[]string{"abc"}, `show: "abc" is not a process id`},
+		{[]string{"0"}, `show: "0" is not a process id`},
+		{[]string{"-5"}, `unknown flag -5 (heapctl show --help lists the flags)`},
 		{[]string{"1", "2"}, "show: want one PID, got 2 arguments"},
 		{[]string{"1", "--json"}, "show: flags go before the PID: heapctl show --json 1"},
 		{[]string{strconv.Itoa(dead)}, "show: no process " + strconv.Itoa(dead)},
-		{[]string{"1"}, "show: process 1 publishes no region (/dev/shm/heapline.1): start it with `heapctl run -- CMD` or LD_PRELOAD=libheap.so"},
+		{[]string{"1"}, "show: process 1 publishes no heapline region (/dev/shm/heapline.1): start it with `heapctl run` or with LD_PRELOAD=libheap.so"},
 	} {
 		r := rgHeapctl(t, append([]string{"show"}, c.args...)...)
 		if r.err == nil || r.err.Error() != c.want {
@@ -202,7 +203,7 @@ func TestShowErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rgHeapctl(t, "show", strconv.Itoa(me))
-	if want := "show: " + filepath.Join(d, "heapline."+strconv.Itoa(me)) + ": truncated: 300 bytes, need 1024"; r.err == nil || r.err.Error() != want {
+	if want := fmt.Sprintf("show: reading the region of process %d: ", me) + filepath.Join(d, "heapline."+strconv.Itoa(me)) + ": truncated: 300 bytes, need 1024"; r.err == nil || r.err.Error() != want {
 		t.Errorf("corrupt region: err %v, want %q", r.err, want)
 	}
 }

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -19,7 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/heapline/heapline/bpf"
+	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/target"
 )
 
 // traceCommand counts a process's heap with eBPF uprobes on its libc: the
@@ -53,7 +53,7 @@ func traceCommand(e *env) *cli.Command {
 				argv:     c.Args().Slice(),
 			}
 			if c.IsSet("pid") {
-				pid, err := parsePID(c.String("pid"))
+				pid, err := target.ParsePID(c.String("pid"))
 				if err != nil {
 					return fmt.Errorf("trace: --pid: %w", err)
 				}
@@ -172,7 +172,7 @@ func tracePID(ctx context.Context, e *env, o traceOpts) error {
 // loader runs (PTRACE_TRACEME), attaches the probes to the libc it will map
 // with the filter on its pid, and lets it go: nothing it allocates is missed.
 func traceCmd(ctx context.Context, e *env, o traceOpts) error {
-	path, err := lookCommand("trace", o.argv[0])
+	path, err := launch.Look("trace", o.argv[0])
 	if err != nil {
 		return err
 	}
@@ -184,24 +184,34 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	if libc == "" {
 		if libc, err = bpf.LibcFor(path, env); err != nil {
 			if errors.Is(err, bpf.ErrCannotRun) {
-				return exitError{code: 126, msg: "trace: " + err.Error()}
+				return &launch.ExitError{Code: 126, Msg: "trace: " + err.Error()}
 			}
 			return fmt.Errorf("trace: %w", err)
 		}
 	}
-	cmd := exec.Command(path, o.argv[1:]...)
-	cmd.Args[0] = o.argv[0]
-	cmd.Env = env
 	// The command's output goes where heapctl's does, as with heapctl run.
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = traceOrReader(o.stdin, os.Stdin), traceOrWriter(o.stdout, e.stdout), traceOrWriter(o.stderr, e.stderr)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
-
-	tr, err := traceStart(e, cmd, libc)
+	var tr *bpf.Tracer
+	c, err := launch.Start(launch.Options{
+		Verb: "trace", Name: o.argv[0], Path: path, Args: o.argv[1:], Env: env,
+		Stdin: traceOrReader(o.stdin, os.Stdin), Stdout: traceOrWriter(o.stdout, e.stdout), Stderr: traceOrWriter(o.stderr, e.stderr),
+		Log: e.log,
+		AtExec: func(pid int) error {
+			var err error
+			if tr, err = bpf.Attach(pid, libc); err != nil {
+				return err
+			}
+			e.log.Debug("attached", zap.Int("pid", pid), zap.String("libc", libc), zap.String("mode", string(tr.Mode)), zap.Strings("aliases", tr.Aliases))
+			return nil
+		},
+	})
 	if err != nil {
+		if tr != nil {
+			tr.Close()
+		}
 		return fmt.Errorf("trace: %w", err)
 	}
 	defer tr.Close()
-	pid := cmd.Process.Pid
+	pid := c.Pid
 	// The command as the user gave it: /proc/PID/cmdline would show a #!
 	// interpreter's, and only until the process exits.
 	t := &tracing{e: e, o: o, tr: tr, pid: pid, command: strings.Join(o.argv, " "), start: tr.Attached}
@@ -209,18 +219,25 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 		o.attached(pid)
 	}
 
+	// exited is closed once the command is reaped: Wait also waits for
+	// the copying of its output, which must be done before the summary
+	// is printed on the same writer.
 	exited := make(chan struct{})
-	var waitErr error
+	var status error
 	go func() {
-		waitErr = cmd.Wait()
-		t.end = time.Now()
+		<-c.Ended()
+		t.end = c.EndTime()
+		_, status = c.Wait()
 		close(exited)
 	}()
+	// INT and TERM stop tracing (the launcher passes them on to the
+	// command too).
 	sigs := make(chan os.Signal, 4)
-	notifyForwarded(sigs)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	done, err := t.follow(ctx, exited, sigs, tr)
 	if err != nil {
+		<-exited // heapctl lasts as long as the command
 		return err
 	}
 	if done != traceEndExit {
@@ -228,87 +245,9 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 		// lasts as long as it does, like heapctl run, passing signals on.
 		tr.Close()
 		e.log.Debug("tracing stopped, waiting for the command", zap.Int("pid", pid))
-		for {
-			select {
-			case <-exited:
-				return traceChildStatus(o.argv[0], waitErr)
-			case sig := <-sigs:
-				forward(pid, sig)
-			}
-		}
 	}
-	return traceChildStatus(o.argv[0], waitErr)
-}
-
-// traceStart starts cmd (which has Ptrace set), waits for the stop at its
-// exec, attaches the probes and releases it. ptrace requests must come from
-// the thread that forked the tracee, hence the locked OS thread.
-func traceStart(e *env, cmd *exec.Cmd, libc string) (*bpf.Tracer, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	pid := cmd.Process.Pid
-	var ws unix.WaitStatus
-	for {
-		_, err := unix.Wait4(pid, &ws, 0, nil)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EINTR) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return nil, fmt.Errorf("waiting for %s to start: %w", cmd.Path, err)
-		}
-	}
-	if !ws.Stopped() {
-		// Exited or killed before its first instruction; let Wait reap
-		// nothing twice.
-		return nil, fmt.Errorf("%s ended before it could be traced (%v)", cmd.Path, traceWaitStatus(ws))
-	}
-	tr, err := bpf.Attach(pid, libc)
-	if err != nil {
-		// A stopped tracee dies on SIGKILL without running a single
-		// instruction of the command.
-		cmd.Process.Kill()
-		cmd.Wait()
-		return nil, err
-	}
-	e.log.Debug("attached", zap.Int("pid", pid), zap.String("libc", libc), zap.String("mode", string(tr.Mode)), zap.Strings("aliases", tr.Aliases))
-	if err := unix.PtraceDetach(pid); err != nil {
-		tr.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-		return nil, fmt.Errorf("releasing %s (ptrace detach): %w", cmd.Path, err)
-	}
-	return tr, nil
-}
-
-func traceWaitStatus(ws unix.WaitStatus) string {
-	switch {
-	case ws.Exited():
-		return fmt.Sprintf("exit status %d", ws.ExitStatus())
-	case ws.Signaled():
-		return "killed by " + ws.Signal().String()
-	}
-	return fmt.Sprintf("wait status %#x", uint32(ws))
-}
-
-// traceChildStatus turns the command's end into heapctl's exit status, as
-// heapctl run does: 0, its exit code, or 128+N when signal N killed it.
-func traceChildStatus(name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return exitError{code: 128 + int(ws.Signal()), msg: fmt.Sprintf("trace: %s killed by signal %d (%v)", name, int(ws.Signal()), ws.Signal())}
-		}
-		return exitError{code: ee.ExitCode()}
-	}
-	return fmt.Errorf("trace: waiting for the command: %w", err)
+	<-exited
+	return status
 }
 
 // Why tracing stopped.
@@ -360,12 +299,6 @@ func (t *tracing) loop(ctx context.Context, exited <-chan struct{}, sigs <-chan 
 		case <-ctx.Done():
 			return traceEndSignal
 		case sig := <-sigs:
-			if len(t.o.argv) > 0 {
-				forward(t.pid, sig)
-			}
-			if sig != os.Interrupt && sig != syscall.SIGTERM {
-				continue // passed on to the command; tracing goes on
-			}
 			t.e.log.Debug("stopping", zap.Stringer("signal", sig))
 			return traceEndSignal
 		case <-timeout:

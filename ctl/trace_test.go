@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heapline/heapline/bpf"
+	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/testkit"
@@ -398,7 +399,7 @@ func TestTraceReadErrors(t *testing.T) {
 // programs (a trace missing or doubling calls would show).
 func TestTraceAgreesWithShim(t *testing.T) {
 	traceNeedsRoot(t)
-	lib := rgLib(t)
+	lib := testkit.Shim(t)
 	prog := traceKnown(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -617,23 +618,23 @@ func TestTraceWatch(t *testing.T) {
 func TestTraceCommandStatus(t *testing.T) {
 	traceNeedsRoot(t)
 	out, err := traceRun(t, traceOpts{argv: []string{"sh", "-c", "exit 3"}})
-	var ee exitError
-	if !errors.As(err, &ee) || ee.code != 3 {
+	var ee *launch.ExitError
+	if !errors.As(err, &ee) || ee.Code != 3 {
 		t.Errorf("error %v, want exit status 3", err)
 	}
 	if !strings.HasPrefix(out, "heapline[") || !strings.Contains(out, "live at exit") {
 		t.Errorf("output %q", out)
 	}
 	_, err = traceRun(t, traceOpts{argv: []string{"sh", "-c", "kill -TERM $$"}})
-	if !errors.As(err, &ee) || ee.code != 128+15 || ee.msg != "trace: sh killed by signal 15 (terminated)" {
+	if !errors.As(err, &ee) || ee.Code != 128+15 || ee.Msg != "trace: sh killed by signal 15 (terminated)" {
 		t.Errorf("killed: %v (%+v), want status 143", err, ee)
 	}
 	_, err = traceRun(t, traceOpts{argv: []string{"no-such-command-heapline"}})
-	if !errors.As(err, &ee) || ee.code != 127 || ee.msg != "trace: no-such-command-heapline: command not found" {
+	if !errors.As(err, &ee) || ee.Code != 127 || ee.Msg != "trace: no-such-command-heapline: command not found" {
 		t.Errorf("not found: %v, want status 127", err)
 	}
 	_, err = traceRun(t, traceOpts{argv: []string{"./no-such-file-heapline"}})
-	if !errors.As(err, &ee) || ee.code != 127 || ee.msg != "trace: ./no-such-file-heapline: no such file" {
+	if !errors.As(err, &ee) || ee.Code != 127 || ee.Msg != "trace: ./no-such-file-heapline: no such file" {
 		t.Errorf("no such file: %v, want status 127", err)
 	}
 	// Found but not runnable by execve: 126, as heapctl run and a shell.
@@ -644,7 +645,7 @@ func TestTraceCommandStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = traceRun(t, traceOpts{argv: []string{p}})
-		if !errors.As(err, &ee) || ee.code != 126 || !strings.Contains(ee.msg, "cannot be run") {
+		if !errors.As(err, &ee) || ee.Code != 126 || !strings.Contains(ee.Msg, "cannot be run") {
 			t.Errorf("%s: %v, want status 126", name, err)
 		}
 	}
@@ -749,7 +750,7 @@ func TestTraceUnprivileged(t *testing.T) {
 		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
 			t.Errorf("%q as nobody: %v, want exit status 1", args, err)
 		}
-		want := "heapctl: trace: eBPF tracing needs root, or the capabilities CAP_BPF and CAP_PERFMON: this process (uid 65534) lacks CAP_BPF and CAP_PERFMON; run it with sudo\n"
+		want := "heapctl: error: trace: eBPF tracing needs root, or the capabilities CAP_BPF and CAP_PERFMON: this process (uid 65534) lacks CAP_BPF and CAP_PERFMON; run it with sudo\n"
 		if stderr.String() != want {
 			t.Errorf("%q as nobody: stderr\n%q\nwant\n%q", args, stderr.String(), want)
 		}

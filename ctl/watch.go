@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
@@ -38,7 +39,7 @@ func watchCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "watch every process that publishes a region you may read"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 250 * time.Millisecond, Usage: "time between refreshes"},
 			&cli.DurationFlag{Name: "window", Value: time.Minute, Usage: "time the sparkline covers"},
-			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Usage: "stop after `N` refreshes (0: when the process ends, or never with --all)"},
+			&cli.IntFlag{Name: "count", Aliases: []string{"c"}, Usage: "stop after `N` refreshes (0: when the process ends, or never with --all)"},
 		},
 		Action: func(c *cli.Context) error { return watch(e, c) },
 	}
@@ -61,7 +62,7 @@ func watch(e *env, c *cli.Context) error {
 	}
 	w := &watcher{log: e.log, window: window.Seconds(), procs: map[int]*watched{}, warned: map[string]bool{}}
 	if !all {
-		pid, err := parsePID(c.Args().First())
+		pid, err := target.ParsePID(c.Args().First())
 		if err != nil {
 			return fmt.Errorf("watch: %w", err)
 		}
@@ -70,6 +71,8 @@ func watch(e *env, c *cli.Context) error {
 		if err := w.pollOne(true); err != nil {
 			return fmt.Errorf("watch: %w", err)
 		}
+		w.proc = region.OpenProcess(pid)
+		defer w.proc.Close()
 	}
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
@@ -87,12 +90,12 @@ func watch(e *env, c *cli.Context) error {
 		ended := w.takeEnded()
 		if !all && len(ended) > 0 {
 			// The last view stays; the final line goes under it.
-			scr.final(ended)
+			scr.final(ended, w.gone)
 			return nil
 		}
 		var stay []string
 		for _, s := range ended {
-			stay = append(stay, endLine(s))
+			stay = append(stay, endLine(s, ""))
 		}
 		scr.frame(stay, w.rows(scr))
 		if count > 0 && n >= count {
@@ -104,33 +107,6 @@ func watch(e *env, c *cli.Context) error {
 		case <-tick.C:
 		}
 	}
-}
-
-// parsePID reads a PID argument.
-func parsePID(s string) (int, error) {
-	pid, err := strconv.Atoi(s)
-	if err != nil || pid <= 0 || pid > 1<<22 {
-		// 1<<22 is the kernel's PID_MAX_LIMIT on 64-bit systems.
-		return 0, fmt.Errorf("%q is not a process id", s)
-	}
-	return pid, nil
-}
-
-// regionError says why pid cannot be read, in the user's terms: a pid
-// with no process is not a region problem, and a process without a region
-// was not started under the shim.
-func regionError(pid int, ent region.Entry) error {
-	switch {
-	case errors.Is(ent.Err, fs.ErrNotExist) && ent.Stale:
-		return fmt.Errorf("no process %d", pid)
-	case errors.Is(ent.Err, fs.ErrNotExist):
-		return fmt.Errorf("process %d publishes no heapline region (%s): start it with `heapctl run` or with LD_PRELOAD=libheap.so", pid, ent.Path)
-	case ent.Err != nil:
-		return fmt.Errorf("reading the region of process %d: %w", pid, ent.Err)
-	case ent.Stale:
-		return fmt.Errorf("process %d is gone; %s is the region it left behind (heapctl gc removes it)", pid, ent.Path)
-	}
-	return nil
 }
 
 // watched is one process as the watcher knows it.
@@ -150,6 +126,8 @@ type watcher struct {
 	order  []int            // pids in the order they appeared
 	ended  []report.Summary // processes that ended since takeEnded
 	warned map[string]bool  // unreadable regions already logged
+	proc   *region.Process  // the one watched process
+	gone   string           // why its counters stopped, when not its end
 }
 
 func (w *watcher) poll() error {
@@ -193,18 +171,21 @@ func (w *watcher) poll() error {
 func (w *watcher) pollOne(first bool) error {
 	ent := region.Inspect(w.pid)
 	if first {
-		if err := regionError(w.pid, ent); err != nil {
+		if err := target.RegionError(w.pid, ent, true); err != nil {
 			return err
 		}
 	}
 	switch {
+	case errors.Is(ent.Err, fs.ErrNotExist) && w.proc.Running():
+		w.gone = region.RemovedWhileRunning(w.pid).Error()
+		w.end(w.pid)
 	case errors.Is(ent.Err, fs.ErrNotExist):
 		w.end(w.pid)
 	case errors.Is(ent.Err, region.ErrBusy):
 		// A fold outlasted the read's retries: the view waits a refresh.
 		w.log.Debug("region busy", zap.Int("pid", w.pid), zap.Error(ent.Err))
 	case ent.Err != nil:
-		return regionError(w.pid, ent)
+		return target.RegionError(w.pid, ent, true)
 	case ent.Stale || ent.Summary.Exited:
 		w.update(ent.Summary)
 		w.end(w.pid)
@@ -217,7 +198,8 @@ func (w *watcher) pollOne(first bool) error {
 func (w *watcher) update(s report.Summary) {
 	p := w.procs[s.PID]
 	if p == nil {
-		p = &watched{pid: s.PID}
+		// No rate before a second sample: "–", not a made-up 0/s.
+		p = &watched{pid: s.PID, allocsS: math.NaN(), freesS: math.NaN()}
 		w.procs[s.PID] = p
 		w.order = append(w.order, s.PID)
 	}
@@ -279,12 +261,12 @@ func (w *watcher) rows(scr *screen) []string {
 			spark := timeline.Sparkline(p.hist, s.ElapsedS, w.window, sparkWidth)
 			out = append(out, fmt.Sprintf("%-9d %-11s %-11d %-11s %-11s %-10s %-10s %s  %s",
 				pid, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes), report.Bytes(s.MappedBytes),
-				timeline.Rate(p.allocsS), timeline.Rate(p.freesS), spark, report.Printable(s.Command)))
+				report.Rate(p.allocsS), report.Rate(p.freesS), spark, report.Printable(s.Command)))
 			continue
 		}
 		out = append(out, fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, mapped %s, %s allocs, %s frees",
 			pid, s.ElapsedS, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
-			report.Bytes(s.MappedBytes), timeline.Rate(p.allocsS), timeline.Rate(p.freesS)))
+			report.Bytes(s.MappedBytes), report.Rate(p.allocsS), report.Rate(p.freesS)))
 	}
 	return out
 }
@@ -297,12 +279,16 @@ func fmtWindow(s float64) string {
 	return d.String()
 }
 
-// endLine is the line printed for a process that ended: its counters as
-// last seen. They are final only if the last read caught the exit flag;
-// otherwise the line says they come from the last sample.
-func endLine(s report.Summary) string {
+// endLine is the line printed for a process that ended, or whose region
+// went (why says so): its counters as last seen. They are final only if
+// the last read caught the exit flag; otherwise the line says they come
+// from the last sample.
+func endLine(s report.Summary, why string) string {
 	l := report.Line(s)
-	if !s.Exited {
+	switch {
+	case why != "":
+		l += " (last sample; " + why + ")"
+	case !s.Exited:
 		l += " (last sample; the process has ended)"
 	}
 	return l
@@ -344,7 +330,7 @@ func (s *screen) frame(stay, view []string) {
 		// A line longer than the terminal would wrap and throw the count
 		// of lines to move back over off.
 		for _, l := range view {
-			b.WriteString(clip(l, s.width-1) + "\x1b[K\n")
+			b.WriteString(report.Clip(l, s.width-1) + "\x1b[K\n")
 		}
 		s.drawn = len(view)
 	} else {
@@ -356,11 +342,11 @@ func (s *screen) frame(stay, view []string) {
 }
 
 // final writes the ended processes' lines under the last frame, for good.
-func (s *screen) final(ended []report.Summary) {
+func (s *screen) final(ended []report.Summary, why string) {
 	for _, e := range ended {
-		l := endLine(e)
+		l := endLine(e, why)
 		if s.tty {
-			l = clip(l, s.width-1) // the line names its command: keep it in the frame
+			l = report.Clip(l, s.width-1) // the line names its command: keep it in the frame
 		}
 		fmt.Fprintln(s.w, l)
 	}
@@ -371,12 +357,4 @@ func (s *screen) close() {
 	if s.tty {
 		io.WriteString(s.w, "\x1b[?25h")
 	}
-}
-
-func clip(l string, width int) string {
-	if width < 1 || utf8.RuneCountInString(l) <= width {
-		return l
-	}
-	r := []rune(l)
-	return string(r[:width])
 }

@@ -35,7 +35,7 @@ func hsDone(t *testing.T, done chan error, stderr *hsBuffer) {
 		if err != nil {
 			t.Fatalf("watch: %v\nstderr:\n%s", err, stderr)
 		}
-	case <-time.After(hsTimeout):
+	case <-time.After(testkit.Timeout):
 		t.Fatal("watch did not return after the process exited")
 	}
 }
@@ -54,7 +54,7 @@ func TestWatchLines(t *testing.T) {
 	}
 	// The view shows the top step before the heap goes down again.
 	want := fmt.Sprintf("live %s (", report.Bytes(top))
-	hsWait(t, "a line with "+want, func() bool { return strings.Contains(out.String(), want) })
+	testkit.Poll(t, "a line with "+want, func() bool { return strings.Contains(out.String(), want) })
 	p.finish(t)
 	hsDone(t, done, stderr)
 
@@ -64,7 +64,11 @@ func TestWatchLines(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 	row := regexp.MustCompile(`^` + strconv.Itoa(p.pid) + ` \d+\.\d\ds live [0-9.]+ (B|KiB|MiB) \(\d+ blocks\) peak [0-9.]+ (B|KiB|MiB), mapped [0-9.]+ (B|KiB|MiB), [0-9.]+k?/s allocs, [0-9.]+k?/s frees$`)
-	for _, l := range lines[:len(lines)-1] {
+	// The first line has no interval before it: no rate, not "0/s".
+	if !strings.HasSuffix(lines[0], ", – allocs, – frees") {
+		t.Errorf("first line %q: want – for the rates", lines[0])
+	}
+	for _, l := range lines[1 : len(lines)-1] {
 		if !row.MatchString(l) {
 			t.Errorf("line %q does not match %v", l, row)
 		}
@@ -94,18 +98,18 @@ func TestWatchTerminal(t *testing.T) {
 	// A sparkline of the last 10 s: the steps below are well within it,
 	// however slow the machine, so its highest tick shows.
 	done, stderr := hsWatch(t, tty, "--interval", "10ms", "--window", "10s", strconv.Itoa(p.pid))
-	hsWait(t, "the table", func() bool { return strings.Contains(screen.String(), "ALLOCS/S") })
+	testkit.Poll(t, "the table", func() bool { return strings.Contains(screen.String(), "ALLOCS/S") })
 	for range 2 {
 		hsStep(t, p.fifo)
 		v := p.base + hsTotal(t, p.lines.next("up "))
 		want := report.Bytes(v)
-		hsWait(t, "the table showing "+want, func() bool { return strings.Contains(screen.String(), want) })
+		testkit.Poll(t, "the table showing "+want, func() bool { return strings.Contains(screen.String(), want) })
 	}
-	hsWait(t, "the sparkline's highest tick", func() bool { return strings.Contains(screen.String(), "█") })
+	testkit.Poll(t, "the sparkline's highest tick", func() bool { return strings.Contains(screen.String(), "█") })
 	p.finish(t)
 	hsDone(t, done, stderr)
 	end := fmt.Sprintf("heapline[%d] ", p.pid)
-	hsWait(t, "the summary line", func() bool { return strings.Contains(screen.String(), "\x1b[?25h") })
+	testkit.Poll(t, "the summary line", func() bool { return strings.Contains(screen.String(), "\x1b[?25h") })
 
 	s := screen.String()
 	for _, want := range []string{
@@ -199,5 +203,20 @@ func TestWatchErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "bad magic") || !strings.Contains(err.Error(), fmt.Sprintf("region of process %d", self)) {
 			t.Errorf("%s on a corrupt region: err %v", cmd[0], err)
 		}
+	}
+}
+
+// A region deleted under a running process: watch's last line says so,
+// not that the process ended.
+func TestWatchRegionRemoved(t *testing.T) {
+	r, out := hsRemoved(t, func(out string) bool { return strings.Count(out, "\n") > 1 }, "watch", "--interval", "5ms")
+	if r.err != nil {
+		t.Fatalf("watch: %v", r.err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "heapline[") || !strings.Contains(last, "(last sample; /dev/shm/heapline.") ||
+		!strings.HasSuffix(last, "runs on: its counters can no longer be read (the process itself goes on))") {
+		t.Errorf("last line %q: want the summary and that the region was removed", last)
 	}
 }

@@ -200,6 +200,9 @@ func (percentTicks) Ticks(min, max float64) []plot.Tick {
 	var ticks []plot.Tick
 	for i := math.Ceil(min/step*2) / 2; i*step <= max+step*1e-9; i += 0.5 {
 		v := i * step
+		if v == 0 {
+			v = 0 // not -0 (i is -0 when min is just below 0): a "-0" label
+		}
 		t := plot.Tick{Value: v}
 		if i == math.Trunc(i) {
 			// Round away binary noise (0.30000000000000004).

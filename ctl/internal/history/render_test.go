@@ -314,3 +314,19 @@ func TestRenderFloorDistance(t *testing.T) {
 		t.Errorf("page lacks %q", want)
 	}
 }
+
+// An axis from just below 0 has its 0 labelled "0", never "-0".
+func TestPercentTicksNoNegativeZero(t *testing.T) {
+	for _, r := range [][2]float64{{-2, 10}, {-0.4, 3}, {-1e-9, 5}, {-30, 0}} {
+		zero := false
+		for _, tk := range (percentTicks{}).Ticks(r[0], r[1]) {
+			if strings.HasPrefix(tk.Label, "-0") && strings.Trim(tk.Label, "-0.") == "" {
+				t.Errorf("Ticks(%v, %v): label %q", r[0], r[1], tk.Label)
+			}
+			zero = zero || tk.Label == "0"
+		}
+		if !zero {
+			t.Errorf("Ticks(%v, %v): no 0 label", r[0], r[1])
+		}
+	}
+}

@@ -7,15 +7,12 @@ package overhead
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,7 +21,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/shim"
 )
 
@@ -111,7 +108,7 @@ func Plan(spec Spec, base []string) (Job, error) {
 			if err := os.MkdirAll(s.SummaryDir, 0o700); err != nil {
 				return Side{}, err
 			}
-			extra = append(extra, "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+filepath.Join(s.SummaryDir, "s.%p.json"))
+			extra = append(extra, "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+launch.Output(s.SummaryDir))
 		}
 		s.Env = shim.Env(env, lib, extra...)
 		s.Argv = append(append([]string(nil), wrap...), spec.Argv...)
@@ -303,31 +300,35 @@ func (r *runner) run(ctx context.Context, s *Side, what string) (Sample, error) 
 			}
 		}
 	}
-	cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
-	cmd.Env = s.Env
-	cmd.Stdout = r.stdout
-	cmd.Stderr = errFile
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	c, err := launch.Start(launch.Options{
+		Name: s.Argv[0], Path: s.Argv[0], Args: s.Argv[1:], Env: s.Env, NoSummaries: true,
+		Stdout: r.stdout, Stderr: errFile, Log: r.opts.Log,
+	})
+	if err != nil {
 		return Sample{}, fmt.Errorf("%s, %s: %w", s.Label, what, err)
 	}
-	err = cmd.Wait()
+	select {
+	case <-c.Ended():
+	case <-ctx.Done():
+		c.Kill()
+	}
+	ps, _ := c.Wait()
 	wall := time.Since(start).Seconds()
-	if err != nil {
+	if ps == nil || !ps.Success() {
 		if ctx.Err() != nil {
 			return Sample{}, ctx.Err()
 		}
-		msg := fmt.Sprintf("%s, %s: %s: %v", s.Label, what, strings.Join(s.Argv, " "), err)
+		msg := fmt.Sprintf("%s, %s: %s: %v", s.Label, what, strings.Join(s.Argv, " "), ps)
 		if tail := tailOf(errPath, 2048); tail != "" {
 			msg += "; its stderr ends with:\n" + tail
 		}
 		return Sample{}, errors.New(msg)
 	}
-	ps := cmd.ProcessState
 	smp := Sample{Wall: wall, User: ps.UserTime().Seconds(), Sys: ps.SystemTime().Seconds(), Allocs: -1}
 	pid := ps.Pid()
 	if s.SummaryDir != "" {
-		sum, err := readSummary(filepath.Join(s.SummaryDir, fmt.Sprintf("s.%d.json", pid)))
+		sum, err := launch.ReadSummary(s.SummaryDir, pid)
 		if err != nil {
 			r.opts.Log.Debug("no exit summary", zap.String("side", s.Label), zap.Error(err))
 		} else {
@@ -375,19 +376,6 @@ func tailOf(path string, n int64) string {
 	off := max(st.Size()-n, 0)
 	b, _ := io.ReadAll(io.NewSectionReader(f, off, n))
 	return strings.TrimSpace(string(b))
-}
-
-// readSummary reads the shim's JSON exit summary: one JSON line.
-func readSummary(path string) (report.Summary, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return report.Summary{}, err
-	}
-	var s report.Summary
-	if err := json.Unmarshal(bytes.TrimSpace(b), &s); err != nil {
-		return report.Summary{}, fmt.Errorf("exit summary %s: %w", path, err)
-	}
-	return s, nil
 }
 
 // ReadCallgrindTotal returns the total instruction count (Ir, the first

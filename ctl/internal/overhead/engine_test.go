@@ -88,7 +88,7 @@ func TestMeasureTrue(t *testing.T) {
 	}
 	wantWarn(t, res, "only 3 runs of each side")
 	wantWarn(t, res, "no exit summary from "+lib)
-	if got := progress.String(); !strings.HasPrefix(got, "true: 8 runs in ") {
+	if got := progress.String(); !strings.HasPrefix(got, "true: 8 runs (both sides, warm-ups included) in ") {
 		t.Errorf("progress = %q, want one line for 8 runs", got)
 	}
 }
@@ -409,17 +409,6 @@ func TestRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "table.golden", buf.String())
-}
-
-func TestSci(t *testing.T) {
-	for _, tc := range []struct {
-		f    float64
-		want string
-	}{{3.4e7, "3.4e7"}, {9.96e6, "1.0e7"}, {123, "1.2e2"}, {0, "0"}} {
-		if got := sci(tc.f); got != tc.want {
-			t.Errorf("sci(%v) = %q, want %q", tc.f, got, tc.want)
-		}
-	}
 }
 
 func TestSetGODEBUG(t *testing.T) {

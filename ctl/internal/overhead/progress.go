@@ -2,6 +2,7 @@ package overhead
 
 import (
 	"fmt"
+	"github.com/heapline/heapline/ctl/internal/report"
 	"io"
 	"strings"
 	"time"
@@ -32,8 +33,8 @@ func (p *Progress) begin(label string, total int) {
 		return
 	}
 	// A long command would wrap the line and break the redraw.
-	if r := []rune(label); p.tty && len(r) > 32 {
-		label = string(r[:31]) + "…"
+	if p.tty {
+		label = report.Clip(label, 32)
 	}
 	p.label, p.total, p.done, p.start = label, total, 0, time.Now()
 	p.draw()
@@ -67,7 +68,7 @@ func (p *Progress) finish() {
 		fmt.Fprintln(p.w)
 		return
 	}
-	fmt.Fprintf(p.w, "%s: %d runs in %.1f s\n", p.label, p.done, time.Since(p.start).Seconds())
+	fmt.Fprintf(p.w, "%s: %d runs (both sides, warm-ups included) in %.1f s\n", p.label, p.done, time.Since(p.start).Seconds())
 }
 
 // abort ends a line drawn on a terminal before an error is printed.

@@ -3,6 +3,7 @@ package overhead
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/heapline/heapline/ctl/internal/report"
 	"io"
 	"math"
 	"strconv"
@@ -96,10 +97,11 @@ func WriteJSON(w io.Writer, doc Document) error {
 // WriteResult writes one scenario's result as the issue shows it:
 //
 //	churn-4t  4 threads, 64 blocks each, 16-512 B, small heap
-//	            median    min       max       cv
-//	baseline    0.512 s   0.488 s   0.601 s   6.1%
-//	heapline    0.577 s   0.541 s   0.652 s   5.8%
-//	overhead    +12.7%   (95% CI +8.1% .. +17.9%)   3.4e7 allocations/s with heapline
+//	            wall median  min       max       cv
+//	baseline    0.512 s      0.488 s   0.601 s   6.1%
+//	heapline    0.577 s      0.541 s   0.652 s   5.8%
+//	overhead    +12.7%   (95% CI +8.1% .. +17.9%)   34.0M/s allocations with heapline
+//	medians of 10 counted runs a side, after 2 uncounted warm-ups; wall time ...
 func WriteResult(w io.Writer, r Result) error {
 	var b strings.Builder
 	if r.Description != "" {
@@ -114,7 +116,7 @@ func WriteResult(w io.Writer, r Result) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Label, count(s.MedianInstructions), pct(s.CV), dur(s.MedianS))
 		}
 	} else {
-		fmt.Fprintf(tw, "\tmedian\tmin\tmax\tcv\tuser\tsys\n")
+		fmt.Fprintf(tw, "\twall median\tmin\tmax\tcv\tuser\tsys\n")
 		for _, s := range []SideResult{r.Baseline, r.Profiled} {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Label, dur(s.MedianS), dur(s.MinS), dur(s.MaxS), pct(s.CV), dur(s.MedianUserS), dur(s.MedianSysS))
 		}
@@ -130,7 +132,7 @@ func WriteResult(w io.Writer, r Result) error {
 		line += fmt.Sprintf("   median of %d rounds: %s", len(r.RoundOverheads), strings.Join(rs, " "))
 	}
 	if r.AllocsPerS != nil {
-		line += fmt.Sprintf("   %s allocations/s with %s", sci(*r.AllocsPerS), r.Profiled.Label)
+		line += fmt.Sprintf("   %s allocations with %s", report.Rate(*r.AllocsPerS), r.Profiled.Label)
 	}
 	if r.AddedInstructionsPerAlloc != nil {
 		line += fmt.Sprintf("   %+.1f instructions per allocation", *r.AddedInstructionsPerAlloc)
@@ -141,6 +143,7 @@ func WriteResult(w io.Writer, r Result) error {
 			ptsDiff(f.Distance), ptsDiff(f.DistanceCILow), ptsDiff(f.DistanceCIHigh))
 	}
 	tw.Flush()
+	b.WriteString(runsNote([]Result{r}, true) + "\n")
 	for _, wn := range r.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", wn)
 	}
@@ -157,7 +160,7 @@ func WriteTable(w io.Writer, rs []Result) error {
 	if len(rs) > 0 {
 		base, prof = rs[0].Baseline.Label, rs[0].Profiled.Label
 	}
-	last := "allocs/s"
+	last := "allocs"
 	if instr {
 		last = "instr/alloc"
 	}
@@ -178,7 +181,7 @@ func WriteTable(w io.Writer, rs []Result) error {
 			bm, pm = dur(r.Baseline.MedianS), dur(r.Profiled.MedianS)
 			extra = "-"
 			if r.AllocsPerS != nil {
-				extra = sci(*r.AllocsPerS)
+				extra = report.Rate(*r.AllocsPerS)
 			}
 		}
 		if f := r.Floor; floor && f != nil {
@@ -190,6 +193,9 @@ func WriteTable(w io.Writer, rs []Result) error {
 			signed(r.CILow), signed(r.CIHigh), pct(r.Baseline.CV), pct(r.Profiled.CV), extra)
 	}
 	tw.Flush()
+	if len(rs) > 0 {
+		b.WriteString(runsNote(rs, false) + "\n")
+	}
 	for _, r := range rs {
 		for _, wn := range r.Warnings {
 			fmt.Fprintf(&b, "warning: %s: %s\n", r.Scenario, wn)
@@ -285,6 +291,39 @@ func ptsDiff(f float64) string {
 	return fmt.Sprintf("%+.1f pt", 100*f)
 }
 
+// runsNote says what the figures of rs are: of which runs, and which
+// time; cpu when the user and sys columns are shown.
+func runsNote(rs []Result, cpu bool) string {
+	r := rs[0]
+	lo, hi := r.Runs, r.Runs
+	for _, x := range rs {
+		lo, hi = min(lo, x.Runs), max(hi, x.Runs)
+	}
+	runs := strconv.Itoa(lo)
+	if hi != lo {
+		runs = fmt.Sprintf("%d to %d", lo, hi)
+	}
+	what := "wall time of each whole run"
+	if cpu {
+		what += " (user, sys: its CPU time)"
+	}
+	if r.Measure == string(Instructions) {
+		what = "instructions of each run, counted by callgrind"
+	}
+	warm := ""
+	if r.Warmup > 0 {
+		warm = fmt.Sprintf(", after %d uncounted warm-up", r.Warmup)
+		if r.Warmup > 1 {
+			warm += "s"
+		}
+	}
+	rounds := ""
+	if r.Rounds > 1 {
+		rounds = fmt.Sprintf(", in each of %d rounds", r.Rounds)
+	}
+	return fmt.Sprintf("medians of %s counted runs a side%s%s; %s", runs, warm, rounds, what)
+}
+
 // signed formats a fraction as a signed percentage: 0.127 is "+12.7%".
 func signed(f float64) string {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
@@ -298,20 +337,6 @@ func pct(f float64) string {
 		return "?"
 	}
 	return fmt.Sprintf("%.1f%%", 100*f)
-}
-
-// sci formats a rate the short way: 3.4e7.
-func sci(f float64) string {
-	if f <= 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-		return fmt.Sprint(f)
-	}
-	e := int(math.Floor(math.Log10(f)))
-	m := f / math.Pow(10, float64(e))
-	if math.Round(m*10) >= 100 { // 9.96 rounds to 10.0
-		m /= 10
-		e++
-	}
-	return fmt.Sprintf("%.1fe%d", m, e)
 }
 
 // count formats an instruction count with an SI prefix: 812.35 M.

@@ -3,6 +3,7 @@ package region
 import (
 	"errors"
 	"fmt"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -11,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // nsSleeper starts sleep as pid 1 of a new pid namespace and returns the
@@ -30,17 +30,17 @@ func nsSleeper(t *testing.T) (pid int, cmd *exec.Cmd) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	children := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/task/" + strconv.Itoa(cmd.Process.Pid) + "/children"
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	testkit.Poll(t, "unshare's sleep", func() bool {
 		b, _ := os.ReadFile(children)
-		if f := strings.Fields(string(b)); len(f) == 1 {
-			pid, _ = strconv.Atoi(f[0])
-			if comm, _ := os.ReadFile("/proc/" + f[0] + "/comm"); string(comm) == "sleep\n" {
-				return pid, cmd
-			}
+		f := strings.Fields(string(b))
+		if len(f) != 1 {
+			return false
 		}
-	}
-	t.Fatal("unshare's sleep never started")
-	return 0, nil
+		pid, _ = strconv.Atoi(f[0])
+		comm, _ := os.ReadFile("/proc/" + f[0] + "/comm")
+		return string(comm) == "sleep\n"
+	})
+	return pid, cmd
 }
 
 // A region published in another pid namespace names its process by its
@@ -146,9 +146,8 @@ func TestOtherPidNamespace(t *testing.T) {
 	writeRegion(t, "heapline.1", f.bytes())
 	_ = syscall.Kill(pid, syscall.SIGKILL) // unshare then reaps it and exits
 	_ = cmd.Wait()
-	for deadline := time.Now().Add(10 * time.Second); pidNSOf(strconv.Itoa(pid)) != 0 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond) // the namespace's init is being reaped
-	}
+	// The namespace's init is being reaped.
+	testkit.Poll(t, "the namespace's end", func() bool { return pidNSOf(strconv.Itoa(pid)) == 0 })
 	if e := inspect(newLookup(), 1, 0, Path(1)); e.Err != nil || !e.Stale || e.Detached || e.Proc != 0 {
 		t.Errorf("empty namespace: Proc %d stale %v detached %v err %v", e.Proc, e.Stale, e.Detached, e.Err)
 	}

@@ -37,6 +37,10 @@ type Entry struct {
 	Detached bool
 	Err      error // why the region could not be read; Summary is zero then
 	UID      int   // owner of the file
+	// StartNS is when the shim of the image that publishes the region
+	// started counting (CLOCK_MONOTONIC): each image of a process that
+	// execs starts its own count, and its Summary.ElapsedS from there.
+	StartNS uint64
 
 	regular  bool // a regular file (not a symlink, fifo, ...)
 	dev, ino uint64
@@ -121,6 +125,7 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 	e = Entry{PID: pid, Proc: pid, Path: path, UID: -1, nameNS: nameNS}
 	var h header
 	h, e.Summary, e.Err = readFile(&e, pid, l.profile)
+	e.StartNS = h.startNS
 	if e.Err == nil && nameNS != 0 && h.pidNS != nameNS {
 		e.Err = fmt.Errorf("the name says pid namespace %d, the header %d", nameNS, h.pidNS)
 	}

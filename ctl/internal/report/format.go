@@ -220,3 +220,29 @@ func Printable(s string) string {
 	}
 	return b.String()
 }
+
+// Rate formats a per-second rate compactly: "950/s", "12.3k/s", "4.1M/s";
+// "–" when there is none yet (a first sample, with no interval before it).
+func Rate(r float64) string {
+	switch {
+	case math.IsNaN(r):
+		return "–"
+	case r < 1000:
+		return fmt.Sprintf("%.0f/s", r)
+	case r < 1e6:
+		return fmt.Sprintf("%.1fk/s", r/1e3)
+	case r < 1e9:
+		return fmt.Sprintf("%.1fM/s", r/1e6)
+	default:
+		return fmt.Sprintf("%.1fG/s", r/1e9)
+	}
+}
+
+// Clip shortens s to at most width runes, the last of them "…" when it
+// cut something: a line that must fit a terminal's width, a label.
+func Clip(s string, width int) string {
+	if width < 1 || utf8.RuneCountInString(s) <= width {
+		return s
+	}
+	return string([]rune(s)[:width-1]) + "…"
+}

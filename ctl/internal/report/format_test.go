@@ -128,3 +128,26 @@ func TestPrintable(t *testing.T) {
 		}
 	}
 }
+
+func TestRate(t *testing.T) {
+	for _, c := range []struct {
+		r    float64
+		want string
+	}{{0, "0/s"}, {950, "950/s"}, {12345, "12.3k/s"}, {4.1e6, "4.1M/s"}, {3.7e7, "37.0M/s"}, {2e9, "2.0G/s"}, {math.NaN(), "–"}} {
+		if got := Rate(c.r); got != c.want {
+			t.Errorf("Rate(%v) = %q, want %q", c.r, got, c.want)
+		}
+	}
+}
+
+func TestClip(t *testing.T) {
+	for _, c := range []struct {
+		s     string
+		width int
+		want  string
+	}{{"abc", 3, "abc"}, {"abcd", 3, "ab…"}, {"héllo wörld", 5, "héll…"}, {"abc", 0, "abc"}} {
+		if got := Clip(c.s, c.width); got != c.want {
+			t.Errorf("Clip(%q, %d) = %q, want %q", c.s, c.width, got, c.want)
+		}
+	}
+}

@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"encoding/xml"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -60,9 +62,28 @@ func Git(t testing.TB, dir string, args ...string) string {
 // not) and returns the character data of its <text> elements.
 func SVGTexts(t testing.TB, b []byte) []string {
 	t.Helper()
-	d := xml.NewDecoder(bytes.NewReader(b))
 	var texts []string
-	inText, root := false, ""
+	for _, x := range SVGTextsAt(t, b) {
+		texts = append(texts, x.Text)
+	}
+	return texts
+}
+
+// SVGText is one <text> element and where it is: X from the left, Y up
+// from the bottom, in points (gonum draws text flipped, scale(1, -1), so Y
+// is minus its y attribute; an unflipped one, rotated, keeps NaN).
+type SVGText struct {
+	Text string
+	X, Y float64
+}
+
+// SVGTextsAt is SVGTexts with each text's position.
+func SVGTextsAt(t testing.TB, b []byte) []SVGText {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(b))
+	var texts []SVGText
+	var cur *SVGText
+	root := ""
 	for {
 		tok, err := d.Token()
 		if err == io.EOF {
@@ -76,13 +97,33 @@ func SVGTexts(t testing.TB, b []byte) []string {
 			if root == "" {
 				root = v.Name.Local
 			}
-			inText = v.Name.Local == "text"
+			cur = nil
+			if v.Name.Local == "text" {
+				cur = &SVGText{X: math.NaN(), Y: math.NaN()}
+				var y float64
+				flipped := false
+				for _, a := range v.Attr {
+					switch a.Name.Local {
+					case "x":
+						cur.X, _ = strconv.ParseFloat(a.Value, 64)
+					case "y":
+						y, _ = strconv.ParseFloat(a.Value, 64)
+					case "transform":
+						flipped = a.Value == "scale(1, -1)"
+					}
+				}
+				if flipped {
+					cur.Y = -y
+				}
+			}
 		case xml.CharData:
-			if inText {
-				texts = append(texts, string(v))
+			if cur != nil {
+				cur.Text = string(v)
+				texts = append(texts, *cur)
+				cur = nil
 			}
 		case xml.EndElement:
-			inText = false
+			cur = nil
 		}
 	}
 	if root != "svg" {

@@ -6,15 +6,14 @@
 package timeline
 
 import (
-	"fmt"
-
 	"github.com/heapline/heapline/ctl/internal/report"
 )
 
 // Sample is one point of the heap line. Time is the process's own elapsed
 // time (report.Summary.ElapsedS, measured by the shim from when it started
 // counting), not heapctl's clock, so the final point taken from the exit
-// summary lines up with the points sampled from outside.
+// summary lines up with the points sampled from outside; across an exec it
+// runs on from the first image's start (Images).
 type Sample struct {
 	TimeS         float64 `json:"time_s"`
 	LiveBytes     int64   `json:"live_bytes"`
@@ -25,6 +24,9 @@ type Sample struct {
 	// MappedBytes is the memory the program maps itself (report.Summary):
 	// a second line on the chart.
 	MappedBytes int64 `json:"mapped_bytes"`
+	// Exec is the command of a new image, on its first sample: the
+	// process exec'd since the sample before.
+	Exec string `json:"exec,omitempty"`
 }
 
 // FromSummary is the point a snapshot makes.
@@ -75,20 +77,6 @@ func Peak(samples []Sample) (at Sample, peak int64, ok bool) {
 		peak = at.LiveBytes
 	}
 	return at, peak, len(samples) > 0
-}
-
-// Rate formats a per-second rate compactly: "950/s", "12.3k/s", "4.1M/s".
-func Rate(r float64) string {
-	switch {
-	case r < 1000:
-		return fmt.Sprintf("%.0f/s", r)
-	case r < 1e6:
-		return fmt.Sprintf("%.1fk/s", r/1e3)
-	case r < 1e9:
-		return fmt.Sprintf("%.1fM/s", r/1e6)
-	default:
-		return fmt.Sprintf("%.1fG/s", r/1e9)
-	}
 }
 
 // PythonObjectsEnv is the environment `heapctl run --python-objects` (and

@@ -9,8 +9,9 @@ var ticks = []rune("▁▂▃▄▅▆▇█")
 // highest live bytes of its slice of time, so a short spike is not lost
 // between columns; a column no sample fell in repeats the one before it
 // (the heap did not change that we know of), and columns before the first
-// sample are blank. The scale runs from the lowest to the highest value
-// shown, as sparklines do: the shape matters here, the numbers are beside it.
+// sample are blank. The scale runs from zero (or the lowest value, if it
+// is below zero) to the highest value shown, so a column's height is in
+// proportion to the heap: a 1% wiggle of a large heap stays a wiggle.
 func Sparkline(samples []Sample, end, window float64, width int) string {
 	if width <= 0 || window <= 0 {
 		return ""
@@ -47,18 +48,10 @@ func Sparkline(samples []Sample, end, window float64, width int) string {
 		}
 	}
 	lo, hi := int64(0), int64(0)
-	first := true
 	for i, v := range col {
-		if !has[i] {
-			continue
+		if has[i] {
+			lo, hi = min(lo, v), max(hi, v)
 		}
-		if first || v < lo {
-			lo = v
-		}
-		if first || v > hi {
-			hi = v
-		}
-		first = false
 	}
 	var b strings.Builder
 	for i, v := range col {

@@ -43,18 +43,29 @@ func TestSparkline(t *testing.T) {
 	if got, want := Sparkline(s, 8, 16, 16), "        ▁▂▃▄▅▆▇█"; got != want {
 		t.Errorf("ramp with blank start = %q, want %q", got, want)
 	}
-	// Two columns: each shows the highest value of its half (300, 700).
-	if got, want := Sparkline(s, 8, 8, 2), "▁█"; got != want {
+	// Two columns: each shows the highest value of its half (300, 700),
+	// on a scale from 0: 300 is three sevenths of the way up.
+	if got, want := Sparkline(s, 8, 8, 2), "▄█"; got != want {
 		t.Errorf("two columns = %q, want %q", got, want)
 	}
-	// Flat: lowest tick everywhere; a gap repeats the value before it.
+	// Flat: the highest tick everywhere (its height is the heap's, from
+	// 0); a gap repeats the value before it. An empty heap is the lowest.
 	flat := []Sample{{TimeS: 0, LiveBytes: 5}, {TimeS: 3.5, LiveBytes: 5}}
-	if got, want := Sparkline(flat, 4, 4, 4), "▁▁▁▁"; got != want {
+	if got, want := Sparkline(flat, 4, 4, 4), "████"; got != want {
 		t.Errorf("flat = %q, want %q", got, want)
+	}
+	empty := []Sample{{TimeS: 0}, {TimeS: 3.5}}
+	if got, want := Sparkline(empty, 4, 4, 4), "▁▁▁▁"; got != want {
+		t.Errorf("empty heap = %q, want %q", got, want)
+	}
+	// A 1% wiggle of a large heap stays near the top, not a cliff.
+	big := []Sample{{TimeS: 0, LiveBytes: 100 << 20}, {TimeS: 2, LiveBytes: 99 << 20}}
+	if got, want := Sparkline(big, 4, 4, 4), "████"; got != want {
+		t.Errorf("wiggle = %q, want %q", got, want)
 	}
 	// A sample before the window carries into it.
 	old := []Sample{{TimeS: 0, LiveBytes: 10}, {TimeS: 99.5, LiveBytes: 20}}
-	if got, want := Sparkline(old, 100, 4, 4), "▁▁▁█"; got != want {
+	if got, want := Sparkline(old, 100, 4, 4), "▅▅▅█"; got != want {
 		t.Errorf("carried = %q, want %q", got, want)
 	}
 	if got := Sparkline(nil, 1, 60, 0); got != "" {
@@ -81,20 +92,20 @@ func TestCSVRoundTrip(t *testing.T) {
 	in := []report.Summary{sum(0.01, 1024, 1, 1, 0, 1024), sum(0.02, 9<<20, 3, 4, 1, 10<<20)}
 	in[1].MappedBytes = 3 << 20
 	for _, s := range in {
-		if err := w.Add(s); err != nil {
+		if err := w.Add(FromSummary(s), s); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Each row is on disk as soon as it is added.
 	b, _ := os.ReadFile(path)
-	want := "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes\n" +
-		"0.010000,1024,1,1,0,1024,0\n0.020000,9437184,3,4,1,10485760,3145728\n"
+	want := "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes,exec\n" +
+		"0.010000,1024,1,1,0,1024,0,\n0.020000,9437184,3,4,1,10485760,3145728,\n"
 	if string(b) != want {
 		t.Fatalf("before Close:\n%s\nwant\n%s", b, want)
 	}
 	final := sum(0.5, 0, 0, 4, 4, 10<<20)
 	final.Exited = true
-	if err := w.Close(&final); err != nil {
+	if err := w.Close(&final, FromSummary(final)); err != nil {
 		t.Fatal(err)
 	}
 	f, _ := os.Open(path)
@@ -114,8 +125,53 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 }
 
+// A process that execs: one time axis from the first image's start, the
+// new image's first sample marked with its command. The exit summary of
+// the last image has no start time of its own: it is told apart by its
+// command, or by its time going backwards.
+func TestImages(t *testing.T) {
+	var im Images
+	at := func(cmd string, elapsed float64, startNS, nowNS uint64) Sample {
+		return im.Point(report.Summary{Command: cmd, ElapsedS: elapsed}, startNS, nowNS)
+	}
+	const s = uint64(1e9)
+	for _, c := range []struct {
+		got  Sample
+		time float64
+		exec string
+	}{
+		{at("sh -c exec python3 x.py", 0.1, 100*s, 0), 0.1, ""},
+		{at("sh -c exec python3 x.py", 0.287, 100*s, 0), 0.287, ""},
+		{at("python3 x.py", 0.007, 100*s+3*s/10, 0), 0.307, "python3 x.py"},
+		{at("python3 x.py", 0.5, 100*s+3*s/10, 0), 0.8, ""},
+		// The exit summary of the same image: no start, same command.
+		{at("python3 x.py", 0.9, 0, 101*s+2*s/10), 1.2, ""},
+	} {
+		if math.Abs(c.got.TimeS-c.time) > 1e-9 || c.got.Exec != c.exec {
+			t.Errorf("sample %+v, want time %v, exec %q", c.got, c.time, c.exec)
+		}
+	}
+	// An exit summary from an image never sampled: started nowNS-elapsed.
+	im = Images{}
+	at("wrapper", 0.2, 50*s, 0)
+	if p := at("real", 0.1, 0, 50*s+5*s/10); math.Abs(p.TimeS-0.5) > 1e-9 || p.Exec != "real" {
+		t.Errorf("unsampled last image: %+v, want time 0.5, exec real", p)
+	}
+	if e := Execs([]Sample{{}, {Exec: "a"}, {}, {Exec: "b"}}); len(e) != 2 || e[0].Exec != "a" || e[1].Exec != "b" {
+		t.Errorf("Execs = %+v", e)
+	}
+}
+
+// A timeline written before the exec column still reads.
+func TestReadOldCSV(t *testing.T) {
+	got, err := ReadCSV(strings.NewReader("time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes\n0.5,1,2,3,4,5\n"))
+	if err != nil || len(got) != 1 || got[0] != (Sample{TimeS: 0.5, LiveBytes: 1, LiveBlocks: 2, Allocs: 3, Frees: 4, PeakLiveBytes: 5}) {
+		t.Errorf("ReadCSV = %+v, %v", got, err)
+	}
+}
+
 func TestReadCSVErrors(t *testing.T) {
-	for _, in := range []string{"", "a,b\n", "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes\n1,x,1,1,1,1,0\n"} {
+	for _, in := range []string{"", "a,b\n", "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes,exec\n1,x,1,1,1,1,0,\n"} {
 		if _, err := ReadCSV(strings.NewReader(in)); err == nil {
 			t.Errorf("ReadCSV(%q): no error", in)
 		}
@@ -128,10 +184,10 @@ func TestJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Add(sum(0.01, 100, 1, 1, 0, 100))
+	w.Add(FromSummary(sum(0.01, 100, 1, 1, 0, 100)), sum(0.01, 100, 1, 1, 0, 100))
 	final := sum(0.02, 0, 0, 1, 1, 100)
 	final.Exited = true
-	if err := w.Close(&final); err != nil {
+	if err := w.Close(&final, FromSummary(final)); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
@@ -146,7 +202,7 @@ func TestJSON(t *testing.T) {
 	// No samples: still a document, with an empty list.
 	path = filepath.Join(t.TempDir(), "empty.json")
 	w, _ = Create(path)
-	w.Close(nil)
+	w.Close(nil, Sample{})
 	b, _ = os.ReadFile(path)
 	if !bytes.Contains(b, []byte(`"samples": []`)) {
 		t.Errorf("empty document: %s", b)
@@ -199,5 +255,59 @@ func TestChart(t *testing.T) {
 	}
 	if err := (Chart{}).WriteSVG(io.Discard, nil); err == nil {
 		t.Error("no error for no samples")
+	}
+}
+
+// TestChartLayout: a recording that starts late (the first sample at
+// 0.3 s) and execs. The x axis starts at 0; a title wider than the chart
+// is wrapped, whole, not cut; the legend is under the axis label, off the
+// data and the peak label; the exec is labelled; no tick reads "-0".
+func TestChartLayout(t *testing.T) {
+	var s []Sample
+	for i := 0; i <= 100; i++ {
+		v := int64(2496)
+		if i > 60 {
+			v = 10 << 20
+		}
+		p := Sample{TimeS: 0.3 + float64(i)*0.005, LiveBytes: v, PeakLiveBytes: v}
+		if i == 60 {
+			p.Exec = "/usr/bin/python3 -c import time"
+		}
+		s = append(s, p)
+	}
+	s[100].PeakLiveBytes = 11 << 20
+	title := "sh -c sleep 0.3; exec python3 -c \"$0\" import time; x = bytearray(8 << 20); " +
+		"time.sleep(0.3); print('a command longer than the chart is wide') (pid 4711)"
+	var b bytes.Buffer
+	if err := (Chart{Title: title}).WriteSVG(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]testkit.SVGText{}
+	var titleLines []string
+	for _, x := range testkit.SVGTextsAt(t, b.Bytes()) {
+		at[x.Text] = x
+		if strings.Trim(x.Text, "-0.") == "" && strings.HasPrefix(x.Text, "-") {
+			t.Errorf("tick %q", x.Text)
+		}
+		if x.Y > 250 { // the title's band, at the top of the 288-point chart
+			titleLines = append(titleLines, x.Text)
+		}
+	}
+	if got := strings.Join(titleLines, " "); len(titleLines) < 2 || got != title {
+		t.Errorf("title lines %q: want the whole title on several lines", titleLines)
+	}
+	axis, ok := at["time (s)"]
+	zero, ok0 := at["0.0"]
+	if !ok || !ok0 {
+		t.Fatalf("no x axis label or 0.0 tick; texts %v", at)
+	}
+	peak := at[PeakLabel(Sample{TimeS: 0.605, LiveBytes: 10 << 20})]
+	for _, l := range []string{"live bytes", "sampled peak", "peak_live_bytes 11.0 MiB (between samples)"} {
+		if x, ok := at[l]; !ok || x.Y >= axis.Y || x.Y >= peak.Y {
+			t.Errorf("legend %q at %+v: want it under the x axis label (y %v)", l, x, axis.Y)
+		}
+	}
+	if x, ok := at["exec python3"]; !ok || x.Y <= peak.Y || x.X <= zero.X {
+		t.Errorf("exec label %+v: want it above the peak's label %+v", x, peak)
 	}
 }

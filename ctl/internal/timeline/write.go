@@ -17,13 +17,17 @@ import (
 
 // CSVHeader is the first line of a CSV timeline; its columns are the JSON
 // names of Sample's fields, in order.
-var CSVHeader = []string{"time_s", "live_bytes", "live_blocks", "allocs", "frees", "peak_live_bytes", "mapped_bytes"}
+var CSVHeader = []string{"time_s", "live_bytes", "live_blocks", "allocs", "frees", "peak_live_bytes", "mapped_bytes", "exec"}
+
+// oldColumns is how many columns a timeline had before mapped_bytes and
+// exec: ReadCSV reads those too.
+const oldColumns = 6
 
 // Writer takes the samples of one recording as they come and, at Close, the
-// exit summary of the process when there is one.
+// exit summary of the process when there is one, with the sample it makes.
 type Writer interface {
-	Add(s report.Summary) error
-	Close(final *report.Summary) error
+	Add(p Sample, s report.Summary) error
+	Close(final *report.Summary, p Sample) error
 }
 
 // Create opens path for a timeline in the format its extension names:
@@ -79,7 +83,7 @@ func NewCSV(w io.Writer) (*CSVWriter, error) {
 }
 
 // Add writes one sample.
-func (c *CSVWriter) Add(s report.Summary) error { return c.AddSample(FromSummary(s)) }
+func (c *CSVWriter) Add(p Sample, _ report.Summary) error { return c.AddSample(p) }
 
 // AddSample writes one sample.
 func (c *CSVWriter) AddSample(p Sample) error {
@@ -91,6 +95,7 @@ func (c *CSVWriter) AddSample(p Sample) error {
 		strconv.FormatUint(p.Frees, 10),
 		strconv.FormatInt(p.PeakLiveBytes, 10),
 		strconv.FormatInt(p.MappedBytes, 10),
+		p.Exec,
 	})
 }
 
@@ -105,11 +110,11 @@ func (c *CSVWriter) row(r []string) error {
 	return nil
 }
 
-// Close writes the final summary as the last row, then closes.
-func (c *CSVWriter) Close(final *report.Summary) error {
+// Close writes the final summary's sample p as the last row, then closes.
+func (c *CSVWriter) Close(final *report.Summary, p Sample) error {
 	var err error
 	if final != nil {
-		err = c.Add(*final)
+		err = c.AddSample(p)
 	}
 	if c.closer != nil {
 		err = errors.Join(err, c.closer.Close())
@@ -130,17 +135,17 @@ type jsonWriter struct {
 	doc Document
 }
 
-func (j *jsonWriter) Add(s report.Summary) error {
+func (j *jsonWriter) Add(p Sample, s report.Summary) error {
 	if len(j.doc.Samples) == 0 {
 		j.doc.PID, j.doc.Command = s.PID, s.Command
 	}
-	j.doc.Samples = append(j.doc.Samples, FromSummary(s))
+	j.doc.Samples = append(j.doc.Samples, p)
 	return nil
 }
 
-func (j *jsonWriter) Close(final *report.Summary) error {
+func (j *jsonWriter) Close(final *report.Summary, p Sample) error {
 	if final != nil {
-		j.Add(*final)
+		j.Add(p, *final)
 		j.doc.Summary = final
 	}
 	if j.doc.Samples == nil {
@@ -155,26 +160,44 @@ func (j *jsonWriter) Close(final *report.Summary) error {
 	return errors.Join(err, j.f.Close())
 }
 
-// ReadCSV reads a timeline written by CSVWriter.
+// ReadCSV reads a timeline written by CSVWriter, or by one from before
+// the exec column.
 func ReadCSV(r io.Reader) ([]Sample, error) {
-	rows, err := csv.NewReader(bufio.NewReader(r)).ReadAll()
+	cr := csv.NewReader(bufio.NewReader(r))
+	cr.FieldsPerRecord = -1
+	rows, err := cr.ReadAll()
 	if err != nil {
 		return nil, fmt.Errorf("reading timeline: %w", err)
 	}
-	if len(rows) == 0 || strings.Join(rows[0], ",") != strings.Join(CSVHeader, ",") {
+	head := ""
+	if len(rows) > 0 {
+		head = strings.Join(rows[0], ",")
+	}
+	cols := len(CSVHeader)
+	switch head {
+	case strings.Join(CSVHeader, ","):
+	case strings.Join(CSVHeader[:oldColumns], ","):
+		cols = oldColumns
+	default:
 		return nil, errors.New("reading timeline: missing header " + strings.Join(CSVHeader, ","))
 	}
 	out := make([]Sample, 0, len(rows)-1)
 	for i, r := range rows[1:] {
+		if len(r) != cols {
+			return nil, fmt.Errorf("reading timeline: line %d: %d fields, want %d", i+2, len(r), cols)
+		}
 		var s Sample
 		var errs [7]error
+		if cols == len(CSVHeader) {
+			s.MappedBytes, errs[6] = strconv.ParseInt(r[6], 10, 64)
+			s.Exec = r[7]
+		}
 		s.TimeS, errs[0] = strconv.ParseFloat(r[0], 64)
 		s.LiveBytes, errs[1] = strconv.ParseInt(r[1], 10, 64)
 		s.LiveBlocks, errs[2] = strconv.ParseInt(r[2], 10, 64)
 		s.Allocs, errs[3] = strconv.ParseUint(r[3], 10, 64)
 		s.Frees, errs[4] = strconv.ParseUint(r[4], 10, 64)
 		s.PeakLiveBytes, errs[5] = strconv.ParseInt(r[5], 10, 64)
-		s.MappedBytes, errs[6] = strconv.ParseInt(r[6], 10, 64)
 		if err := errors.Join(errs[:]...); err != nil {
 			return nil, fmt.Errorf("reading timeline: line %d: %w", i+2, err)
 		}

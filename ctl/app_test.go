@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+
+	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/ctl/internal/version"
+)
+
+// heapctl builds the app as main does (its own logger) and runs args.
+// The writers lock: a command's child writes into them from os/exec's
+// copying goroutine while heapctl logs.
+func heapctl(args ...string) (stdout, stderr string, err error) {
+	var out, errb hsBuffer
+	err = newApp(&out, &errb).Run(append([]string{"heapctl"}, args...))
+	return out.String(), errb.String(), err
+}
+
+// The global flags work before and after the command's name.
+func TestGlobalFlagsAnywhere(t *testing.T) {
+	lib := testkit.Shim(t)
+	csv := filepath.Join(t.TempDir(), "x.csv")
+	for _, args := range [][]string{
+		{"-v", "record", "-o", csv, "--lib", lib, "--", "true"},
+		{"record", "-v", "-o", csv, "--lib", lib, "--", "true"},
+		{"record", "-o", csv, "--verbose", "--lib", lib, "--", "true"},
+	} {
+		_, stderr, err := heapctl(args...)
+		if err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+		if !strings.Contains(stderr, "heapctl: debug: started ") {
+			t.Errorf("%q: no debug log; stderr:\n%s", args, stderr)
+		}
+	}
+	if _, stderr, _ := heapctl("record", "-o", csv, "--lib", lib, "--", "true"); strings.Contains(stderr, "debug") {
+		t.Errorf("without -v, debug lines:\n%s", stderr)
+	}
+	if _, _, err := heapctl("history", "check", "-v", "--store", t.TempDir()); err != nil && strings.Contains(err.Error(), "flag") {
+		t.Errorf("a subcommand refuses -v: %v", err)
+	}
+}
+
+// A bad flag, a bad value or an unknown command is one line naming what
+// is wrong and where help is: never the help page.
+func TestErrorsSayOnlyWhatWentWrong(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bogus"}, `"bogus" is not a heapctl command (heapctl --help lists them)`},
+		{[]string{"history", "bogus"}, `"bogus" is not a heapctl history command (heapctl history --help lists them)`},
+		{[]string{"trace", "--duration", "abc"}, `invalid value "abc" for flag -duration: parse error (heapctl trace --help lists the flags)`},
+		{[]string{"run", "--nope"}, "unknown flag -nope (heapctl run --help lists the flags)"},
+		{[]string{"--nope"}, "unknown flag -nope (heapctl --help lists the flags)"},
+		{[]string{"record", "--", "true"}, "missing --output (heapctl record --help lists the flags)"},
+		{[]string{"history", "add", "x.json"}, "missing --store (heapctl history add --help lists the flags)"},
+		{[]string{"history", "check"}, "missing --store (heapctl history check --help lists the flags)"},
+		{[]string{"history", "render", "--store", "x"}, "missing --out (heapctl history render --help lists the flags)"},
+	} {
+		stdout, stderr, err := heapctl(c.args...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: error %v, want %q", c.args, err, c.want)
+		}
+		if stdout != "" || stderr != "" || exitCode(err) != 1 {
+			t.Errorf("%q: stdout %q stderr %q, status %d: want nothing but the error, status 1", c.args, stdout, stderr, exitCode(err))
+		}
+	}
+}
+
+// Every message heapctl writes about itself on stderr starts the same way.
+func TestLoggerStyle(t *testing.T) {
+	var b bytes.Buffer
+	log := newLogger(&b, false)
+	log.Warn("cannot read the region", zap.Int("pid", 42))
+	log.Error("writing the summary")
+	log.Debug("hidden without -v")
+	want := "heapctl: warning: cannot read the region {\"pid\": 42}\nheapctl: error: writing the summary\n"
+	if b.String() != want {
+		t.Errorf("logged\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+// Each short flag means one thing in every command that has it.
+func TestShortFlagsMeanOneThing(t *testing.T) {
+	long := map[string]map[string]bool{} // short name -> long names
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			for _, f := range c.Flags {
+				names := f.Names()
+				for _, n := range names[1:] {
+					if len(n) == 1 {
+						if long[n] == nil {
+							long[n] = map[string]bool{}
+						}
+						long[n][names[0]] = true
+					}
+				}
+			}
+			walk(prefix+c.Name+" ", c.Subcommands)
+		}
+	}
+	app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
+	walk("", app.Commands)
+	for short, names := range long {
+		if len(names) > 1 {
+			var l []string
+			for n := range names {
+				l = append(l, n)
+			}
+			sort.Strings(l)
+			t.Errorf("-%s means %s", short, strings.Join(l, ", "))
+		}
+	}
+	if !long["n"]["runs"] || !long["c"]["count"] {
+		t.Errorf("want -n for overhead's --runs, -c for watch's --count: %v", long)
+	}
+}
+
+// --version prints what the toolchain stamped (package version).
+func TestVersionFlag(t *testing.T) {
+	stdout, _, err := heapctl("--version")
+	v := version.Get()
+	if want := fmt.Sprintf("heapctl %s commit %s (%s), %s\n", v.Version, v.Revision, v.Date, v.GoVersion); err != nil || stdout != want {
+		t.Errorf("--version: %q, %v; want %q", stdout, err, want)
+	}
+}

@@ -1,0 +1,44 @@
+// Package target is the process a command is pointed at (show, watch,
+// record --pid, trace --pid): its PID as the user wrote it, and why its
+// region cannot be read, said in the user's terms.
+package target
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+)
+
+// pidMax is the kernel's PID_MAX_LIMIT on 64-bit systems.
+const pidMax = 1 << 22
+
+// ParsePID reads a PID argument or flag value.
+func ParsePID(s string) (int, error) {
+	pid, err := strconv.Atoi(s)
+	if err != nil || pid <= 0 || pid > pidMax {
+		return 0, fmt.Errorf("%q is not a process id", s)
+	}
+	return pid, nil
+}
+
+// RegionError says why pid's region (ent, from region.Inspect) cannot be
+// read: a pid with no process is not a region problem, and a process
+// without a region was not started under the shim. A region left by a
+// process that is gone is an error too when gone is true (watch and
+// record follow a live process; show prints what it left).
+func RegionError(pid int, ent region.Entry, gone bool) error {
+	switch {
+	case errors.Is(ent.Err, fs.ErrNotExist) && ent.Stale:
+		return fmt.Errorf("no process %d", pid)
+	case errors.Is(ent.Err, fs.ErrNotExist):
+		return fmt.Errorf("process %d publishes no heapline region (%s): start it with `heapctl run` or with LD_PRELOAD=libheap.so", pid, ent.Path)
+	case ent.Err != nil:
+		return fmt.Errorf("reading the region of process %d: %w", pid, ent.Err)
+	case ent.Stale && gone:
+		return fmt.Errorf("process %d is gone; %s is the region it left behind (heapctl gc removes it)", pid, ent.Path)
+	}
+	return nil
+}

@@ -1,0 +1,52 @@
+package target
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"testing"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+)
+
+func TestParsePID(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		pid  int
+		want string
+	}{
+		{"4711", 4711, ""},
+		{"4194304", 4194304, ""},
+		{"4194305", 0, `"4194305" is not a process id`},
+		{"0", 0, `"0" is not a process id`},
+		{"-4", 0, `"-4" is not a process id`},
+		{"abc", 0, `"abc" is not a process id`},
+		{"", 0, `"" is not a process id`},
+	} {
+		pid, err := ParsePID(c.in)
+		if got := fmt.Sprint(err); pid != c.pid || (c.want == "" && err != nil) || (c.want != "" && got != c.want) {
+			t.Errorf("ParsePID(%q) = %d, %v; want %d, %q", c.in, pid, err, c.pid, c.want)
+		}
+	}
+}
+
+func TestRegionError(t *testing.T) {
+	path := "/dev/shm/heapline.42"
+	missing := fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+	for _, c := range []struct {
+		ent  region.Entry
+		gone bool
+		want string
+	}{
+		{region.Entry{Path: path, Err: missing, Stale: true}, false, "no process 42"},
+		{region.Entry{Path: path, Err: missing}, false, "process 42 publishes no heapline region (/dev/shm/heapline.42): start it with `heapctl run` or with LD_PRELOAD=libheap.so"},
+		{region.Entry{Path: path, Err: errors.New(path + ": bad magic")}, false, "reading the region of process 42: /dev/shm/heapline.42: bad magic"},
+		{region.Entry{Path: path, Stale: true}, true, "process 42 is gone; /dev/shm/heapline.42 is the region it left behind (heapctl gc removes it)"},
+		{region.Entry{Path: path, Stale: true}, false, "<nil>"},
+		{region.Entry{Path: path}, true, "<nil>"},
+	} {
+		if got := fmt.Sprint(RegionError(42, c.ent, c.gone)); got != c.want {
+			t.Errorf("RegionError(%+v, %v) = %q, want %q", c.ent, c.gone, got, c.want)
+		}
+	}
+}
