@@ -72,6 +72,7 @@ func newAppEnv(e *env) *cli.App {
 			watchCommand(e),
 			recordCommand(e),
 			exportCommand(e),
+			profileCommand(e),
 		},
 	}
 	everyCommand(app.Commands, e, "heapctl", map[cli.Flag]bool{})

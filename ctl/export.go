@@ -76,7 +76,9 @@ func export(e *env, c *cli.Context) error {
 		e.log.Warn("serving without TLS or authentication beyond loopback: anyone who reaches the port reads every process's counters; see --web.config.file",
 			zap.Stringer("address", ln.Addr()))
 	}
-	srv := &http.Server{Handler: exportMux(h), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(e.log)}
+	mux := exportMux(h)
+	mux.Handle(pprofHeapPath, pprofHandler(e.log))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(e.log)}
 	// exporter-toolkit logs through slog: its lines go to heapctl's logger.
 	slogger := slog.New(zapslog.NewHandler(e.log.Core()))
 	noSystemd := false

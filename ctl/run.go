@@ -23,7 +23,7 @@ func runCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "run a command under libheap.so and print its heap summary when it exits",
-		ArgsUsage: "[--lib PATH] [--json] [--output FILE] -- CMD [ARGS...]",
+		ArgsUsage: "[--lib PATH] [--json] [--output FILE] [--profile FILE] -- CMD [ARGS...]",
 		Description: "The command's stdin, stdout and stderr are its own, signals sent to heapctl (INT, QUIT, TERM, HUP,\n" +
 			"USR1, USR2) reach it, and heapctl\n" +
 			"exits with its status (128+N if signal N killed it). Each process of the command's tree that\n" +
@@ -34,9 +34,10 @@ func runCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object on stdout"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the summary to `FILE` instead"},
 			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD, so each Python object is counted (docs/watching.md)"},
+			&cli.StringFlag{Name: "profile", Usage: "write CMD's sampled allocation stacks at exit to `FILE`, a pprof heap profile (docs/profiling.md)"},
 		},
 		Action: func(c *cli.Context) error {
-			o := runOptions{lib: c.String("lib"), json: c.Bool("json"), output: c.String("output"), args: c.Args().Slice()}
+			o := runOptions{lib: c.String("lib"), json: c.Bool("json"), output: c.String("output"), pprof: c.String("profile"), args: c.Args().Slice()}
 			if c.Bool("python-objects") {
 				o.env = append(o.env, timeline.PythonObjectsEnv())
 			}
@@ -49,6 +50,7 @@ type runOptions struct {
 	lib    string
 	json   bool
 	output string
+	pprof  string // --profile FILE, "" for none
 	args   []string
 	env    []string // KEY=VALUE added to CMD's environment
 }
@@ -68,11 +70,18 @@ func run(e *env, o runOptions) error {
 	if err := outfile.Check("--output", o.output); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	var prof *runProfile
+	if o.pprof != "" {
+		if prof, err = newRunProfile(o.pprof, e.stdout); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		defer prof.abort()
+	}
 	// The shim writes its summary, as JSON, into a directory of ours (the
 	// command's own stderr stays the command's), one file a process of the
 	// tree, named by its pid.
 	c, err := launch.Start(launch.Options{
-		Verb: "run", Name: o.args[0], Path: path, Args: o.args[1:], Lib: lib, Extra: o.env,
+		Verb: "run", Name: o.args[0], Path: path, Args: o.args[1:], Lib: lib, Extra: append(o.env, prof.env()...),
 		Stdin: os.Stdin, Stdout: e.stdout, Stderr: e.stderr, Log: e.log,
 	})
 	if err != nil {
@@ -80,8 +89,18 @@ func run(e *env, o runOptions) error {
 	}
 	defer c.Close()
 	<-c.Ended()
+	prof.read(c.Pid) // before Own removes the region a killed command left
 	own, _, ownErr := c.Own()
 	_, status := c.Wait()
+	if err := prof.write(); err != nil {
+		// The command's failure says more; without one, this is the
+		// failure, after the summary.
+		if status != nil {
+			e.log.Error("writing the profile", zap.Error(err))
+		} else {
+			status = fmt.Errorf("run: --profile: %w", err)
+		}
+	}
 	tree := c.Others()
 	if ownErr != nil {
 		// Still the command's status: the summary is a bonus on top of it.

@@ -2,7 +2,9 @@ package region
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -83,6 +85,58 @@ func FuzzParse(f *testing.F) {
 		}
 		if again, err := Parse(b, pid); err != nil || again != s {
 			t.Fatalf("Parse not deterministic: %+v then %+v, %v", s, again, err)
+		}
+	})
+}
+
+// FuzzParseProfile does the same for the profile's tables: never a panic,
+// and whatever is accepted is bounded as region.h says.
+func FuzzParseProfile(f *testing.F) {
+	le := binary.LittleEndian
+	valid := EncodeProfile(sampleProfile(4711), 0)
+	po := int(le.Uint64(valid[offProfOffset:]))
+	mut := func(fn func(b []byte)) []byte {
+		b := append([]byte(nil), valid...)
+		fn(b)
+		return b
+	}
+	f.Add(valid)
+	f.Add(valid[:len(valid)-1])
+	f.Add(sample(4711).bytes()) // no profile
+	f.Add(mut(func(b []byte) { le.PutUint32(b[po+StackSize+offStackNFrames:], math.MaxUint32) }))
+	f.Add(mut(func(b []byte) { le.PutUint64(b[offObjectsUsed:], math.MaxUint64) }))
+	f.Add(mut(func(b []byte) { le.PutUint32(b[offNStacks:], StacksMax) }))
+	f.Add(mut(func(b []byte) { le.PutUint64(b[offProfOffset:], math.MaxUint64) }))
+	f.Add(mut(func(b []byte) { le.PutUint64(b[po+StackSize+offStackHash:], 0) }))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := ParseProfile(b)
+		if err != nil {
+			if msg := err.Error(); msg == "" || strings.ContainsRune(msg, '\n') {
+				t.Fatalf("unclear error %q", msg)
+			}
+			return
+		}
+		if p.SampleRate == 0 || len(p.Overflow.Frames) != 0 || len(p.Objects) > ObjectsMax || len(p.Stacks) >= StacksMax {
+			t.Fatalf("accepted rate %d, %d overflow frames, %d objects, %d stacks", p.SampleRate, len(p.Overflow.Frames), len(p.Objects), len(p.Stacks))
+		}
+		seen := map[string]bool{}
+		for _, s := range p.Stacks {
+			if len(s.Frames) > StackFrames {
+				t.Fatalf("%d frames", len(s.Frames))
+			}
+			k := fmt.Sprint(s.Frames)
+			if seen[k] {
+				t.Fatalf("stack %v twice: not merged", s.Frames)
+			}
+			seen[k] = true
+		}
+		for _, o := range p.Objects {
+			if o.End < o.Start || strings.IndexByte(o.Path, 0) >= 0 || !utf8.ValidString(o.Path) {
+				t.Fatalf("object %+v", o)
+			}
+		}
+		if again, err := ParseProfile(b); err != nil || !reflect.DeepEqual(again, p) {
+			t.Fatalf("ParseProfile not deterministic: %v", err)
 		}
 	})
 }

@@ -136,6 +136,8 @@ type lookup struct {
 	own  uint64 // our pid namespace (ownPidNS), 0 if /proc cannot say
 	ours bool
 	idx  *nsIndex
+	// profile: readFile also reads the sampled profile (InspectProfile).
+	profile bool
 }
 
 func newLookup() *lookup { return &lookup{own: ownPidNS(), ours: procOurs()} }

@@ -44,8 +44,9 @@ type Entry struct {
 
 	regular  bool // a regular file (not a symlink, fifo, ...)
 	dev, ino uint64
-	nameNS   uint64 // the pid namespace in the file's name (pathNS), or 0
-	foreign  bool   // published in another pid namespace than ours
+	nameNS   uint64   // the pid namespace in the file's name (pathNS), or 0
+	foreign  bool     // published in another pid namespace than ours
+	prof     *Profile // read with the summary when the lookup asks (InspectProfile)
 }
 
 // OtherNS reports whether the region was published in another pid
@@ -76,8 +77,9 @@ func Read(pid int) (report.Summary, error) {
 // A process of a pid namespace below ours publishes under its pid there:
 // when pid has no live region of its own, that one is found through
 // NSpid. A region found is always pid's: Proc is pid.
-func Inspect(pid int) Entry {
-	l := newLookup()
+func Inspect(pid int) Entry { return inspectPID(newLookup(), pid) }
+
+func inspectPID(l *lookup, pid int) Entry {
 	e := inspect(l, pid, 0, Path(pid))
 	if e.Err == nil && e.Proc == pid && !e.Stale {
 		return e
@@ -122,7 +124,7 @@ func pathNS(pid int, ns uint64) string {
 func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 	e = Entry{PID: pid, Proc: pid, Path: path, UID: -1, nameNS: nameNS}
 	var h header
-	h, e.Summary, e.Err = readFile(&e, pid)
+	h, e.Summary, e.Err = readFile(&e, pid, l.profile)
 	e.StartNS = h.startNS
 	if e.Err == nil && nameNS != 0 && h.pidNS != nameNS {
 		e.Err = fmt.Errorf("the name says pid namespace %d, the header %d", nameNS, h.pidNS)
@@ -172,8 +174,9 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 }
 
 // readFile opens e.Path without following links, checks the file, maps it
-// read-only and takes a snapshot. It fills e's file facts as it learns them.
-func readFile(e *Entry, pid int) (h header, s report.Summary, err error) {
+// read-only and takes a snapshot, and with withProfile reads the profile
+// from the same mapping. It fills e's file facts as it learns them.
+func readFile(e *Entry, pid int, withProfile bool) (h header, s report.Summary, err error) {
 	if pid <= 0 || pid > 1<<31-1 {
 		return h, s, fmt.Errorf("pid %d out of range", pid)
 	}
@@ -228,6 +231,13 @@ func readFile(e *Entry, pid int) (h header, s report.Summary, err error) {
 	}
 	if h.uid != fst.Uid {
 		return h, report.Summary{}, fmt.Errorf("header says uid %d, file owned by uid %d", h.uid, fst.Uid)
+	}
+	if withProfile {
+		p, err := readProfile(view{b: b, shared: true}, h, pid)
+		if err != nil {
+			return h, report.Summary{}, err
+		}
+		e.prof = &p
 	}
 	return h, s, nil
 }

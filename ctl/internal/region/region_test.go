@@ -46,6 +46,7 @@ type fake struct {
 	peakMapped  uint64
 	mappings    uint64
 	bypassedBy  string
+	prof        *Profile // the sampled profile's tables (AppendProfile), nil for none
 }
 
 func (f fake) bytes() []byte {
@@ -83,6 +84,9 @@ func (f fake) bytes() []byte {
 		if !f.freeSlots[i] {
 			le.PutUint32(s[offSlotState:], 1)
 		}
+	}
+	if f.prof != nil {
+		b = AppendProfile(b, *f.prof)
 	}
 	return b
 }

@@ -1,0 +1,209 @@
+// Package profile turns the sampled allocation profile of a region
+// (region.Profile) into a pprof profile shaped as Go's heap profile, so
+// that go tool pprof, Pyroscope, Parca and Grafana read it as they read
+// one: four sample types (alloc_objects, alloc_space, inuse_objects,
+// inuse_space), a period of the mean sampling interval in bytes, one
+// mapping per loaded object with its build ID, and functions and lines
+// resolved from the objects' ELF files where they can be read.
+package profile
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	pprof "github.com/google/pprof/profile"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+)
+
+// TableFull names the one location of the samples that found no room in
+// the shim's stack table (entry 0).
+const TableFull = "(heapline: stack table full)"
+
+const pageSize = 4096
+
+// Build makes the pprof profile of p, taken at now. sym resolves symbols
+// (nil: addresses only). A file that cannot be read leaves its addresses
+// unsymbolised, for pprof to resolve later by build ID or path; it is
+// never an error.
+func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
+	out := &pprof.Profile{
+		SampleType: []*pprof.ValueType{
+			{Type: "alloc_objects", Unit: "count"},
+			{Type: "alloc_space", Unit: "bytes"},
+			{Type: "inuse_objects", Unit: "count"},
+			{Type: "inuse_space", Unit: "bytes"},
+		},
+		DefaultSampleType: "inuse_space",
+		PeriodType:        &pprof.ValueType{Type: "space", Unit: "bytes"},
+		Period:            clamp(p.SampleRate),
+		TimeNanos:         now.UnixNano(),
+		Comments: []string{fmt.Sprintf("heapline: pid %d (%s), %d samples at a mean of %d bytes, %d lost (no room for the block's record)",
+			p.PID, p.Command, p.Samples, p.SampleRate, p.SamplesLost)},
+	}
+	b := builder{out: out, sym: sym, locs: map[uint64]*pprof.Location{}, funcs: map[[2]string]*pprof.Function{}}
+	b.mappings(p.Root, p.Objects)
+	for _, s := range p.Stacks {
+		var locs []*pprof.Location
+		for _, ret := range s.Frames {
+			if ret != 0 {
+				// The call site: a return address can be the first
+				// instruction of the next line, or of the next function
+				// after a call that never returns.
+				locs = append(locs, b.location(ret-1))
+			}
+		}
+		b.sample(locs, s)
+	}
+	if o := p.Overflow; o.AllocObjects|o.AllocBytes|o.FreeObjects|o.FreeBytes|o.Samples != 0 {
+		f := &pprof.Function{ID: uint64(len(out.Function) + 1), Name: TableFull, SystemName: TableFull}
+		out.Function = append(out.Function, f)
+		l := &pprof.Location{ID: uint64(len(out.Location) + 1), Line: []pprof.Line{{Function: f}}}
+		out.Location = append(out.Location, l)
+		b.sample([]*pprof.Location{l}, o)
+	}
+	b.flags()
+	return out
+}
+
+// builder holds the tables of the profile being built.
+type builder struct {
+	out   *pprof.Profile
+	sym   *Symbolizer
+	objs  []mapped
+	locs  map[uint64]*pprof.Location
+	funcs map[[2]string]*pprof.Function // name, file
+}
+
+// mapped is one loaded object, its pprof mapping and its ELF file.
+type mapped struct {
+	obj region.Object
+	m   *pprof.Mapping
+	f   *elfFile // nil when it could not be read
+}
+
+// mappings makes one mapping per object, the program first (pprof takes
+// the first mapping for the main binary). Where the ELF file can be read
+// the mapping is its executable segment as /proc/pid/maps would show it
+// (page-aligned start, limit and file offset), so that pprof finds the
+// segment again in the file when it symbolises elsewhere.
+func (b *builder) mappings(root string, objs []region.Object) {
+	var ms []mapped
+	for _, o := range objs {
+		m := &pprof.Mapping{Start: o.Start, Limit: o.End, File: o.Path}
+		var f *elfFile
+		if b.sym != nil {
+			if f = b.sym.file(root, o.Path); f.err != nil {
+				f = nil
+			}
+		}
+		if f != nil {
+			x := f.exec
+			m.Start = (x.Vaddr + o.Bias) &^ (pageSize - 1)
+			m.Limit = (x.Vaddr + x.Memsz + o.Bias + pageSize - 1) &^ (pageSize - 1)
+			m.Offset = x.Off &^ (pageSize - 1)
+			m.BuildID = f.buildID
+		}
+		mm := mapped{obj: o, m: m, f: f}
+		if f != nil && f.isMain {
+			ms = append([]mapped{mm}, ms...)
+		} else {
+			ms = append(ms, mm)
+		}
+	}
+	for i := range ms {
+		ms[i].m.ID = uint64(i + 1)
+		b.out.Mapping = append(b.out.Mapping, ms[i].m)
+	}
+	b.objs = ms
+}
+
+// location returns the location of pc, made once per address.
+func (b *builder) location(pc uint64) *pprof.Location {
+	if l, ok := b.locs[pc]; ok {
+		return l
+	}
+	l := &pprof.Location{ID: uint64(len(b.out.Location) + 1), Address: pc}
+	b.out.Location = append(b.out.Location, l)
+	b.locs[pc] = l
+	for _, o := range b.objs {
+		if pc < o.m.Start || pc >= o.m.Limit {
+			continue
+		}
+		l.Mapping = o.m
+		if o.f == nil {
+			break
+		}
+		vaddr := pc - o.obj.Bias
+		name := o.f.function(vaddr)
+		if name == "" {
+			break
+		}
+		file, line := o.f.line(vaddr)
+		k := [2]string{name, file}
+		fn, ok := b.funcs[k]
+		if !ok {
+			fn = &pprof.Function{ID: uint64(len(b.out.Function) + 1), Name: name, SystemName: name, Filename: file}
+			b.out.Function = append(b.out.Function, fn)
+			b.funcs[k] = fn
+		}
+		l.Line = []pprof.Line{{Function: fn, Line: line}}
+		break
+	}
+	return l
+}
+
+// sample adds a stack's totals: the shim weighted each sample already
+// (Go's scaleHeapSample), in units of 2^-WeightShift objects, so they are
+// only rounded here, never scaled again.
+func (b *builder) sample(locs []*pprof.Location, s region.Stack) {
+	var inObj, inBytes uint64
+	if s.AllocObjects > s.FreeObjects {
+		inObj = s.AllocObjects - s.FreeObjects
+	}
+	if s.AllocBytes > s.FreeBytes {
+		inBytes = s.AllocBytes - s.FreeBytes
+	}
+	b.out.Sample = append(b.out.Sample, &pprof.Sample{
+		Location: locs,
+		Value:    []int64{objects(s.AllocObjects), clamp(s.AllocBytes), objects(inObj), clamp(inBytes)},
+	})
+}
+
+// flags marks a mapping symbolised when every location in it has a
+// function (and lines, a file and a line): pprof then leaves it alone, and
+// otherwise tries the file itself.
+func (b *builder) flags() {
+	type seen struct{ locs, funcs, lines int }
+	n := map[*pprof.Mapping]*seen{}
+	for _, l := range b.out.Location {
+		if l.Mapping == nil {
+			continue
+		}
+		s := n[l.Mapping]
+		if s == nil {
+			s = &seen{}
+			n[l.Mapping] = s
+		}
+		s.locs++
+		if len(l.Line) > 0 {
+			s.funcs++
+			if l.Line[0].Line > 0 {
+				s.lines++
+			}
+		}
+	}
+	for m, s := range n {
+		m.HasFunctions = s.funcs == s.locs
+		m.HasFilenames = s.lines == s.locs
+		m.HasLineNumbers = s.lines == s.locs
+	}
+}
+
+// objects rounds a count in units of 2^-WeightShift to whole objects.
+func objects(units uint64) int64 {
+	return clamp(units>>region.WeightShift + units>>(region.WeightShift-1)&1)
+}
+
+func clamp(v uint64) int64 { return int64(min(v, math.MaxInt64)) }

@@ -1,0 +1,255 @@
+package region
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// The sampled allocation profile: nstacks hl_stack entries at prof_offset,
+// then nobjects hl_object entries (region.h). Like the rest of a region it
+// is written by another process and trusted for nothing: every count is
+// bounded before it indexes, every path must end in a NUL within its
+// field, and entries still being filled (hash 0) are skipped.
+
+// ErrNoProfile is wrapped by a read of a region whose shim samples
+// nothing: prof_offset 0, as without HEAPLINE_SAMPLE or HEAPLINE_PROFILE.
+var ErrNoProfile = errors.New("no sampled profile in the region: sampling is off (no HEAPLINE_SAMPLE, or 0)")
+
+// Profile is a region's sampled profile as one read saw it.
+type Profile struct {
+	PID         int
+	Command     string
+	SampleRate  uint64 // mean chunk bytes between samples
+	Samples     uint64 // allocations sampled and recorded: the sum of the stacks'
+	SamplesLost uint64 // sampled but not recorded: no room for the block's record
+	// Stacks holds each distinct stack once, in table order: entries with
+	// equal frames are merged. Overflow is entry 0, the samples that found
+	// no room in the table; it has no frames.
+	Stacks   []Stack
+	Overflow Stack
+	Objects  []Object
+	// Root is where the objects' paths are seen from here while the
+	// process runs, /proc/<pid>/root (another mount namespace's files: a
+	// container's); "" for a dump or a process that is gone.
+	Root string
+}
+
+// Stack is one allocation stack and its weighted totals, as the shim keeps
+// them: objects in units of 2^-WeightShift, bytes usable.
+type Stack struct {
+	Frames       []uint64 // return addresses, innermost first (Frames[0] called malloc)
+	AllocObjects uint64
+	AllocBytes   uint64
+	FreeObjects  uint64
+	FreeBytes    uint64
+	Samples      uint64 // raw samples taken with this stack
+}
+
+// Object is a loaded object: the address range it is mapped at, its load
+// bias (ELF virtual address + Bias = address) and its file.
+type Object struct {
+	Start, End, Bias uint64
+	Path             string
+}
+
+func (s *Stack) add(o Stack) {
+	s.AllocObjects += o.AllocObjects
+	s.AllocBytes += o.AllocBytes
+	s.FreeObjects += o.FreeObjects
+	s.FreeBytes += o.FreeBytes
+	s.Samples += o.Samples
+}
+
+// ParseProfile reads the profile of the region in b: a dump the shim
+// wrote at exit (HEAPLINE_PROFILE), or a copy of a region file. The pid is
+// the header's.
+func ParseProfile(b []byte) (Profile, error) {
+	v := view{b: b}
+	pid := 0
+	if len(b) >= HeaderSize {
+		pid = int(int32(v.u32(offPID)))
+	}
+	h, err := validate(v, pid)
+	if err != nil {
+		return Profile{}, err
+	}
+	return readProfile(v, h, pid)
+}
+
+// InspectProfile finds pid's region as Inspect does and reads its profile
+// through the same checks and the same mapping. The Entry says whether the
+// process is gone; its Err is set for a region that cannot be read and
+// wraps ErrNoProfile when the region has no profile.
+func InspectProfile(pid int) (Entry, Profile) {
+	l := newLookup()
+	l.profile = true
+	e := inspectPID(l, pid)
+	var p Profile
+	if e.Err == nil && e.prof != nil {
+		p = *e.prof
+		if !e.Stale && e.Proc > 0 {
+			p.Root = procRoot + "/" + strconv.Itoa(e.Proc) + "/root"
+		}
+	}
+	e.prof = nil
+	return e, p
+}
+
+// readProfile reads the tables that validate sized. A live region's
+// entries change while they are read; each word is read whole (view), and
+// free counters before alloc counters: a block's allocation is added
+// before its release, so no stack reads more freed than allocated.
+func readProfile(v view, h header, pid int) (Profile, error) {
+	po := v.u64(offProfOffset)
+	if po == 0 {
+		return Profile{}, ErrNoProfile
+	}
+	ns, no := int(v.u32(offNStacks)), int(v.u32(offNObjects))
+	p := Profile{
+		PID:         pid,
+		Command:     h.command,
+		SampleRate:  v.u64(offSampleRate),
+		SamplesLost: v.u64(offSamplesLost),
+	}
+	if p.SampleRate == 0 || p.SampleRate > math.MaxInt64 {
+		return Profile{}, fmt.Errorf("bad sample_rate %d in a region with a profile", p.SampleRate)
+	}
+	// objects_used is published after the entries it counts (release):
+	// read it first, then only those entries.
+	used := v.u64(offObjectsUsed)
+	if used > uint64(no) {
+		return Profile{}, fmt.Errorf("objects_used %d beyond the %d objects of the table", used, no)
+	}
+	base := int(po)
+	seen := map[string]int{} // frames as bytes -> index in p.Stacks
+	for i := 0; i < ns; i++ {
+		off := base + i*StackSize
+		if i > 0 && v.u64(off+offStackHash) == 0 {
+			continue // empty, or being filled
+		}
+		n := v.u32(off + offStackNFrames)
+		if n > StackFrames {
+			return Profile{}, fmt.Errorf("stack %d: nframes %d, at most %d", i, n, StackFrames)
+		}
+		s := Stack{
+			FreeObjects: v.u64(off + offStackFreeObjects),
+			FreeBytes:   v.u64(off + offStackFreeBytes),
+		}
+		s.AllocObjects = v.u64(off + offStackAllocObjects)
+		s.AllocBytes = v.u64(off + offStackAllocBytes)
+		s.Samples = v.u64(off + offStackSamples)
+		// header.samples stays 0: one word that every sampling thread
+		// wrote cost more than the sample. The stacks' counts add up to it.
+		p.Samples += s.Samples
+		if i == 0 {
+			if n != 0 {
+				return Profile{}, fmt.Errorf("stack 0 (samples with no room in the table) has %d frames, want 0", n)
+			}
+			p.Overflow = s
+			continue
+		}
+		s.Frames = make([]uint64, n)
+		key := make([]byte, 8*n)
+		for j := range s.Frames {
+			s.Frames[j] = v.u64(off + offStackFrames + 8*j)
+			binary.LittleEndian.PutUint64(key[8*j:], s.Frames[j])
+		}
+		if k, ok := seen[string(key)]; ok {
+			p.Stacks[k].add(s) // two threads published the same stack
+			continue
+		}
+		seen[string(key)] = len(p.Stacks)
+		p.Stacks = append(p.Stacks, s)
+	}
+	objs := base + ns*StackSize
+	for i := 0; i < int(used); i++ {
+		off := objs + i*ObjectSize
+		path, err := v.cString(off+offObjectPath, ObjectPathMax, fmt.Sprintf("object %d's path", i))
+		if err != nil {
+			return Profile{}, err
+		}
+		o := Object{Start: v.u64(off + offObjectStart), End: v.u64(off + offObjectEnd), Bias: v.u64(off + offObjectBias), Path: path}
+		if o.End < o.Start {
+			return Profile{}, fmt.Errorf("object %d (%s): end %#x below start %#x", i, path, o.End, o.Start)
+		}
+		p.Objects = append(p.Objects, o)
+	}
+	return p, nil
+}
+
+// AppendProfile appends p's tables to the region in b (header and slots,
+// without a profile) and sets the header's profile fields, as the shim
+// lays them out: entry 0 holds p.Overflow, p.Stacks follow as they are
+// (equal stacks stay two entries), then one empty entry; the objects
+// table has one unused entry after p.Objects. p.Samples is not written:
+// the stacks' counts are the samples. It is the inverse of the
+// reader, for tests here and in the packages that read profiles.
+func AppendProfile(b []byte, p Profile) []byte {
+	le := binary.LittleEndian
+	ns, no := len(p.Stacks)+2, len(p.Objects)+1
+	po := len(b)
+	b = append(b, make([]byte, ns*StackSize+no*ObjectSize)...)
+	le.PutUint64(b[offProfOffset:], uint64(po))
+	le.PutUint64(b[offSampleRate:], p.SampleRate)
+	le.PutUint32(b[offNStacks:], uint32(ns))
+	le.PutUint32(b[offNObjects:], uint32(no))
+	le.PutUint64(b[offSamplesLost:], p.SamplesLost)
+	le.PutUint64(b[offObjectsUsed:], uint64(len(p.Objects)))
+	le.PutUint64(b[offRegionSize:], uint64(len(b)))
+	put := func(off int, s Stack, hash uint64) {
+		e := b[off:]
+		le.PutUint64(e[offStackHash:], hash)
+		le.PutUint32(e[offStackState:], 1)
+		le.PutUint32(e[offStackNFrames:], uint32(len(s.Frames)))
+		le.PutUint64(e[offStackAllocObjects:], s.AllocObjects)
+		le.PutUint64(e[offStackAllocBytes:], s.AllocBytes)
+		le.PutUint64(e[offStackFreeObjects:], s.FreeObjects)
+		le.PutUint64(e[offStackFreeBytes:], s.FreeBytes)
+		le.PutUint64(e[offStackSamples:], s.Samples)
+		for j, f := range s.Frames {
+			le.PutUint64(e[offStackFrames+8*j:], f)
+		}
+	}
+	put(po, p.Overflow, 0)
+	for i, s := range p.Stacks {
+		h := uint64(0x9e3779b97f4a7c15)
+		for _, f := range s.Frames {
+			h = (h ^ f) * 0x100000001b3
+		}
+		put(po+(i+1)*StackSize, s, h|1)
+	}
+	objs := po + ns*StackSize
+	for i, o := range p.Objects {
+		e := b[objs+i*ObjectSize:]
+		le.PutUint64(e[offObjectStart:], o.Start)
+		le.PutUint64(e[offObjectEnd:], o.End)
+		le.PutUint64(e[offObjectBias:], o.Bias)
+		copy(e[offObjectPath:offObjectPath+ObjectPathMax-1], o.Path)
+	}
+	return b
+}
+
+// EncodeProfile is a whole exited region of p.PID with one empty slot,
+// owned by uid, holding p: what the shim dumps at exit, for tests. With
+// p.SampleRate 0 it has no profile, as with sampling off.
+func EncodeProfile(p Profile, uid uint32) []byte {
+	le := binary.LittleEndian
+	b := make([]byte, HeaderSize+SlotSize)
+	le.PutUint64(b[offMagic:], Magic)
+	le.PutUint32(b[offVersion:], Version)
+	le.PutUint32(b[offHeaderSize:], HeaderSize)
+	le.PutUint32(b[offSlotSize:], SlotSize)
+	le.PutUint32(b[offNSlots:], 1)
+	le.PutUint32(b[offPID:], uint32(int32(p.PID)))
+	le.PutUint32(b[offUID:], uid)
+	le.PutUint32(b[offFlags:], FlagExited)
+	copy(b[offCommand:offCommand+CommandMax-1], p.Command)
+	le.PutUint64(b[offRegionSize:], uint64(len(b)))
+	if p.SampleRate == 0 {
+		return b
+	}
+	return AppendProfile(b, p)
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+
+	"github.com/heapline/heapline/ctl/internal/profile"
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/target"
+)
+
+// profileCommand writes the sampled allocation profile of a running
+// process, read from its region as show reads the counters, or of a dump
+// the shim wrote at exit (HEAPLINE_PROFILE), as a pprof file.
+func profileCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "profile",
+		Usage:     "write the sampled allocation stacks of a process as a pprof heap profile",
+		ArgsUsage: "-o FILE PID | -o FILE --from DUMP",
+		Description: "Reads the process's region from outside, with no signal: a process that is gone\n" +
+			"leaves its last profile there until gc. --from converts the file HEAPLINE_PROFILE\n" +
+			"made at exit instead. The profile is gzipped protobuf, as go tool pprof reads it\n" +
+			"(docs/profiling.md); -o - writes it to stdout.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the profile `FILE`, - for stdout"},
+			&cli.StringFlag{Name: "from", Usage: "convert the `DUMP` HEAPLINE_PROFILE wrote instead of reading a process"},
+		},
+		Action: func(c *cli.Context) error {
+			args, output := c.Args().Slice(), c.String("output")
+			// `heapctl profile 4711 -o now.pb.gz`: urfave/cli stops at the
+			// PID, so an -o after it is taken here.
+			if len(args) == 3 && (args[1] == "-o" || args[1] == "--output") && output == "" {
+				args, output = args[:1], args[2]
+			}
+			return writeProfile(e, args, c.String("from"), output)
+		},
+	}
+}
+
+func writeProfile(e *env, args []string, from, output string) error {
+	var pid int
+	switch {
+	case from != "" && len(args) > 0:
+		return errors.New("profile: give a PID or --from DUMP, not both")
+	case from == "" && len(args) == 0:
+		return errors.New("profile: missing PID (heapctl profile -o FILE PID, or -o FILE --from DUMP)")
+	case from == "":
+		var err error
+		if pid, err = onePID("profile", args); err != nil {
+			return err
+		}
+	}
+	if output == "" {
+		return errors.New("profile: missing -o FILE (- for stdout)")
+	}
+	out, err := profile.Create(output, e.stdout)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	defer out.Abort()
+	var p region.Profile
+	if from != "" {
+		if p, err = readDump(from); err != nil {
+			return fmt.Errorf("profile: %w", err)
+		}
+	} else {
+		ent, prof := region.InspectProfile(pid)
+		switch {
+		case errors.Is(ent.Err, region.ErrNoProfile):
+			return fmt.Errorf("profile: process %d takes no samples: start it with HEAPLINE_SAMPLE=512k (or heapctl run --profile) for a profile", pid)
+		case ent.Err != nil:
+			return fmt.Errorf("profile: %w", target.RegionError(pid, ent, false))
+		case ent.Stale:
+			e.log.Warn("the process is gone: this is the profile it last published", zap.Int("pid", pid), zap.String("region", ent.Path))
+		}
+		p = prof
+	}
+	if err := out.Write(profile.Build(p, profile.NewSymbolizer(), time.Now())); err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	if output != "-" {
+		fmt.Fprintf(e.stderr, "heapctl profile: %d stacks, %d samples of pid %d in %s\n", len(p.Stacks), p.Samples, p.PID, output)
+	}
+	return nil
+}
+
+// readDump reads the profile of a dump: the region's bytes as the shim
+// wrote them at exit.
+func readDump(path string) (region.Profile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return region.Profile{}, err
+	}
+	defer f.Close()
+	// No region is larger: a bigger file is read only that far.
+	b, err := io.ReadAll(io.LimitReader(f, region.MaxRegionSize))
+	if err != nil {
+		return region.Profile{}, fmt.Errorf("%s: %w", path, err)
+	}
+	p, err := region.ParseProfile(b)
+	if errors.Is(err, region.ErrNoProfile) {
+		return p, fmt.Errorf("%s: the process took no samples (HEAPLINE_SAMPLE=0): no profile to write", path)
+	}
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// profileOutput is the HEAPLINE_PROFILE under which every image of a
+// command run by `run --profile` dumps its region in dir, named as
+// summaryOutput names summaries.
+func profileOutput(dir string) string {
+	return strings.ReplaceAll(dir, "%", "%%") + "/profile.%n.%p"
+}
+
+// childProfile reads the profile of our child pid, a zombie: the dump it
+// wrote at exit, or, when it was killed before it could, the region it
+// left behind.
+func childProfile(dir string, pid int) (region.Profile, error) {
+	dump := filepath.Join(dir, fmt.Sprintf("profile.%d.%d", region.OwnPidNS(), pid))
+	if _, err := os.Stat(dump); err == nil {
+		return readDump(dump)
+	}
+	ent, p := region.InspectProfile(pid)
+	switch {
+	case errors.Is(ent.Err, region.ErrNoProfile):
+		return p, errors.New("the command took no samples (HEAPLINE_SAMPLE=0)")
+	case ent.Err != nil || ent.Stale || ent.Proc != pid:
+		return p, errors.New("the command left no profile: it exec'd a program that does not load libheap.so, or ended with _exit")
+	}
+	return p, nil
+}
+
+// runProfile is `run --profile FILE`: the output is created before the
+// command starts, with a directory for the dumps of the command's tree;
+// the command's profile is read while it is a zombie (before its region,
+// if it left one, is removed), and written once it is reaped. A nil
+// *runProfile does nothing.
+type runProfile struct {
+	out *profile.Output
+	dir string
+	p   region.Profile
+	err error
+}
+
+func newRunProfile(path string, stdout io.Writer) (*runProfile, error) {
+	out, err := profile.Create(path, stdout)
+	if err != nil {
+		return nil, fmt.Errorf("--profile: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "heapctl-profiles-")
+	if err != nil {
+		out.Abort()
+		return nil, fmt.Errorf("--profile: %w", err)
+	}
+	return &runProfile{out: out, dir: dir, err: errors.New("the command never ran")}, nil
+}
+
+// env is what the child's environment gets.
+func (r *runProfile) env() []string {
+	if r == nil {
+		return nil
+	}
+	return []string{"HEAPLINE_PROFILE=" + profileOutput(r.dir)}
+}
+
+func (r *runProfile) read(pid int) {
+	if r != nil {
+		r.p, r.err = childProfile(r.dir, pid)
+	}
+}
+
+func (r *runProfile) write() error {
+	if r == nil {
+		return nil
+	}
+	if r.err != nil {
+		return fmt.Errorf("no profile: %w", r.err)
+	}
+	return r.out.Write(profile.Build(r.p, profile.NewSymbolizer(), time.Now()))
+}
+
+func (r *runProfile) abort() {
+	if r != nil {
+		r.out.Abort()
+		os.RemoveAll(r.dir)
+	}
+}

@@ -1,0 +1,457 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	pprof "github.com/google/pprof/profile"
+
+	"github.com/heapline/heapline/ctl/internal/profile"
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/testkit"
+)
+
+// pfProgSource allocates from three functions the compiler keeps apart,
+// 64 KiB blocks: keep_alpha 32 MiB kept live, keep_beta 16 MiB kept live,
+// churn_gamma 48 MiB freed at once. With "wait" it then holds until a line
+// on stdin; otherwise it exits, its blocks still held.
+const pfProgSource = `#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#define BLOCK (64 << 10)
+/* Volatile: gcc removes a malloc whose block is never used, and a
+ * malloc-free pair. Each function stores its block itself: one ending in
+ * "return malloc(n)" tail-calls it, and its caller would be the one that
+ * called malloc. */
+static void *volatile kept[1024];
+static int nkept;
+__attribute__((noinline)) void keep_alpha(void) { kept[nkept++] = malloc(BLOCK); }
+__attribute__((noinline)) void keep_beta(void) { kept[nkept++] = calloc(1, BLOCK); }
+__attribute__((noinline)) void churn_gamma(void) {
+	void *volatile p = malloc(BLOCK);
+	memset(p, 1, 64);
+	free(p);
+}
+int main(int argc, char **argv) {
+	for (int i = 0; i < 1024; i++) {
+		if (i % 4 == 0) keep_beta();
+		else if (i % 4 != 2) keep_alpha();
+		else { churn_gamma(); churn_gamma(); churn_gamma(); }
+	}
+	if (argc > 1 && strcmp(argv[1], "wait") == 0) {
+		char c;
+		if (write(1, "ready\n", 6) != 6) return 3;
+		while (read(0, &c, 1) == 1 && c != '\n') {}
+	}
+	return 0;
+}
+`
+
+// pfSample is the tests' HEAPLINE_SAMPLE (see pfCheck).
+const pfSample = "65536"
+
+// pfProg compiles pfProgSource as Debian builds: -O2, no frame pointers.
+func pfProg(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "pfprog.c")
+	if err := os.WriteFile(src, []byte(pfProgSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "pfprog")
+	if out, err := exec.Command("gcc", "-O2", "-g", "-fomit-frame-pointer", "-Wall", "-Werror", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("compiling pfprog: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// pfParse reads the profile file at path.
+func pfParse(t *testing.T, path string) *pprof.Profile {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pprof.ParseData(b)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return p
+}
+
+// pfByFunction sums the values of sample type typ over the samples whose
+// innermost frame is in each function.
+func pfByFunction(t *testing.T, path, typ string) map[string]int64 {
+	t.Helper()
+	p := pfParse(t, path)
+	idx := -1
+	for i, st := range p.SampleType {
+		if st.Type == typ {
+			idx = i
+		}
+	}
+	out := map[string]int64{}
+	for _, s := range p.Sample {
+		name := "?"
+		if l := s.Location; len(l) > 0 && len(l[0].Line) > 0 {
+			name = l[0].Line[0].Function.Name
+		}
+		out[name] += s.Value[idx]
+	}
+	return out
+}
+
+// pfCheck: the kept functions hold the heap, within the sampling error,
+// and the churning one holds none of it although it allocated. The tests
+// sample at R = 64 KiB (pfSample): a 64 KiB block is sampled with
+// probability p = 1 - exp(-c/R), about 0.63, and weighted by 1/p, so n
+// blocks are estimated with a relative error of sqrt((1-p)/(n p)): 3.4%
+// for keep_alpha's 512, 4.8% for keep_beta's 256. 25% is over 5 of them.
+func pfCheck(t *testing.T, path string) {
+	t.Helper()
+	inuse, alloc := pfByFunction(t, path, "inuse_space"), pfByFunction(t, path, "alloc_space")
+	const mib = 1 << 20
+	for fn, want := range map[string]int64{"keep_alpha": 32 * mib, "keep_beta": 16 * mib} {
+		if got := inuse[fn]; got < want*3/4 || got > want*5/4 {
+			t.Errorf("%s: inuse_space %d, want %d within 25%%\n%v", fn, got, want, inuse)
+		}
+	}
+	if got := alloc["churn_gamma"]; inuse["churn_gamma"] != 0 || got < 36*mib || got > 60*mib {
+		t.Errorf("churn_gamma: inuse %d (want 0), alloc %d (want 48 MiB within 25%%)", inuse["churn_gamma"], got)
+	}
+}
+
+// heapctl profile of a paused process under the real shim, then the
+// region it leaves when killed.
+func TestProfileShimPaused(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	lib, prog := testkit.Shim(t), pfProg(t)
+	cmd := exec.Command(prog, "wait")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	pid := rgStart(t, cmd, lib)
+	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "ready\n" {
+		t.Fatalf("pfprog said %q, %v", l, err)
+	}
+	file := filepath.Join(t.TempDir(), "now.pb.gz")
+	if r := rgHeapctl(t, "profile", strconv.Itoa(pid), "-o", file); r.err != nil {
+		t.Fatal(r.err)
+	}
+	pfCheck(t, file)
+
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	in.Close()
+	gone := filepath.Join(t.TempDir(), "gone.pb.gz")
+	r := rgHeapctl(t, "profile", "-o", gone, strconv.Itoa(pid))
+	if r.err != nil || !r.warned("the process is gone") {
+		t.Fatalf("profile of a killed process: %v", r.err)
+	}
+	pfCheck(t, gone)
+}
+
+// heapctl run --profile: the dump at exit, converted.
+func TestProfileShimRun(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	lib, prog := testkit.Shim(t), pfProg(t)
+	file := filepath.Join(t.TempDir(), "heap.pb.gz")
+	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", prog)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	pfCheck(t, file)
+	// And go tool pprof reads it: the top of inuse_space is keep_alpha.
+	top, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=inuse_space", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, top)
+	}
+	lines := strings.Split(string(top), "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "flat%") {
+			if i+1 >= len(lines) || !strings.HasSuffix(strings.TrimSpace(lines[i+1]), "keep_alpha") {
+				t.Errorf("top of go tool pprof is not keep_alpha:\n%s", top)
+			}
+			return
+		}
+	}
+	t.Errorf("go tool pprof -top:\n%s", top)
+}
+
+// pfStackFunctions returns the alloc_space of each stack, keyed by the
+// names of its functions joined innermost first by " < ".
+func pfStackFunctions(t *testing.T, path string) map[string]int64 {
+	t.Helper()
+	p := pfParse(t, path)
+	out := map[string]int64{}
+	for _, s := range p.Sample {
+		var names []string
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				names = append(names, ln.Function.Name)
+			}
+		}
+		out[strings.Join(names, " < ")] += s.Value[1]
+	}
+	return out
+}
+
+// pfShare is the share of alloc_space in stacks that contain fn.
+func pfShare(stacks map[string]int64, fn string) float64 {
+	var in, all int64
+	for k, v := range stacks {
+		all += v
+		if strings.Contains(" < "+k+" < ", " < "+fn+" < ") {
+			in += v
+		}
+	}
+	return float64(in) / float64(max(all, 1))
+}
+
+// The machine's python3 (Debian's is stripped: its exported functions
+// still have names): nearly all bytes come through PyByteArray_Resize.
+func TestProfileShimPython(t *testing.T) {
+	lib := testkit.Shim(t)
+	file := filepath.Join(t.TempDir(), "py.pb.gz")
+	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", "python3", "-c", "x = [bytearray(100000) for _ in range(1000)]")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	stacks := pfStackFunctions(t, file)
+	if s := pfShare(stacks, "PyByteArray_Resize"); s < 0.8 {
+		t.Errorf("%.0f%% of alloc_space under PyByteArray_Resize, want at least 80%% (100 MB of bytearrays)\n%v", 100*s, stacks)
+	}
+}
+
+// A C++ program: operator new called from a function of ours, its name
+// mangled as pprof demangles it.
+func TestProfileShimCXX(t *testing.T) {
+	lib := testkit.Shim(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "nodes.cc")
+	if err := os.WriteFile(src, []byte(`#include <vector>
+struct Node { char payload[4000]; };
+std::vector<Node *> *volatile keep;
+__attribute__((noinline)) void make_nodes(int n) {
+	auto v = new std::vector<Node *>;
+	for (int i = 0; i < n; i++) v->push_back(new Node);
+	keep = v;
+}
+int main() { make_nodes(20000); return 0; }
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "nodes")
+	if out, err := exec.Command("g++", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("g++ (make deps installs it): %v\n%s", err, out)
+	}
+	file := filepath.Join(dir, "nodes.pb.gz")
+	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
+		t.Fatal(r.err)
+	}
+	stacks := pfStackFunctions(t, file)
+	if s := pfShare(stacks, "_Z10make_nodesi"); s < 0.9 {
+		t.Errorf("%.0f%% of alloc_space under make_nodes(int), want at least 90%% (80 MB of nodes)\n%v", 100*s, stacks)
+	}
+	if s := pfShare(stacks, "_Znwm"); s < 0.9 {
+		t.Errorf("%.0f%% of alloc_space under operator new, want at least 90%%\n%v", 100*s, stacks)
+	}
+}
+
+// The known answer of sampling, through heapctl profile at 512 KiB: testdata/sites.c allocates at least 2 GiB of random sizes from
+// 16 B to 64 KiB from three call sites in shares of 50, 30 and 20% of the
+// bytes, then 64 blocks of 8 MiB, and says what each allocated. Each
+// site's share of alloc_space must be within 5 points of the truth (about
+// 4100 samples: one standard error is under a point); the 8 MiB blocks,
+// sampled with probability 1 - exp(-16) and weighted back, within 1%; and
+// once site_b has freed all it holds, under 1% of inuse_space is its.
+func TestProfileShimSites(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", "512k") // the interval heapctl run --profile and HEAPLINE_PROFILE use
+	lib := testkit.Shim(t)
+	bin := filepath.Join(t.TempDir(), "sites")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, "testdata/sites.c").CombinedOutput(); err != nil {
+		t.Fatalf("compiling sites.c: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin)
+	in, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	pid := rgStart(t, cmd, lib)
+	lines := bufio.NewReader(stdout)
+	next := func(want string) string {
+		t.Helper()
+		l, err := lines.ReadString('\n')
+		if err != nil || !strings.HasPrefix(l, want) {
+			t.Fatalf("sites said %q, %v; want %s", l, err, want)
+		}
+		return strings.TrimSpace(l)
+	}
+	var truth [4]int64
+	for i, f := range strings.Fields(next("TRUTH "))[1:5] {
+		truth[i], _ = strconv.ParseInt(f, 10, 64)
+	}
+	next("PAUSE")
+	dir := t.TempDir()
+	take := func(name string) map[string]int64 {
+		t.Helper()
+		file := filepath.Join(dir, name)
+		if r := rgHeapctl(t, "profile", "-o", file, strconv.Itoa(pid)); r.err != nil {
+			t.Fatal(r.err)
+		}
+		return pfByFunction(t, file, "alloc_space")
+	}
+	alloc := take("all.pb.gz")
+	sites := []string{"site_a", "site_b", "site_c"}
+	var small, want int64
+	for i := range sites {
+		small += alloc[sites[i]]
+		want += truth[i]
+	}
+	for i, fn := range sites {
+		got, exp := 100*float64(alloc[fn])/float64(small), 100*float64(truth[i])/float64(want)
+		t.Logf("%s: %.2f%% of the sites' alloc_space, truth %.2f%%", fn, got, exp)
+		if got < exp-5 || got > exp+5 {
+			t.Errorf("%s: %.1f%% of the sites' alloc_space, truth %.1f%%", fn, got, exp)
+		}
+	}
+	t.Logf("site_big: alloc_space %d, truth %d", alloc["site_big"], truth[3])
+	if got := alloc["site_big"]; got < truth[3]*99/100 || got > truth[3]*101/100 {
+		t.Errorf("site_big: alloc_space %d, truth %d (within 1%%)", got, truth[3])
+	}
+
+	if _, err := io.WriteString(in, "\n"); err != nil {
+		t.Fatal(err)
+	}
+	next("PAUSE")
+	file := filepath.Join(dir, "freed.pb.gz")
+	if r := rgHeapctl(t, "profile", "-o", file, strconv.Itoa(pid)); r.err != nil {
+		t.Fatal(r.err)
+	}
+	inuse := pfByFunction(t, file, "inuse_space")
+	var total int64
+	for _, v := range inuse {
+		total += v
+	}
+	t.Logf("site_b: %d of %d inuse bytes after its frees", inuse["site_b"], total)
+	if b := inuse["site_b"]; total == 0 || float64(b) >= 0.01*float64(total) {
+		t.Errorf("site_b holds %d of %d inuse bytes after freeing all it held, want under 1%%", b, total)
+	}
+	io.WriteString(in, "\n")
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With a stack table of two entries, the catch-all and one, pfprog's
+// three stacks do not fit: the first to be sampled takes the entry, the
+// others land in the catch-all, shown as the table-full function. All the
+// bytes are still there.
+func TestProfileShimTableFull(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	t.Setenv("HEAPLINE_STACKS", "2")
+	lib, prog := testkit.Shim(t), pfProg(t)
+	file := filepath.Join(t.TempDir(), "full.pb.gz")
+	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", prog); r.err != nil {
+		t.Fatal(r.err)
+	}
+	alloc, inuse := pfByFunction(t, file, "alloc_space"), pfByFunction(t, file, "inuse_space")
+	var all, held int64
+	for fn := range alloc {
+		all, held = all+alloc[fn], held+inuse[fn]
+	}
+	if len(alloc) != 2 || alloc[profile.TableFull] < 16<<20 || all < 72<<20 || all > 120<<20 || held < 36<<20 || held > 60<<20 {
+		t.Errorf("alloc %v, inuse %v: want %s and one function, about 96 MiB allocated and 48 MiB in use", alloc, inuse, profile.TableFull)
+	}
+}
+
+// Profiles read while two threads allocate and free as fast as they can:
+// every read succeeds, and what it reads only grows (the shim's counters
+// only grow; entries appear whole).
+func TestProfileShimWhileRunning(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", "16k")
+	lib := testkit.Shim(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "busy.c")
+	if err := os.WriteFile(src, []byte(`#include <pthread.h>
+#include <stdlib.h>
+#include <stdio.h>
+static void *volatile sink;
+__attribute__((noinline)) static void *churn(void *arg) {
+	unsigned x = (unsigned)(size_t)arg;
+	for (;;) {
+		x = x * 1103515245 + 12345;
+		void *p = malloc(16 + x % 20000);
+		sink = p;
+		free(p);
+	}
+	return NULL;
+}
+int main(void) {
+	pthread_t a, b;
+	pthread_create(&a, NULL, churn, (void *)1);
+	pthread_create(&b, NULL, churn, (void *)2);
+	printf("running\n");
+	fflush(stdout);
+	getchar();
+	return 0;
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "busy")
+	if out, err := exec.Command("gcc", "-O2", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("compiling: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin)
+	in, _ := cmd.StdinPipe()
+	defer in.Close()
+	stdout, _ := cmd.StdoutPipe()
+	pid := rgStart(t, cmd, lib)
+	if l, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || l != "running\n" {
+		t.Fatalf("busy said %q, %v", l, err)
+	}
+	var last int64
+	for i := 0; i < 30; i++ {
+		ent, p := region.InspectProfile(pid)
+		if ent.Err != nil {
+			t.Fatalf("read %d: %v", i, ent.Err)
+		}
+		var sum int64
+		for _, s := range profile.Build(p, nil, time.Now()).Sample {
+			sum += s.Value[1]
+		}
+		if sum < last {
+			t.Fatalf("read %d: alloc_space %d after %d", i, sum, last)
+		}
+		last = sum
+	}
+	if last == 0 {
+		t.Fatal("nothing sampled")
+	}
+}
+
+// Sampling is off unless asked for: a process started without
+// HEAPLINE_SAMPLE has no profile, and profile says how to get one, and
+// writes nothing.
+func TestProfileShimSamplingOff(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", "")
+	os.Unsetenv("HEAPLINE_SAMPLE") // restored after the test
+	p := rgStartSteps(t, testkit.Shim(t), rgProg(t))
+	p.next(t) // base
+	file := filepath.Join(t.TempDir(), "none.pb.gz")
+	r := rgHeapctl(t, "profile", strconv.Itoa(p.pid), "-o", file)
+	want := "profile: process " + strconv.Itoa(p.pid) + " takes no samples: start it with HEAPLINE_SAMPLE=512k (or heapctl run --profile) for a profile"
+	if r.err == nil || r.err.Error() != want {
+		t.Errorf("err %v, want %q", r.err, want)
+	}
+	if n := countDir(t, filepath.Dir(file)); n != 0 {
+		t.Errorf("%d files written", n)
+	}
+}
