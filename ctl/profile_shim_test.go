@@ -369,6 +369,16 @@ func TestProfileShimTableFull(t *testing.T) {
 	if len(alloc) != 2 || alloc[profile.TableFull] < 16<<20 || all < 72<<20 || all > 120<<20 || held < 36<<20 || held > 60<<20 {
 		t.Errorf("alloc %v, inuse %v: want %s and one function, about 96 MiB allocated and 48 MiB in use", alloc, inuse, profile.TableFull)
 	}
+
+	// One entry: the catch-all alone takes every sample (this divided by
+	// zero once).
+	t.Setenv("HEAPLINE_STACKS", "1")
+	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", prog); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if alloc := pfByFunction(t, file, "alloc_space"); len(alloc) != 1 || alloc[profile.TableFull] < 72<<20 {
+		t.Errorf("HEAPLINE_STACKS=1: alloc %v, want everything under %s", alloc, profile.TableFull)
+	}
 }
 
 // Profiles read while two threads allocate and free as fast as they can:
