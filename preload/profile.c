@@ -130,7 +130,8 @@ static char *local_pop(int cls)
 
 static int local_push(int cls, char *b)
 {
-    if (hl_self.arena_busy || hl_self.arena_kept >= 64)
+    /* after the thread's exit hook, nothing would give its blocks back */
+    if (hl_self.arena_busy || hl_self.arena_kept >= 64 || hl_self.state == HL_T_GONE)
         return 0;
     hl_self.arena_busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -200,8 +201,8 @@ static void *replace(void *p, size_t usable, const struct record *rec)
     uintptr_t align = (uintptr_t)p & -(uintptr_t)p; /* as aligned as p was */
     if (align < 16)
         align = 16;
-    if (align > 4096)
-        align = 4096;
+    if (align > 65536)
+        return NULL; /* (memalign's large alignments; a lost sample, counted) */
     size_t head = (sizeof *rec + 8 + align - 1) & ~(align - 1), need = head + usable;
     int cls = 0;
     while (cls < NCLASS && ((size_t)32 << cls) < need)
@@ -541,8 +542,13 @@ void hl_profile_boot(void)
     hl_object_span((const void *)hl_profile_boot, &self_lo, &self_hi);
     hl_mapped_skip((const void *)unw_backtrace); /* its caches are ours, not the program's */
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-    if ((arena = raw_map(ARENA_SIZE)) != NULL)
+    /* Aligned to its pages, so that a block is as aligned as its class is
+     * large: replace() keeps alignments up to 64 KiB. */
+    char *m = raw_map(ARENA_SIZE + ((size_t)1 << PAGE_SHIFT));
+    if (m != NULL) {
+        arena = (char *)(((uintptr_t)m + ((uintptr_t)1 << PAGE_SHIFT) - 1) & ~(((uintptr_t)1 << PAGE_SHIFT) - 1));
         arena_size = ARENA_SIZE;
+    }
     placed = raw_map(PLACED_SIZE * sizeof *placed);
     rate = (double)hl_config.sample;
     hl_sample_rate = hl_config.sample;

@@ -156,3 +156,10 @@ func TestOverMallocDebug(t *testing.T) {
 		})
 	}
 }
+
+// Under a small sampling interval many blocks move to the sample arena:
+// alignment, calloc's zeros, realloc's contents and the counts all hold.
+func TestSampledBlocks(t *testing.T) {
+	prog := compile(t, "gcc", "sampled.c")
+	known(t, []string{"HEAPLINE_SAMPLE=2k"}, prog, nil, nil)
+}
