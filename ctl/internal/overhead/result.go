@@ -307,8 +307,11 @@ func runsNote(rs []Result, cpu bool) string {
 	if cpu {
 		what += " (user, sys: its CPU time)"
 	}
-	if r.Measure == string(Instructions) {
+	switch Mode(r.Measure) {
+	case Instructions:
 		what = "instructions of each run, counted by callgrind"
+	case CPU:
+		what = "user+sys CPU time of each whole run"
 	}
 	warm := ""
 	if r.Warmup > 0 {

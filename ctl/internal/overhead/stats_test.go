@@ -204,3 +204,16 @@ func TestVerdict(t *testing.T) {
 		}
 	}
 }
+
+// The note under a table says which measure its figures are.
+func TestRunsNoteMeasure(t *testing.T) {
+	for measure, want := range map[Mode]string{
+		Time:         "medians of 10 counted runs a side, after 2 uncounted warm-ups; wall time of each whole run",
+		CPU:          "medians of 10 counted runs a side, after 2 uncounted warm-ups; user+sys CPU time of each whole run",
+		Instructions: "medians of 10 counted runs a side, after 2 uncounted warm-ups; instructions of each run, counted by callgrind",
+	} {
+		if got := runsNote([]Result{{Runs: 10, Warmup: 2, Measure: string(measure)}}, false); got != want {
+			t.Errorf("%s: %q, want %q", measure, got, want)
+		}
+	}
+}
