@@ -239,6 +239,8 @@ void hl_set_mode_off(const char *why)
     if (why != NULL)
         hl_say(why, "; running unprofiled", NULL);
     hl_off_fns_make(&off_fns);
+    if (hl_region == NULL) /* bypassed, with a region: mapped memory is still counted */
+        hl_mapped_stop();
     hl_glibc_mode = 0;
     hl_impl = off_fns;
 }

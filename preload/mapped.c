@@ -247,8 +247,15 @@ void hl_mapped_publish(void)
 
 // ---- whose call -------------------------------------------------------------------
 
+/* Set when the shim runs unprofiled: there is no region to publish to,
+ * and no fork handler keeps the lock from a child. */
+static int stopped;
+void hl_mapped_stop(void) { __atomic_store_n(&stopped, 1, __ATOMIC_RELAXED); }
+
 static int counts_caller(const void *ret)
 {
+    if (__atomic_load_n(&stopped, __ATOMIC_RELAXED))
+        return 0;
     uintptr_t a = (uintptr_t)ret;
     for (int i = 0; i < SKIPS; i++)
         if (a - skip_lo[i] < skip_hi[i] - skip_lo[i])

@@ -151,6 +151,7 @@ uint64_t hl_now_ns(void);
 void hl_mapped_resolve(void);        /* at boot: the next mmap family */
 void hl_mapped_skip(const void *fn); /* at boot: an allocator's object, whose maps are its blocks */
 void hl_mapped_publish(void);        /* a new region gets the counters as they are */
+void hl_mapped_stop(void);           /* running unprofiled: pass everything through */
 void hl_mapped_fork_prepare(void);
 void hl_mapped_fork_done(void);      /* in parent and child */
 
