@@ -297,7 +297,11 @@ static void *fb_pvalloc(size_t n)
 
 static void resolve(void)
 {
-    RESOLVE(malloc, "malloc", 1);
+    /* not into hl_next.malloc: the exported malloc calls that, and must
+     * keep calling the bootstrap's until boot is done (boot) */
+    *(void **)&real_malloc = dlsym(RTLD_NEXT, "malloc");
+    if (real_malloc == NULL)
+        die_missing("malloc");
     RESOLVE(free, "free", 1);
     RESOLVE(calloc, "calloc", 1);
     RESOLVE(realloc, "realloc", 1);
@@ -307,7 +311,7 @@ static void resolve(void)
     RESOLVE(memalign, "memalign", 0);
     RESOLVE(valloc, "valloc", 0);
     RESOLVE(pvalloc, "pvalloc", 0);
-    void *m = (void *)hl_next.malloc;
+    void *m = (void *)real_malloc;
     if (!same_object((void *)hl_next.aligned_alloc, m))
         hl_next.aligned_alloc = fb_aligned_alloc;
     if (!same_object((void *)hl_next.memalign, m))
@@ -380,20 +384,14 @@ static void boot(void)
 {
     int saved = errno;
     hl_stderr_note();
-    resolve();
-    /* The booting thread's own calls keep coming to the bootstrap until
-     * the mode is chosen (they get the pool); the checks below use the
-     * real one. */
-    void *(*next_malloc)(size_t) = hl_next.malloc;
-    hl_next.malloc = b_next_malloc;
-    real_malloc = next_malloc;
+    resolve(); /* the booting thread's own calls keep getting the pool until the region is made */
     hl_fork_resolve();
     hl_mapped_resolve();
     hl_config_read();
     *(void **)&hl_realloc_first = first_definition("realloc");
     const char *by = find_bypasser();
     int made = hl_region_open();
-    hl_next.malloc = next_malloc;
+    hl_next.malloc = real_malloc;
     if (made != 0) {
         hl_set_mode_off(NULL); /* hl_region_open said why, in its one line */
     } else if (by != NULL) {

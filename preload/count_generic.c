@@ -45,12 +45,14 @@ static void *x_realloc(void *p, size_t n)
     if (HL_UNLIKELY(hl_pool_owns(p)))
         return hl_pool_realloc(p, n);
     size_t old = hl_next.usable(p);
+    struct hl_taken taken;
+    int sampled = __atomic_load_n(&hl_placed_live, __ATOMIC_RELAXED) && hl_unplace_take(p, &taken);
     void *q = hl_next.realloc(p, n);
-    if (q != NULL || n == 0) { /* p is released (n == 0: the allocator freed it) */
-        if (__atomic_load_n(&hl_placed_live, __ATOMIC_RELAXED))
-            hl_unplace(p);
+    int released = q != NULL || n == 0; /* n == 0: the allocator freed p */
+    if (sampled)
+        hl_unplace_done(p, &taken, released);
+    if (released)
         hl_free_slow(old);
-    }
     return q != NULL ? counted(q) : q;
 }
 

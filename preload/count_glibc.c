@@ -198,12 +198,14 @@ static void *g_realloc(void *p, size_t n)
         if (hl_sampled_owns(p))
             return sampled_realloc(p, n);
     }
+    struct hl_taken taken;
+    int sampled = (h & SLOW_BITS) && __atomic_load_n(&hl_placed_live, __ATOMIC_RELAXED) && hl_unplace_take(p, &taken);
     void *q = hl_next.realloc(p, n);
-    if (q != NULL || n == 0) { /* p is released: moved, resized, or freed by realloc(p, 0) */
-        if ((h & SLOW_BITS) && __atomic_load_n(&hl_placed_live, __ATOMIC_RELAXED))
-            hl_unplace(p);
+    int released = q != NULL || n == 0; /* moved, resized, or freed by realloc(p, 0) */
+    if (sampled)
+        hl_unplace_done(p, &taken, released);
+    if (released)
         count_free(h);
-    }
     return q != NULL ? counted_kept(q) : q;
 }
 

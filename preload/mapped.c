@@ -55,7 +55,7 @@ static size_t n_ranges, cap;
 static int table_broken; /* could not grow: counting stopped, said once */
 
 static uint64_t mapped, peak, mappings;
-static uint32_t lock;
+static uintptr_t lock_owner; /* the holder's &hl_self, 0 when free */
 
 static void *(*next_mmap)(void *, size_t, int, int, int, off_t);
 static int (*next_munmap)(void *, size_t);
@@ -79,21 +79,23 @@ static uintptr_t page_up(uintptr_t v) { return (v + page() - 1) & ~(uintptr_t)(p
 
 // ---- lock --------------------------------------------------------------------
 
+/* The lock records its holder, so that a signal handler inside its own
+ * thread's call is told apart from one whose thread is only waiting: the
+ * first passes through, the second waits like anyone (a fork from such a
+ * handler must not leave the child a lock nobody in it holds). */
 static int map_enter(void)
 {
-    if (hl_self.in_map)
+    uintptr_t me = (uintptr_t)&hl_self, free_owner = 0;
+    if (__atomic_load_n(&lock_owner, __ATOMIC_RELAXED) == me)
         return 0; /* a signal handler inside our own call: pass through */
-    hl_self.in_map = 1;
-    while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
+    while (!__atomic_compare_exchange_n(&lock_owner, &free_owner, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        free_owner = 0;
         sched_yield();
+    }
     return 1;
 }
 
-static void map_leave(void)
-{
-    __atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
-    hl_self.in_map = 0;
-}
+static void map_leave(void) { __atomic_store_n(&lock_owner, 0, __ATOMIC_RELEASE); }
 
 /* fork: the child gets the table as the lock left it, never mid-update.
  * A fork from a handler that interrupted our own call takes nothing: the

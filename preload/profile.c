@@ -80,6 +80,7 @@ struct record {
     uint64_t objects;
     uint64_t bytes;
 };
+_Static_assert(sizeof(struct record) == sizeof(struct hl_taken), "hl_taken holds a record");
 
 static char *arena;
 static uint64_t arena_size; /* 0 when there is none: hl_sampled_owns is one compare */
@@ -261,22 +262,47 @@ static void account(const struct record *r, int freed)
     __atomic_add_fetch(freed ? &s->free_bytes : &s->alloc_bytes, r->bytes, RELAXED);
 }
 
-void hl_unplace(const void *p)
+/* Take p's record out of the table, if it was sampled in place. */
+static int unplace(const void *p, struct record *out)
 {
     uint64_t a = (uintptr_t)p;
-    for (size_t i = 0, at = slot_of(a); i < PLACED_PROBE; i++, at = (at + 1) & (PLACED_SIZE - 1)) {
+    for (size_t i = 0, at = slot_of(a); placed != NULL && i < PLACED_PROBE; i++, at = (at + 1) & (PLACED_SIZE - 1)) {
         struct placed *e = &placed[at];
         uint64_t k = __atomic_load_n(&e->addr, RELAXED);
         if (k == 0)
-            return;
+            return 0;
         if (k == a) {
-            struct record r = e->rec;
+            *out = e->rec;
             __atomic_store_n(&e->addr, TOMB, RELAXED);
             __atomic_sub_fetch(&hl_placed_live, 1, RELAXED);
-            account(&r, 1);
-            return;
+            return 1;
         }
     }
+    return 0;
+}
+
+void hl_unplace(const void *p)
+{
+    struct record r;
+    if (unplace(p, &r))
+        account(&r, 1);
+}
+
+/* realloc: the record leaves the table before the block goes back to the
+ * allocator (another thread may be given its address and sample it), and
+ * comes back if the realloc fails. */
+int hl_unplace_take(const void *p, struct hl_taken *t)
+{
+    return unplace(p, (struct record *)t);
+}
+
+void hl_unplace_done(const void *p, const struct hl_taken *t, int released)
+{
+    const struct record *r = (const struct record *)t;
+    if (released)
+        account(r, 1);
+    else if (!place(p, r))
+        account(r, 1); /* no room again: its release is at least counted */
 }
 
 void hl_sampled_free(void *p)
@@ -291,6 +317,11 @@ void hl_sampled_free(void *p)
 size_t hl_sampled_usable(const void *p) { return (((const size_t *)p)[-1] & ~(size_t)7) - 16; }
 
 static uint32_t objects_lock;
+
+/* In a fork child: a thread of the parent may have held the object
+ * table's lock; it does not exist here. What it was filling is not yet
+ * counted in objects_used, so the child fills that entry again. */
+void hl_profile_fork_child(void) { objects_lock = 0; }
 
 static int known_object(uintptr_t a, uint64_t used)
 {

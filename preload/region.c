@@ -327,6 +327,7 @@ static void fork_start(const struct hl_counters *totals, uint64_t peak)
     size_t old_len = region_len;
     forked = 1;
     hl_thread_forget();
+    hl_profile_fork_child();
     if (old == NULL)
         return;
     hl_region = NULL; /* until ours exists, nothing is counted */

@@ -65,7 +65,6 @@ struct hl_thread {
     uint32_t state;
     uint32_t in_boot;       /* this thread is resolving the next allocator */
     uint32_t publishing;    /* in publish(): a signal handler's publish waits for the next */
-    uint32_t in_map;        /* in a counted mmap call: a handler's passes through */
     /* the sampler (profile.c) */
     uint64_t next_sample;   /* the position of the next sample point */
     uint64_t solo_bytes;    /* the position of a thread without a slot */
@@ -164,9 +163,13 @@ size_t hl_sampled_usable(const void *p);
 void hl_sampled_free(void *p);              /* released: back to the arena */
 void hl_arena_release(void);                /* at thread exit: the thread's kept blocks go back */
 void hl_unplace(const void *p);             /* released: if sampled in place */
+struct hl_taken { uint64_t w[3]; };         /* a sampled block's record, held across a realloc */
+int hl_unplace_take(const void *p, struct hl_taken *t);        /* 1 if p was sampled in place */
+void hl_unplace_done(const void *p, const struct hl_taken *t, int released);
 size_t hl_profile_size(void);
 void hl_profile_attach(struct hl_header *r, uint64_t off);
 void hl_profile_inherit(const struct hl_header *parent);
+void hl_profile_fork_child(void);
 void hl_profile_boot(void);
 
 /* env.c */

@@ -104,3 +104,16 @@ func TestPythonArenas(t *testing.T) {
 		t.Errorf("PYTHONMALLOC=malloc still maps %d bytes of its own", viaMalloc.PeakMappedBytes)
 	}
 }
+
+// A fork from a signal handler whose thread was waiting for the shim's map
+// lock, held by another thread: the child must not inherit a lock nobody in
+// it holds (3 of 3 runs hung a child before the lock knew its holder).
+func TestMapForkFromHandler(t *testing.T) {
+	prog := compile(t, "gcc", "mapfork.c")
+	cmd := exec.Command(prog)
+	cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "no hang\n" {
+		t.Fatalf("%v: %q", err, out)
+	}
+}
