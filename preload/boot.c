@@ -130,19 +130,26 @@ static int find_name(struct dl_phdr_info *info, size_t size, void *data)
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || l->addr - (info->dlpi_addr + ph->p_vaddr) >= ph->p_memsz)
             continue;
-        const char *name = info->dlpi_name;
-        if (name == NULL || name[0] == 0) { /* the program itself */
-            ssize_t k = readlink("/proc/self/exe", l->buf, l->n - 1);
-            l->buf[k > 0 ? k : 0] = 0;
-        } else {
-            size_t k = strlen(name) < l->n - 1 ? strlen(name) : l->n - 1;
-            memcpy(l->buf, name, k);
-            l->buf[k] = 0;
-        }
+        hl_object_name(info->dlpi_name, l->buf, l->n);
         l->found = 1;
         return 1;
     }
     return 0;
+}
+
+/* A loaded object's path from its loader name into buf (n bytes, cut to
+ * n - 1): the program itself, which the loader names "", from
+ * /proc/self/exe. */
+void hl_object_name(const char *name, char *buf, size_t n)
+{
+    if (name == NULL || name[0] == 0) {
+        ssize_t k = readlink("/proc/self/exe", buf, n - 1);
+        buf[k > 0 ? k : 0] = 0;
+        return;
+    }
+    size_t k = strlen(name) < n - 1 ? strlen(name) : n - 1;
+    memcpy(buf, name, k);
+    buf[k] = 0;
 }
 
 /* The path of the loaded object holding addr (the program's own from

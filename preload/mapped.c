@@ -110,9 +110,11 @@ void hl_mapped_fork_done(void)
 
 // ---- the table ------------------------------------------------------------------
 
-static void *raw_map(size_t len)
+/* Memory of the shim's own, never through malloc nor our own mmap:
+ * reserved, its pages taken as they are touched. */
+void *hl_raw_map(size_t len)
 {
-    long p = syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    long p = syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == -1 ? NULL : (void *)p;
 }
 
@@ -124,7 +126,7 @@ static int reserve(size_t need)
     size_t ncap = cap ? cap : 1024;
     while (ncap < need)
         ncap *= 2;
-    struct range *t = raw_map(ncap * sizeof *t), *s = raw_map(ncap * sizeof *s);
+    struct range *t = hl_raw_map(ncap * sizeof *t), *s = hl_raw_map(ncap * sizeof *s);
     if (t == NULL || s == NULL) {
         if (t != NULL)
             syscall(SYS_munmap, t, ncap * sizeof *t);

@@ -55,12 +55,6 @@ static struct hl_object *objects;
 static uint32_t nstacks, nobjects;
 static uintptr_t self_lo, self_hi; /* libheap.so: frames here are ours */
 
-static void *raw_map(size_t len)
-{
-    long p = syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == -1 ? NULL : (void *)p;
-}
-
 // ---- the sample arena: replaced small blocks ---------------------------------------
 /* 128 MiB of address space, reserved (MAP_NORESERVE: pages only as they
  * are used; kept small, since it counts against the program's RLIMIT_AS;
@@ -352,15 +346,7 @@ static void note_objects(void *const *frames, int n)
             o->start = (uintptr_t)found.dlfo_map_start;
             o->end = (uintptr_t)found.dlfo_map_end;
             o->bias = map != NULL ? map->l_addr : 0;
-            const char *name = map != NULL ? map->l_name : NULL;
-            if (name == NULL || name[0] == 0) { /* the program itself */
-                ssize_t k = readlink("/proc/self/exe", o->path, sizeof o->path - 1);
-                o->path[k > 0 ? k : 0] = 0;
-            } else {
-                size_t k = strlen(name) < sizeof o->path - 1 ? strlen(name) : sizeof o->path - 1;
-                memcpy(o->path, name, k);
-                o->path[k] = 0;
-            }
+            hl_object_name(map != NULL ? map->l_name : NULL, o->path, sizeof o->path);
             __atomic_store_n(&r->objects_used, used + 1, __ATOMIC_RELEASE);
         }
         __atomic_store_n(&objects_lock, 0, __ATOMIC_RELEASE);
@@ -575,12 +561,12 @@ void hl_profile_boot(void)
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     /* Aligned to its pages, so that a block is as aligned as its class is
      * large: replace() keeps alignments up to 64 KiB. */
-    char *m = raw_map(ARENA_SIZE + ((size_t)1 << PAGE_SHIFT));
+    char *m = hl_raw_map(ARENA_SIZE + ((size_t)1 << PAGE_SHIFT));
     if (m != NULL) {
         arena = (char *)(((uintptr_t)m + ((uintptr_t)1 << PAGE_SHIFT) - 1) & ~(((uintptr_t)1 << PAGE_SHIFT) - 1));
         arena_size = ARENA_SIZE;
     }
-    placed = raw_map(PLACED_SIZE * sizeof *placed);
+    placed = hl_raw_map(PLACED_SIZE * sizeof *placed);
     rate = (double)hl_config.sample;
     hl_sample_rate = hl_config.sample;
 }

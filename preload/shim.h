@@ -131,6 +131,7 @@ void hl_thread_init(void);
 void hl_thread_enter(void);  /* registers the calling thread now */
 const void *hl_object_of(const void *addr); /* boot.c: the loaded object holding addr, or NULL */
 int hl_object_path(const void *addr, char *buf, size_t n); /* boot.c: its path; 0 if found */
+void hl_object_name(const char *loader_name, char *buf, size_t n); /* boot.c: a loaded object's path */
 int hl_object_span(const void *addr, uintptr_t *lo, uintptr_t *hi); /* boot.c: its address range; 0 if found */
 void hl_thread_forget(void); /* in a fork child */
 void hl_totals(struct hl_header *r, struct hl_counters *out);
@@ -151,6 +152,7 @@ void hl_mapped_resolve(void);        /* at boot: the next mmap family */
 void hl_mapped_skip(const void *fn); /* at boot: an allocator's object, whose maps are its blocks */
 void hl_mapped_publish(void);        /* a new region gets the counters as they are */
 void hl_mapped_stop(void);           /* running unprofiled: pass everything through */
+void *hl_raw_map(size_t len);        /* memory of the shim's own (raw mmap), or NULL */
 void hl_mapped_fork_prepare(void);
 void hl_mapped_fork_done(void);      /* in parent and child */
 
