@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
+	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/target"
@@ -115,18 +114,11 @@ func readDump(path string) (region.Profile, error) {
 	return p, nil
 }
 
-// profileOutput is the HEAPLINE_PROFILE under which every image of a
-// command run by `run --profile` dumps its region in dir, named as
-// summaryOutput names summaries.
-func profileOutput(dir string) string {
-	return strings.ReplaceAll(dir, "%", "%%") + "/profile.%n.%p"
-}
-
 // childProfile reads the profile of our child pid, a zombie: the dump it
 // wrote at exit, or, when it was killed before it could, the region it
 // left behind.
 func childProfile(dir string, pid int) (region.Profile, error) {
-	dump := filepath.Join(dir, fmt.Sprintf("profile.%d.%d", region.OwnPidNS(), pid))
+	dump := launch.PerProcessPath(dir, "profile", "", pid)
 	if _, err := os.Stat(dump); err == nil {
 		return readDump(dump)
 	}
@@ -170,7 +162,8 @@ func (r *runProfile) env() []string {
 	if r == nil {
 		return nil
 	}
-	return []string{"HEAPLINE_PROFILE=" + profileOutput(r.dir)}
+	// every image of the command's tree dumps its region in dir
+	return []string{"HEAPLINE_PROFILE=" + launch.PerProcess(r.dir, "profile", "")}
 }
 
 func (r *runProfile) read(pid int) {

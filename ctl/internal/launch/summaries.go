@@ -21,14 +21,23 @@ import (
 // and its pid there (%p): a process of a nested pid namespace (an unshare
 // -p in the command) may have the child's pid there, never the child's
 // namespace too. The shim expands %n, %p and %%, so a % in dir is doubled.
-func Output(dir string) string {
-	return strings.ReplaceAll(dir, "%", "%%") + "/summary.%n.%p.json"
-}
+func Output(dir string) string { return PerProcess(dir, "summary", ".json") }
 
 // SummaryPath is where Output puts the summary of pid, a process of our
 // own pid namespace.
-func SummaryPath(dir string, pid int) string {
-	return filepath.Join(dir, fmt.Sprintf("summary.%d.%d.json", region.OwnPidNS(), pid))
+func SummaryPath(dir string, pid int) string { return PerProcessPath(dir, "summary", ".json", pid) }
+
+// PerProcess is a file name pattern for the shim (HEAPLINE_OUTPUT,
+// HEAPLINE_PROFILE) under which each image of a command tree writes a file
+// of its own in dir: stem.%n.%p plus ext (see Output for why both).
+func PerProcess(dir, stem, ext string) string {
+	return strings.ReplaceAll(dir, "%", "%%") + "/" + stem + ".%n.%p" + ext
+}
+
+// PerProcessPath is the file PerProcess names for pid, a process of our
+// own pid namespace.
+func PerProcessPath(dir, stem, ext string, pid int) string {
+	return filepath.Join(dir, fmt.Sprintf("%s.%d.%d%s", stem, region.OwnPidNS(), pid, ext))
 }
 
 // oldSummaryPath is where a shim from before %n puts the summary under
