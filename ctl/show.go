@@ -10,6 +10,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/target"
 )
 
@@ -44,10 +45,29 @@ func show(e *env, args []string, asJSON bool) error {
 	case ent.Detached:
 		e.log.Warn("the process runs on without the shim (it exec'd a program that does not load libheap.so): these are the counters its last image published", zap.Int("pid", pid), zap.String("region", ent.Path))
 	}
-	if asJSON {
-		return writeJSON(e, ent.Summary)
+	// Where the RSS went, for a process that runs under the shim now.
+	var b *rss.Breakdown
+	if ent.State() == report.Running && !ent.Summary.Exited {
+		if got, err := rss.Read(ent.Proc, ent.Summary.LiveBytes, ent.Summary.MappedBytes); err != nil {
+			e.log.Warn("no RSS breakdown", zap.Int("pid", pid), zap.Error(err))
+		} else {
+			b = &got
+		}
 	}
-	_, err = fmt.Fprint(e.stdout, report.Human(ent.Summary, ent.State()))
+	if asJSON {
+		return writeJSON(e, struct {
+			report.Summary
+			*rss.Breakdown
+		}{ent.Summary, b})
+	}
+	out := report.Human(ent.Summary, ent.State())
+	if b != nil {
+		out += fmt.Sprintf("%-10s %s\n", "rss", b.Line())
+		if h := b.Hint(); h != "" {
+			out += fmt.Sprintf("%-10s %s\n", "hint", h)
+		}
+	}
+	_, err = fmt.Fprint(e.stdout, out)
 	return err
 }
 
