@@ -19,6 +19,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
@@ -36,9 +37,11 @@ func recordCommand(e *env) *cli.Command {
 		Description: "With -- CMD, runs CMD under libheap.so and samples it until it exits; the last point is\n" +
 			"its exit summary, exact. With --pid, samples a running process until it ends or until\n" +
 			"interrupted. The timeline's format follows -o's extension: .csv (time_s, live_bytes,\n" +
-			"live_blocks, allocs, frees, peak_live_bytes, exec; one row a sample, written as it is taken)\n" +
-			"or .json. time_s is the process's time since the shim started counting, continuous across\n" +
-			"exec; exec holds the new program's command on the first sample after one.",
+			"live_blocks, allocs, frees, peak_live_bytes, mapped_bytes, exec, rss_bytes, retained_bytes;\n" +
+			"one row a sample, written as it is taken) or .json. time_s is the process's time since the\n" +
+			"shim started counting, continuous across exec; exec holds the new program's command on the\n" +
+			"first sample after one. rss_bytes and retained_bytes (free memory malloc keeps resident) are\n" +
+			"read from /proc/PID/smaps at most once a second, and 0 on the exit summary's row.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "timeline `FILE` (.csv or .json)"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 10 * time.Millisecond, Usage: "time between samples"},
@@ -187,12 +190,16 @@ type recorder struct {
 	started  bool             // the command started
 	images   timeline.Images  // one time axis across execs
 	endNS    uint64           // CLOCK_MONOTONIC when the command was seen to end
+	rss      rss.Sampler
 }
 
 // add takes snapshot s of the image that started counting at startNS (0:
 // not known, as for the counters read from a killed process's region).
 func (r *recorder) add(s report.Summary, startNS uint64) error {
 	p := r.images.Point(s, startNS, monotonicNS())
+	if b, ok := r.rss.Read(s.PID, s.LiveBytes, s.MappedBytes); ok {
+		p.RSSBytes, p.RetainedBytes = b.RSSBytes, b.RetainedBytes
+	}
 	if p.Exec != "" {
 		r.e.log.Debug("exec", zap.Int("pid", s.PID), zap.String("command", s.Command), zap.Float64("time_s", p.TimeS))
 	}

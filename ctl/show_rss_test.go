@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
 // The RSS breakdown's known answer: testdata/retained.c frees a 320 MiB
@@ -73,9 +75,47 @@ func TestShowRSSKnownAnswer(t *testing.T) {
 				!strings.Contains(h.stdout, "\nhint       malloc keeps ") || strings.Count(h.stdout, "hint") != 1 {
 				t.Errorf("show lacks the rss line or one hint line:\n%s", h.stdout)
 			}
+			if sample != "0" {
+				in.Close()
+				if err := cmd.Wait(); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+
+			// watch's line and record's columns carry the same figures.
+			w := rgHeapctl(t, "watch", "--count", "1", strconv.Itoa(pid))
+			if w.err != nil || !strings.Contains(w.stdout, ", rss "+report.Bytes(b.RSSBytes)[:3]) || !strings.Contains(w.stdout, "(retained by malloc 24") {
+				t.Errorf("watch: %v\n%s", w.err, w.stdout)
+			}
+			csv := filepath.Join(t.TempDir(), "heap.csv")
+			done := make(chan rgResult)
+			go func() { done <- rgHeapctl(t, "record", "-o", csv, "--pid", strconv.Itoa(pid)) }()
+			testkit.Poll(t, "a recorded row", func() bool {
+				b, _ := os.ReadFile(csv)
+				return strings.Count(string(b), "\n") >= 3
+			})
 			in.Close()
 			if err := cmd.Wait(); err != nil {
 				t.Fatal(err)
+			}
+			if r := <-done; r.err != nil {
+				t.Fatal(r.err)
+			}
+			fc, err := os.Open(csv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fc.Close()
+			rows, err := timeline.ReadCSV(fc)
+			if err != nil || len(rows) < 2 {
+				t.Fatalf("timeline %d rows, %v", len(rows), err)
+			}
+			if got := rows[0].RetainedBytes; got != b.RetainedBytes && (float64(got) < 0.8*float64(freed) || float64(got) > 1.2*float64(freed)) {
+				t.Errorf("record's first retained_bytes %d, freed chunks %d", got, freed)
+			}
+			if rows[0].RSSBytes == 0 || rows[1].RSSBytes != rows[0].RSSBytes {
+				t.Errorf("rss_bytes %d then %d: want one read carried for a second", rows[0].RSSBytes, rows[1].RSSBytes)
 			}
 		})
 	}

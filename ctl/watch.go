@@ -19,6 +19,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
@@ -116,6 +117,7 @@ type watched struct {
 	hist    []timeline.Sample // the last window of samples, oldest first
 	allocsS float64           // rates between the last two samples
 	freesS  float64
+	rss     rss.Breakdown // where its RSS went, read at most once a second (rss.Every)
 }
 
 type watcher struct {
@@ -128,6 +130,7 @@ type watcher struct {
 	warned map[string]bool  // unreadable regions already logged
 	proc   *region.Process  // the one watched process
 	gone   string           // why its counters stopped, when not its end
+	rss    rss.Sampler
 }
 
 func (w *watcher) poll() error {
@@ -208,6 +211,9 @@ func (w *watcher) update(s report.Summary) {
 		p.allocsS, p.freesS = timeline.Rates(p.hist[n-1], cur)
 	}
 	p.last = s
+	if b, ok := w.rss.Read(s.PID, s.LiveBytes, s.MappedBytes); ok {
+		p.rss = b
+	}
 	p.hist = append(p.hist, cur)
 	// Keep one sample older than the window: the sparkline starts from it.
 	i := 0
@@ -224,6 +230,7 @@ func (w *watcher) end(pid int) {
 	}
 	w.ended = append(w.ended, p.last)
 	delete(w.procs, pid)
+	w.rss.Forget(pid)
 	for i, x := range w.order {
 		if x == pid {
 			w.order = append(w.order[:i], w.order[i+1:]...)
@@ -241,7 +248,7 @@ func (w *watcher) takeEnded() []report.Summary {
 // The table's columns on a terminal.
 const (
 	sparkWidth = 30
-	tableHead  = "PID       LIVE        BLOCKS      PEAK        MAPPED      ALLOCS/S   FREES/S    "
+	tableHead  = "PID       LIVE        BLOCKS      PEAK        MAPPED      RSS         ALLOCS/S   FREES/S    "
 )
 
 // rows renders the watched processes for scr: a table on a terminal, one
@@ -259,16 +266,32 @@ func (w *watcher) rows(scr *screen) []string {
 		s := p.last
 		if scr.tty {
 			spark := timeline.Sparkline(p.hist, s.ElapsedS, w.window, sparkWidth)
-			out = append(out, fmt.Sprintf("%-9d %-11s %-11d %-11s %-11s %-10s %-10s %s  %s",
+			out = append(out, fmt.Sprintf("%-9d %-11s %-11d %-11s %-11s %-11s %-10s %-10s %s  %s",
 				pid, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes), report.Bytes(s.MappedBytes),
-				report.Rate(p.allocsS), report.Rate(p.freesS), spark, report.Printable(s.Command)))
+				rssCell(p.rss), report.Rate(p.allocsS), report.Rate(p.freesS), spark, report.Printable(s.Command)))
 			continue
 		}
-		out = append(out, fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, mapped %s, %s allocs, %s frees",
+		out = append(out, fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, mapped %s%s, %s allocs, %s frees",
 			pid, s.ElapsedS, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
-			report.Bytes(s.MappedBytes), report.Rate(p.allocsS), report.Rate(p.freesS)))
+			report.Bytes(s.MappedBytes), rssWords(p.rss), report.Rate(p.allocsS), report.Rate(p.freesS)))
 	}
 	return out
+}
+
+// rssCell is the RSS column: "–" before a breakdown was read.
+func rssCell(b rss.Breakdown) string {
+	if b.RSSBytes == 0 {
+		return "–"
+	}
+	return report.Bytes(b.RSSBytes)
+}
+
+// rssWords ends a plain line with the RSS and what malloc retains of it.
+func rssWords(b rss.Breakdown) string {
+	if b.RSSBytes == 0 {
+		return ""
+	}
+	return ", rss " + report.Bytes(b.RSSBytes) + " (retained by malloc " + report.Bytes(b.RetainedBytes) + ")"
 }
 
 func fmtWindow(s float64) string {

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/version"
 )
 
@@ -58,10 +59,12 @@ type Collector struct {
 	// What the region does not hold comes from /proc: variables for tests.
 	bootTime func() (uint64, error)                 // boot, Unix seconds (/proc/stat btime)
 	procStat func(pid int) (procfs.ProcStat, error) // /proc/pid/stat
+	rss      func(pid int, live, mapped int64) (rss.Breakdown, error)
 
 	liveBytes, liveBlocks, peakBytes, peakError, threads, elapsed, start *prometheus.Desc
 	allocs, frees, allocatedBytes, freedBytes                            *prometheus.Desc
 	mappedBytes, peakMappedBytes, mappings                               *prometheus.Desc
+	rssBytes, retainedBytes, rssPart                                     *prometheus.Desc
 	regions                                                              *prometheus.Desc
 }
 
@@ -109,6 +112,12 @@ func New(list Lister, command string, log *zap.Logger) *Collector {
 		mappedBytes:     d("mapped_bytes", "Anonymous private memory the program maps itself (CPython's arenas), outside live_bytes."),
 		peakMappedBytes: d("peak_mapped_bytes", "Highest mapped_bytes since the process started (exact)."),
 		mappings:        d("mappings", "Ranges counted in mapped_bytes."),
+		rss:             rss.Read,
+		rssBytes:        d("rss_bytes", "Resident set size of the process (the sum of /proc/pid/smaps' Rss)."),
+		retainedBytes:   d("retained_bytes", "Free memory malloc keeps resident: the resident bytes of its mappings less live_bytes."),
+		rssPart: prometheus.NewDesc("heapline_rss_part_bytes",
+			"Where rss_bytes went, parts adding up to it: live (malloc), mapped (the program's own), retained (by malloc), stack, file, shmem (the region included), other.",
+			append(append([]string{}, labels...), "part"), nil),
 		regions: prometheus.NewDesc("heapline_regions",
 			"Regions found in the shared-memory directory, by state: live (exported), stale (process gone, or running on without the shim: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).",
 			[]string{"state"}, nil),
@@ -118,7 +127,8 @@ func New(list Lister, command string, log *zap.Logger) *Collector {
 // Describe sends every descriptor the collector may emit.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.liveBytes, c.liveBlocks, c.peakBytes, c.peakError, c.threads, c.elapsed, c.start,
-		c.allocs, c.frees, c.allocatedBytes, c.freedBytes, c.mappedBytes, c.peakMappedBytes, c.mappings, c.regions} {
+		c.allocs, c.frees, c.allocatedBytes, c.freedBytes, c.mappedBytes, c.peakMappedBytes, c.mappings, c.regions,
+		c.rssBytes, c.retainedBytes, c.rssPart} {
 		ch <- d
 	}
 }
@@ -201,6 +211,20 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e region.Entry, boot ui
 	gauge(c.mappedBytes, float64(s.MappedBytes))
 	gauge(c.peakMappedBytes, float64(s.PeakMappedBytes))
 	gauge(c.mappings, float64(s.Mappings))
+	b, err := c.rss(e.Proc, s.LiveBytes, s.MappedBytes)
+	if err != nil {
+		c.log.Debug("no RSS breakdown", zap.Int("pid", e.Proc), zap.Error(err))
+		return
+	}
+	gauge(c.rssBytes, float64(b.RSSBytes))
+	gauge(c.retainedBytes, float64(b.RetainedBytes))
+	for _, p := range []struct {
+		name string
+		v    int64
+	}{{"live", b.LiveBytes}, {"mapped", b.MappedBytes}, {"retained", b.RetainedBytes}, {"stack", b.StackBytes},
+		{"file", b.FileBytes}, {"shmem", b.ShmemBytes}, {"other", b.OtherBytes}} {
+		ch <- prometheus.MustNewConstMetric(c.rssPart, prometheus.GaugeValue, float64(p.v), append(l, p.name)...)
+	}
 }
 
 // programName is argv[0]'s base name out of a command line the shim

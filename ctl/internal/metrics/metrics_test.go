@@ -14,6 +14,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/version"
 )
 
@@ -40,6 +41,13 @@ func newFake(t *testing.T, list Lister, command string) *Collector {
 			return procfs.ProcStat{}, errors.New("no such process")
 		}
 		return procfs.ProcStat{PID: 4711, Comm: "python3", Starttime: 1234}, nil
+	}
+	c.rss = func(pid int, live, mapped int64) (rss.Breakdown, error) {
+		if pid != 4711 {
+			return rss.Breakdown{}, errors.New("no such process")
+		}
+		return rss.Breakdown{RSSBytes: 1000 << 20, LiveBytes: live, MappedBytes: mapped, RetainedBytes: 500 << 20,
+			StackBytes: 1 << 20, FileBytes: 10 << 20, ShmemBytes: 1 << 20, OtherBytes: 1000<<20 - live - mapped - 512<<20}, nil
 	}
 	return c
 }
@@ -86,6 +94,21 @@ heapline_peak_mapped_bytes{command="python3",pid="4711"} 1.76160768e+08
 heapline_regions{state="live"} 1
 heapline_regions{state="stale"} 2
 heapline_regions{state="unreadable"} 1
+# HELP heapline_retained_bytes Free memory malloc keeps resident: the resident bytes of its mappings less live_bytes.
+# TYPE heapline_retained_bytes gauge
+heapline_retained_bytes{command="python3",pid="4711"} 5.24288e+08
+# HELP heapline_rss_bytes Resident set size of the process (the sum of /proc/pid/smaps' Rss).
+# TYPE heapline_rss_bytes gauge
+heapline_rss_bytes{command="python3",pid="4711"} 1.048576e+09
+# HELP heapline_rss_part_bytes Where rss_bytes went, parts adding up to it: live (malloc), mapped (the program's own), retained (by malloc), stack, file, shmem (the region included), other.
+# TYPE heapline_rss_part_bytes gauge
+heapline_rss_part_bytes{command="python3",part="file",pid="4711"} 1.048576e+07
+heapline_rss_part_bytes{command="python3",part="live",pid="4711"} 483533
+heapline_rss_part_bytes{command="python3",part="mapped",pid="4711"} 1.6777216e+08
+heapline_rss_part_bytes{command="python3",part="other",pid="4711"} 3.43449395e+08
+heapline_rss_part_bytes{command="python3",part="retained",pid="4711"} 5.24288e+08
+heapline_rss_part_bytes{command="python3",part="shmem",pid="4711"} 1.048576e+06
+heapline_rss_part_bytes{command="python3",part="stack",pid="4711"} 1.048576e+06
 # HELP heapline_start_time_seconds Start time of the process since the Unix epoch in seconds: a new value for a pid is a restart, not a leak.
 # TYPE heapline_start_time_seconds gauge
 heapline_start_time_seconds{command="python3",pid="4711"} 1.70000001234e+09

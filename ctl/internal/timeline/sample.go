@@ -27,6 +27,12 @@ type Sample struct {
 	// Exec is the command of a new image, on its first sample: the
 	// process exec'd since the sample before.
 	Exec string `json:"exec,omitempty"`
+	// RSSBytes and RetainedBytes are the process's resident set and the
+	// free memory malloc keeps resident in it (package rss), read at most
+	// once a second (rss.Every) and carried between reads; 0 when unknown
+	// (the exit summary's point: a process that has exited has no RSS).
+	RSSBytes      int64 `json:"rss_bytes"`
+	RetainedBytes int64 `json:"retained_bytes"`
 }
 
 // FromSummary is the point a snapshot makes.

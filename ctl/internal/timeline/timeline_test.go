@@ -91,15 +91,17 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 	in := []report.Summary{sum(0.01, 1024, 1, 1, 0, 1024), sum(0.02, 9<<20, 3, 4, 1, 10<<20)}
 	in[1].MappedBytes = 3 << 20
-	for _, s := range in {
-		if err := w.Add(FromSummary(s), s); err != nil {
+	points := []Sample{FromSummary(in[0]), FromSummary(in[1])}
+	points[1].RSSBytes, points[1].RetainedBytes = 40<<20, 20<<20
+	for i, s := range in {
+		if err := w.Add(points[i], s); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Each row is on disk as soon as it is added.
 	b, _ := os.ReadFile(path)
-	want := "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes,exec\n" +
-		"0.010000,1024,1,1,0,1024,0,\n0.020000,9437184,3,4,1,10485760,3145728,\n"
+	want := "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes,exec,rss_bytes,retained_bytes\n" +
+		"0.010000,1024,1,1,0,1024,0,,0,0\n0.020000,9437184,3,4,1,10485760,3145728,,41943040,20971520\n"
 	if string(b) != want {
 		t.Fatalf("before Close:\n%s\nwant\n%s", b, want)
 	}
@@ -114,7 +116,7 @@ func TestCSVRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantS := []Sample{FromSummary(in[0]), FromSummary(in[1]), FromSummary(final)}
+	wantS := []Sample{points[0], points[1], FromSummary(final)}
 	if len(got) != len(wantS) {
 		t.Fatalf("got %d samples, want %d", len(got), len(wantS))
 	}
@@ -166,6 +168,11 @@ func TestImages(t *testing.T) {
 func TestReadOldCSV(t *testing.T) {
 	got, err := ReadCSV(strings.NewReader("time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes\n0.5,1,2,3,4,5\n"))
 	if err != nil || len(got) != 1 || got[0] != (Sample{TimeS: 0.5, LiveBytes: 1, LiveBlocks: 2, Allocs: 3, Frees: 4, PeakLiveBytes: 5}) {
+		t.Errorf("ReadCSV = %+v, %v", got, err)
+	}
+	// And one written before the RSS columns.
+	got, err = ReadCSV(strings.NewReader("time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes,exec\n0.5,1,2,3,4,5,6,x\n"))
+	if err != nil || len(got) != 1 || got[0] != (Sample{TimeS: 0.5, LiveBytes: 1, LiveBlocks: 2, Allocs: 3, Frees: 4, PeakLiveBytes: 5, MappedBytes: 6, Exec: "x"}) {
 		t.Errorf("ReadCSV = %+v, %v", got, err)
 	}
 }

@@ -17,11 +17,14 @@ import (
 
 // CSVHeader is the first line of a CSV timeline; its columns are the JSON
 // names of Sample's fields, in order.
-var CSVHeader = []string{"time_s", "live_bytes", "live_blocks", "allocs", "frees", "peak_live_bytes", "mapped_bytes", "exec"}
+var CSVHeader = []string{"time_s", "live_bytes", "live_blocks", "allocs", "frees", "peak_live_bytes", "mapped_bytes", "exec", "rss_bytes", "retained_bytes"}
 
-// oldColumns is how many columns a timeline had before mapped_bytes and
-// exec: ReadCSV reads those too.
-const oldColumns = 6
+// How many columns a timeline had before mapped_bytes and exec, and before
+// rss_bytes and retained_bytes: ReadCSV reads those too.
+const (
+	oldColumns  = 6
+	execColumns = 8
+)
 
 // Writer takes the samples of one recording as they come and, at Close, the
 // exit summary of the process when there is one, with the sample it makes.
@@ -96,6 +99,8 @@ func (c *CSVWriter) AddSample(p Sample) error {
 		strconv.FormatInt(p.PeakLiveBytes, 10),
 		strconv.FormatInt(p.MappedBytes, 10),
 		p.Exec,
+		strconv.FormatInt(p.RSSBytes, 10),
+		strconv.FormatInt(p.RetainedBytes, 10),
 	})
 }
 
@@ -178,6 +183,8 @@ func ReadCSV(r io.Reader) ([]Sample, error) {
 	case strings.Join(CSVHeader, ","):
 	case strings.Join(CSVHeader[:oldColumns], ","):
 		cols = oldColumns
+	case strings.Join(CSVHeader[:execColumns], ","):
+		cols = execColumns
 	default:
 		return nil, errors.New("reading timeline: missing header " + strings.Join(CSVHeader, ","))
 	}
@@ -187,10 +194,14 @@ func ReadCSV(r io.Reader) ([]Sample, error) {
 			return nil, fmt.Errorf("reading timeline: line %d: %d fields, want %d", i+2, len(r), cols)
 		}
 		var s Sample
-		var errs [7]error
-		if cols == len(CSVHeader) {
+		var errs [9]error
+		if cols >= execColumns {
 			s.MappedBytes, errs[6] = strconv.ParseInt(r[6], 10, 64)
 			s.Exec = r[7]
+		}
+		if cols == len(CSVHeader) {
+			s.RSSBytes, errs[7] = strconv.ParseInt(r[8], 10, 64)
+			s.RetainedBytes, errs[8] = strconv.ParseInt(r[9], 10, 64)
 		}
 		s.TimeS, errs[0] = strconv.ParseFloat(r[0], 64)
 		s.LiveBytes, errs[1] = strconv.ParseInt(r[1], 10, 64)
