@@ -73,6 +73,7 @@ func newAppEnv(e *env) *cli.App {
 			recordCommand(e),
 			exportCommand(e),
 			profileCommand(e),
+			growthCommand(e),
 		},
 	}
 	everyCommand(app.Commands, e, "heapctl", map[cli.Flag]bool{})

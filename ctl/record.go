@@ -17,6 +17,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
+	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
@@ -43,7 +44,9 @@ func recordCommand(e *env) *cli.Command {
 			"first sample after one. rss_bytes and retained_bytes (free memory malloc keeps resident) are\n" +
 			"read from /proc/PID/smaps at most once a second, and 0 on the exit summary's row.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "timeline `FILE` (.csv or .json)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "timeline `FILE` (.csv or .json)"},
+			&cli.StringFlag{Name: "profiles", Usage: "also write a heap profile every --every into `DIR` (heap-0001.pb.gz, ...), for heapctl growth DIR"},
+			&cli.DurationFlag{Name: "every", Value: 30 * time.Second, Usage: "time between two --profiles"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 10 * time.Millisecond, Usage: "time between samples"},
 			&cli.StringFlag{Name: "svg", Usage: "also draw live bytes over time, peak marked, into `FILE`"},
 			&cli.StringFlag{Name: "pid", Aliases: []string{"p"}, Usage: "record the running process `PID` instead of starting a command"},
@@ -73,9 +76,15 @@ func record(e *env, c *cli.Context) error {
 		return errors.New("record: --python-objects applies to a command started by record, not to --pid")
 	case !c.IsSet("pid") && len(args) == 0:
 		return errors.New("record: nothing to record (usage: heapctl record -o heap.csv -- CMD ARGS, or --pid PID)")
+	case c.String("output") == "" && c.String("profiles") == "":
+		return errors.New("record: need -o FILE (the timeline), --profiles DIR, or both")
+	case c.Duration("every") < time.Millisecond:
+		return fmt.Errorf("record: --every must be at least 1ms (got %v)", c.Duration("every"))
 	}
-	if err := timeline.CheckName(c.String("output")); err != nil {
-		return fmt.Errorf("record: %w", err)
+	if c.String("output") != "" {
+		if err := timeline.CheckName(c.String("output")); err != nil {
+			return fmt.Errorf("record: %w", err)
+		}
 	}
 	svg := c.String("svg")
 	if svg != "" && strings.ToLower(filepath.Ext(svg)) != ".svg" {
@@ -85,10 +94,24 @@ func record(e *env, c *cli.Context) error {
 	if c.Bool("python-objects") {
 		r.env = append(r.env, timeline.PythonObjectsEnv())
 	}
+	if dir := c.String("profiles"); dir != "" {
+		r.series = &profile.Series{Dir: dir, Every: c.Duration("every")}
+		if _, set := os.LookupEnv("HEAPLINE_SAMPLE"); !set && pid == 0 {
+			r.env = append(r.env, "HEAPLINE_SAMPLE=512k") // profiles need samples
+		}
+	}
 	// With --pid, a process that cannot be recorded is said before any
 	// file is created.
 	if pid > 0 {
 		if err := target.RegionError(pid, region.Inspect(pid), true); err != nil {
+			return fmt.Errorf("record: %w", err)
+		}
+		if ent, _ := region.InspectProfile(pid); r.series != nil && errors.Is(ent.Err, region.ErrNoProfile) {
+			return fmt.Errorf("record: --profiles: process %d takes no samples: start it with HEAPLINE_SAMPLE=512k", pid)
+		}
+	}
+	if r.series != nil {
+		if err := profile.CheckSeriesDir(r.series.Dir); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
 	}
@@ -109,9 +132,12 @@ func record(e *env, c *cli.Context) error {
 			return err
 		}
 	}
-	out, err := timeline.Create(c.String("output"))
-	if err != nil {
-		return fmt.Errorf("record: %w", err)
+	out := timeline.Discard
+	if c.String("output") != "" {
+		var err error
+		if out, err = timeline.Create(c.String("output")); err != nil {
+			return fmt.Errorf("record: %w", err)
+		}
 	}
 	r.out = out
 	var runErr error
@@ -152,7 +178,13 @@ func record(e *env, c *cli.Context) error {
 	for _, s := range r.children {
 		e.log.Debug("child's exit summary", zap.String("summary", report.Line(s)))
 	}
-	msg := fmt.Sprintf("heapctl record: %d samples in %s", len(r.samples), c.String("output"))
+	msg := fmt.Sprintf("heapctl record: %d samples", len(r.samples))
+	if c.String("output") != "" {
+		msg += " in " + c.String("output")
+	}
+	if r.series != nil {
+		msg += fmt.Sprintf(", %d profiles in %s (heapctl growth %s ranks their stacks)", r.series.Written(), r.series.Dir, r.series.Dir)
+	}
 	if n := len(r.children); n > 0 {
 		msg += fmt.Sprintf(" (%d child processes of %s ran under the shim too: -v logs their summaries)", n, args[0])
 	}
@@ -191,6 +223,7 @@ type recorder struct {
 	images   timeline.Images  // one time axis across execs
 	endNS    uint64           // CLOCK_MONOTONIC when the command was seen to end
 	rss      rss.Sampler
+	series   *profile.Series // --profiles, or nil
 }
 
 // add takes snapshot s of the image that started counting at startNS (0:
@@ -225,6 +258,7 @@ func (r *recorder) attach(pid int) error {
 	defer tick.Stop()
 	proc := region.OpenProcess(pid)
 	defer proc.Close()
+	r.startSeries()
 	for {
 		ent := region.Inspect(pid)
 		switch {
@@ -244,6 +278,9 @@ func (r *recorder) attach(pid int) error {
 			}
 			if ent.Stale || ent.Summary.Exited {
 				return nil
+			}
+			if err := r.profile(pid); err != nil {
+				return err
 			}
 		}
 		select {
@@ -274,6 +311,7 @@ func (r *recorder) run(path string, args []string, lib string) error {
 	r.e.log.Debug("recording", zap.Int("pid", pid), zap.Strings("args", args), zap.Duration("interval", r.interval))
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
+	r.startSeries()
 	var sampleErr error
 loop:
 	for {
@@ -282,7 +320,10 @@ loop:
 			r.endNS = monotonicNS()
 			break loop
 		case <-tick.C:
-			if sampleErr = r.sample(pid); sampleErr != nil {
+			if sampleErr = r.sample(pid); sampleErr == nil {
+				sampleErr = r.profile(pid)
+			}
+			if sampleErr != nil {
 				c.Kill()
 				<-c.Ended()
 				r.endNS = monotonicNS()
@@ -341,6 +382,31 @@ func (r *recorder) sample(pid int) error {
 	}
 	r.fails = 0
 	return r.add(ent.Summary, ent.StartNS)
+}
+
+func (r *recorder) startSeries() {
+	if r.series != nil {
+		r.series.Start(time.Now())
+	}
+}
+
+// profile writes the series' next profile of pid when it is due. A region
+// that cannot be read now (not made yet, or gone) waits for the next
+// sample; a profile that cannot be written ends the recording.
+func (r *recorder) profile(pid int) error {
+	now := time.Now()
+	if r.series == nil || !r.series.Due(now) {
+		return nil
+	}
+	ent, p := region.InspectProfile(pid)
+	if ent.Err != nil || ent.Stale {
+		r.e.log.Debug("no profile this time", zap.Int("pid", pid), zap.Error(ent.Err))
+		return nil
+	}
+	if err := r.series.Write(p, now); err != nil {
+		return fmt.Errorf("--profiles: %w", err)
+	}
+	return nil
 }
 
 // unreadableAfter is how many failed reads in a row make a region

@@ -33,6 +33,15 @@ type Writer interface {
 	Close(final *report.Summary, p Sample) error
 }
 
+// Discard takes samples and writes nothing: a recording without a
+// timeline file (record --profiles alone).
+var Discard Writer = discard{}
+
+type discard struct{}
+
+func (discard) Add(Sample, report.Summary) error    { return nil }
+func (discard) Close(*report.Summary, Sample) error { return nil }
+
 // Create opens path for a timeline in the format its extension names:
 // .csv (one row a sample, written as it comes, so a recording cut short
 // keeps what it had) or .json (one document written at Close).

@@ -1,0 +1,230 @@
+// Package growth ranks the allocation stacks of a series of heap profiles
+// (`heapctl record --profiles DIR`) by how their inuse_space changed: a
+// stack that grows in every interval is a leak suspect, one that grew and
+// then flattened is a cache, one that hardly moved is steady. A diff of
+// two profiles needs nothing of ours: `go tool pprof -base OLD NEW`.
+package growth
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	pprof "github.com/google/pprof/profile"
+)
+
+// Kind is what a stack's series looks like.
+type Kind string
+
+const (
+	Leak    Kind = "leak suspect" // grew in (nearly) every interval, late ones included
+	Growing Kind = "growing"      // grew overall, but not steadily
+	Cache   Kind = "cache"        // grew, then flattened: the last half added little
+	Steady  Kind = "steady"       // moved less than a quarter of its high point
+	Shrunk  Kind = "shrunk"       // ended a quarter or more below where it started
+)
+
+// rank orders the kinds in a report: what most likely needs a look first.
+var rank = map[Kind]int{Leak: 0, Growing: 1, Cache: 2, Steady: 3, Shrunk: 4}
+
+// The thresholds of Classify, as fractions.
+const (
+	SteadyBelow = 0.25 // |last - first| under this share of the high point: steady
+	FlatAfter   = 0.20 // the last half of the intervals added at most this share of the rise: a cache
+	LeakUps     = 0.80 // a leak grows in at least this share of the intervals
+)
+
+// Stack is one allocation stack's inuse_space across the series.
+type Stack struct {
+	Rank      int      `json:"rank"`
+	Kind      Kind     `json:"kind"`
+	Frames    []string `json:"frames"` // functions, innermost (the allocating one) first
+	First     int64    `json:"first_bytes"`
+	Last      int64    `json:"last_bytes"`
+	Growth    int64    `json:"growth_bytes"` // Last - First
+	Max       int64    `json:"max_bytes"`
+	Ups       int      `json:"ups"`       // intervals in which it grew
+	Intervals int      `json:"intervals"` // profiles - 1
+	Series    []int64  `json:"series"`    // inuse_space in each profile, in time order
+	// Noise is how far two profiles' figures for this stack may differ by
+	// sampling alone (three standard deviations): a change below it is
+	// steady, whatever its share.
+	Noise int64 `json:"noise_bytes"`
+}
+
+// Report is the ranking of one series.
+type Report struct {
+	Dir      string    `json:"dir"`
+	Profiles []string  `json:"profiles"` // the files, in time order
+	Times    []float64 `json:"times_s"`  // each one's time since the first
+	Stacks   []Stack   `json:"stacks"`
+}
+
+// MinProfiles is how many profiles a ranking needs: two intervals, so
+// that growth can be seen to go on or to stop.
+const MinProfiles = 3
+
+// Read ranks the profiles *.pb.gz in dir, ordered by the time each was
+// taken.
+func Read(dir string) (Report, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
+	if err != nil {
+		return Report{}, err
+	}
+	type read struct {
+		path string
+		p    *pprof.Profile
+	}
+	var ps []read
+	for _, f := range files {
+		p, err := readFile(f)
+		if err != nil {
+			return Report{}, err
+		}
+		ps = append(ps, read{f, p})
+	}
+	if len(ps) < MinProfiles {
+		if _, err := os.Stat(dir); err != nil {
+			return Report{}, err
+		}
+		return Report{}, fmt.Errorf("%s holds %d profiles (*.pb.gz), need at least %d: record them with heapctl record --profiles %s --every 30s", dir, len(ps), MinProfiles, dir)
+	}
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].p.TimeNanos < ps[j].p.TimeNanos })
+	r := Report{Dir: dir}
+	var profiles []*pprof.Profile
+	for _, x := range ps {
+		r.Profiles = append(r.Profiles, x.path)
+		r.Times = append(r.Times, float64(x.p.TimeNanos-ps[0].p.TimeNanos)/float64(time.Second))
+		profiles = append(profiles, x.p)
+	}
+	r.Stacks, err = Rank(profiles)
+	return r, err
+}
+
+func readFile(path string) (*pprof.Profile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	p, err := pprof.Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// Rank classifies every stack of profiles (in time order) and orders
+// them: by kind (leaks first), then by growth (by size for the steady).
+func Rank(profiles []*pprof.Profile) ([]Stack, error) {
+	byKey := map[string]*Stack{}
+	var order []string
+	var period int64
+	for i, p := range profiles {
+		period = max(period, p.Period)
+		idx := -1
+		for j, st := range p.SampleType {
+			if st.Type == "inuse_space" {
+				idx = j
+			}
+		}
+		if idx < 0 {
+			return nil, errors.New("a profile has no inuse_space: not a heap profile")
+		}
+		for _, s := range p.Sample {
+			frames := names(s)
+			key := strings.Join(frames, "\x00")
+			st := byKey[key]
+			if st == nil {
+				st = &Stack{Frames: frames, Series: make([]int64, len(profiles))}
+				byKey[key] = st
+				order = append(order, key)
+			}
+			st.Series[i] += s.Value[idx]
+		}
+	}
+	var out []Stack
+	for _, k := range order {
+		s := byKey[k]
+		Classify(s, period)
+		if s.Max > 0 {
+			out = append(out, *s)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if rank[a.Kind] != rank[b.Kind] {
+			return rank[a.Kind] < rank[b.Kind]
+		}
+		if a.Kind == Steady {
+			return a.Max > b.Max
+		}
+		return a.Growth > b.Growth
+	})
+	for i := range out {
+		out[i].Rank = i + 1
+	}
+	return out, nil
+}
+
+// Classify fills s's figures and kind from its Series, sampled at a mean
+// of period bytes (0: exact). A stack's estimate of m bytes is the sum of
+// about m/period samples of period bytes each, so its standard deviation
+// is about sqrt(m * period); the difference of two, sqrt(2 m period).
+func Classify(s *Stack, period int64) {
+	v := s.Series
+	n := len(v)
+	s.First, s.Last, s.Intervals, s.Ups, s.Max = v[0], v[n-1], n-1, 0, 0
+	s.Growth = s.Last - s.First
+	for i, x := range v {
+		s.Max = max(s.Max, x)
+		if i > 0 && x > v[i-1] {
+			s.Ups++
+		}
+	}
+	mid := v[(n-1)/2] // the end of the first half of the intervals
+	late := s.Last - mid
+	s.Noise = int64(3 * math.Sqrt(2*float64(s.Max)*float64(max(period, 0))))
+	switch {
+	case float64(abs(s.Growth)) < max(SteadyBelow*float64(s.Max), float64(s.Noise)):
+		s.Kind = Steady
+	case s.Growth < 0:
+		s.Kind = Shrunk
+	case float64(late) <= FlatAfter*float64(s.Growth):
+		s.Kind = Cache
+	case float64(s.Ups) >= LeakUps*float64(s.Intervals):
+		s.Kind = Leak
+	default:
+		s.Kind = Growing
+	}
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// names is a sample's stack as function names, innermost first (inlined
+// calls each a name); an address where there is no symbol.
+func names(s *pprof.Sample) []string {
+	var out []string
+	for _, l := range s.Location {
+		if len(l.Line) == 0 {
+			out = append(out, fmt.Sprintf("%#x", l.Address))
+			continue
+		}
+		for _, ln := range l.Line {
+			if ln.Function != nil {
+				out = append(out, ln.Function.Name)
+			}
+		}
+	}
+	return out
+}
