@@ -20,7 +20,8 @@ import (
 const pprofHeapPath = "/debug/pprof/heap"
 
 // pprofHandler serves GET /debug/pprof/heap?pid=N: the sampled profile of
-// pid's region, gzipped protobuf. 400 for a pid that is not one, 404 for a
+// pid's region, gzipped protobuf; with peak=1, the stacks live at the
+// heap's peak (profile --peak). 400 for a pid that is not one, 404 for a
 // pid with no region or no profile (sampling off). Symbols are cached
 // across requests, per ELF file.
 func pprofHandler(log *zap.Logger) http.Handler {
@@ -37,6 +38,15 @@ func pprofHandler(log *zap.Logger) http.Handler {
 			http.Error(w, "pid must be a process id: "+pprofHeapPath+"?pid=N", http.StatusBadRequest)
 			return
 		}
+		build := profile.Build
+		switch r.URL.Query().Get("peak") {
+		case "", "0":
+		case "1":
+			build = profile.BuildPeak
+		default:
+			http.Error(w, "peak must be 0 or 1: "+pprofHeapPath+"?pid=N&peak=1", http.StatusBadRequest)
+			return
+		}
 		ent, p := region.InspectProfile(pid)
 		switch {
 		case errors.Is(ent.Err, fs.ErrNotExist):
@@ -51,7 +61,7 @@ func pprofHandler(log *zap.Logger) http.Handler {
 			return
 		}
 		var buf bytes.Buffer
-		if err := profile.Build(p, sym, time.Now()).Write(&buf); err != nil {
+		if err := build(p, sym, time.Now()).Write(&buf); err != nil {
 			log.Error("encoding a profile", zap.Int("pid", pid), zap.Error(err))
 			http.Error(w, "encoding the profile failed", http.StatusInternalServerError)
 			return

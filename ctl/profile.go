@@ -23,14 +23,17 @@ func profileCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "profile",
 		Usage:     "write the sampled allocation stacks of a process as a pprof heap profile",
-		ArgsUsage: "-o FILE PID | -o FILE --from DUMP",
+		ArgsUsage: "[--peak] -o FILE PID | [--peak] -o FILE --from DUMP",
 		Description: "Reads the process's region from outside, with no signal: a process that is gone\n" +
 			"leaves its last profile there until gc. --from converts the file HEAPLINE_PROFILE\n" +
 			"made at exit instead. The profile is gzipped protobuf, as go tool pprof reads it\n" +
-			"(docs/profiling.md); -o - writes it to stdout.",
+			"(docs/profiling.md); -o - writes it to stdout. --peak writes what was live at the heap's\n" +
+			"peak instead of now: the shim copies each stack's live bytes whenever the heap grows 1 MiB\n" +
+			"or 1% past the last copy, so the copy is within that of the peak.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the profile `FILE`, - for stdout"},
 			&cli.StringFlag{Name: "from", Usage: "convert the `DUMP` HEAPLINE_PROFILE wrote instead of reading a process"},
+			&cli.BoolFlag{Name: "peak", Usage: "the stacks live at the heap's peak, instead of now"},
 		},
 		Action: func(c *cli.Context) error {
 			args, output := c.Args().Slice(), c.String("output")
@@ -39,12 +42,12 @@ func profileCommand(e *env) *cli.Command {
 			if len(args) == 3 && (args[1] == "-o" || args[1] == "--output") && output == "" {
 				args, output = args[:1], args[2]
 			}
-			return writeProfile(e, args, c.String("from"), output)
+			return writeProfile(e, args, c.String("from"), output, c.Bool("peak"))
 		},
 	}
 }
 
-func writeProfile(e *env, args []string, from, output string) error {
+func writeProfile(e *env, args []string, from, output string, peak bool) error {
 	var pid int
 	switch {
 	case from != "" && len(args) > 0:
@@ -82,11 +85,18 @@ func writeProfile(e *env, args []string, from, output string) error {
 		}
 		p = prof
 	}
-	if err := out.Write(profile.Build(p, profile.NewSymbolizer(), time.Now())); err != nil {
+	build, what := profile.Build, ""
+	if peak {
+		build, what = profile.BuildPeak, ", at the peak"
+		if p.Peak.Copies == 0 {
+			e.log.Warn("the shim has taken no copy at the peak yet (the heap has not grown): the profile at the peak is empty", zap.Int("pid", p.PID))
+		}
+	}
+	if err := out.Write(build(p, profile.NewSymbolizer(), time.Now())); err != nil {
 		return fmt.Errorf("profile: %w", err)
 	}
 	if output != "-" {
-		fmt.Fprintf(e.stderr, "heapctl profile: %d stacks, %d samples of pid %d in %s\n", len(p.Stacks), p.Samples, p.PID, output)
+		fmt.Fprintf(e.stderr, "heapctl profile: %d stacks, %d samples of pid %d%s in %s\n", len(p.Stacks), p.Samples, p.PID, what, output)
 	}
 	return nil
 }
@@ -138,10 +148,11 @@ func childProfile(dir string, pid int) (region.Profile, error) {
 // if it left one, is removed), and written once it is reaped. A nil
 // *runProfile does nothing.
 type runProfile struct {
-	out *profile.Output
-	dir string
-	p   region.Profile
-	err error
+	out  *profile.Output
+	peak *profile.Output // beside out (profile.PeakPath); nil for stdout
+	dir  string
+	p    region.Profile
+	err  error
 }
 
 func newRunProfile(path string, stdout io.Writer) (*runProfile, error) {
@@ -149,12 +160,22 @@ func newRunProfile(path string, stdout io.Writer) (*runProfile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--profile: %w", err)
 	}
+	var peak *profile.Output
+	if path != "-" {
+		if peak, err = profile.Create(profile.PeakPath(path), stdout); err != nil {
+			out.Abort()
+			return nil, fmt.Errorf("--profile: the profile at the peak: %w", err)
+		}
+	}
 	dir, err := os.MkdirTemp("", "heapctl-profiles-")
 	if err != nil {
 		out.Abort()
+		if peak != nil {
+			peak.Abort()
+		}
 		return nil, fmt.Errorf("--profile: %w", err)
 	}
-	return &runProfile{out: out, dir: dir, err: errors.New("the command never ran")}, nil
+	return &runProfile{out: out, peak: peak, dir: dir, err: errors.New("the command never ran")}, nil
 }
 
 // env is what the child's environment gets.
@@ -179,12 +200,22 @@ func (r *runProfile) write() error {
 	if r.err != nil {
 		return fmt.Errorf("no profile: %w", r.err)
 	}
-	return r.out.Write(profile.Build(r.p, profile.NewSymbolizer(), time.Now()))
+	sym, now := profile.NewSymbolizer(), time.Now()
+	if err := r.out.Write(profile.Build(r.p, sym, now)); err != nil {
+		return err
+	}
+	if r.peak == nil {
+		return nil
+	}
+	return r.peak.Write(profile.BuildPeak(r.p, sym, now))
 }
 
 func (r *runProfile) abort() {
 	if r != nil {
 		r.out.Abort()
+		if r.peak != nil {
+			r.peak.Abort()
+		}
 		os.RemoveAll(r.dir)
 	}
 }

@@ -34,6 +34,8 @@
 #define HL_COMMAND_MAX   256u
 #define HL_OBJECT_MAX    256u                  /* bypassed_by: a loaded object's path */
 #define HL_PEAK_BATCH_DEFAULT (256u << 10)     /* slow-path bytes a thread holds unpublished */
+#define HL_PEAK_STEP_MIN (1ull << 20)          /* the peak copy's step: at least 1 MiB, */
+#define HL_PEAK_STEP_DIV 100u                  /* or 1% of the peak (peak.c) */
 
 /* A slot's fast-path words (hl_slot.alloc_word, free_word): the number of
  * operations in bits 0..49, and the chunk bytes they moved, in units of 16,
@@ -144,8 +146,21 @@ struct hl_header {
     uint64_t objects_used;   /* 808: hl_object entries filled, in order */
     uint8_t  _pad4[16];      /* 816 */
 
-    /* lines 13-15: reserved, zero */
-    uint8_t  _pad5[192];     /* 832 */
+    /* line 13: reserved, zero */
+    uint8_t  _pad5[64];      /* 832 */
+
+    /* line 14: the stacks' copy at the peak (peak.c): each hl_stack's
+     * peak_bytes is its inuse bytes when published_live was peak_copy_live */
+    uint64_t peak_copy_seq;  /* 896: seqlock: odd while a copy is being written */
+    uint64_t peak_copy_live; /* 904: published_live when the copy was taken, 0 before the first */
+    uint64_t peak_copy_next; /* 912: published_live at which the next copy is taken */
+    uint64_t peak_copy_step; /* 920: the step: the copy's error bound, beside the peak's own */
+    uint64_t peak_copies;    /* 928: copies taken */
+    uint64_t peak_copy_ns;   /* 936: CLOCK_MONOTONIC when the copy was taken */
+    uint8_t  _pad6[16];      /* 944 */
+
+    /* line 15: reserved, zero */
+    uint8_t  _pad7[64];      /* 960 */
 };
 
 /*
@@ -181,7 +196,7 @@ struct hl_stack {
     uint64_t free_objects;   /* 32 */
     uint64_t free_bytes;     /* 40 */
     uint64_t samples;        /* 48: raw samples taken with this stack */
-    uint64_t _pad;           /* 56 */
+    uint64_t peak_bytes;     /* 56: alloc_bytes - free_bytes at the last peak copy (peak.c) */
     uint64_t frames[HL_STACK_FRAMES]; /* 64: return addresses */
 };
 
@@ -207,6 +222,7 @@ _Static_assert(__builtin_offsetof(struct hl_header, published_live) == 3 * HL_LI
 _Static_assert(__builtin_offsetof(struct hl_header, command) == 4 * HL_LINE, "header line 4");
 _Static_assert(__builtin_offsetof(struct hl_header, bypassed_by) == 8 * HL_LINE, "header line 8");
 _Static_assert(__builtin_offsetof(struct hl_header, prof_offset) == 12 * HL_LINE, "header line 12");
+_Static_assert(__builtin_offsetof(struct hl_header, peak_copy_seq) == 14 * HL_LINE, "header line 14");
 _Static_assert(sizeof(struct hl_stack) == 64 + 8 * HL_STACK_FRAMES, "stack size");
 _Static_assert(sizeof(struct hl_object) == 256, "object size");
 #endif

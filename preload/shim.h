@@ -137,6 +137,9 @@ void hl_thread_forget(void); /* in a fork child */
 void hl_totals(struct hl_header *r, struct hl_counters *out);
 void hl_peak_update(struct hl_header *r, int64_t live);
 
+/* peak.c */
+void hl_peak_copy(struct hl_header *r, int64_t live); /* a new peak: copy the stacks' inuse if a step past the last */
+
 /* region.c */
 int  hl_region_open(void);
 void hl_fork_init(void);

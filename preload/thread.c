@@ -47,8 +47,13 @@ static void max_store(uint64_t *where, uint64_t v)
 
 void hl_peak_update(struct hl_header *r, int64_t live)
 {
-    if (live > 0)
+    if (live > 0) {
         max_store(&r->peak_live, (uint64_t)live);
+        /* the stacks' copy at the peak (peak.c), once the total has risen
+         * a step past the last copy */
+        if ((uint64_t)live >= __atomic_load_n(&r->peak_copy_next, RELAXED))
+            hl_peak_copy(r, live);
+    }
 }
 
 static int64_t live_of(const struct hl_slot *s)

@@ -36,6 +36,12 @@ const (
 	StackSize      = 64 + 8*StackFrames
 	ObjectSize     = 256
 	ObjectPathMax  = 224
+
+	// The stacks' copy at the peak (region.h, header line 14; peak.c):
+	// taken each time the published total rises by the step,
+	// max(PeakStepMin, peak/PeakStepDiv).
+	PeakStepMin = 1 << 20 // HL_PEAK_STEP_MIN
+	PeakStepDiv = 100     // HL_PEAK_STEP_DIV
 )
 
 // Offsets in struct hl_header.
@@ -76,6 +82,12 @@ const (
 	offSamples         = 792
 	offSamplesLost     = 800
 	offObjectsUsed     = 808
+	offPeakCopySeq     = 896
+	offPeakCopyLive    = 904
+	offPeakCopyNext    = 912
+	offPeakCopyStep    = 920
+	offPeakCopies      = 928
+	offPeakCopyNS      = 936
 )
 
 // Offsets in struct hl_stack.
@@ -88,6 +100,7 @@ const (
 	offStackFreeObjects  = 32
 	offStackFreeBytes    = 40
 	offStackSamples      = 48
+	offStackPeakBytes    = 56
 	offStackFrames       = 64
 )
 
@@ -179,6 +192,12 @@ var goFields = map[string]field{
 	"hl_header.samples":           {offSamples, 8},
 	"hl_header.samples_lost":      {offSamplesLost, 8},
 	"hl_header.objects_used":      {offObjectsUsed, 8},
+	"hl_header.peak_copy_seq":     {offPeakCopySeq, 8},
+	"hl_header.peak_copy_live":    {offPeakCopyLive, 8},
+	"hl_header.peak_copy_next":    {offPeakCopyNext, 8},
+	"hl_header.peak_copy_step":    {offPeakCopyStep, 8},
+	"hl_header.peak_copies":       {offPeakCopies, 8},
+	"hl_header.peak_copy_ns":      {offPeakCopyNS, 8},
 
 	"hl_stack.hash":          {offStackHash, 8},
 	"hl_stack.state":         {offStackState, 4},
@@ -188,6 +207,7 @@ var goFields = map[string]field{
 	"hl_stack.free_objects":  {offStackFreeObjects, 8},
 	"hl_stack.free_bytes":    {offStackFreeBytes, 8},
 	"hl_stack.samples":       {offStackSamples, 8},
+	"hl_stack.peak_bytes":    {offStackPeakBytes, 8},
 	"hl_stack.frames":        {offStackFrames, 8 * StackFrames},
 
 	"hl_object.start": {offObjectStart, 8},
@@ -221,6 +241,8 @@ var goConstants = map[string]uint64{
 	"HL_WORD_COUNT_MASK": WordCountMask,
 	"HL_WORD_BATCH":      WordBatch,
 	"HL_CHUNK_BIAS":      ChunkBias,
+	"HL_PEAK_STEP_MIN":   PeakStepMin,
+	"HL_PEAK_STEP_DIV":   PeakStepDiv,
 	"sizeof hl_header":   HeaderSize,
 	"sizeof hl_slot":     SlotSize,
 	"sizeof hl_counters": countersSize,

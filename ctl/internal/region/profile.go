@@ -35,6 +35,19 @@ type Profile struct {
 	// process runs, /proc/<pid>/root (another mount namespace's files: a
 	// container's); "" for a dump or a process that is gone.
 	Root string
+	// Peak is the stacks' copy at the peak (Stack.PeakBytes).
+	Peak PeakCopy
+}
+
+// PeakCopy says when the shim last copied every stack's inuse bytes into
+// its PeakBytes: each time the published total rises by Step past the
+// last copy (region.h, header line 14).
+type PeakCopy struct {
+	Live   uint64 // the published total when the copy was taken; 0: no copy yet
+	Step   uint64 // the copy is within this of the peak (beside the peak's own error)
+	Copies uint64 // copies taken so far
+	NS     uint64 // CLOCK_MONOTONIC when it was taken
+	Torn   bool   // a copy was being written through every try of the read: the figures may mix two copies
 }
 
 // Stack is one allocation stack and its weighted totals, as the shim keeps
@@ -46,6 +59,7 @@ type Stack struct {
 	FreeObjects  uint64
 	FreeBytes    uint64
 	Samples      uint64 // raw samples taken with this stack
+	PeakBytes    uint64 // inuse bytes at the last peak copy (Profile.Peak)
 }
 
 // Object is a loaded object: the address range it is mapped at, its load
@@ -61,6 +75,7 @@ func (s *Stack) add(o Stack) {
 	s.FreeObjects += o.FreeObjects
 	s.FreeBytes += o.FreeBytes
 	s.Samples += o.Samples
+	s.PeakBytes += o.PeakBytes
 }
 
 // ParseProfile reads the profile of the region in b: a dump the shim
@@ -125,7 +140,9 @@ func readProfile(v view, h header, pid int) (Profile, error) {
 	}
 	base := int(po)
 	seen := map[string]int{} // frames as bytes -> index in p.Stacks
+	where := make([]int, ns) // entry -> index in p.Stacks, -1 for Overflow, -2 for none
 	for i := 0; i < ns; i++ {
+		where[i] = -2
 		off := base + i*StackSize
 		if i > 0 && v.u64(off+offStackHash) == 0 {
 			continue // empty, or being filled
@@ -149,6 +166,7 @@ func readProfile(v view, h header, pid int) (Profile, error) {
 				return Profile{}, fmt.Errorf("stack 0 (samples with no room in the table) has %d frames, want 0", n)
 			}
 			p.Overflow = s
+			where[i] = -1
 			continue
 		}
 		s.Frames = make([]uint64, n)
@@ -159,11 +177,14 @@ func readProfile(v view, h header, pid int) (Profile, error) {
 		}
 		if k, ok := seen[string(key)]; ok {
 			p.Stacks[k].add(s) // two threads published the same stack
+			where[i] = k
 			continue
 		}
 		seen[string(key)] = len(p.Stacks)
+		where[i] = len(p.Stacks)
 		p.Stacks = append(p.Stacks, s)
 	}
+	readPeak(v, &p, base, where)
 	objs := base + ns*StackSize
 	for i := 0; i < int(used); i++ {
 		off := objs + i*ObjectSize
@@ -178,6 +199,48 @@ func readProfile(v view, h header, pid int) (Profile, error) {
 		p.Objects = append(p.Objects, o)
 	}
 	return p, nil
+}
+
+// peakTries bounds the seqlock read of the peak copy: a copy takes
+// microseconds, so a few yields are enough.
+const peakTries = 100
+
+// readPeak reads the stacks' copy at the peak under its seqlock: the
+// header's figures and every entry's peak_bytes from one copy.
+func readPeak(v view, p *Profile, base int, where []int) {
+	tries := peakTries
+	if !v.shared {
+		tries = 1
+	}
+	for try := 0; try < tries; try++ {
+		if try > 0 {
+			seqYield(try)
+		}
+		s1 := v.u64(offPeakCopySeq)
+		if s1&1 != 0 && try < tries-1 {
+			continue
+		}
+		pc := PeakCopy{Live: v.u64(offPeakCopyLive), Step: v.u64(offPeakCopyStep), Copies: v.u64(offPeakCopies), NS: v.u64(offPeakCopyNS)}
+		p.Overflow.PeakBytes = 0
+		for k := range p.Stacks {
+			p.Stacks[k].PeakBytes = 0
+		}
+		for i, k := range where {
+			b := v.u64(base + i*StackSize + offStackPeakBytes)
+			switch {
+			case k == -1:
+				p.Overflow.PeakBytes = b
+			case k >= 0:
+				p.Stacks[k].PeakBytes += b
+			}
+		}
+		s2 := v.u64(offPeakCopySeq)
+		pc.Torn = s1&1 != 0 || s2 != s1
+		p.Peak = pc
+		if !pc.Torn {
+			return
+		}
+	}
 }
 
 // AppendProfile appends p's tables to the region in b (header and slots,
@@ -198,6 +261,10 @@ func AppendProfile(b []byte, p Profile) []byte {
 	le.PutUint32(b[offNObjects:], uint32(no))
 	le.PutUint64(b[offSamplesLost:], p.SamplesLost)
 	le.PutUint64(b[offObjectsUsed:], uint64(len(p.Objects)))
+	le.PutUint64(b[offPeakCopyLive:], p.Peak.Live)
+	le.PutUint64(b[offPeakCopyStep:], p.Peak.Step)
+	le.PutUint64(b[offPeakCopies:], p.Peak.Copies)
+	le.PutUint64(b[offPeakCopyNS:], p.Peak.NS)
 	le.PutUint64(b[offRegionSize:], uint64(len(b)))
 	put := func(off int, s Stack, hash uint64) {
 		e := b[off:]
@@ -209,6 +276,7 @@ func AppendProfile(b []byte, p Profile) []byte {
 		le.PutUint64(e[offStackFreeObjects:], s.FreeObjects)
 		le.PutUint64(e[offStackFreeBytes:], s.FreeBytes)
 		le.PutUint64(e[offStackSamples:], s.Samples)
+		le.PutUint64(e[offStackPeakBytes:], s.PeakBytes)
 		for j, f := range s.Frames {
 			le.PutUint64(e[offStackFrames+8*j:], f)
 		}

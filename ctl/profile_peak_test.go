@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/testkit"
+)
+
+// The profile at the peak's known answer: testdata/peak.c peaks at 80 MiB,
+// 80% peak_site's and 20% keep_site's, then frees peak_site's and ends
+// with keep_site's third and after_site's two thirds. The peak profile
+// must say the first, the profile of now the second (shares within 5
+// points: at 64 KiB, 80 MiB is 1280 samples), while the program runs
+// (profile --peak, and export's ?peak=1), after a SIGKILL (the region it
+// leaves), and at exit (run --profile writes FILE.peak.pb.gz beside).
+func TestProfilePeak(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", "64k")
+	lib := testkit.Shim(t)
+	bin := filepath.Join(t.TempDir(), "peak")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, "testdata/peak.c").CombinedOutput(); err != nil {
+		t.Fatalf("compiling peak.c: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	atPeak := map[string]float64{"peak_site": 80, "keep_site": 20, "after_site": 0}
+	atEnd := map[string]float64{"peak_site": 0, "keep_site": 100.0 / 3, "after_site": 200.0 / 3}
+	check := func(t *testing.T, what, file string, want map[string]float64) {
+		t.Helper()
+		inuse := pfByFunction(t, file, "inuse_space")
+		var total int64
+		for fn := range want {
+			total += inuse[fn]
+		}
+		for fn, w := range want {
+			got := 100 * float64(inuse[fn]) / float64(total)
+			t.Logf("%s: %s %.1f%% of inuse_space, want %.1f%%", what, fn, got, w)
+			if got < w-5 || got > w+5 {
+				t.Errorf("%s: %s holds %.1f%% of inuse_space, want %.1f%% (within 5 points)", what, fn, got, w)
+			}
+		}
+		if want["peak_site"] > 0 && (total < 72<<20 || total > 88<<20) {
+			t.Errorf("%s: %d bytes at the peak, want 80 MiB within 10%%", what, total)
+		}
+	}
+
+	t.Run("running", func(t *testing.T) {
+		cmd := exec.Command(bin)
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		pid := rgStart(t, cmd, lib)
+		if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "PAUSE\n" {
+			t.Fatalf("peak said %q, %v", l, err)
+		}
+		peak, now := filepath.Join(dir, "peak.pb.gz"), filepath.Join(dir, "now.pb.gz")
+		if r := rgHeapctl(t, "profile", "--peak", "-o", peak, strconv.Itoa(pid)); r.err != nil || !strings.Contains(r.stderr, ", at the peak in ") {
+			t.Fatalf("profile --peak: %v %s", r.err, r.stderr)
+		}
+		if r := rgHeapctl(t, "profile", "-o", now, strconv.Itoa(pid)); r.err != nil {
+			t.Fatal(r.err)
+		}
+		check(t, "peak", peak, atPeak)
+		check(t, "now", now, atEnd)
+
+		srv := httptest.NewServer(pprofHandler(zaptest.NewLogger(t)))
+		defer srv.Close()
+		resp, err := http.Get(srv.URL + "/debug/pprof/heap?pid=" + strconv.Itoa(pid) + "&peak=1")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET ?peak=1: %v %v", err, resp)
+		}
+		served := filepath.Join(dir, "served.pb.gz")
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		os.WriteFile(served, b, 0o644)
+		check(t, "export ?peak=1", served, atPeak)
+		if resp, err := http.Get(srv.URL + "/debug/pprof/heap?pid=" + strconv.Itoa(pid) + "&peak=yes"); err != nil || resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("GET ?peak=yes: %v %v, want 400", err, resp)
+		}
+		in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("sigkill", func(t *testing.T) {
+		cmd := exec.Command(bin, "kill")
+		pid := rgStart(t, cmd, lib)
+		cmd.Wait()
+		defer os.Remove(region.Path(pid))
+		file := filepath.Join(dir, "killed.pb.gz")
+		r := rgHeapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(pid))
+		if r.err != nil || !r.warned("the process is gone") {
+			t.Fatalf("profile --peak of a killed process: %v", r.err)
+		}
+		check(t, "after SIGKILL", file, atPeak)
+	})
+
+	t.Run("exit", func(t *testing.T) {
+		file := filepath.Join(dir, "run.pb.gz")
+		if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
+			t.Fatal(r.err)
+		}
+		check(t, "run --profile, now", file, atEnd)
+		check(t, "run --profile, beside", filepath.Join(dir, "run.peak.pb.gz"), atPeak)
+	})
+}

@@ -1,0 +1,80 @@
+/*
+ * peak.c: each stack's live totals at the moment of the heap's peak.
+ *
+ * The question users ask after an OOM kill is what was live at the peak;
+ * the stack table (profile.c) holds what is live now. Beside each stack's
+ * totals the shim keeps a copy, peak_bytes: its inuse bytes (alloc_bytes
+ * - free_bytes) when the published total last rose by a step. The copy
+ * rides on the path that publishes the peak (thread.c's hl_peak_update,
+ * a thread's slow path every 256 KiB or so), never on the malloc+free
+ * pair: there it costs one load and one compare, and a copy of the table
+ * (one cache line an entry) each time the peak rises by the step.
+ *
+ * The step is max(HL_PEAK_STEP_MIN, peak / HL_PEAK_STEP_DIV): 1 MiB, or
+ * 1% of the peak. The copy was taken when the published total was within
+ * one step of the peak it reached afterwards, so the copy's total is within
+ * a step (plus the peak's own error, peak_slack x threads_max) of the
+ * peak's; a rise that comes and goes within one copy (microseconds) is the
+ * exception. Readers check peak_copy_seq, a seqlock: odd while a copy is
+ * being written.
+ *
+ * Nothing here allocates or locks: one copier at a time, chosen by a
+ * compare-and-swap of the seqlock; a thread that finds a copy under way
+ * leaves it to that one, which looks again when it is done.
+ */
+#include <string.h>
+#include "shim.h"
+
+#define RELAXED __ATOMIC_RELAXED
+
+static uint64_t step_of(uint64_t live)
+{
+    uint64_t s = live / HL_PEAK_STEP_DIV;
+    return s > HL_PEAK_STEP_MIN ? s : HL_PEAK_STEP_MIN;
+}
+
+/* Copy every stack's inuse bytes into its peak_bytes. */
+static void copy(struct hl_header *r)
+{
+    struct hl_stack *stacks = (struct hl_stack *)((char *)r + r->prof_offset);
+    uint32_t n = r->nstacks;
+    for (uint32_t i = 0; i < n; i++) {
+        struct hl_stack *s = &stacks[i];
+        if (i > 0 && __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE) == 0)
+            continue; /* empty, or being filled: nothing of it is live yet */
+        /* free before alloc, as readers do: a block's allocation is
+         * added before its release, so inuse never reads below zero */
+        uint64_t freed = __atomic_load_n(&s->free_bytes, RELAXED);
+        uint64_t alloc = __atomic_load_n(&s->alloc_bytes, RELAXED);
+        __atomic_store_n(&s->peak_bytes, alloc - freed, RELAXED);
+    }
+}
+
+/* The published total reached live, a new peak. */
+void hl_peak_copy(struct hl_header *r, int64_t live)
+{
+    if (r->prof_offset == 0)
+        return; /* sampling is off: no table */
+    for (;;) {
+        uint64_t seq = __atomic_load_n(&r->peak_copy_seq, RELAXED);
+        if ((seq & 1) || (uint64_t)live < __atomic_load_n(&r->peak_copy_next, RELAXED))
+            return; /* another thread copies now, or not due */
+        if (!__atomic_compare_exchange_n(&r->peak_copy_seq, &seq, seq + 1, 0, __ATOMIC_ACQUIRE, RELAXED))
+            return;
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        copy(r);
+        uint64_t step = step_of((uint64_t)live);
+        __atomic_store_n(&r->peak_copy_live, (uint64_t)live, RELAXED);
+        __atomic_store_n(&r->peak_copy_step, step, RELAXED);
+        __atomic_store_n(&r->peak_copy_ns, hl_now_ns(), RELAXED);
+        __atomic_store_n(&r->peak_copies, r->peak_copies + 1, RELAXED);
+        __atomic_store_n(&r->peak_copy_next, (uint64_t)live + step, RELAXED);
+        __atomic_store_n(&r->peak_copy_seq, seq + 2, __ATOMIC_RELEASE);
+        /* Rises that other threads published during the copy skipped it:
+         * if the total is past the next step already, copy again. */
+        int64_t now = __atomic_load_n(&r->published_live, RELAXED);
+        if ((uint64_t)now < (uint64_t)live + step || now <= 0)
+            return;
+        live = now;
+    }
+}
