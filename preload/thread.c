@@ -38,22 +38,24 @@ static inline struct hl_slot *slots_of(struct hl_header *r)
     return (struct hl_slot *)((char *)r + HL_HEADER_SIZE);
 }
 
-static void max_store(uint64_t *where, uint64_t v)
+/* 1 if v raised *where */
+static int max_store(uint64_t *where, uint64_t v)
 {
     uint64_t cur = __atomic_load_n(where, RELAXED);
-    while (v > cur && !__atomic_compare_exchange_n(where, &cur, v, 1, RELAXED, RELAXED))
-        ;
+    while (v > cur)
+        if (__atomic_compare_exchange_n(where, &cur, v, 1, RELAXED, RELAXED))
+            return 1;
+    return 0;
 }
 
 void hl_peak_update(struct hl_header *r, int64_t live)
 {
-    if (live > 0) {
-        max_store(&r->peak_live, (uint64_t)live);
-        /* the stacks' copy at the peak (peak.c), once the total has risen
-         * a step past the last copy */
-        if ((uint64_t)live >= __atomic_load_n(&r->peak_copy_next, RELAXED))
-            hl_peak_copy(r, live);
-    }
+    /* A new peak, a step past the last copy: the stacks' copy at the
+     * peak (peak.c). A publication that sets no new peak does what it
+     * did before. */
+    if (live > 0 && max_store(&r->peak_live, (uint64_t)live) &&
+        (uint64_t)live >= __atomic_load_n(&r->peak_copy_next, RELAXED))
+        hl_peak_copy(r, live);
 }
 
 static int64_t live_of(const struct hl_slot *s)
