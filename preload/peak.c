@@ -7,8 +7,10 @@
  * - free_bytes) when the published total last rose by a step. The copy
  * rides on the path that publishes the peak (thread.c's hl_peak_update,
  * a thread's slow path every 256 KiB or so), never on the malloc+free
- * pair: there it costs one load and one compare, and a copy of the table
- * (one cache line an entry) each time the peak rises by the step.
+ * pair: a publication that sets a new peak a step past the last copy
+ * marks it due, and the slow path takes it once the block in hand is
+ * sampled, so that a large block which makes the peak is in its stack's
+ * copy. Each copy reads the table (one cache line an entry).
  *
  * The step is max(HL_PEAK_STEP_MIN, peak / HL_PEAK_STEP_DIV): 1 MiB, or
  * 1% of the peak. The copy was taken when the published total was within
@@ -48,6 +50,16 @@ static void copy(struct hl_header *r)
         uint64_t alloc = __atomic_load_n(&s->alloc_bytes, RELAXED);
         __atomic_store_n(&s->peak_bytes, alloc - freed, RELAXED);
     }
+}
+
+HL_HIDDEN __thread int64_t hl_peak_pending __attribute__((tls_model("initial-exec")));
+
+void hl_peak_flush(struct hl_header *r)
+{
+    int64_t live = hl_peak_pending;
+    hl_peak_pending = 0;
+    if (live > 0 && r != NULL)
+        hl_peak_copy(r, live);
 }
 
 /* The published total reached live, a new peak. */
