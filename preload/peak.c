@@ -8,9 +8,14 @@
  * rides on the path that publishes the peak (thread.c's hl_peak_update,
  * a thread's slow path every 256 KiB or so), never on the malloc+free
  * pair: a publication that sets a new peak a step past the last copy
- * marks it due, and the slow path takes it once the block in hand is
- * sampled, so that a large block which makes the peak is in its stack's
- * copy. Each copy reads the table (one cache line an entry).
+ * takes one, reading the table (one cache line an entry).
+ *
+ * The block whose publication set the peak is counted before it is
+ * sampled: a large block, often most of a peak, would be missing from its
+ * stack's copy (heaptrack's peak, on CPython's list of two million, said
+ * so). So the thread that took a copy takes it again after its next
+ * sample, if no other copy came in between and the heap is still as high:
+ * a moment at least as high is as good a copy of the peak.
  *
  * The step is max(HL_PEAK_STEP_MIN, peak / HL_PEAK_STEP_DIV): 1 MiB, or
  * 1% of the peak. The copy was taken when the published total was within
@@ -52,15 +57,9 @@ static void copy(struct hl_header *r)
     }
 }
 
-HL_HIDDEN __thread int64_t hl_peak_pending __attribute__((tls_model("initial-exec")));
-
-void hl_peak_flush(struct hl_header *r)
-{
-    int64_t live = hl_peak_pending;
-    hl_peak_pending = 0;
-    if (live > 0 && r != NULL)
-        hl_peak_copy(r, live);
-}
+/* The copy this thread took last (its number), until its next sample:
+ * see hl_peak_sampled. */
+static __thread uint64_t mine __attribute__((tls_model("initial-exec")));
 
 /* The published total reached live, a new peak. */
 void hl_peak_copy(struct hl_header *r, int64_t live)
@@ -82,6 +81,7 @@ void hl_peak_copy(struct hl_header *r, int64_t live)
         __atomic_store_n(&r->peak_copies, r->peak_copies + 1, RELAXED);
         __atomic_store_n(&r->peak_copy_next, (uint64_t)live + step, RELAXED);
         __atomic_store_n(&r->peak_copy_seq, seq + 2, __ATOMIC_RELEASE);
+        mine = r->peak_copies;
         /* Rises that other threads published during the copy skipped it:
          * if the total is past the next step already, copy again. */
         int64_t now = __atomic_load_n(&r->published_live, RELAXED);
@@ -89,4 +89,28 @@ void hl_peak_copy(struct hl_header *r, int64_t live)
             return;
         live = now;
     }
+}
+
+/* After a sample is recorded on this thread (profile.c): if this thread
+ * took the last copy and the heap is still at least as high, take it
+ * again, with the sampled block in. Once per copy. */
+void hl_peak_sampled(void)
+{
+    struct hl_header *r = hl_region;
+    uint64_t m = mine;
+    if (m == 0 || r == NULL)
+        return;
+    mine = 0;
+    uint64_t seq = __atomic_load_n(&r->peak_copy_seq, RELAXED);
+    int64_t now = __atomic_load_n(&r->published_live, RELAXED);
+    if ((seq & 1) || __atomic_load_n(&r->peak_copies, RELAXED) != m ||
+        now <= 0 || (uint64_t)now < __atomic_load_n(&r->peak_copy_live, RELAXED))
+        return;
+    if (!__atomic_compare_exchange_n(&r->peak_copy_seq, &seq, seq + 1, 0, __ATOMIC_ACQUIRE, RELAXED))
+        return;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    copy(r);
+    __atomic_store_n(&r->peak_copy_live, (uint64_t)now, RELAXED);
+    __atomic_store_n(&r->peak_copy_ns, hl_now_ns(), RELAXED);
+    __atomic_store_n(&r->peak_copy_seq, seq + 2, __ATOMIC_RELEASE);
 }

@@ -139,8 +139,7 @@ void hl_peak_update(struct hl_header *r, int64_t live);
 
 /* peak.c */
 void hl_peak_copy(struct hl_header *r, int64_t live); /* a new peak: copy the stacks' inuse if a step past the last */
-extern HL_HIDDEN __thread int64_t hl_peak_pending __attribute__((tls_model("initial-exec"))); /* a copy due, once the block is sampled */
-void hl_peak_flush(struct hl_header *r); /* take the pending copy, if any */
+void hl_peak_sampled(void); /* profile.c, after a sample is recorded: it may belong in the copy just taken */
 
 /* region.c */
 int  hl_region_open(void);

@@ -48,29 +48,14 @@ static int max_store(uint64_t *where, uint64_t v)
     return 0;
 }
 
-/* A new peak, a step past the last copy, is due for the stacks' copy at
- * the peak (peak.c). A publication that sets no new peak does what it did
- * before. The slow paths copy once their block is sampled (peak_flush):
- * the block whose publication set the peak is then in its stack's totals
- * (a large block is most of a peak, often). */
-static void peak_raise(struct hl_header *r, int64_t live)
-{
-    if (live > 0 && max_store(&r->peak_live, (uint64_t)live) &&
-        (uint64_t)live >= __atomic_load_n(&r->peak_copy_next, RELAXED))
-        hl_peak_pending = live;
-}
-
-static inline void peak_flush(void)
-{
-    if (HL_UNLIKELY(hl_peak_pending != 0))
-        hl_peak_flush(hl_region);
-}
-
-/* Outside the allocation paths (the exit summary): copy at once. */
 void hl_peak_update(struct hl_header *r, int64_t live)
 {
-    peak_raise(r, live);
-    hl_peak_flush(r);
+    /* A new peak, a step past the last copy: the stacks' copy at the
+     * peak (peak.c). A publication that sets no new peak does what it
+     * did before. */
+    if (live > 0 && max_store(&r->peak_live, (uint64_t)live) &&
+        (uint64_t)live >= __atomic_load_n(&r->peak_copy_next, RELAXED))
+        hl_peak_copy(r, live);
 }
 
 static int64_t live_of(const struct hl_slot *s)
@@ -103,7 +88,7 @@ static void publish(struct hl_header *r, struct hl_slot *s)
     if (d != 0) {
         int64_t now = __atomic_add_fetch(&r->published_live, d, RELAXED);
         if (d > 0)
-            peak_raise(r, now);
+            hl_peak_update(r, now);
     }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     hl_self.publishing = 0;
@@ -189,7 +174,7 @@ static void atomic_count(int alloc, uint64_t n, uint64_t usable)
     if (alloc) {
         __atomic_add_fetch(&r->retired.allocs, n, RELAXED);
         __atomic_add_fetch(&r->retired.allocated_bytes, usable, RELAXED);
-        peak_raise(r, __atomic_add_fetch(&r->published_live, (int64_t)usable, RELAXED));
+        hl_peak_update(r, __atomic_add_fetch(&r->published_live, (int64_t)usable, RELAXED));
     } else {
         __atomic_add_fetch(&r->retired.frees, n, RELAXED);
         __atomic_add_fetch(&r->retired.freed_bytes, usable, RELAXED);
@@ -228,7 +213,6 @@ void *hl_alloc_slow(void *p, size_t usable)
     int saved = errno;
     count_slow(1, 1, usable + HL_CHUNK_BIAS);
     p = hl_sample(p, usable, 0);
-    peak_flush();
     errno = saved;
     return p;
 }
@@ -237,7 +221,6 @@ void hl_free_slow(size_t usable)
 {
     int saved = errno;
     count_slow(0, 1, usable + HL_CHUNK_BIAS);
-    peak_flush();
     errno = saved;
 }
 
@@ -282,7 +265,6 @@ static void *carry(int alloc, struct hl_slot *s, void *p)
     }
     if (alloc)
         p = hl_sample(p, hl_glibc_usable(p), 1);
-    peak_flush();
     errno = saved;
     return p;
 }
@@ -329,7 +311,6 @@ static void thread_exit(void *unused)
     hl_self.state = HL_T_GONE; /* later frees of this thread: atomic path */
     if (s != NULL && hl_region != NULL)
         fold(hl_region, s);
-    peak_flush();
     hl_arena_release();
 }
 
