@@ -14,8 +14,11 @@
  * sampled: a large block, often most of a peak, would be missing from its
  * stack's copy (heaptrack's peak, on CPython's list of two million, said
  * so). So the thread that took a copy takes it again after its next
- * sample, if no other copy came in between and the heap is still as high:
- * a moment at least as high is as good a copy of the peak.
+ * sample, if that block is large (a sixteenth of the step or more: a
+ * smaller one is within the copy's error), no other copy came in between
+ * and the heap is still as high: a moment at least as high is as good a
+ * copy of the peak. A heap that rises in small blocks takes one copy a
+ * step.
  *
  * The step is max(HL_PEAK_STEP_MIN, peak / HL_PEAK_STEP_DIV): 1 MiB, or
  * 1% of the peak. The copy was taken when the published total was within
@@ -91,16 +94,19 @@ void hl_peak_copy(struct hl_header *r, int64_t live)
     }
 }
 
-/* After a sample is recorded on this thread (profile.c): if this thread
- * took the last copy and the heap is still at least as high, take it
- * again, with the sampled block in. Once per copy. */
-void hl_peak_sampled(void)
+/* After a sample of a block of usable bytes is recorded on this thread
+ * (profile.c): if this thread took the last copy, the block is large and
+ * the heap is still at least as high, take the copy again, with the block
+ * in. Once per copy. */
+void hl_peak_sampled(size_t usable)
 {
     struct hl_header *r = hl_region;
     uint64_t m = mine;
     if (m == 0 || r == NULL)
         return;
     mine = 0;
+    if (usable < __atomic_load_n(&r->peak_copy_step, RELAXED) / 16)
+        return;
     uint64_t seq = __atomic_load_n(&r->peak_copy_seq, RELAXED);
     int64_t now = __atomic_load_n(&r->published_live, RELAXED);
     if ((seq & 1) || __atomic_load_n(&r->peak_copies, RELAXED) != m ||

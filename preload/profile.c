@@ -505,7 +505,7 @@ void *hl_sample(void *p, size_t usable, int in_arena)
     } else if ((int64_t)(pos - hl_self.next_sample) >= 0) {
         p = take(p, usable, in_arena);
         hl_self.next_sample = pos + gap();
-        hl_peak_sampled(); /* peak.c: the block may belong in the copy at the peak */
+        hl_peak_sampled(usable); /* peak.c: the block may belong in the copy at the peak */
     }
     arm(own);
     hl_self.in_sample = 0;

@@ -1,7 +1,7 @@
 /*
  * retained.c: free memory that glibc's malloc keeps resident, for the RSS
- * breakdown's known-answer test (docs/profiling.md, "Why is my RSS larger
- * than my heap?").
+ * breakdown's known-answer test
+ * (docs/profiling.md, "Why is my RSS larger than my heap?").
  *
  * It reaches a peak of 320 MiB in 64 KiB blocks and frees them all (they
  * fold back into the heap's top, which glibc trims: that memory goes back

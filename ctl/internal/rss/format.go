@@ -35,10 +35,13 @@ func (b Breakdown) Hint() string {
 		return ""
 	}
 	share := 100 * float64(b.RetainedBytes) / float64(b.RSSBytes)
-	trim := "malloc_trim(0) gives back whole free pages (it helps after a peak's blocks are freed, not when live blocks sit on every page)"
-	arenas := fmt.Sprintf("MALLOC_ARENA_MAX=2 caps glibc's thread arenas (it helps when many threads allocate: %d thread arena heaps hold %s here)",
-		b.Arenas, report.Bytes(b.ArenaBytes))
-	jemalloc := "frees scattered among live blocks keep every page: try jemalloc (heapctl overhead --baseline-lib /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 -- CMD, or LD_PRELOAD it)"
+	trim := "malloc_trim(0) returns free pages to the kernel, which helps after a peak is freed, not where live blocks sit on every page"
+	here := "no thread arenas here"
+	if b.Arenas > 0 {
+		here = fmt.Sprintf("%d thread arena heaps hold %s here", b.Arenas, report.Bytes(b.ArenaBytes))
+	}
+	arenas := "MALLOC_ARENA_MAX=2 helps when many threads allocate (" + here + ")"
+	jemalloc := "for frees scattered among live blocks, try jemalloc (LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2; heapctl overhead --baseline-lib it -- CMD compares the time)"
 	first, second := trim, arenas
 	if b.Arenas > 1 && 2*b.ArenaBytes > b.MallocBytes {
 		first, second = arenas, trim
