@@ -215,8 +215,11 @@ func TestRunProfileDump(t *testing.T) {
 	if r.err == nil || r.err.Error() != want {
 		t.Errorf("no dump: err %v, want %q", r.err, want)
 	}
-	if n := countDir(t, dir); n != 3 {
-		t.Errorf("%d files in %s, want dump, marker and one profile", n, dir)
+	if n := countDir(t, dir); n != 4 {
+		t.Errorf("%d files in %s, want dump, marker, one profile and its profile at the peak", n, dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "heap.peak.pb.gz")); err != nil {
+		t.Errorf("run --profile wrote no profile at the peak beside: %v", err)
 	}
 	// The command's own failure comes first.
 	r = rgHeapctl(t, "run", "--lib", lib, "--profile", out2, "--", "false")
