@@ -21,17 +21,24 @@ import (
 // scattered, and says how many chunk bytes it freed (about 254 MB). Those
 // are what glibc cannot give back: retained_bytes must be within 20% of
 // them, rss_bytes within 5% of the kernel's VmRSS, and the parts must add
-// up to rss_bytes. show's human view carries the sum and the hint.
+// up to rss_bytes. show's human view carries the sum and the hint. With
+// "arenas", four threads do the same in glibc's thread arenas: those are
+// found, hold most of malloc's memory, and the hint puts MALLOC_ARENA_MAX
+// first.
 func TestShowRSSKnownAnswer(t *testing.T) {
-	for _, sample := range []string{"0", "512k"} {
-		t.Run("sample="+sample, func(t *testing.T) {
+	for _, c := range []struct{ sample, arg string }{{"0", ""}, {"512k", ""}, {"0", "arenas"}} {
+		t.Run("sample="+c.sample+c.arg, func(t *testing.T) {
+			sample := c.sample
 			t.Setenv("HEAPLINE_SAMPLE", sample)
 			lib := testkit.Shim(t)
 			bin := filepath.Join(t.TempDir(), "retained")
-			if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, "testdata/retained.c").CombinedOutput(); err != nil {
+			if out, err := exec.Command("gcc", "-O2", "-pthread", "-Wall", "-Werror", "-o", bin, "testdata/retained.c").CombinedOutput(); err != nil {
 				t.Fatalf("compiling retained.c: %v\n%s", err, out)
 			}
 			cmd := exec.Command(bin)
+			if c.arg != "" {
+				cmd.Args = append(cmd.Args, c.arg)
+			}
 			in, _ := cmd.StdinPipe()
 			stdout, _ := cmd.StdoutPipe()
 			pid := rgStart(t, cmd, lib)
@@ -70,6 +77,17 @@ func TestShowRSSKnownAnswer(t *testing.T) {
 			h := rgHeapctl(t, "show", strconv.Itoa(pid))
 			if h.err != nil {
 				t.Fatal(h.err)
+			}
+			if c.arg == "arenas" {
+				if b.Arenas < 4 || 2*b.ArenaBytes < b.MallocBytes || b.StackBytes < 32<<10 /* the main stack and 4 threads' touched pages */ {
+					t.Errorf("4 threads' arenas and stacks: %d arena heaps holding %d of %d, stacks %d", b.Arenas, b.ArenaBytes, b.MallocBytes, b.StackBytes)
+				}
+				if !strings.Contains(h.stdout, "\nhint       malloc keeps ") || !strings.Contains(h.stdout, "RSS): MALLOC_ARENA_MAX=2 helps") {
+					t.Errorf("hint does not lead with MALLOC_ARENA_MAX:\n%s", h.stdout)
+				}
+				in.Close()
+				cmd.Wait()
+				return
 			}
 			if !strings.Contains(h.stdout, "\nrss        ") || !strings.Contains(h.stdout, " + retained by malloc ") ||
 				!strings.Contains(h.stdout, "\nhint       malloc keeps ") || strings.Count(h.stdout, "hint") != 1 {
