@@ -142,7 +142,8 @@ struct hl_header {
     uint64_t samples;        /* 792: 0: readers add up the stacks' samples (one word every sampling thread wrote cost more than the sample) */
     uint64_t samples_lost;   /* 800: sampled but not recorded (no room for the block's record) */
     uint64_t objects_used;   /* 808: hl_object entries filled, in order */
-    uint8_t  _pad4[16];      /* 816 */
+    uint64_t samples_cut;    /* 816: samples whose stack walk stopped before the stack's end (unwind.c) */
+    uint8_t  _pad4[8];       /* 824 */
 
     /* lines 13-15: reserved, zero */
     uint8_t  _pad5[192];     /* 832 */

@@ -160,6 +160,7 @@ void hl_mapped_fork_done(void);      /* in parent and child */
 extern HL_HIDDEN uint64_t hl_sample_rate;   /* 0: off */
 extern HL_HIDDEN uint64_t hl_placed_live;   /* blocks sampled in place, not yet released */
 void *hl_sample(void *p, size_t usable, int in_arena);
+void hl_sample_begin(void);                 /* a thread's stream starts: its first point */
 int hl_sampled_owns(const void *p);         /* a block of the sample arena */
 size_t hl_sampled_usable(const void *p);
 void hl_sampled_free(void *p);              /* released: back to the arena */
@@ -173,6 +174,13 @@ void hl_profile_attach(struct hl_header *r, uint64_t off);
 void hl_profile_inherit(const struct hl_header *parent);
 void hl_profile_fork_child(void);
 void hl_profile_boot(void);
+
+/* unwind.c: the sampler's stack walk (no per-thread state, no lock) */
+int hl_unwind(uint64_t *pcs, uint64_t *cfas, int max); /* return addresses from the caller's, innermost
+                                                          first, cfas[i] frame i's stack pointer (NULL: not
+                                                          wanted); negated when the walk stopped early */
+int hl_unwind_boot(void);   /* the rule cache; -1 without memory for it */
+void hl_unwind_forget(void); /* after dlclose: every cached rule is stale */
 
 /* env.c */
 struct hl_config {

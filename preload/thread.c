@@ -130,11 +130,13 @@ static HL_NOINLINE void thread_start(void)
          * slow path and publishes, so the fast path adds to the dummy. */
         hl_self.slot = hl_peak_batch && hl_glibc_mode ? s : no_fast_slot();
         hl_self.state = HL_T_SLOTTED;
+        hl_sample_begin();
         return;
     }
     __atomic_add_fetch(&r->overflow_threads, 1, RELAXED);
     hl_self.slot = no_fast_slot();
     hl_self.state = HL_T_OVERFLOW;
+    hl_sample_begin();
 }
 
 /* The thread's slot, registering it on its first operation; NULL when it

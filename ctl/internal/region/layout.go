@@ -76,6 +76,7 @@ const (
 	offSamples         = 792
 	offSamplesLost     = 800
 	offObjectsUsed     = 808
+	offSamplesCut      = 816
 )
 
 // Offsets in struct hl_stack.
@@ -179,6 +180,7 @@ var goFields = map[string]field{
 	"hl_header.samples":           {offSamples, 8},
 	"hl_header.samples_lost":      {offSamplesLost, 8},
 	"hl_header.objects_used":      {offObjectsUsed, 8},
+	"hl_header.samples_cut":       {offSamplesCut, 8},
 
 	"hl_stack.hash":          {offStackHash, 8},
 	"hl_stack.state":         {offStackState, 4},
