@@ -123,7 +123,7 @@ void hl_off_fns_make(struct hl_fns *f);
 /* thread.c: the slow paths. *_slow take a block's usable size (mmapped and
  * large blocks, other allocators); *_carry the slot whose fast word an add
  * carried out of (the add itself is done). */
-void *hl_alloc_slow(void *p, size_t usable); /* p, or where its sample moved it */
+void *hl_alloc_slow(void *p, size_t usable, int in_arena); /* p, or where its sample moved it */
 void hl_free_slow(size_t usable);
 void *hl_alloc_carry(struct hl_slot *s, void *p);
 void hl_free_carry(struct hl_slot *s);

@@ -202,12 +202,13 @@ static void count_slow(int alloc, uint64_t n, uint64_t bytes)
 }
 
 /* A block's usable size on the slow path; an allocated block may be
- * sampled there, in place. */
-void *hl_alloc_slow(void *p, size_t usable)
+ * sampled there: in place, or moved to the arena when its free will not
+ * come back to a slow path (in_arena, profile.c). */
+void *hl_alloc_slow(void *p, size_t usable, int in_arena)
 {
     int saved = errno;
     count_slow(1, 1, usable + HL_CHUNK_BIAS);
-    p = hl_sample(p, usable, 0);
+    p = hl_sample(p, usable, in_arena);
     errno = saved;
     return p;
 }
