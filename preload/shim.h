@@ -147,6 +147,9 @@ size_t hl_region_len(void);
 int  hl_forked_child(void);
 uint64_t hl_now_ns(void);
 
+/* reap.c */
+void hl_reap_dead(uint64_t ns); /* at start: dead regions beyond the newest few go */
+
 /* mapped.c */
 void hl_mapped_resolve(void);        /* at boot: the next mmap family */
 void hl_mapped_skip(const void *fn); /* at boot: an allocator's object, whose maps are its blocks */

@@ -77,6 +77,7 @@ const (
 	offSamplesLost     = 800
 	offObjectsUsed     = 808
 	offSamplesCut      = 816
+	offDeadSeen        = 960
 )
 
 // Offsets in struct hl_stack.
@@ -181,6 +182,7 @@ var goFields = map[string]field{
 	"hl_header.samples_lost":      {offSamplesLost, 8},
 	"hl_header.objects_used":      {offObjectsUsed, 8},
 	"hl_header.samples_cut":       {offSamplesCut, 8},
+	"hl_header.dead_seen_ns":      {offDeadSeen, 8},
 
 	"hl_stack.hash":          {offStackHash, 8},
 	"hl_stack.state":         {offStackState, 4},
