@@ -60,13 +60,11 @@ struct entry {
 static struct entry *cache;
 static uint32_t epoch;
 
-static inline size_t cache_index(uint64_t pc) { return (size_t)((pc * 0x9e3779b97f4a7c15ull) >> (64 - CACHE_BITS)); }
-
-/* Never 0, and different for another address or epoch. */
-static inline uint32_t check_of(uint64_t pc)
-{
-    return ((uint32_t)((pc * 0xff51afd7ed558ccdull) >> 32) ^ __atomic_load_n(&epoch, RELAXED)) | 1u;
-}
+/* One multiply gives both: the entry from the top bits, the check (never
+ * 0, and another for another address or epoch) from the low ones. */
+static inline uint64_t cache_hash(uint64_t pc) { return pc * 0x9e3779b97f4a7c15ull; }
+static inline size_t cache_index(uint64_t h) { return (size_t)(h >> (64 - CACHE_BITS)); }
+static inline uint32_t check_of(uint64_t h) { return ((uint32_t)h ^ __atomic_load_n(&epoch, RELAXED)) | 1u; }
 
 void hl_unwind_forget(void) { __atomic_add_fetch(&epoch, 2, RELAXED); }
 
@@ -319,7 +317,7 @@ static int read_cie(const uint8_t *p, struct cie *c)
 }
 
 /* The rule for return address pc (the call is at pc - 1). */
-static uint32_t find_rule(uint64_t pc)
+static HL_NOINLINE uint32_t find_rule(uint64_t pc)
 {
     struct dl_find_object found;
     if (_dl_find_object((void *)(uintptr_t)(pc - 1), &found) != 0)
@@ -369,12 +367,13 @@ static uint32_t find_rule(uint64_t pc)
     return RULE(r.cfa_reg == DW_RSP ? R_RSP : R_RBP, slot, (uint32_t)r.cfa_off);
 }
 
-static uint32_t rule_of(uint64_t pc)
+static HL_NOINLINE uint32_t rule_of(uint64_t pc)
 {
-    struct entry *e = &cache[cache_index(pc)];
+    uint64_t h = cache_hash(pc);
+    struct entry *e = &cache[cache_index(h)];
     uint64_t val = __atomic_load_n(&e->val, __ATOMIC_ACQUIRE);
-    uint32_t check = check_of(pc);
-    if (__atomic_load_n(&e->pc, RELAXED) == pc && (uint32_t)(val >> 32) == check)
+    uint32_t check = check_of(h);
+    if (HL_LIKELY(__atomic_load_n(&e->pc, RELAXED) == pc && (uint32_t)(val >> 32) == check))
         return (uint32_t)val;
     uint32_t rule = find_rule(pc);
     /* A reader between these stores sees the new pc with the old check, or
@@ -428,28 +427,39 @@ __asm__(".text\n"
 int hl_unwind_from(uint64_t *pcs, uint64_t *cfas, int max, uint64_t rbp, uint64_t sp, uint64_t pc)
 {
     uintptr_t lo = sp, hi = stack_top(sp);
+    struct entry *const table = cache;
+    const uint32_t ep = __atomic_load_n(&epoch, RELAXED);
     int n = 0;
-    if (cache == NULL || max <= 0)
+    if (table == NULL || max <= 0 || hi == 0)
         return 0;
     for (;;) {
         pcs[n] = pc;
         if (cfas != NULL)
             cfas[n] = sp;
-        n++;
-        if (n == max)
+        if (++n == max)
             return -n;
-        uint32_t rule = rule_of(pc);
-        uint32_t kind = RULE_KIND(rule);
+        /* rule_of(pc), with the table and epoch read once a walk */
+        uint64_t h = cache_hash(pc);
+        struct entry *e = &table[cache_index(h)];
+        uint64_t val = __atomic_load_n(&e->val, __ATOMIC_ACQUIRE);
+        uint32_t rule = (uint32_t)val;
+        if (HL_UNLIKELY(__atomic_load_n(&e->pc, RELAXED) != pc || (uint32_t)(val >> 32) != (((uint32_t)h ^ ep) | 1u)))
+            rule = rule_of(pc);
+        uint32_t kind = RULE_KIND(rule), slot = RULE_RBP(rule);
         if (kind == R_END)
             break;
         uint64_t cfa = (kind == R_RSP ? sp : rbp) + RULE_OFF(rule);
-        uint64_t ra_at = cfa - 8, rbp_at = cfa - 8 * RULE_RBP(rule);
-        /* every read lies in [lo, hi): mapped, since we run on it */
-        if (kind == R_STOP || hi == 0 || cfa <= sp || cfa > hi || ra_at < lo || rbp_at < lo)
+        /* Every read lies in [lo, hi), mapped since we run on it: the CFA
+         * above this frame's sp and at most hi, the saved rbp (at most 255
+         * words below the CFA) at least lo. */
+        if (HL_UNLIKELY(kind == R_STOP || cfa - sp - 1 >= hi - sp))
             return -n;
-        if (RULE_RBP(rule) != 0)
-            rbp = *(const uint64_t *)(uintptr_t)rbp_at;
-        pc = *(const uint64_t *)(uintptr_t)ra_at;
+        if (slot != 0) {
+            if (HL_UNLIKELY(cfa - lo < 8 * slot))
+                return -n;
+            rbp = *(const uint64_t *)(uintptr_t)(cfa - 8 * slot);
+        }
+        pc = *(const uint64_t *)(uintptr_t)(cfa - 8);
         sp = cfa;
         if (pc == 0)
             break; /* a thread's first frame, by convention */
