@@ -253,7 +253,7 @@ func TestOverheadMarkdownOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| scenario | base lib median | lib median | change | 95% CI | cv | runs | floor | above the floor (95% CI) | verdict (±5.0 pt) |", "\n| true | "} {
+	for _, want := range []string{"| scenario | libnop.so median | libnop.so median | change | 95% CI | cv | runs | floor | above the floor (95% CI) | verdict (±5.0 pt) |", "\n| true | "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)
 		}
