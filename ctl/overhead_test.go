@@ -82,7 +82,7 @@ func TestOverheadCommand(t *testing.T) {
 	if lines[0] != "sh -c exit 0 -n 99" {
 		t.Errorf("first line = %q, want the command", lines[0])
 	}
-	for _, want := range []string{"\nbaseline ", "\nheapline ", "\noverhead ", "95% CI", "warning: only 3 runs of each side"} {
+	for _, want := range []string{"\nnone ", "\nlibnop.so ", "\noverhead ", "95% CI", "warning: only 3 runs of each side"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
