@@ -35,7 +35,7 @@ DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptr
 
 .PHONY: all scenarios test run deps deps-overhead build-deps generate bench clean
 
-all: $(BIN)/libheap.so $(BIN)/libfloor.so $(BIN)/heapctl scenarios
+all: $(BIN)/libheap.so $(BIN)/libfloor.so $(BIN)/heapline-rusage $(BIN)/heapctl scenarios
 
 # preload/exports.map limits what the shim exports; cgo's own LDFLAGS may
 # not name a version script, so it is passed to the external linker here.
@@ -51,6 +51,12 @@ $(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map | build-deps
 $(BIN)/libfloor.so: bench/floor/packed.c
 	@mkdir -p $(BIN)
 	$(CC) -O2 -shared -fPIC -fvisibility=hidden -DPER_THREAD -o $@ $< -ldl
+
+# The runner of `heapctl allocators`' timed runs: a real fork, so that a
+# run's ru_maxrss is its own (helpers/rusage.c says why).
+$(BIN)/heapline-rusage: helpers/rusage.c
+	@mkdir -p $(BIN)
+	$(CC) -O2 -Wall -Wextra -o $@ $<
 
 $(BIN)/heapctl: $(GO_SRC)
 	$(GO) build -o $@ ./ctl

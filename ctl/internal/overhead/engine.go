@@ -56,6 +56,11 @@ type Side struct {
 	SummaryDir string
 	// CallgrindDir receives callgrind's output in instructions mode.
 	CallgrindDir string
+	// Rusage, when set, is heapline-rusage (helpers/rusage.c): each run
+	// goes through it, and takes its CPU time and peak RSS from it, so
+	// that ru_maxrss is the run's own (ownPeakRSS says why it would not
+	// be). LD_PRELOAD of Env reaches the command only, not the helper.
+	Rusage string
 }
 
 // Job is one scenario ready to measure: a baseline side and a profiled one.
@@ -271,10 +276,18 @@ func (r *runner) run(ctx context.Context, s *Side, what string) (Sample, error) 
 			}
 		}
 	}
+	argv, env := s.Argv, s.Env
+	ruPath := filepath.Join(r.opts.Dir, "rusage")
+	if s.Rusage != "" {
+		var preload string
+		env, preload = dropEnv(env, "LD_PRELOAD")
+		argv = append([]string{s.Rusage, ruPath, preload}, argv...)
+		_ = os.Remove(ruPath)
+	}
 	own := ownPeakRSS()
 	start := time.Now()
 	c, err := launch.Start(launch.Options{
-		Name: s.Argv[0], Path: s.Argv[0], Args: s.Argv[1:], Env: s.Env, NoSummaries: true,
+		Name: argv[0], Path: argv[0], Args: argv[1:], Env: env, NoSummaries: true,
 		Stdout: r.stdout, Stderr: errFile, Log: r.opts.Log,
 	})
 	if err != nil {
@@ -301,6 +314,11 @@ func (r *runner) run(ctx context.Context, s *Side, what string) (Sample, error) 
 		OwnRSS: own, PeakLive: -1, PeakMapped: -1}
 	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 		smp.MaxRSS = ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	if s.Rusage != "" {
+		if err := readRusage(ruPath, &smp); err != nil {
+			return Sample{}, fmt.Errorf("%s, %s: %w", s.Label, what, err)
+		}
 	}
 	pid := ps.Pid()
 	if s.SummaryDir != "" {

@@ -186,3 +186,38 @@ func ownPeakRSS() int64 {
 	}
 	return 0
 }
+
+// readRusage takes a run's CPU time and peak RSS from heapline-rusage's
+// file: "maxrss_kb utime_us stime_us".
+func readRusage(path string, smp *Sample) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("heapline-rusage left no figures: %w", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 3 {
+		return fmt.Errorf("heapline-rusage: bad figures %q", b)
+	}
+	var v [3]int64
+	for i, w := range f {
+		if v[i], err = strconv.ParseInt(w, 10, 64); err != nil {
+			return fmt.Errorf("heapline-rusage: bad figures %q: %w", b, err)
+		}
+	}
+	smp.MaxRSS, smp.User, smp.Sys, smp.OwnRSS = v[0]*1024, float64(v[1])/1e6, float64(v[2])/1e6, 0
+	return nil
+}
+
+// dropEnv returns env without key, and the value it had.
+func dropEnv(env []string, key string) ([]string, string) {
+	out := make([]string, 0, len(env))
+	var was string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			was = v
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out, was
+}

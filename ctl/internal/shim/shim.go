@@ -53,13 +53,34 @@ func Check(p, what string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
+	if definesMalloc(f) {
+		return abs, nil
+	}
+	return "", fmt.Errorf("%s %s: defines no malloc, so it would profile nothing", what, p)
+}
+
+// CheckAllocator is Check for a library preloaded as the program's
+// allocator (heapctl allocators): the same refusals, said of an allocator.
+func CheckAllocator(p, what string) (string, error) {
+	f, abs, err := open(p, what)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if definesMalloc(f) {
+		return abs, nil
+	}
+	return "", fmt.Errorf("%s %s: defines no malloc, so it is no allocator: the program would run on glibc's", what, p)
+}
+
+func definesMalloc(f *elf.File) bool {
 	syms, _ := f.DynamicSymbols()
 	for _, s := range syms {
 		if s.Name == "malloc" && s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-			return abs, nil
+			return true
 		}
 	}
-	return "", fmt.Errorf("%s %s: defines no malloc, so it would profile nothing", what, p)
+	return false
 }
 
 // CheckLoadable is Check without the malloc test: for a library preloaded
