@@ -43,7 +43,7 @@ type Spec struct {
 	// Rusage); "" runs them directly, and a run's ru_maxrss is then no
 	// smaller than heapctl's own resident memory.
 	Rusage string
-	Dir         string // an empty temporary directory this job may use
+	Dir    string // an empty temporary directory this job may use
 }
 
 // Plan builds every side of spec on top of the environment base. Any
