@@ -30,7 +30,7 @@ func timeNames(r Result) (primary, other string) {
 // row is one side's cells, shared by the text and the Markdown table.
 func row(r Result, s SideResult) []string {
 	if s.Error != "" {
-		return []string{s.Name, "failed: " + firstLine(s.Error)}
+		return []string{s.Name, "failed (below)"}
 	}
 	med, lo, hi, oth := s.MedianCPUS, s.CPUCILow, s.CPUCIHigh, s.MedianWallS
 	if r.Measure == string(overhead.Time) {
@@ -156,7 +156,7 @@ func WriteMarkdown(w io.Writer, doc Document) error {
 		}
 		for _, s := range r.Sides {
 			if s.Error != "" {
-				warns = append(warns, fmt.Sprintf("- %s failed: %s", s.Name, firstLine(s.Error)))
+				warns = append(warns, fmt.Sprintf("- %s failed, and was measured no more: %s", s.Name, strings.Join(strings.Fields(s.Error), " ")))
 			}
 		}
 		if len(warns) > 0 {
