@@ -178,3 +178,80 @@ esac`
 		}
 	}
 }
+
+// holdProgram builds a program that allocates N MiB (its argument) with one
+// malloc, writes every byte, and exits.
+func holdProgram(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "hold.c")
+	if err := os.WriteFile(src, []byte(`#include <stdlib.h>
+#include <string.h>
+int main(int argc, char **argv) {
+	size_t n = (size_t)atoi(argv[1]) << 20;
+	if (n == 0) return 0;
+	char *p = malloc(n);
+	if (p == NULL) return 3;
+	memset(p, 1, n);
+	return p[n / 2] != 1;
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "hold")
+	if out, err := exec.Command("cc", "-O1", "-o", prog, src).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return prog
+}
+
+// installed returns glibc and the builtin allocators installed here; in CI
+// every one must be (make deps installs them).
+func installed(t *testing.T) []Allocator {
+	t.Helper()
+	sides, skipped, err := Select(LibDirs(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range skipped {
+		if os.Getenv("CI") == "true" {
+			t.Errorf("%s", s)
+		} else {
+			t.Logf("%s", s)
+		}
+	}
+	return sides
+}
+
+// TestPeakRSS200MiB: a program that holds a known 200 MiB shows 200 MiB
+// more peak RSS than the same program holding nothing, on every side, and
+// the count runs see its one allocation of 200 MiB as the heap's peak.
+func TestPeakRSS200MiB(t *testing.T) {
+	sides := installed(t)
+	prog, helper, shimLib := holdProgram(t), rusage(t), testkit.Shim(t)
+	opts := Options{Runs: 3, Warmup: 0, CountRuns: 1, Measure: overhead.CPU, Threshold: 0.05}
+	held := measure(t, Spec{Scenario: "hold 200", Argv: []string{prog, "200"}, Allocators: sides, Shim: shimLib, Rusage: helper}, opts)
+	none := measure(t, Spec{Scenario: "hold 0", Argv: []string{prog, "0"}, Allocators: sides, Shim: shimLib, Rusage: helper}, opts)
+	const mib = 1 << 20
+	for i, s := range held.Sides {
+		z := none.Sides[i]
+		if s.Error != "" || z.Error != "" {
+			t.Errorf("%s: errors %q, %q", s.Name, s.Error, z.Error)
+			continue
+		}
+		d := (s.MedianPeakRSS - z.MedianPeakRSS) / mib
+		t.Logf("%s: peak RSS %.1f MiB holding 200 MiB, %.1f MiB holding none; peak heap %v; retained %v", s.Name, s.MedianPeakRSS/mib, z.MedianPeakRSS/mib, *s.PeakLiveBytes/mib, *s.RetainedBytes/mib)
+		if d < 199 || d > 203 {
+			t.Errorf("%s: peak RSS %.1f MiB above the program's baseline, want 200 (+ at most 3)", s.Name, d)
+		}
+		if s.RSSAtFloor {
+			t.Errorf("%s: peak RSS at heapctl's floor", s.Name)
+		}
+		if s.PeakLiveBytes == nil || *s.PeakLiveBytes < 200*mib || *s.PeakLiveBytes > 225*mib {
+			t.Errorf("%s: peak heap %v, want 200 MiB (its usable size: up to the allocator's size class)", s.Name, s.PeakLiveBytes)
+		}
+		if s.Allocs == nil || z.Allocs == nil || *s.Allocs-*z.Allocs != 1 {
+			t.Errorf("%s: allocations %v holding 200 MiB, %v holding none: want exactly one more", s.Name, s.Allocs, z.Allocs)
+		}
+	}
+}

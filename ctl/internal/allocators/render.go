@@ -56,6 +56,11 @@ func row(r Result, s SideResult) []string {
 	}
 	if s.RetainedBytes != nil {
 		retained = mib(*s.RetainedBytes)
+		if *s.RetainedBytes < 0 {
+			// The heap's figures are usable sizes: a large block rounded up
+			// to the allocator's class counts pages it never touched.
+			retained = "< 0"
+		}
 	}
 	return []string{s.Name, durCI(med, lo, hi), vs, verdict, dur(oth), ovs, rss, rate, retained}
 }
