@@ -48,6 +48,7 @@ func allocatorsCommand(e *env) *cli.Command {
 			&cli.Float64Flag{Name: "threshold", Value: 0.05, Usage: "the verdict's `T`: faster, slower or same only when the 95% interval lies wholly beyond ±T or within it"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table (= --format json)"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "`FORMAT` of the output: text, json, or markdown"},
+			&cli.StringFlag{Name: "out", Usage: "also write the JSON document to `FILE` (whole, or not at all)"},
 			&cli.StringFlag{Name: "root", Usage: "project `DIR` holding bin/ and scenarios/ (default: found beside heapctl)"},
 		},
 		Action: func(c *cli.Context) error { return runAllocators(c, e) },
@@ -112,8 +113,18 @@ func runAllocators(c *cli.Context, e *env) error {
 				flag = p
 			}
 		}
-		if lib, err = shim.Path(flag); err != nil {
-			return fmt.Errorf("%w (or --count-runs 0 to measure without counts)", err)
+		switch {
+		case flag != "":
+			lib, err = shim.Check(flag, "--shim")
+		case os.Getenv("HEAPLINE_LIB") != "":
+			lib, err = shim.Check(os.Getenv("HEAPLINE_LIB"), "HEAPLINE_LIB")
+		default:
+			if lib, err = shim.Path(""); err != nil {
+				err = fmt.Errorf("the count runs need %s, found neither beside heapctl nor in %s: build it with make, name it with --shim or HEAPLINE_LIB, or measure without counts with --count-runs 0", shim.LibName, layout.Bin)
+			}
+		}
+		if err != nil {
+			return err
 		}
 	}
 	rusage := findRusage(layout)
@@ -122,6 +133,19 @@ func runAllocators(c *cli.Context, e *env) error {
 	}
 	if _, was := allocators.DropPreload(os.Environ()); was != "" {
 		fmt.Fprintf(e.stderr, "heapctl: warning: LD_PRELOAD=%s is not passed on: each side preloads its allocator alone\n", was)
+	}
+
+	// The JSON file is checked before anything runs, and written whole at
+	// the end: a temporary file beside it, renamed.
+	var outFile *os.File
+	if p := c.String("out"); p != "" {
+		if outFile, err = os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*"); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		defer func() {
+			outFile.Close()
+			os.Remove(outFile.Name())
+		}()
 	}
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
@@ -176,6 +200,11 @@ func runAllocators(c *cli.Context, e *env) error {
 		}
 		for _, n := range res.Failed() {
 			failed = append(failed, n+" on "+t.name)
+		}
+	}
+	if outFile != nil {
+		if err := writeOut(outFile, c.String("out"), doc); err != nil {
+			return fmt.Errorf("--out: %w", err)
 		}
 	}
 	switch format {
@@ -243,4 +272,18 @@ func findRusage(layout overhead.Layout) string {
 		}
 	}
 	return ""
+}
+
+// writeOut writes doc into f, then renames it to path.
+func writeOut(f *os.File, path string, doc allocators.Document) error {
+	if err := allocators.WriteJSON(f, doc); err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }

@@ -41,7 +41,9 @@ func TestAllocatorsBadArgs(t *testing.T) {
 		{[]string{"--lib", "mine=/nonexistent/libmine.so", "--", "true"}, "--lib mine= /nonexistent/libmine.so: stat /nonexistent/libmine.so: no such file or directory"},
 		{[]string{"--lib", "mine", "--", "true"}, "--lib wants NAME=PATH"},
 		{[]string{"--lib", "glibc=" + nop, "--", "true"}, "glibc is the side with nothing preloaded"},
-		{[]string{"--shim", "/nonexistent/libheap.so", "--", "true"}, "--lib /nonexistent/libheap.so"},
+		{[]string{"--shim", "/nonexistent/libheap.so", "--", "true"}, "--shim /nonexistent/libheap.so: stat"},
+		{[]string{"--root", t.TempDir(), "--", "true"}, "the count runs need libheap.so, found neither beside heapctl nor in "},
+		{[]string{"--count-runs", "0", "--out", "/nonexistent/dir/r.json", "--", "true"}, "--out: "},
 	} {
 		_, _, err := heapctlAllocators(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
