@@ -255,3 +255,68 @@ func TestPeakRSS200MiB(t *testing.T) {
 		}
 	}
 }
+
+// TestTimedRunsArePlain: the cheap, exact half of the known answer that
+// bench/allocators.sh checks by timing: a timed run is the plain command
+// under `env LD_PRELOAD=LIB`, its environment the caller's with LD_PRELOAD
+// set to the allocator alone (the user's own dropped) and nothing of
+// heapline's, its argv the command's. Only the count runs see the shim,
+// in front of the allocator, with their summary settings.
+func TestTimedRunsArePlain(t *testing.T) {
+	dir := t.TempDir()
+	a := libAs(t, dir, "liba.so")
+	shimLib := libAs(t, dir, "libheap.so")
+	out := filepath.Join(dir, "env")
+	base := append(os.Environ(), "LD_PRELOAD=/user/libother.so", "HEAPLINE_TEST_MARK=1")
+	job, err := Plan(Spec{Scenario: "env", Argv: []string{"sh", "-c", `env > "$1.$$"; printf '%s\n' "$0" "$@" >> "$1.$$"`, "zero", out},
+		Allocators: []Allocator{{Name: "glibc"}, {Name: "a", Lib: a}}, Shim: shimLib, Rusage: rusage(t), Dir: t.TempDir()}, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Measure(context.Background(), job, Options{Runs: 1, CountRuns: 1, Dir: t.TempDir(), Log: zaptest.NewLogger(t)}); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(out + ".*")
+	if len(files) != 4 {
+		t.Fatalf("%d runs wrote their environment, want 4 (2 timed, 2 counted)", len(files))
+	}
+	clean, _ := DropPreload(base)
+	want := map[string]bool{}
+	for _, kv := range clean {
+		want[kv] = true
+	}
+	seen := map[string]int{}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if args := lines[len(lines)-2:]; args[0] != "zero" || args[1] != out {
+			t.Errorf("%s: argv %q", f, args)
+		}
+		var preload string
+		var extra []string
+		for _, kv := range lines[:len(lines)-2] {
+			switch {
+			case strings.HasPrefix(kv, "LD_PRELOAD="):
+				preload = strings.TrimPrefix(kv, "LD_PRELOAD=")
+			case !want[kv] && !strings.HasPrefix(kv, "PWD=") && !strings.HasPrefix(kv, "SHLVL=") && !strings.HasPrefix(kv, "_="):
+				extra = append(extra, kv)
+			}
+		}
+		seen[preload]++
+		switch preload {
+		case "", a: // timed: nothing added
+			if len(extra) > 0 {
+				t.Errorf("timed run with LD_PRELOAD=%q has %q besides the caller's environment", preload, extra)
+			}
+		case shimLib + " " + a, shimLib:
+			if len(extra) != 3 {
+				t.Errorf("count run with LD_PRELOAD=%q: added %q, want HEAPLINE_SAMPLE, _FORMAT and _OUTPUT", preload, extra)
+			}
+		default:
+			t.Errorf("a run with LD_PRELOAD=%q", preload)
+		}
+	}
+	if seen[""] != 1 || seen[a] != 1 || seen[shimLib] != 1 || seen[shimLib+" "+a] != 1 {
+		t.Errorf("LD_PRELOAD of the runs: %v", seen)
+	}
+}
