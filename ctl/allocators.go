@@ -30,7 +30,7 @@ func allocatorsCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "allocators",
 		Usage:     "measure a command under glibc's malloc, jemalloc, tcmalloc and mimalloc side by side",
-		ArgsUsage: "SCENARIO... | -- CMD ARGS",
+		ArgsUsage: "SCENARIO... | all | -- CMD ARGS",
 		Description: "Runs the command with each allocator preloaded (glibc's: nothing preloaded), interleaving the\n" +
 			"sides after warm-up runs, and reports per side the median CPU and wall time with 95% intervals, the\n" +
 			"change against glibc with a verdict, the median peak RSS, and, from separate untimed runs with\n" +
@@ -241,14 +241,22 @@ func resolveTargets(a overheadArgs, layout overhead.Layout) ([]measureTarget, er
 		return []measureTarget{{name: strings.Join(a.command, " "), argv: a.command}}, nil
 	}
 	if len(a.names) == 0 {
-		return nil, fmt.Errorf("name a scenario (%s) or give a command: -- CMD ARGS", strings.Join(overhead.Names(), ", "))
+		return nil, fmt.Errorf("name a scenario (%s), all, or -- CMD ARGS", strings.Join(overhead.Names(), ", "))
 	}
-	var out []measureTarget
+	var scens []overhead.Scenario
 	for _, name := range a.names {
+		if name == "all" {
+			scens = append(scens, overhead.Scenarios...)
+			continue
+		}
 		s, err := overhead.Lookup(name)
 		if err != nil {
 			return nil, err
 		}
+		scens = append(scens, s)
+	}
+	var out []measureTarget
+	for _, s := range scens {
 		argv, err := layout.Resolve(s.Argv)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Name, err)

@@ -35,7 +35,7 @@ func TestAllocatorsBadArgs(t *testing.T) {
 		{[]string{"--format", "html", "--", "true"}, `--format must be text, json or markdown, not "html"`},
 		{[]string{"--json", "--format", "markdown", "--", "true"}, "--json and --format markdown exclude each other"},
 		{[]string{"--threshold", "-1", "--", "true"}, "--threshold must be at least 0"},
-		{[]string{}, "name a scenario (churn-1t, churn-4t, resident-4t, large-4t, python, larson-4t, cxx-4t) or give a command: -- CMD ARGS"},
+		{[]string{}, "name a scenario (churn-1t, churn-4t, resident-4t, large-4t, python, larson-4t, cxx-4t), all, or -- CMD ARGS"},
 		{[]string{"churn-5t"}, `unknown scenario "churn-5t"`},
 		{[]string{"--", "/nonexistent/heapline-prog"}, "-- /nonexistent/heapline-prog: "},
 		{[]string{"--lib", "mine=/nonexistent/libmine.so", "--", "true"}, "--lib mine= /nonexistent/libmine.so: stat /nonexistent/libmine.so: no such file or directory"},
@@ -103,6 +103,9 @@ func TestAllocatorsCommand(t *testing.T) {
 	}
 	if sides[0].Name != "glibc" {
 		t.Errorf("first side %q, want glibc", sides[0].Name)
+	}
+	if !strings.Contains(stderr, " sides, warm-ups included) in ") {
+		t.Errorf("stderr = %q: no progress line that counts the sides", stderr)
 	}
 	if strings.Contains(stderr, "heapline-rusage not found") {
 		t.Errorf("stderr = %q: the helper under --root was not found", stderr)

@@ -52,6 +52,9 @@ func Interleave(ctx context.Context, label string, sides []*Side, opts Options) 
 	out := make([]SideRuns, len(sides))
 	total := len(sides) * (opts.Warmup + opts.Runs*opts.Rounds)
 	opts.Progress.begin(label, total)
+	if opts.Progress != nil {
+		opts.Progress.sides = len(sides)
+	}
 	one := func(i int, what string) (Sample, error) {
 		if out[i].Err != nil {
 			opts.Progress.step() // a side that failed runs no more
