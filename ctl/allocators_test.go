@@ -38,7 +38,7 @@ func TestAllocatorsBadArgs(t *testing.T) {
 		{[]string{}, "name a scenario (churn-1t, churn-4t, resident-4t, large-4t, python, larson-4t, cxx-4t), all, or -- CMD ARGS"},
 		{[]string{"churn-5t"}, `unknown scenario "churn-5t"`},
 		{[]string{"--", "/nonexistent/heapline-prog"}, "-- /nonexistent/heapline-prog: "},
-		{[]string{"--lib", "mine=/nonexistent/libmine.so", "--", "true"}, "--lib mine= /nonexistent/libmine.so: stat /nonexistent/libmine.so: no such file or directory"},
+		{[]string{"--lib", "mine=/nonexistent/libmine.so", "--", "true"}, "--lib mine=/nonexistent/libmine.so: stat /nonexistent/libmine.so: no such file or directory"},
 		{[]string{"--lib", "mine", "--", "true"}, "--lib wants NAME=PATH"},
 		{[]string{"--lib", "glibc=" + nop, "--", "true"}, "glibc is the side with nothing preloaded"},
 		{[]string{"--shim", "/nonexistent/libheap.so", "--", "true"}, "--shim /nonexistent/libheap.so: stat"},

@@ -83,8 +83,8 @@ func TestSelect(t *testing.T) {
 		{"custom", `--lib wants NAME=PATH (jemalloc=/opt/lib/libjemalloc.so), not "custom"`},
 		{"=" + custom, "--lib wants NAME=PATH"},
 		{"glibc=" + custom, "glibc is the side with nothing preloaded"},
-		{"mine=/nonexistent/libmine.so", "--lib mine= /nonexistent/libmine.so: stat /nonexistent/libmine.so: no such file or directory"},
-		{"mine=" + nm, "--lib mine= " + nm + ": defines no malloc, so it is no allocator: the program would run on glibc's"},
+		{"mine=/nonexistent/libmine.so", "--lib mine=/nonexistent/libmine.so: stat /nonexistent/libmine.so: no such file or directory"},
+		{"mine=" + nm, "--lib mine=" + nm + ": defines no malloc, so it is no allocator: the program would run on glibc's"},
 	} {
 		if _, _, err := Select(nil, []string{tc.lib}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--lib %s: error %v, want %q", tc.lib, err, tc.want)
