@@ -17,7 +17,8 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # Debian packages that tests and benchmarks run: valgrind (instruction
 # counts), libjemalloc2, libtcmalloc-minimal4 and libmimalloc2.0 (the shim
 # before and after other allocators), heaptrack and
-# hyperfine (measured beside us), python3 (scenario and tests), shellcheck
+# hyperfine (measured beside us), time (GNU time: bench/allocators.sh's
+# plain timing), python3 (scenario and tests), shellcheck
 # (actionlint checks the workflows' shell steps with it; 2.6 MB).
 # g++ builds the C++ scenarios (scenarios/*.cc). clang, llvm (llvm-strip)
 # and libbpf-dev (bpf/bpf_helpers.h) regenerate the BPF object: `make
@@ -31,7 +32,7 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # installs it (build-deps), so that `make run` works on a fresh machine.
 BUILD_DEBS := libunwind-dev
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine shellcheck clang llvm libbpf-dev prometheus
+DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus
 
 .PHONY: all scenarios test run deps deps-overhead build-deps generate bench clean
 
