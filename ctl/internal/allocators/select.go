@@ -56,9 +56,9 @@ func LibDirs() []string {
 	}[runtime.GOARCH]
 	var dirs []string
 	if triplet != "" {
-		dirs = append(dirs, "/usr/local/lib/"+triplet, "/lib/"+triplet, "/usr/lib/"+triplet)
+		dirs = append(dirs, "/usr/local/lib/"+triplet, "/usr/lib/"+triplet, "/lib/"+triplet)
 	}
-	return append(dirs, "/usr/local/lib", "/lib", "/usr/lib", "/lib64", "/usr/lib64")
+	return append(dirs, "/usr/local/lib", "/usr/lib", "/lib", "/usr/lib64", "/lib64")
 }
 
 // Select returns the sides to measure: glibc first, then each builtin

@@ -339,7 +339,7 @@ func (r *runner) run(ctx context.Context, s *Side, what string) (Sample, error) 
 	}
 	r.opts.Log.Debug("run", zap.String("side", s.Label), zap.String("what", what),
 		zap.Float64("wall_s", smp.Wall), zap.Float64("user_s", smp.User), zap.Float64("sys_s", smp.Sys),
-		zap.Float64("instructions", smp.Instructions), zap.Int64("allocs", smp.Allocs))
+		zap.Float64("instructions", smp.Instructions), zap.Int64("allocs", smp.Allocs), zap.Int64("maxrss", smp.MaxRSS))
 	return smp, nil
 }
 
