@@ -3,7 +3,6 @@ package allocators
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -270,28 +269,4 @@ func (r Result) Failed() []string {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
-}
-
-// Ranked returns the sides that ran, fastest first by the measured median.
-func (r Result) Ranked() []SideResult {
-	var out []SideResult
-	for _, s := range r.Sides {
-		if s.Error == "" {
-			out = append(out, s)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b SideResult) int {
-		av, bv := a.MedianCPUS, b.MedianCPUS
-		if r.Measure == string(overhead.Time) {
-			av, bv = a.MedianWallS, b.MedianWallS
-		}
-		switch {
-		case av < bv:
-			return -1
-		case av > bv:
-			return 1
-		}
-		return 0
-	})
-	return out
 }

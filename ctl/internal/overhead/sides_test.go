@@ -2,10 +2,13 @@ package overhead
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -110,4 +113,34 @@ func TestRusage(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "signal: terminated") {
 		t.Errorf("killed command: error = %v", err)
 	}
+}
+
+// TestRusageInterrupted: an interruption kills heapline-rusage, and the
+// command it started dies with it (PR_SET_PDEATHSIG), never left running.
+func TestRusageInterrupted(t *testing.T) {
+	helper := filepath.Join(t.TempDir(), "heapline-rusage")
+	if out, err := exec.Command("cc", "-O2", "-o", helper, filepath.Join(testkit.Root(), "helpers", "rusage.c")).CombinedOutput(); err != nil {
+		t.Fatalf("building heapline-rusage: %v\n%s", err, out)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s := &Side{Label: "sleep", Argv: []string{"sh", "-c", `echo $$ > "$1"; exec sleep 30`, "sh", pidFile}, Env: os.Environ(), Rusage: helper}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		testkit.Poll(t, "the command's pid", func() bool { b, _ := os.ReadFile(pidFile); return len(b) > 0 })
+		cancel()
+	}()
+	if _, err := Interleave(ctx, "sleep", []*Side{s}, Options{Runs: 1, Measure: Time, Dir: t.TempDir()}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error = %v, want the context's", err)
+	}
+	b, _ := os.ReadFile(pidFile)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Poll(t, "the command to die with heapline-rusage", func() bool {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		// Gone, or a zombie waiting for its new parent to reap it.
+		return err != nil || strings.Contains(string(st), ") Z ")
+	})
 }
