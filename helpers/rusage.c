@@ -3,8 +3,10 @@
  *
  * Runs CMD as its child, with LD_PRELOAD=PRELOAD when PRELOAD is not
  * empty, and writes the child's peak resident memory and CPU time, from
- * wait4, to the file OUT: "maxrss_kb utime_us stime_us\n". It ends as the
- * child ended: its exit status, or killed by the same signal.
+ * wait4, and its wall time, from just before the fork to the return of
+ * wait4 (the helper's own start and exit left out), to the file OUT:
+ * "maxrss_kb utime_us stime_us wall_ns\n". It ends as the child ended: its
+ * exit status, or killed by the same signal.
  *
  * Why a helper: heapctl is a Go program, and Go's os/exec starts a child
  * with CLONE_VM|CLONE_VFORK, so the child shares heapctl's memory until
@@ -25,6 +27,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static pid_t child;
@@ -50,6 +53,8 @@ int main(int argc, char **argv)
         sigaction(sigs[i], &sa, NULL);
 
     pid_t parent = getpid();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     child = fork();
     if (child < 0) {
         perror("heapline-rusage: fork");
@@ -79,10 +84,12 @@ int main(int argc, char **argv)
             return 126;
         }
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long long wall = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
     FILE *f = fopen(out, "w");
-    if (f == NULL || fprintf(f, "%ld %lld %lld\n", ru.ru_maxrss,
+    if (f == NULL || fprintf(f, "%ld %lld %lld %lld\n", ru.ru_maxrss,
                              (long long)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec,
-                             (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec) < 0 ||
+                             (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec, wall) < 0 ||
         fclose(f) != 0) {
         perror("heapline-rusage: writing the figures");
         return 126;

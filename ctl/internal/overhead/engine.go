@@ -57,9 +57,9 @@ type Side struct {
 	// CallgrindDir receives callgrind's output in instructions mode.
 	CallgrindDir string
 	// Rusage, when set, is heapline-rusage (helpers/rusage.c): each run
-	// goes through it, and takes its CPU time and peak RSS from it, so
-	// that ru_maxrss is the run's own (ownPeakRSS says why it would not
-	// be). LD_PRELOAD of Env reaches the command only, not the helper.
+	// goes through it, and takes its CPU time, wall time and peak RSS from
+	// it, so that ru_maxrss is the run's own (ownPeakRSS says why it would
+	// not be). LD_PRELOAD of Env reaches the command only, not the helper.
 	Rusage string
 }
 

@@ -190,24 +190,26 @@ func ownPeakRSS() int64 {
 	return 0
 }
 
-// readRusage takes a run's CPU time and peak RSS from heapline-rusage's
-// file: "maxrss_kb utime_us stime_us".
+// readRusage takes a run's CPU time, peak RSS and wall time from
+// heapline-rusage's file: "maxrss_kb utime_us stime_us wall_ns". The wall
+// time is the helper's, from its fork to its wait4: the helper's own start
+// and exit (an exec more, some milliseconds) stay out of it.
 func readRusage(path string, smp *Sample) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("heapline-rusage left no figures: %w", err)
 	}
 	f := strings.Fields(string(b))
-	if len(f) != 3 {
+	if len(f) != 4 {
 		return fmt.Errorf("heapline-rusage: bad figures %q", b)
 	}
-	var v [3]int64
+	var v [4]int64
 	for i, w := range f {
 		if v[i], err = strconv.ParseInt(w, 10, 64); err != nil {
 			return fmt.Errorf("heapline-rusage: bad figures %q: %w", b, err)
 		}
 	}
-	smp.MaxRSS, smp.User, smp.Sys, smp.OwnRSS = v[0]*1024, float64(v[1])/1e6, float64(v[2])/1e6, 0
+	smp.MaxRSS, smp.User, smp.Sys, smp.Wall, smp.OwnRSS = v[0]*1024, float64(v[1])/1e6, float64(v[2])/1e6, float64(v[3])/1e9, 0
 	return nil
 }
 
