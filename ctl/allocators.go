@@ -25,7 +25,7 @@ import (
 func allocatorsCommand(e *env) *cli.Command {
 	var names []string
 	for _, k := range allocators.Builtin {
-		names = append(names, fmt.Sprintf("%s (%s, Debian package %s)", k.Name, k.Soname, k.Package))
+		names = append(names, fmt.Sprintf("  %-9s %s (Debian package %s)", k.Name, k.Soname, k.Package))
 	}
 	return &cli.Command{
 		Name:      "allocators",
@@ -35,7 +35,7 @@ func allocatorsCommand(e *env) *cli.Command {
 			"sides after warm-up runs, and reports per side the median CPU and wall time with 95% intervals, the\n" +
 			"change against glibc with a verdict, the median peak RSS, and, from separate untimed runs with\n" +
 			"libheap.so in front of the allocator, allocations per second and the memory retained at the peak.\n" +
-			"Allocators found when installed: " + strings.Join(names, ", ") + ".\n" +
+			"Allocators measured when installed (make deps installs them), beside any --lib:\n" + strings.Join(names, "\n") + "\n" +
 			"SCENARIO is one of heapctl overhead's (" + strings.Join(overhead.Names(), ", ") + ").",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "runs", Aliases: []string{"n"}, Value: 10, Usage: "`N` timed runs of each side"},
