@@ -241,8 +241,10 @@ func TestPeakRSS200MiB(t *testing.T) {
 		}
 		d := (s.MedianPeakRSS - z.MedianPeakRSS) / mib
 		t.Logf("%s: peak RSS %.1f MiB holding 200 MiB, %.1f MiB holding none; peak heap %v; retained %v", s.Name, s.MedianPeakRSS/mib, z.MedianPeakRSS/mib, *s.PeakLiveBytes/mib, *s.RetainedBytes/mib)
-		if d < 199 || d > 203 {
-			t.Errorf("%s: peak RSS %.1f MiB above the program's baseline, want 200 (+ at most 3)", s.Name, d)
+		// Transparent huge pages may round the block's resident memory up
+		// by a 2 MiB page at either end.
+		if d < 199 || d > 205 {
+			t.Errorf("%s: peak RSS %.1f MiB above the program's baseline, want 200 (+ at most 5)", s.Name, d)
 		}
 		if s.RSSAtFloor {
 			t.Errorf("%s: peak RSS at heapctl's floor", s.Name)
