@@ -144,3 +144,23 @@ func TestRusageInterrupted(t *testing.T) {
 		return err != nil || strings.Contains(string(st), ") Z ")
 	})
 }
+
+// TestMissingSummaryWarning: a heapline build that leaves no exit summary
+// (the command exec'd a static program, which does not load it) still gets
+// the warning a library that is no heapline build no longer gets
+// (TestMeasureTrue).
+func TestMissingSummaryWarning(t *testing.T) {
+	if _, err := os.Stat("/sbin/ldconfig"); err != nil {
+		t.Skip("needs /sbin/ldconfig, static on Debian")
+	}
+	lib := testkit.Shim(t)
+	job := plan(t, Spec{Scenario: "static", Argv: []string{"sh", "-c", "exec /sbin/ldconfig -p"}, Lib: lib})
+	res, err := measure(t, job, Options{Runs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Profiled.Label != "libheap.so" || res.Baseline.Label != "none" {
+		t.Errorf("labels %q, %q", res.Baseline.Label, res.Profiled.Label)
+	}
+	wantWarn(t, res, "no exit summary from "+lib+": allocations/s unknown (is it a heapline build?)")
+}
