@@ -117,7 +117,7 @@ func Note(r Result) string {
 	if r.Rounds > 1 {
 		rounds = fmt.Sprintf(" in each of %d rounds", r.Rounds)
 	}
-	counts := "allocations not counted (no libheap.so)"
+	counts := "allocations not counted (--count-runs 0)"
 	if r.CountRuns > 0 {
 		runs := "1 run"
 		if r.CountRuns > 1 {
