@@ -82,6 +82,8 @@ const (
 	offSamples         = 792
 	offSamplesLost     = 800
 	offObjectsUsed     = 808
+	offSamplesCut      = 816
+	offDeadSeen        = 960
 	offPeakCopySeq     = 896
 	offPeakCopyLive    = 904
 	offPeakCopyNext    = 912
@@ -192,6 +194,8 @@ var goFields = map[string]field{
 	"hl_header.samples":           {offSamples, 8},
 	"hl_header.samples_lost":      {offSamplesLost, 8},
 	"hl_header.objects_used":      {offObjectsUsed, 8},
+	"hl_header.samples_cut":       {offSamplesCut, 8},
+	"hl_header.dead_seen_ns":      {offDeadSeen, 8},
 	"hl_header.peak_copy_seq":     {offPeakCopySeq, 8},
 	"hl_header.peak_copy_live":    {offPeakCopyLive, 8},
 	"hl_header.peak_copy_next":    {offPeakCopyNext, 8},
