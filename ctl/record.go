@@ -230,7 +230,7 @@ type recorder struct {
 // not known, as for the counters read from a killed process's region).
 func (r *recorder) add(s report.Summary, startNS uint64) error {
 	p := r.images.Point(s, startNS, monotonicNS())
-	if b, ok := r.rss.Read(s.PID, s.LiveBytes, s.MappedBytes); ok {
+	if b, ok := r.rss.Read(s.PID, s); ok {
 		p.RSSBytes, p.RetainedBytes = b.RSSBytes, b.RetainedBytes
 	}
 	if p.Exec != "" {

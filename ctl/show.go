@@ -48,7 +48,7 @@ func show(e *env, args []string, asJSON bool) error {
 	// Where the RSS went, for a process that runs under the shim now.
 	var b *rss.Breakdown
 	if ent.State() == report.Running && !ent.Summary.Exited {
-		if got, err := rss.Read(ent.Proc, ent.Summary.LiveBytes, ent.Summary.MappedBytes); err != nil {
+		if got, err := rss.Read(ent.Proc, rss.Of(ent.Summary)); err != nil {
 			e.log.Warn("no RSS breakdown", zap.Int("pid", pid), zap.Error(err))
 		} else {
 			b = &got

@@ -65,8 +65,18 @@ func TestShowRSSKnownAnswer(t *testing.T) {
 			if d := float64(b.RetainedBytes)/float64(freed) - 1; d < -0.20 || d > 0.20 {
 				t.Errorf("retained_bytes %d, freed chunks %d: %.1f%% apart", b.RetainedBytes, freed, 100*d)
 			}
-			if sum := b.LiveBytes + b.MappedBytes + b.RetainedBytes + b.StackBytes + b.FileBytes + b.ShmemBytes + b.OtherBytes; sum != b.RSSBytes {
+			if sum := b.LiveBytes + b.MappedBytes + b.RetainedBytes + b.StackBytes + b.FileBytes + b.ShmemBytes + b.SampleArenaBytes + b.OtherBytes; sum != b.RSSBytes {
 				t.Errorf("parts add up to %d, rss_bytes %d", sum, b.RSSBytes)
+			}
+			// The shim's sample arena is a part of its own (the sampled
+			// 64 KiB blocks of the freed peak, kept), not other.
+			if sample == "0" && b.SampleArenaBytes != 0 || sample != "0" && (b.SampleArenaBytes < 1<<20 || b.OtherBytes > 8<<20) {
+				t.Errorf("sampling %s: sample arena %d, other %d", sample, b.SampleArenaBytes, b.OtherBytes)
+			}
+			// The shim's sample arena is a part of its own (the sampled
+			// 64 KiB blocks of the freed peak, kept), not other.
+			if sample == "0" && b.SampleArenaBytes != 0 || sample != "0" && (b.SampleArenaBytes < 1<<20 || b.OtherBytes > 8<<20) {
+				t.Errorf("sampling %s: sample arena %d, other %d", sample, b.SampleArenaBytes, b.OtherBytes)
 			}
 			// The pointer table (10.7 MiB, one mmapped block) is found by
 			// its chunk header.

@@ -211,7 +211,7 @@ func (w *watcher) update(s report.Summary) {
 		p.allocsS, p.freesS = timeline.Rates(p.hist[n-1], cur)
 	}
 	p.last = s
-	if b, ok := w.rss.Read(s.PID, s.LiveBytes, s.MappedBytes); ok {
+	if b, ok := w.rss.Read(s.PID, s); ok {
 		p.rss = b
 	}
 	p.hist = append(p.hist, cur)

@@ -64,6 +64,18 @@ static void copy(struct hl_header *r)
  * see hl_peak_sampled. */
 static __thread uint64_t mine __attribute__((tls_model("initial-exec")));
 
+/* At boot (profile.c): the sample arena's range, so that a reader of
+ * /proc/PID/smaps can count its pages as malloc's (ctl/internal/rss):
+ * they hold sampled blocks. A fork child's region goes without. */
+void hl_peak_arena(const void *start, size_t size)
+{
+    struct hl_header *r = hl_region;
+    if (r == NULL || start == NULL)
+        return;
+    r->sample_arena = (uint64_t)(uintptr_t)start;
+    r->sample_arena_size = size;
+}
+
 /* The published total reached live, a new peak. */
 void hl_peak_copy(struct hl_header *r, int64_t live)
 {

@@ -651,6 +651,7 @@ void hl_profile_boot(void)
     if (m != NULL) {
         arena = (char *)(((uintptr_t)m + ((uintptr_t)1 << PAGE_SHIFT) - 1) & ~(((uintptr_t)1 << PAGE_SHIFT) - 1));
         arena_size = size;
+        hl_peak_arena(arena, arena_size); /* peak.c: in the header, for readers of smaps */
     }
     placed = hl_raw_map(PLACED_SIZE * sizeof *placed);
     rate = (double)hl_config.sample;

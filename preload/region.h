@@ -158,7 +158,8 @@ struct hl_header {
     uint64_t peak_copy_step; /* 920: the step: the copy's error bound, beside the peak's own */
     uint64_t peak_copies;    /* 928: copies taken */
     uint64_t peak_copy_ns;   /* 936: CLOCK_MONOTONIC when the copy was taken */
-    uint8_t  _pad7[16];      /* 944 */
+    uint64_t sample_arena;   /* 944: where the sample arena starts (profile.c), 0 if none: its pages hold sampled blocks */
+    uint64_t sample_arena_size; /* 952: its length */
 
     /* line 15: after the process */
     uint64_t dead_seen_ns;   /* 960: CLOCK_REALTIME when a new region first found this one's process dead (reap.c), 0 before */

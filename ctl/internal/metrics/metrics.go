@@ -59,7 +59,7 @@ type Collector struct {
 	// What the region does not hold comes from /proc: variables for tests.
 	bootTime func() (uint64, error)                 // boot, Unix seconds (/proc/stat btime)
 	procStat func(pid int) (procfs.ProcStat, error) // /proc/pid/stat
-	rss      func(pid int, live, mapped int64) (rss.Breakdown, error)
+	rss      func(pid int, h rss.Heap) (rss.Breakdown, error)
 
 	liveBytes, liveBlocks, peakBytes, peakError, threads, elapsed, start *prometheus.Desc
 	allocs, frees, allocatedBytes, freedBytes                            *prometheus.Desc
@@ -116,7 +116,7 @@ func New(list Lister, command string, log *zap.Logger) *Collector {
 		rssBytes:        d("rss_bytes", "Resident set size of the process (the sum of /proc/pid/smaps' Rss)."),
 		retainedBytes:   d("retained_bytes", "Free memory malloc keeps resident: the resident bytes of its mappings less live_bytes."),
 		rssPart: prometheus.NewDesc("heapline_rss_part_bytes",
-			"Where rss_bytes went, parts adding up to it: live (malloc), mapped (the program's own), retained (by malloc), stack, file, shmem (the region included), other.",
+			"Where rss_bytes went, parts adding up to it: live (malloc), mapped (the program's own), retained (by malloc), stack, file, shmem (the region included), sample_arena (the shim's, less live blocks), other.",
 			append(append([]string{}, labels...), "part"), nil),
 		regions: prometheus.NewDesc("heapline_regions",
 			"Regions found in the shared-memory directory, by state: live (exported), stale (process gone, or running on without the shim: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).",
@@ -211,7 +211,7 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e region.Entry, boot ui
 	gauge(c.mappedBytes, float64(s.MappedBytes))
 	gauge(c.peakMappedBytes, float64(s.PeakMappedBytes))
 	gauge(c.mappings, float64(s.Mappings))
-	b, err := c.rss(e.Proc, s.LiveBytes, s.MappedBytes)
+	b, err := c.rss(e.Proc, rss.Of(s))
 	if err != nil {
 		c.log.Debug("no RSS breakdown", zap.Int("pid", e.Proc), zap.Error(err))
 		return
@@ -222,7 +222,7 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e region.Entry, boot ui
 		name string
 		v    int64
 	}{{"live", b.LiveBytes}, {"mapped", b.MappedBytes}, {"retained", b.RetainedBytes}, {"stack", b.StackBytes},
-		{"file", b.FileBytes}, {"shmem", b.ShmemBytes}, {"other", b.OtherBytes}} {
+		{"file", b.FileBytes}, {"shmem", b.ShmemBytes}, {"sample_arena", b.SampleArenaBytes}, {"other", b.OtherBytes}} {
 		ch <- prometheus.MustNewConstMetric(c.rssPart, prometheus.GaugeValue, float64(p.v), append(l, p.name)...)
 	}
 }

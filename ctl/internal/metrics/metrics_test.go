@@ -42,7 +42,8 @@ func newFake(t *testing.T, list Lister, command string) *Collector {
 		}
 		return procfs.ProcStat{PID: 4711, Comm: "python3", Starttime: 1234}, nil
 	}
-	c.rss = func(pid int, live, mapped int64) (rss.Breakdown, error) {
+	c.rss = func(pid int, h rss.Heap) (rss.Breakdown, error) {
+		live, mapped := h.Live, h.Mapped
 		if pid != 4711 {
 			return rss.Breakdown{}, errors.New("no such process")
 		}
@@ -100,13 +101,14 @@ heapline_retained_bytes{command="python3",pid="4711"} 5.24288e+08
 # HELP heapline_rss_bytes Resident set size of the process (the sum of /proc/pid/smaps' Rss).
 # TYPE heapline_rss_bytes gauge
 heapline_rss_bytes{command="python3",pid="4711"} 1.048576e+09
-# HELP heapline_rss_part_bytes Where rss_bytes went, parts adding up to it: live (malloc), mapped (the program's own), retained (by malloc), stack, file, shmem (the region included), other.
+# HELP heapline_rss_part_bytes Where rss_bytes went, parts adding up to it: live (malloc), mapped (the program's own), retained (by malloc), stack, file, shmem (the region included), sample_arena (the shim's, less live blocks), other.
 # TYPE heapline_rss_part_bytes gauge
 heapline_rss_part_bytes{command="python3",part="file",pid="4711"} 1.048576e+07
 heapline_rss_part_bytes{command="python3",part="live",pid="4711"} 483533
 heapline_rss_part_bytes{command="python3",part="mapped",pid="4711"} 1.6777216e+08
 heapline_rss_part_bytes{command="python3",part="other",pid="4711"} 3.43449395e+08
 heapline_rss_part_bytes{command="python3",part="retained",pid="4711"} 5.24288e+08
+heapline_rss_part_bytes{command="python3",part="sample_arena",pid="4711"} 0
 heapline_rss_part_bytes{command="python3",part="shmem",pid="4711"} 1.048576e+06
 heapline_rss_part_bytes{command="python3",part="stack",pid="4711"} 1.048576e+06
 # HELP heapline_start_time_seconds Start time of the process since the Unix epoch in seconds: a new value for a pid is a restart, not a leak.

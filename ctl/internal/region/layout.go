@@ -90,6 +90,8 @@ const (
 	offPeakCopyStep    = 920
 	offPeakCopies      = 928
 	offPeakCopyNS      = 936
+	offSampleArena     = 944
+	offSampleArenaSize = 952
 )
 
 // Offsets in struct hl_stack.
@@ -202,6 +204,8 @@ var goFields = map[string]field{
 	"hl_header.peak_copy_step":    {offPeakCopyStep, 8},
 	"hl_header.peak_copies":       {offPeakCopies, 8},
 	"hl_header.peak_copy_ns":      {offPeakCopyNS, 8},
+	"hl_header.sample_arena":      {offSampleArena, 8},
+	"hl_header.sample_arena_size": {offSampleArenaSize, 8},
 
 	"hl_stack.hash":          {offStackHash, 8},
 	"hl_stack.state":         {offStackState, 4},

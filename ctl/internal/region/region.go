@@ -288,6 +288,7 @@ func mapped(v view, s *report.Summary) error {
 		return fmt.Errorf("implausible mapped_bytes %d or peak_mapped_bytes %d", m, p)
 	}
 	s.MappedBytes, s.PeakMappedBytes, s.Mappings = int64(m), int64(max(p, m)), v.u64(offMappings)
+	s.SampleArena, s.SampleArenaSize = v.u64(offSampleArena), v.u64(offSampleArenaSize)
 	return nil
 }
 

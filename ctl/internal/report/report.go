@@ -33,4 +33,9 @@ type Summary struct {
 	// Exited is true once the process has taken its exit summary: the
 	// counters are final.
 	Exited bool `json:"exited,omitempty"`
+	// SampleArena and SampleArenaSize are where the shim's sample arena
+	// is mapped (its pages hold sampled blocks), for the RSS breakdown
+	// (package rss); not part of the JSON document.
+	SampleArena     uint64 `json:"-"`
+	SampleArenaSize uint64 `json:"-"`
 }

@@ -14,7 +14,13 @@
 //     PROT_NONE right above it;
 //   - glibc's large blocks, each an anonymous mapping of its own starting
 //     with a chunk header that has the IS_MMAPPED bit set: read from the
-//     process's memory (process_vm_readv), when we may.
+//     process's memory (process_vm_readv), when we may;
+//
+// The shim's sample arena, whose range the region holds, is a part of its
+// own: its pages hold sampled blocks (blocks of the program's, moved
+// there) and the arena's free blocks, kept for the next samples. Live
+// bytes are placed in malloc's mappings first; what does not fit there is
+// in the arena, and the rest of the arena is the sampler's.
 //
 // Thread stacks are [stack] and the read-write mappings right above a
 // PROT_NONE guard (glibc's pthread stacks and the Go runtime's threads in
@@ -27,6 +33,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/heapline/heapline/ctl/internal/report"
 )
 
 // Breakdown is where a process's resident memory is, in bytes. The parts
@@ -46,7 +54,7 @@ type Breakdown struct {
 	FileBytes     int64 `json:"rss_file_bytes"`   // file-backed pages: code, mapped files
 	ShmemBytes    int64 `json:"rss_shmem_bytes"`  // shared memory: the region itself, /dev/shm, SysV, memfd
 	OtherBytes    int64 `json:"rss_other_bytes"`  // the rest: the loader's and libraries' anonymous memory, the shim's own, untold mappings
-	MallocBytes   int64 `json:"rss_malloc_bytes"` // resident in malloc's mappings: LiveBytes + RetainedBytes
+	MallocBytes   int64 `json:"rss_malloc_bytes"` // LiveBytes + RetainedBytes: resident in malloc's mappings, and live blocks in the sample arena
 	// ArenaBytes is the part of MallocBytes in glibc's thread arenas
 	// (not [heap], not large blocks), in Arenas heaps.
 	ArenaBytes int64 `json:"rss_arena_bytes"`
@@ -55,6 +63,21 @@ type Breakdown struct {
 	// a mapping of its own), found by their headers; 0 when the process's
 	// memory could not be read.
 	LargeBytes int64 `json:"rss_large_bytes"`
+	// SampleArenaBytes is the shim's sample arena less the live bytes
+	// placed there: sampled blocks freed, kept for the next samples.
+	SampleArenaBytes int64 `json:"rss_sample_arena_bytes"`
+}
+
+// Heap is what the region says that the split needs.
+type Heap struct {
+	Live, Mapped int64 // live malloc bytes, mapped bytes
+	// The shim's sample arena, 0 when there is none.
+	Arena, ArenaSize uint64
+}
+
+// Of is the Heap of a region's summary.
+func Of(s report.Summary) Heap {
+	return Heap{Live: s.LiveBytes, Mapped: s.MappedBytes, Arena: s.SampleArena, ArenaSize: s.SampleArenaSize}
 }
 
 // HeapMax is glibc's HEAP_MAX_SIZE on 64-bit machines: every thread
@@ -64,9 +87,8 @@ const HeapMax = 64 << 20
 // procDir is /proc; a variable so that tests can read fixtures.
 var procDir = "/proc"
 
-// Read takes pid's breakdown now. live and mapped are the region's live
-// malloc bytes and mapped bytes.
-func Read(pid int, live, mapped int64) (Breakdown, error) {
+// Read takes pid's breakdown now, with what its region says (Of).
+func Read(pid int, h Heap) (Breakdown, error) {
 	f, err := os.Open(procDir + "/" + strconv.Itoa(pid) + "/smaps")
 	if err != nil {
 		return Breakdown{}, fmt.Errorf("reading resident memory: %w", err)
@@ -80,7 +102,7 @@ func Read(pid int, live, mapped int64) (Breakdown, error) {
 		// A zombie, or a kernel thread: no memory to split.
 		return Breakdown{}, errors.New("reading resident memory: the process has no mappings (it has exited)")
 	}
-	return Split(vmas, live, mapped, pid, processHeader(pid)), nil
+	return Split(vmas, h, pid, processHeader(pid)), nil
 }
 
 // HeaderReader reads the 16 bytes at addr in the process (a chunk
@@ -88,12 +110,13 @@ func Read(pid int, live, mapped int64) (Breakdown, error) {
 type HeaderReader func(addr uint64) (prevSize, size uint64, ok bool)
 
 // Split classifies vmas (in address order) and splits their resident
-// bytes with the region's live and mapped bytes. read, which may be nil,
+// bytes with the region's figures. read, which may be nil,
 // reads chunk headers out of the process to find glibc's large blocks.
 // regionPID names the region's own file (/dev/shm/heapline.PID).
-func Split(vmas []VMA, live, mapped int64, regionPID int, read HeaderReader) Breakdown {
+func Split(vmas []VMA, h Heap, regionPID int, read HeaderReader) Breakdown {
 	var b Breakdown
 	var unplaced int64 // anonymous private memory no other rule took
+	var arenaRes int64 // resident in the sample arena
 	regionPath := "/dev/shm/heapline." + strconv.Itoa(regionPID)
 	for i, v := range vmas {
 		b.RSSBytes += v.Rss
@@ -106,6 +129,12 @@ func Split(vmas []VMA, live, mapped int64, regionPID int, read HeaderReader) Bre
 		}
 		if i+1 < len(vmas) {
 			next = &vmas[i+1]
+		}
+		if in := arenaPart(v, h); in > 0 {
+			arenaRes += in
+			if v.Rss -= in; v.Rss == 0 {
+				continue
+			}
 		}
 		switch kind(v, prev, next, regionPath) {
 		case kindHeap:
@@ -130,14 +159,32 @@ func Split(vmas []VMA, live, mapped int64, regionPID int, read HeaderReader) Bre
 			b.OtherBytes += v.Rss
 		}
 	}
-	b.LiveBytes = clamp(live, 0, b.MallocBytes)
-	b.RetainedBytes = b.MallocBytes - b.LiveBytes
-	b.MappedBytes = clamp(mapped, 0, unplaced)
+	b.LiveBytes = clamp(h.Live, 0, b.MallocBytes+arenaRes)
+	inMalloc := min(b.LiveBytes, b.MallocBytes)
+	b.RetainedBytes = b.MallocBytes - inMalloc
+	b.SampleArenaBytes = arenaRes - (b.LiveBytes - inMalloc)
+	b.MallocBytes += b.LiveBytes - inMalloc // live blocks in the arena are malloc's to the program
+	b.MappedBytes = clamp(h.Mapped, 0, unplaced)
 	b.OtherBytes += unplaced - b.MappedBytes
 	return b
 }
 
 func clamp(v, lo, hi int64) int64 { return max(lo, min(v, hi)) }
+
+// arenaPart is the resident part of v in the sample arena: all of it
+// when v is the arena's mapping (the shim maps it 64 KiB larger, to
+// align it), in proportion to the overlap when v is larger still (the
+// kernel merged it with a neighbour).
+func arenaPart(v VMA, h Heap) int64 {
+	if h.ArenaSize == 0 || v.End <= h.Arena || v.Start >= h.Arena+h.ArenaSize {
+		return 0
+	}
+	if v.Size() <= h.ArenaSize+64<<10 {
+		return v.Rss
+	}
+	lo, hi := max(v.Start, h.Arena), min(v.End, h.Arena+h.ArenaSize)
+	return int64(float64(v.Rss) * float64(hi-lo) / float64(v.Size()))
+}
 
 type vmaKind int
 

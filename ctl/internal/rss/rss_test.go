@@ -53,7 +53,7 @@ func TestSplitShapes(t *testing.T) {
 		}
 		return 0, 0, true
 	}
-	b := Split(vmas, 3<<20, 256<<10, 77, read)
+	b := Split(vmas, Heap{Live: 3 << 20, Mapped: 256 << 10}, 77, read)
 	want := Breakdown{
 		RSSBytes:      (4 + 8 + 4096 + 2048 + 64 + 1024 + 512 + 4 + 4 + 16) << 10,
 		LiveBytes:     3 << 20,
@@ -71,21 +71,32 @@ func TestSplitShapes(t *testing.T) {
 	if b != want {
 		t.Fatalf("split\n got %+v\nwant %+v", b, want)
 	}
-	sum := b.LiveBytes + b.MappedBytes + b.RetainedBytes + b.StackBytes + b.FileBytes + b.ShmemBytes + b.OtherBytes
+	sum := b.LiveBytes + b.MappedBytes + b.RetainedBytes + b.StackBytes + b.FileBytes + b.ShmemBytes + b.SampleArenaBytes + b.OtherBytes
 	if sum != b.RSSBytes {
 		t.Fatalf("parts add up to %d, rss %d", sum, b.RSSBytes)
 	}
 
 	// Without the process's memory, the large block is unplaced memory.
-	b = Split(vmas, 3<<20, 256<<10, 77, nil)
+	b = Split(vmas, Heap{Live: 3 << 20, Mapped: 256 << 10}, 77, nil)
 	if b.LargeBytes != 0 || b.MallocBytes != (4096+2048)<<10 || b.OtherBytes != (4+1024+512-256)<<10 {
 		t.Fatalf("without headers: %+v", b)
 	}
 	// Live above what malloc holds resident (blocks never touched): live
 	// is capped, nothing retained.
-	b = Split(vmas, 1<<30, 0, 77, nil)
+	b = Split(vmas, Heap{Live: 1 << 30}, 77, nil)
 	if b.LiveBytes != b.MallocBytes || b.RetainedBytes != 0 {
 		t.Fatalf("untouched live: %+v", b)
+	}
+	// The program's own mapping at 7f0030000000 is the sample arena
+	// instead (its range from the region): malloc's.
+	b = Split(vmas, Heap{Live: 3 << 20, Arena: 0x7f0030000000, ArenaSize: 1 << 20}, 77, nil)
+	if b.SampleArenaBytes != 512<<10 || b.MallocBytes != (4096+2048)<<10 || b.RetainedBytes != (4096+2048-3072)<<10 || b.OtherBytes != (4+1024)<<10 {
+		t.Fatalf("sample arena: %+v", b)
+	}
+	// Live beyond malloc's mappings is in the arena.
+	b = Split(vmas, Heap{Live: 6400 << 10, Arena: 0x7f0030000000, ArenaSize: 1 << 20}, 77, nil)
+	if b.LiveBytes != 6400<<10 || b.RetainedBytes != 0 || b.SampleArenaBytes != 256<<10 || b.MallocBytes != 6400<<10 {
+		t.Fatalf("live in the sample arena: %+v", b)
 	}
 }
 

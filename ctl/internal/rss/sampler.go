@@ -1,6 +1,10 @@
 package rss
 
-import "time"
+import (
+	"time"
+
+	"github.com/heapline/heapline/ctl/internal/report"
+)
 
 // Every is how often a Sampler reads a process's smaps at most. A read
 // walks the process's page tables under its mmap lock (about 10 ms of
@@ -23,10 +27,10 @@ type sampled struct {
 	ok bool
 }
 
-// Read is Read(pid, live, mapped), or the breakdown read less than Every
+// Read is Read(pid, Of(sum)), or the breakdown read less than Every
 // ago. ok is false when there is none (the process is gone, or its smaps
 // may not be read).
-func (s *Sampler) Read(pid int, live, mapped int64) (Breakdown, bool) {
+func (s *Sampler) Read(pid int, sum report.Summary) (Breakdown, bool) {
 	if s.last == nil {
 		s.last = map[int]sampled{}
 	}
@@ -41,7 +45,7 @@ func (s *Sampler) Read(pid int, live, mapped int64) (Breakdown, bool) {
 	if p, ok := s.last[pid]; ok && now.Sub(p.at) < every {
 		return p.b, p.ok
 	}
-	b, err := Read(pid, live, mapped)
+	b, err := Read(pid, Of(sum))
 	s.last[pid] = sampled{at: now, b: b, ok: err == nil}
 	return b, err == nil
 }

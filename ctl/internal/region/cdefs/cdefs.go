@@ -81,7 +81,8 @@ static const struct hl_field hl_fields[] = {
 	HL_F(hl_header, peak_copies),
 	HL_F(hl_header, peak_copy_ns),
 	HL_F(hl_header, _pad6),
-	HL_F(hl_header, _pad7),
+	HL_F(hl_header, sample_arena),
+	HL_F(hl_header, sample_arena_size),
 
 	HL_F(hl_stack, hash),
 	HL_F(hl_stack, state),
