@@ -110,4 +110,8 @@ func TestGrowthErrors(t *testing.T) {
 	if r := rgHeapctl(t, "record", "--", "true"); r.err == nil || !strings.Contains(r.err.Error(), "need -o FILE (the timeline), --profiles DIR, or both") {
 		t.Errorf("record without outputs: %v", r.err)
 	}
+	t.Setenv("HEAPLINE_SAMPLE", "0")
+	if r := rgHeapctl(t, "record", "--profiles", t.TempDir(), "--", "true"); r.err == nil || !strings.Contains(r.err.Error(), "HEAPLINE_SAMPLE=0 turns them off") {
+		t.Errorf("record --profiles without samples: %v", r.err)
+	}
 }

@@ -96,8 +96,8 @@ func record(e *env, c *cli.Context) error {
 	}
 	if dir := c.String("profiles"); dir != "" {
 		r.series = &profile.Series{Dir: dir, Every: c.Duration("every")}
-		if _, set := os.LookupEnv("HEAPLINE_SAMPLE"); !set && pid == 0 {
-			r.env = append(r.env, "HEAPLINE_SAMPLE=512k") // profiles need samples
+		if v, _ := os.LookupEnv("HEAPLINE_SAMPLE"); v == "0" && pid == 0 {
+			return errors.New("record: --profiles needs samples, and HEAPLINE_SAMPLE=0 turns them off (unset it for the default, 512 KiB)")
 		}
 	}
 	// With --pid, a process that cannot be recorded is said before any
@@ -107,7 +107,7 @@ func record(e *env, c *cli.Context) error {
 			return fmt.Errorf("record: %w", err)
 		}
 		if ent, _ := region.InspectProfile(pid); r.series != nil && errors.Is(ent.Err, region.ErrNoProfile) {
-			return fmt.Errorf("record: --profiles: process %d takes no samples: start it with HEAPLINE_SAMPLE=512k", pid)
+			return fmt.Errorf("record: --profiles: process %d takes no samples: it was started with HEAPLINE_SAMPLE=0", pid)
 		}
 	}
 	if r.series != nil {
