@@ -38,24 +38,33 @@ static inline struct hl_slot *slots_of(struct hl_header *r)
     return (struct hl_slot *)((char *)r + HL_HEADER_SIZE);
 }
 
-/* 1 if v raised *where */
-static int max_store(uint64_t *where, uint64_t v)
+static void max_store(uint64_t *where, uint64_t v)
 {
     uint64_t cur = __atomic_load_n(where, RELAXED);
-    while (v > cur)
-        if (__atomic_compare_exchange_n(where, &cur, v, 1, RELAXED, RELAXED))
-            return 1;
-    return 0;
+    while (v > cur && !__atomic_compare_exchange_n(where, &cur, v, 1, RELAXED, RELAXED))
+        ;
+}
+
+/* A new peak: store it, and if it is a step past the last copy, copy the
+ * stacks' inuse (peak.c). Out of line, so that a publication that sets no
+ * new peak costs what it did before the copy (one load, one compare). */
+static HL_NOINLINE void peak_raise(struct hl_header *r, uint64_t live, uint64_t cur)
+{
+    while (live > cur)
+        if (__atomic_compare_exchange_n(&r->peak_live, &cur, live, 1, RELAXED, RELAXED)) {
+            if (live >= __atomic_load_n(&r->peak_copy_next, RELAXED))
+                hl_peak_copy(r, (int64_t)live);
+            return;
+        }
 }
 
 void hl_peak_update(struct hl_header *r, int64_t live)
 {
-    /* A new peak, a step past the last copy: the stacks' copy at the
-     * peak (peak.c). A publication that sets no new peak does what it
-     * did before. */
-    if (live > 0 && max_store(&r->peak_live, (uint64_t)live) &&
-        (uint64_t)live >= __atomic_load_n(&r->peak_copy_next, RELAXED))
-        hl_peak_copy(r, live);
+    if (live > 0) {
+        uint64_t cur = __atomic_load_n(&r->peak_live, RELAXED);
+        if (HL_UNLIKELY((uint64_t)live > cur))
+            peak_raise(r, (uint64_t)live, cur);
+    }
 }
 
 static int64_t live_of(const struct hl_slot *s)
