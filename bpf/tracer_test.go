@@ -121,7 +121,7 @@ func TestFamilyOffsets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	offsets, aliases, err := familyOffsets(libc)
+	offsets, aliases, _, err := familyOffsets(libc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -344,20 +344,23 @@ func (t *tracing) read(exited bool) (report.Summary, error) {
 		end = t.end
 	}
 	return report.Summary{
-		PID:            t.pid,
-		Command:        t.command,
-		Source:         "ebpf",
-		ElapsedS:       end.Sub(t.start).Seconds(),
-		LiveBytes:      c.Live,
-		LiveBlocks:     int64(c.Allocs - c.Frees),
-		PeakLiveBytes:  c.Peak,
-		PeakErrorBytes: c.PeakError,
-		Allocs:         c.Allocs,
-		Frees:          c.Frees,
-		AllocatedBytes: c.AllocatedBytes,
-		FreedBytes:     c.FreedBytes,
-		Threads:        c.Threads,
-		Exited:         exited,
+		PID:             t.pid,
+		Command:         t.command,
+		Source:          "ebpf",
+		ElapsedS:        end.Sub(t.start).Seconds(),
+		LiveBytes:       c.Live,
+		LiveBlocks:      int64(c.Allocs - c.Frees),
+		PeakLiveBytes:   c.Peak,
+		PeakErrorBytes:  c.PeakError,
+		Allocs:          c.Allocs,
+		Frees:           c.Frees,
+		AllocatedBytes:  c.AllocatedBytes,
+		FreedBytes:      c.FreedBytes,
+		Threads:         c.Threads,
+		MappedBytes:     int64(c.MappedBytes),
+		PeakMappedBytes: int64(c.PeakMappedBytes),
+		Mappings:        c.Mappings,
+		Exited:          exited,
 	}, nil
 }
 
