@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	pprof "github.com/google/pprof/profile"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+)
+
+// traceSites compiles testdata/sites.c as Debian builds: -O2, no frame
+// pointers.
+func traceSites(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sites")
+	if out, err := exec.Command("gcc", "-O2", "-fomit-frame-pointer", "-Wall", "-Werror", "-o", bin, "testdata/sites.c").CombinedOutput(); err != nil {
+		t.Fatalf("compiling sites.c: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// traceSitesTruth reads the "TRUTH a b c big nbig" line.
+func traceSitesTruth(t *testing.T, line string) [4]int64 {
+	t.Helper()
+	f := strings.Fields(line)
+	if len(f) != 6 || f[0] != "TRUTH" {
+		t.Fatalf("sites said %q, want TRUTH ...", line)
+	}
+	var truth [4]int64
+	for i := range truth {
+		truth[i], _ = strconv.ParseInt(f[i+1], 10, 64)
+	}
+	return truth
+}
+
+// traceProfileShape: the profile has the shape of the shim's (and Go's
+// heap profile): four sample types, a period of the sampling interval in
+// bytes, inuse_space by default.
+func traceProfileShape(t *testing.T, p *pprof.Profile, rate int64) {
+	t.Helper()
+	want := []*pprof.ValueType{{Type: "alloc_objects", Unit: "count"}, {Type: "alloc_space", Unit: "bytes"},
+		{Type: "inuse_objects", Unit: "count"}, {Type: "inuse_space", Unit: "bytes"}}
+	if !reflect.DeepEqual(p.SampleType, want) || p.DefaultSampleType != "inuse_space" ||
+		p.PeriodType == nil || *p.PeriodType != (pprof.ValueType{Type: "space", Unit: "bytes"}) || p.Period != rate {
+		t.Errorf("profile shape: types %v, default %q, period %v %d; want the shim's at %d", p.SampleType, p.DefaultSampleType, p.PeriodType, p.Period, rate)
+	}
+}
+
+// traceSitesCheck is TestProfileShimSites's known answer for a trace's
+// profile: each site's share of the three sites' alloc_space within 5
+// points of the truth, the 8 MiB blocks' within 1%, and site_b, which has
+// freed all it held, under 1% of inuse_space.
+func traceSitesCheck(t *testing.T, file string, truth [4]int64) {
+	t.Helper()
+	traceProfileShape(t, pfParse(t, file), region.SampleDefault)
+	alloc := pfByFunction(t, file, "alloc_space")
+	sites := []string{"site_a", "site_b", "site_c"}
+	var small, want int64
+	for i := range sites {
+		small += alloc[sites[i]]
+		want += truth[i]
+	}
+	for i, fn := range sites {
+		got, exp := 100*float64(alloc[fn])/float64(max(small, 1)), 100*float64(truth[i])/float64(want)
+		t.Logf("%s: %.2f%% of the sites' alloc_space, truth %.2f%%", fn, got, exp)
+		if got < exp-5 || got > exp+5 {
+			t.Errorf("%s: %.1f%% of the sites' alloc_space, truth %.1f%%\n%v", fn, got, exp, alloc)
+		}
+	}
+	t.Logf("site_big: alloc_space %d, truth %d", alloc["site_big"], truth[3])
+	if got := alloc["site_big"]; got < truth[3]*99/100 || got > truth[3]*101/100 {
+		t.Errorf("site_big: alloc_space %d, truth %d (within 1%%)", got, truth[3])
+	}
+	inuse := pfByFunction(t, file, "inuse_space")
+	var total int64
+	for _, v := range inuse {
+		total += v
+	}
+	t.Logf("site_b: %d of %d inuse bytes after its frees", inuse["site_b"], total)
+	if b := inuse["site_b"]; total == 0 || float64(b) >= 0.01*float64(total) {
+		t.Errorf("site_b holds %d of %d inuse bytes after freeing all it held, want under 1%%\n%v", b, total, inuse)
+	}
+}
+
+// TestTraceProfileSites: the known answer of sampling for the trace's
+// profile, traced from the command's start.
+func TestTraceProfileSites(t *testing.T) {
+	traceNeedsRoot(t)
+	bin := traceSites(t)
+	file := filepath.Join(t.TempDir(), "sites.pb.gz")
+	var out bytes.Buffer
+	if _, err := traceRun(t, traceOpts{argv: []string{bin}, profile: file, stdin: strings.NewReader("\n\n"), stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(out.String(), "\n")
+	traceSitesCheck(t, file, traceSitesTruth(t, line))
+}
+
+// TestTraceProfileSitesPID: the same, attached with --pid to the program
+// running (waiting before it allocates), until it exits.
+func TestTraceProfileSitesPID(t *testing.T) {
+	traceNeedsRoot(t)
+	cmd := exec.Command(traceSites(t), "wait")
+	in, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := bufio.NewReader(stdout)
+	next := func(want string) string {
+		t.Helper()
+		l, err := lines.ReadString('\n')
+		if err != nil || !strings.HasPrefix(l, want) {
+			t.Fatalf("sites said %q, %v; want %s", l, err, want)
+		}
+		return strings.TrimSpace(l)
+	}
+	next("READY")
+	file := filepath.Join(t.TempDir(), "sites.pb.gz")
+	attached, result := traceBackground(t, traceOpts{pid: cmd.Process.Pid, profile: file, duration: 2 * time.Minute})
+	<-attached
+	io.WriteString(in, "\n")
+	truth := traceSitesTruth(t, next("TRUTH"))
+	next("PAUSE")
+	io.WriteString(in, "\n")
+	next("PAUSE")
+	io.WriteString(in, "\n")
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := result(); err != nil {
+		t.Fatal(err)
+	}
+	traceSitesCheck(t, file, truth)
+}
