@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
 // traceSites compiles testdata/sites.c as Debian builds: -O2, no frame
@@ -142,4 +144,71 @@ func TestTraceProfileSitesPID(t *testing.T) {
 		t.Fatal(err)
 	}
 	traceSitesCheck(t, file, truth)
+}
+
+// traceFunctionShares is each function's share of alloc_space: the bytes
+// of the stacks it is in, over all.
+func traceFunctionShares(t *testing.T, file string) map[string]float64 {
+	t.Helper()
+	stacks := pfStackFunctions(t, file)
+	out := map[string]float64{}
+	for k := range stacks {
+		for _, fn := range strings.Split(k, " < ") {
+			if _, ok := out[fn]; !ok && fn != "" {
+				out[fn] = pfShare(stacks, fn)
+			}
+		}
+	}
+	return out
+}
+
+// TestTraceProfilePythonNames: on Debian's python3.11 (stripped: its
+// exported functions keep their names in .dynsym), the trace's profile
+// and the shim's profile of the same script name the same native
+// functions: every function under 5% or more of alloc_space in one is in
+// the other, its share within 10 points (two runs, each sampled).
+func TestTraceProfilePythonNames(t *testing.T) {
+	traceNeedsRoot(t)
+	t.Setenv("HEAPLINE_SAMPLE", "512k")
+	const py = "/usr/bin/python3.11"
+	if _, err := exec.LookPath(py); err != nil {
+		t.Fatalf("%s is needed (Debian's python3.11)", py)
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "script.py")
+	if err := os.WriteFile(script, []byte(`
+x = [bytearray(100000) for _ in range(1000)]
+import json
+d = {str(i): list(range(i % 50)) for i in range(20000)}
+s = json.dumps(d)
+y = [str(i) * 3 for i in range(200000)]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	traced, shimmed := filepath.Join(dir, "trace.pb.gz"), filepath.Join(dir, "shim.pb.gz")
+	if _, err := traceRun(t, traceOpts{argv: []string{py, script}, profile: traced}); err != nil {
+		t.Fatal(err)
+	}
+	if r := rgHeapctl(t, "run", "--lib", testkit.Shim(t), "--profile", shimmed, "--", py, script); r.err != nil {
+		t.Fatal(r.err)
+	}
+	tr, sh := traceFunctionShares(t, traced), traceFunctionShares(t, shimmed)
+	for _, c := range []struct {
+		name       string
+		one, other map[string]float64
+	}{{"trace", tr, sh}, {"shim", sh, tr}} {
+		for fn, s := range c.one {
+			if s < 0.05 {
+				continue
+			}
+			o, ok := c.other[fn]
+			t.Logf("%s: %.1f%% in the %s's profile, %.1f%% in the other", fn, 100*s, c.name, 100*o)
+			if !ok || o < s-0.10 || o > s+0.10 {
+				t.Errorf("%s: %.1f%% of alloc_space in the %s's profile, %.1f%% (present %v) in the other's", fn, 100*s, c.name, 100*o, ok)
+			}
+		}
+	}
+	if tr["PyByteArray_Resize"] < 0.3 {
+		t.Errorf("PyByteArray_Resize under %.0f%% of the trace's alloc_space, want at least 30%% (100 MB of bytearrays)", 100*tr["PyByteArray_Resize"])
+	}
 }
