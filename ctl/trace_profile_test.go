@@ -10,13 +10,16 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	pprof "github.com/google/pprof/profile"
 
+	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/ctl/internal/unwind"
 )
 
 // traceSites compiles testdata/sites.c as Debian builds: -O2, no frame
@@ -210,5 +213,124 @@ y = [str(i) * 3 for i in range(200000)]
 	}
 	if tr["PyByteArray_Resize"] < 0.3 {
 		t.Errorf("PyByteArray_Resize under %.0f%% of the trace's alloc_space, want at least 30%% (100 MB of bytearrays)", 100*tr["PyByteArray_Resize"])
+	}
+}
+
+// traceCapture runs argv (which must read a line on stdin before its work
+// and another before it exits) with the probes sampling every rate bytes,
+// and returns the samples, copied, with an unwinder that read the
+// process's maps while it lived.
+func traceCapture(b *testing.B, rate uint64, argv ...string) ([]bpf.Sample, *unwind.Process) {
+	b.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	lines := bufio.NewReader(out)
+	if l, err := lines.ReadString('\n'); err != nil || l != "ready\n" {
+		b.Fatalf("%s said %q, %v", argv[0], l, err)
+	}
+	libc, err := bpf.LibcOf(cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	var samples []bpf.Sample
+	tr, err := bpf.AttachWith(cmd.Process.Pid, libc, bpf.Options{SampleRate: rate, OnSample: func(s bpf.Sample) {
+		s.Stack = append([]byte(nil), s.Stack...)
+		mu.Lock()
+		samples = append(samples, s)
+		mu.Unlock()
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.WriteString(in, "\n")
+	if l, err := lines.ReadString('\n'); err != nil || l != "done\n" {
+		b.Fatalf("%s said %q, %v", argv[0], l, err)
+	}
+	tr.Read() // everything sent so far
+	proc := unwind.NewProcess(cmd.Process.Pid, "")
+	if err := proc.Refresh(); err != nil {
+		b.Fatal(err)
+	}
+	tr.Close()
+	io.WriteString(in, "\n")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(samples) == 0 {
+		b.Fatal("nothing sampled")
+	}
+	return samples, proc
+}
+
+// BenchmarkTraceUnwind is what heapctl spends unwinding one sample in user
+// space (ns/op is per sample), on samples the probes took from Debian's
+// python3.11 running scenarios/alloc_heavy.py and from sites.c (shallow
+// stacks), at 64 KiB. "cold" unwinds every sample once with the rule
+// cache empty (the first samples of a run; the objects' .eh_frame already
+// parsed), "warm" with it filled (a long run).
+func BenchmarkTraceUnwind(b *testing.B) {
+	traceNeedsRoot(b)
+	py := []string{"/usr/bin/python3.11", "-c", `import sys, runpy
+print("ready", flush=True); sys.stdin.readline()
+sys.argv = ["alloc_heavy.py", "1", "4000"]
+try:
+    runpy.run_path("../scenarios/alloc_heavy.py", run_name="__main__")
+except SystemExit:
+    pass
+print("done", flush=True); sys.stdin.readline()`}
+	dir := b.TempDir()
+	src := filepath.Join(dir, "loop.c")
+	os.WriteFile(src, []byte(`#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) static void *leaf(size_t n) { void *p = malloc(n); *(volatile char *)p = 1; return p; }
+__attribute__((noinline)) static void mid(int i) { free(leaf(1024 + i % 4096)); }
+int main(void) {
+	char line[8];
+	printf("ready\n"); fflush(stdout); if (!fgets(line, sizeof line, stdin)) return 1;
+	for (int i = 0; i < 2000000; i++) mid(i);
+	printf("done\n"); fflush(stdout); if (!fgets(line, sizeof line, stdin)) return 1;
+	return 0;
+}`), 0o644)
+	loop := filepath.Join(dir, "loop")
+	if out, err := exec.Command("gcc", "-O2", "-fomit-frame-pointer", "-o", loop, src).CombinedOutput(); err != nil {
+		b.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, c := range []struct {
+		name string
+		argv []string
+	}{{"python", py}, {"c", []string{loop}}} {
+		samples, proc := traceCapture(b, 64<<10, c.argv...)
+		frames := 0
+		for _, s := range samples {
+			frames += len(proc.Unwind(unwind.Regs{IP: s.IP, SP: s.SP, BP: s.BP}, s.Stack, region.StackFrames))
+		}
+		b.Run(c.name+"/cold", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				if i%len(samples) == 0 {
+					b.StopTimer()
+					proc.ForgetRules()
+					b.StartTimer()
+				}
+				s := samples[i%len(samples)]
+				proc.Unwind(unwind.Regs{IP: s.IP, SP: s.SP, BP: s.BP}, s.Stack, region.StackFrames)
+				i++
+			}
+			b.ReportMetric(float64(frames)/float64(len(samples)), "frames/sample")
+		})
+		b.Run(c.name+"/warm", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				s := samples[i%len(samples)]
+				proc.Unwind(unwind.Regs{IP: s.IP, SP: s.SP, BP: s.BP}, s.Stack, region.StackFrames)
+				i++
+			}
+			b.ReportMetric(float64(frames)/float64(len(samples)), "frames/sample")
+		})
 	}
 }
