@@ -316,21 +316,26 @@ static __always_inline void take(struct pt_regs *ctx, struct counters *k, __u64 
 	e->ip = PT_REGS_IP(ctx);
 	e->sp = PT_REGS_SP(ctx);
 	e->bp = PT_REGS_FP(ctx);
-	/* The stack may end (its top, a thread's guard) before STACK_COPY
-	 * bytes: a read that crosses it fails whole, so try shorter ones. */
+	/* The stack may end (its top) before STACK_COPY bytes, and a read
+	 * that crosses the end fails whole: read up to the page boundary
+	 * first, then page by page, and stop at the first page that is not
+	 * there. */
 	__u64 sp = e->sp;
-	if (bpf_probe_read_user(e->stack, STACK_COPY, (void *)sp) == 0)
-		e->stack_len = STACK_COPY;
-	else if (bpf_probe_read_user(e->stack, STACK_COPY / 2, (void *)sp) == 0)
-		e->stack_len = STACK_COPY / 2;
-	else if (bpf_probe_read_user(e->stack, STACK_COPY / 4, (void *)sp) == 0)
-		e->stack_len = STACK_COPY / 4;
-	else if (bpf_probe_read_user(e->stack, STACK_COPY / 8, (void *)sp) == 0)
-		e->stack_len = STACK_COPY / 8;
-	else if (bpf_probe_read_user(e->stack, STACK_COPY / 32, (void *)sp) == 0)
-		e->stack_len = STACK_COPY / 32;
-	else
-		e->stack_len = 0;
+	__u64 first = 4096 - (sp & 4095);
+	if (first > 4096)
+		first = 4096;
+	e->stack_len = 0;
+	if (bpf_probe_read_user(e->stack, first, (void *)sp) == 0) {
+		e->stack_len = first;
+		for (int i = 0; i < STACK_COPY / 4096 - 1; i++) {
+			__u64 off = first + (__u64)i * 4096;
+			if (off > STACK_COPY - 4096)
+				break;
+			if (bpf_probe_read_user(e->stack + off, 4096, (void *)(sp + off)) != 0)
+				break;
+			e->stack_len = off + 4096;
+		}
+	}
 	__u64 one = n;
 	/* In the table before the program has the block: its free, on any
 	 * thread, comes after. */
@@ -372,7 +377,9 @@ static __always_inline void count_alloc(struct pt_regs *ctx, struct counters *k,
 /* A release of p: if it was sampled, user space hears of it. */
 static __always_inline void sampled_free(struct counters *k, __u64 p)
 {
-	if (sample_rate == 0 || bpf_map_delete_elem(&sampled, &p) != 0)
+	/* A lookup first: lock-free, where a delete takes the bucket's lock
+	 * even for a block that was never sampled (nearly every free). */
+	if (sample_rate == 0 || !bpf_map_lookup_elem(&sampled, &p) || bpf_map_delete_elem(&sampled, &p) != 0)
 		return;
 	struct sample_free *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {

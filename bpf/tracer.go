@@ -358,3 +358,20 @@ func gapTable(rate uint64) [gapsLen]uint64 {
 
 // gapsLen is GAPS in heap.c.
 const gapsLen = 4096
+
+// ProgramTime is the time the two programs have run in the kernel, and
+// how many times, counted while the kernel's statistics are enabled
+// (ebpf.EnableStats; zero otherwise): for cost figures.
+func (t *Tracer) ProgramTime() (time.Duration, uint64, error) {
+	var d time.Duration
+	var n uint64
+	for _, p := range []*ebpf.Program{t.objs.HeapEnter, t.objs.HeapReturn} {
+		s, err := p.Stats()
+		if err != nil {
+			return 0, 0, fmt.Errorf("reading program statistics: %w", err)
+		}
+		d += s.Runtime
+		n += s.RunCount
+	}
+	return d, n, nil
+}

@@ -3,21 +3,28 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	pprof "github.com/google/pprof/profile"
+	"go.uber.org/zap/zaptest"
+	"golang.org/x/sys/unix"
 
 	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/testkit"
 	"github.com/heapline/heapline/ctl/internal/unwind"
 )
@@ -332,5 +339,99 @@ int main(void) {
 			}
 			b.ReportMetric(float64(frames)/float64(len(samples)), "frames/sample")
 		})
+	}
+}
+
+// BenchmarkTraceSampling is what sampling and its stack copies add to a
+// trace: each iteration traces the scenario three times, in a rotating
+// order, without a profile and with --profile at 512 KiB and at 64 KiB,
+// and reports, per configuration, the median over iterations of the
+// command's elapsed time (s), the time the BPF programs ran in the kernel
+// (bpf-ms: every probe hit, from the kernel's own statistics) and the
+// samples taken. python is the overhead scenario (alloc_heavy.py 4 4000 on
+// Debian's python3); churn-1t is that scenario shortened to 500,000
+// pairs (traced, each pair costs microseconds). With TRACE_COST_OUT set,
+// every run is written there as JSON.
+func BenchmarkTraceSampling(b *testing.B) {
+	traceNeedsRoot(b)
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		b.Fatalf("enabling BPF statistics: %v", err)
+	}
+	defer stats.Close()
+	root := testkit.Root()
+	scenarios := []struct {
+		name string
+		argv []string
+	}{
+		{"python", []string{"env", "PYTHONHASHSEED=0", "/usr/bin/python3", filepath.Join(root, "scenarios/alloc_heavy.py"), "4", "4000"}},
+		{"churn-1t", []string{filepath.Join(root, "bin/malloc_churn"), "-t", "1", "-i", "500000", "-min", "16", "-max", "512", "-k", "64"}},
+	}
+	type run struct {
+		Scenario, Config string
+		ElapsedS, BPFMs  float64
+		Hits, Samples    uint64
+	}
+	var all []run
+	configs := []struct {
+		name string
+		rate uint64
+	}{{"off", 0}, {"512k", 512 << 10}, {"64k", 64 << 10}}
+	for _, sc := range scenarios {
+		if _, err := os.Stat(sc.argv[0]); err != nil && sc.argv[0] != "env" {
+			b.Fatalf("%s: run make first: %v", sc.argv[0], err)
+		}
+		b.Run(sc.name, func(b *testing.B) {
+			per := map[string][]run{}
+			i := 0
+			for b.Loop() {
+				for k := range configs {
+					c := configs[(i+k)%len(configs)]
+					o := traceOpts{argv: sc.argv, json: true, stdout: io.Discard, stderr: io.Discard}
+					var r run
+					o.finished = func(tr *bpf.Tracer) {
+						d, n, err := tr.ProgramTime()
+						if err != nil {
+							b.Error(err)
+						}
+						c, _ := tr.Read()
+						r.BPFMs, r.Hits, r.Samples = float64(d)/1e6, n, c.Samples
+					}
+					if c.rate != 0 {
+						o.profile, o.sample = filepath.Join(b.TempDir(), "p.pb.gz"), c.rate
+					}
+					var out, errb bytes.Buffer
+					e := &env{stdout: &out, stderr: &errb, log: zaptest.NewLogger(b)}
+					if err := trace(context.Background(), e, o); err != nil {
+						b.Fatal(err)
+					}
+					var s report.Summary
+					json.Unmarshal(out.Bytes(), &s)
+					r.Scenario, r.Config, r.ElapsedS = sc.name, c.name, s.ElapsedS
+					per[c.name] = append(per[c.name], r)
+					all = append(all, r)
+				}
+				i++
+			}
+			med := func(xs []float64) float64 {
+				sort.Float64s(xs)
+				return (xs[(len(xs)-1)/2] + xs[len(xs)/2]) / 2
+			}
+			for _, c := range configs {
+				var el, bp, sm []float64
+				for _, r := range per[c.name] {
+					el, bp, sm = append(el, r.ElapsedS), append(bp, r.BPFMs), append(sm, float64(r.Samples))
+				}
+				b.ReportMetric(med(el), c.name+"-s")
+				b.ReportMetric(med(bp), c.name+"-bpf-ms")
+				b.ReportMetric(med(sm), c.name+"-samples")
+			}
+		})
+	}
+	if p := os.Getenv("TRACE_COST_OUT"); p != "" {
+		js, _ := json.MarshalIndent(all, "", "  ")
+		if err := os.WriteFile(p, append(js, '\n'), 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
