@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"sync"
 
 	"github.com/go-delve/delve/pkg/dwarf/frame"
 )
@@ -42,12 +41,11 @@ type rule struct {
 // cfi is one object file's call frame information.
 type cfi struct {
 	fdes  frame.FrameDescriptionEntries
-	mu    sync.Mutex
-	rules map[uint64]rule // by ELF virtual address
+	rules map[uint64]rule // by ELF virtual address; guarded by the Process's lock
 }
 
-// readCFI parses the .eh_frame of the ELF file open at f (falling back to
-// .debug_frame when there is none).
+// readCFI parses the .eh_frame of an ELF file (.debug_frame when it has
+// none).
 func readCFI(ef *elf.File) (*cfi, error) {
 	var fdes frame.FrameDescriptionEntries
 	if s := ef.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS {
@@ -86,16 +84,11 @@ func parse(b []byte, ehAddr uint64) (fdes frame.FrameDescriptionEntries, err err
 
 // rule returns the rule at vaddr, from the cache when it was seen before.
 func (c *cfi) rule(vaddr uint64) rule {
-	c.mu.Lock()
-	r, ok := c.rules[vaddr]
-	c.mu.Unlock()
-	if ok {
+	if r, ok := c.rules[vaddr]; ok {
 		return r
 	}
-	r = c.establish(vaddr)
-	c.mu.Lock()
+	r := c.establish(vaddr)
 	c.rules[vaddr] = r
-	c.mu.Unlock()
 	return r
 }
 

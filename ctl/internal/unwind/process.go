@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,26 +97,24 @@ func (p *Process) refresh() error {
 	if err := sc.Err(); err != nil {
 		return err
 	}
+	sort.Slice(maps, func(i, j int) bool { return maps[i].start < maps[j].start })
 	p.maps = maps
 	return nil
 }
 
 // find returns the executable mapping holding pc, reading the maps again
-// once when there is none.
-func (p *Process) find(pc uint64) (mapping, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// once when there is none. The caller holds p.mu.
+func (p *Process) find(pc uint64) (*mapping, bool) {
 	for pass := 0; pass < 2; pass++ {
-		for _, m := range p.maps {
-			if m.start <= pc && pc < m.end {
-				return m, true
-			}
+		i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].end > pc })
+		if i < len(p.maps) && p.maps[i].start <= pc {
+			return &p.maps[i], true
 		}
 		if pass == 0 && p.refresh() != nil {
 			break
 		}
 	}
-	return mapping{}, false
+	return nil, false
 }
 
 // Unwind returns the return addresses of the walk, innermost first:
@@ -132,6 +131,8 @@ func (p *Process) Unwind(regs Regs, stack []byte, max int) []uint64 {
 	}
 	pc, sp, bp := regs.IP, regs.SP, regs.BP
 	frames := make([]uint64, 0, 16)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for len(frames) < max && pc != 0 {
 		frames = append(frames, pc)
 		m, ok := p.find(pc)
@@ -192,9 +193,7 @@ func (p *Process) ForgetRules() {
 	defer p.mu.Unlock()
 	for _, o := range p.objects {
 		if o.cfi != nil {
-			o.cfi.mu.Lock()
 			o.cfi.rules = map[uint64]rule{}
-			o.cfi.mu.Unlock()
 		}
 	}
 }
