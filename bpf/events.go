@@ -24,6 +24,10 @@ type events struct {
 	done    chan struct{}
 }
 
+// pollEvery is how often the ring is read when the probes did not wake
+// heapctl: a 16 MiB ring holds about a thousand samples.
+const pollEvery = 10 * time.Millisecond
+
 func startEvents(rd *ringbuf.Reader, o Options) *events {
 	ev := &events{rd: rd, opts: o, flushed: make(chan struct{}, 1), done: make(chan struct{})}
 	go ev.run()
@@ -34,8 +38,13 @@ func (ev *events) run() {
 	defer close(ev.done)
 	var rec ringbuf.Record
 	for {
+		// The probes do not wake us (heap.c, wakeup()): look every
+		// pollEvery.
+		ev.rd.SetDeadline(time.Now().Add(pollEvery))
 		err := ev.rd.ReadInto(&rec)
 		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			continue
 		case errors.Is(err, ringbuf.ErrFlushed):
 			select {
 			case ev.flushed <- struct{}{}:

@@ -196,6 +196,15 @@ struct {
 	__uint(max_entries, 16 << 20);
 } events SEC(".maps");
 
+/* Waking heapctl at every event costs the probe an interrupt of its own
+ * (irq_work: a self-IPI, which a virtual machine traps); heapctl polls the
+ * ring every few milliseconds instead (bpf/events.go), and is woken only
+ * when the ring is a quarter full. */
+static __always_inline __u64 wakeup(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (4 << 20) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
 /* Mean chunk bytes between samples (usable size + 8, as the shim counts);
  * 0: no sampling. Set by the loader. */
 const volatile __u64 sample_rate = 0;
@@ -342,7 +351,7 @@ static __always_inline void take(struct pt_regs *ctx, struct counters *k, __u64 
 	if (bpf_map_update_elem(&sampled, &p, &one, BPF_ANY) != 0)
 		k->untracked++;
 	k->samples++;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup());
 }
 
 /* Sampling by bytes, as the shim does (preload/profile.c): each thread's
@@ -389,7 +398,7 @@ static __always_inline void sampled_free(struct counters *k, __u64 p)
 	e->kind = EV_SAMPLE_FREE;
 	e->pad = 0;
 	e->addr = p;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup());
 }
 
 static __always_inline void count_free(struct counters *k, struct call *c, __u64 n)
@@ -611,7 +620,7 @@ static __always_inline void map_event(struct map_event ev)
 		return;
 	}
 	*e = ev;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup());
 }
 
 static __always_inline int enter_map(struct pt_regs *ctx, __u32 fn)
