@@ -327,19 +327,25 @@ func familyOffsets(libc string) (points map[string]probePoint, aliases []string,
 			vaddr[s.Name] = s.Value
 		}
 	}
-	var missing []string
-	for _, name := range probed {
-		if _, ok := vaddr[name]; !ok {
-			missing = append(missing, name)
+	missing := func(names []string) string {
+		var m []string
+		for _, name := range names {
+			if _, ok := vaddr[name]; !ok {
+				m = append(m, name)
+			}
 		}
+		return strings.Join(m, ", ")
 	}
-	if len(missing) > 0 {
-		return nil, nil, span, fmt.Errorf("libc %s has no symbol %s: not a C library with the whole malloc family", libc, strings.Join(missing, ", "))
+	if m := missing(Family); m != "" {
+		return nil, nil, span, fmt.Errorf("libc %s has no symbol %s: not a C library with the whole malloc family", libc, m)
 	}
 	// The counts read glibc's chunk headers; another allocator's blocks
 	// have another layout.
 	if _, ok := vaddr["gnu_get_libc_version"]; !ok {
 		return nil, nil, span, fmt.Errorf("libc %s is not glibc (no gnu_get_libc_version): the eBPF view reads glibc's chunk headers", libc)
+	}
+	if m := missing(MapFamily); m != "" {
+		return nil, nil, span, fmt.Errorf("libc %s has no symbol %s: not a C library with mmap and its family", libc, m)
 	}
 	points = map[string]probePoint{}
 	byAddr := map[uint64]string{}
