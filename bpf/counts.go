@@ -1,9 +1,11 @@
 //go:build linux
 
 // Package bpf is heapline's eBPF view of a process's heap: uprobes and
-// uretprobes on glibc's malloc family (heap.c), loaded with cilium/ebpf and
-// attached through the perf uprobe PMU to one process. It counts what the
-// shim counts (docs/counting.md) with nothing preloaded, at the price of a
+// uretprobes on glibc's malloc family and its mmap family (heap.c), loaded
+// with cilium/ebpf and attached to one process. It counts what the shim
+// counts (docs/counting.md), mapped memory included (mapped.go replays the
+// map calls the probes send), and samples allocations with their stacks'
+// top for heapctl to unwind, with nothing preloaded, at the price of a
 // trap into the kernel per call (docs/ebpf.md).
 package bpf
 

@@ -323,6 +323,7 @@ type tracing struct {
 	// chunk headers the probes could not read, as of the last read: those
 	// blocks counted 0 bytes
 	readErrors uint64
+	mapLost    uint64 // map-family calls the ring buffer had no room for
 }
 
 // loop waits for the end of tracing, refreshing the view with --watch.
@@ -378,6 +379,7 @@ func (t *tracing) follow(ctx context.Context, exited <-chan struct{}, sigs <-cha
 	if err != nil {
 		return done, err
 	}
+	t.warnMapLost()
 	if t.o.finished != nil {
 		t.o.finished(tr)
 	}
@@ -385,6 +387,14 @@ func (t *tracing) follow(ctx context.Context, exited <-chan struct{}, sigs <-cha
 		return done, err
 	}
 	return done, t.writeProfile()
+}
+
+// warnMapLost says when the ring buffer had no room for map-family
+// calls: the mapped figures are short then.
+func (t *tracing) warnMapLost() {
+	if t.mapLost > 0 {
+		t.e.log.Warn("some mmap-family calls were lost (the ring buffer was full): the mapped figures are short", zap.Uint64("lost", t.mapLost))
+	}
 }
 
 // writeProfile writes --profile's file from the samples so far (Read has
@@ -414,6 +424,7 @@ func (t *tracing) read(exited bool) (report.Summary, error) {
 		return report.Summary{}, fmt.Errorf("trace: %w", err)
 	}
 	t.readErrors = c.ReadErrors
+	t.mapLost = c.MapEventsLost
 	end := time.Now()
 	if exited && !t.end.IsZero() {
 		end = t.end
