@@ -108,7 +108,7 @@ var exitStatuses = []struct{ code, when string }{
 	{"1", "any error heapctl reports, on one line `heapctl: error: ...` on stderr: a bad flag or value, an unknown command, a missing argument, a process, region or file it cannot read or write. `history check` exits 1 when a scenario regressed; `overhead` when a run of a scenario fails"},
 	{"N", "`run`, `record` and `trace` with `-- CMD`: CMD exited with status N (heapctl adds no error line)"},
 	{"128+N", "the same commands: signal N killed CMD (`heapctl: error: run: CMD killed by signal N (...)`)"},
-	{"126", "the same commands: CMD exists but cannot be run (no execute permission, a directory, or a program `trace` cannot start)"},
+	{"126", "the same commands: CMD exists but cannot be run (no execute permission, a directory, not an ELF program or a `#!` script, a missing `#!` interpreter)"},
 	{"127", "the same commands: CMD was not found (on PATH, or as the path given)"},
 }
 
