@@ -59,6 +59,15 @@ func TestCLIDocCurrent(t *testing.T) {
 // child's as a shell reports it. TestRunStatus and TestRecordExitStatus
 // run real children for the codes launch returns.
 func TestCLIDocExitStatuses(t *testing.T) {
+	// exitCode prints the error on os.Stderr, as main's last word.
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	stderr := os.Stderr
+	os.Stderr = devnull
+	defer func() { os.Stderr = stderr }()
 	usage := newApp(io.Discard, io.Discard).Run([]string{"heapctl", "show", "--nope"})
 	for _, c := range []struct {
 		err  error
@@ -105,7 +114,7 @@ func firstDifference(old, fresh string) string {
 // table.
 var exitStatuses = []struct{ code, when string }{
 	{"0", "success; also `--help` and heapctl with no command, which print help"},
-	{"1", "any error heapctl reports, on one line `heapctl: error: ...` on stderr: a bad flag or value, an unknown command, a missing argument, a process, region or file it cannot read or write. `history check` exits 1 when a scenario regressed; `overhead` when a run of a scenario fails"},
+	{"1", "any error heapctl reports, on one line `heapctl: error: ...` on stderr: a bad flag or value, an unknown command, a missing argument, a process, region or file it cannot read or write. `history check` exits 1 when a scenario regressed; `overhead` and `allocators` when a run they measure fails"},
 	{"N", "`run`, `record` and `trace` with `-- CMD`: CMD exited with status N (heapctl adds no error line)"},
 	{"128+N", "the same commands: signal N killed CMD (`heapctl: error: run: CMD killed by signal N (...)`)"},
 	{"126", "the same commands: CMD exists but cannot be run (no execute permission, a directory, not an ELF program or a `#!` script, a missing `#!` interpreter)"},
