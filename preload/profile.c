@@ -148,6 +148,33 @@ void hl_arena_release(void)
     hl_self.arena_busy = 0;
 }
 
+/* A block never used yet: the next of its class's current page, or the
+ * first of a new page. Pages are handed out block by block, so that only
+ * the blocks samples use are ever touched (resident): putting a new page's
+ * blocks on the free list at once wrote to all of its 256 KiB. */
+static uint64_t fresh[NCLASS]; /* (page + 1) << 32 | the offset of its next unused block; 0: none */
+
+static char *fresh_block(int cls)
+{
+    const uint64_t size = (uint64_t)32 << cls, page_bytes = (uint64_t)1 << PAGE_SHIFT;
+    uint64_t cur = __atomic_load_n(&fresh[cls], __ATOMIC_ACQUIRE);
+    while (cur != 0 && (uint32_t)cur + size <= page_bytes) {
+        if (__atomic_compare_exchange_n(&fresh[cls], &cur, cur + size, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return arena + (((cur >> 32) - 1) << PAGE_SHIFT) + (uint32_t)cur;
+    }
+    uint64_t page = __atomic_fetch_add(&pages_used, 1, RELAXED);
+    if (page >= (arena_size >> PAGE_SHIFT)) {
+        __atomic_store_n(&pages_used, arena_size >> PAGE_SHIFT, RELAXED); /* no wrap, however many ask */
+        return NULL;
+    }
+    __atomic_store_n(&page_class[page], (uint8_t)cls, __ATOMIC_RELEASE);
+    /* Another thread may have opened a page meanwhile: then this one gives
+     * its first block only, and the rest of it stays unused (address space,
+     * never touched). */
+    __atomic_compare_exchange_n(&fresh[cls], &cur, (page + 1) << 32 | size, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return arena + (page << PAGE_SHIFT);
+}
+
 static char *block_get(int cls)
 {
     char *b = NULL;
@@ -162,19 +189,7 @@ static char *block_get(int cls)
             return b;
     }
     b = pop(cls);
-    if (b != NULL)
-        return b;
-    uint64_t page = __atomic_fetch_add(&pages_used, 1, RELAXED);
-    if (page >= (arena_size >> PAGE_SHIFT)) {
-        __atomic_store_n(&pages_used, arena_size >> PAGE_SHIFT, RELAXED); /* no wrap, however many ask */
-        return NULL;
-    }
-    __atomic_store_n(&page_class[page], (uint8_t)cls, __ATOMIC_RELEASE);
-    size_t size = (size_t)32 << cls;
-    char *base = arena + (page << PAGE_SHIFT);
-    for (size_t off = size; off < ((size_t)1 << PAGE_SHIFT); off += size)
-        push(cls, base + off);
-    return base;
+    return b != NULL ? b : fresh_block(cls);
 }
 
 /* The block of the sample arena holding p, and its class. */

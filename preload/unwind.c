@@ -31,6 +31,7 @@
  */
 #include <link.h>
 #include <string.h>
+#include <sys/resource.h>
 #include "shim.h"
 
 #define RELAXED __ATOMIC_RELAXED
@@ -316,12 +317,17 @@ static int read_cie(const uint8_t *p, struct cie *c)
     return p <= end;
 }
 
-/* The rule for return address pc (the call is at pc - 1). */
-static HL_NOINLINE uint32_t find_rule(uint64_t pc)
+/* The rule for return address pc (the call is at pc - 1). *keep = 0 when
+ * pc is in no loaded object: JIT code, whose memory may hold an object
+ * later, so that stop is not cached. */
+static HL_NOINLINE uint32_t find_rule(uint64_t pc, int *keep)
 {
     struct dl_find_object found;
-    if (_dl_find_object((void *)(uintptr_t)(pc - 1), &found) != 0)
+    *keep = 1;
+    if (_dl_find_object((void *)(uintptr_t)(pc - 1), &found) != 0) {
+        *keep = 0;
         return R_STOP;
+    }
     const uint8_t *fde = find_fde(found.dlfo_eh_frame, pc - 1);
     if (fde == NULL)
         return R_STOP;
@@ -375,7 +381,10 @@ static HL_NOINLINE uint32_t rule_of(uint64_t pc)
     uint32_t check = check_of(h);
     if (HL_LIKELY(__atomic_load_n(&e->pc, RELAXED) == pc && (uint32_t)(val >> 32) == check))
         return (uint32_t)val;
-    uint32_t rule = find_rule(pc);
+    int keep;
+    uint32_t rule = find_rule(pc, &keep);
+    if (!keep)
+        return rule;
     /* A reader between these stores sees the new pc with the old check, or
      * the old pc with the new: a miss either way. */
     __atomic_store_n(&e->val, 0, RELAXED);
@@ -387,20 +396,25 @@ static HL_NOINLINE uint32_t rule_of(uint64_t pc)
 // ---- the walk -------------------------------------------------------------------------
 
 extern void *__libc_stack_end;
+static uintptr_t stack_limit; /* RLIMIT_STACK: how far below its top a thread's stack reaches */
 
 /* The top of the running thread's stack, or 0 if we cannot tell. A thread
  * glibc started keeps its descriptor (where %fs points) at the top of its
- * stack block, the stack below it; the main thread's stack ends above
- * __libc_stack_end (its arguments and environment), in the same page at
- * least. Anywhere else (sigaltstack, a coroutine's stack) we do not walk. */
+ * stack block, one mapping with the stack below it, whose size is
+ * RLIMIT_STACK unless the program chose another; the main thread's stack
+ * ends above __libc_stack_end (its arguments and environment), in the same
+ * page at least, and is at most RLIMIT_STACK deep. A stack pointer farther
+ * down is on a stack we know nothing of (a coroutine's, sigaltstack's, a
+ * thread with a larger stack of its own): no walk, rather than a read
+ * outside its mapping. */
 static uintptr_t stack_top(uintptr_t sp)
 {
     uintptr_t tp;
     __asm__("mov %%fs:0, %0" : "=r"(tp));
-    if (sp < tp && tp - sp < ((uintptr_t)1 << 32))
+    if (sp < tp && tp - sp < stack_limit)
         return tp;
     uintptr_t main_top = ((uintptr_t)__libc_stack_end | 4095) + 1;
-    if (sp < main_top && main_top - sp < ((uintptr_t)1 << 32))
+    if (sp < main_top && main_top - sp < stack_limit)
         return main_top;
     return 0;
 }
@@ -470,6 +484,10 @@ int hl_unwind_from(uint64_t *pcs, uint64_t *cfas, int max, uint64_t rbp, uint64_
 /* At boot, with sampling on: the cache (raw mmap: no malloc). */
 int hl_unwind_boot(void)
 {
+    struct rlimit lim;
+    stack_limit = (uintptr_t)32 << 20; /* glibc's default thread stack when RLIMIT_STACK is unlimited */
+    if (getrlimit(RLIMIT_STACK, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < ((rlim_t)1 << 32))
+        stack_limit = (uintptr_t)lim.rlim_cur;
     if (cache == NULL)
         cache = hl_raw_map(CACHE_SIZE * sizeof *cache);
     return cache != NULL ? 0 : -1;

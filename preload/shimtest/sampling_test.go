@@ -225,3 +225,17 @@ func TestSmallAddressSpace(t *testing.T) {
 		}
 	}
 }
+
+// Allocations on stacks that are no thread's own, sampled every time: a
+// coroutine's (makecontext, on a stack from malloc and one from mmap) and a
+// signal handler's on sigaltstack. The walk stops where it cannot tell the
+// stack's bounds or meets a signal frame; the program runs as without it.
+func TestForeignStacks(t *testing.T) {
+	prog := compile(t, "gcc", "stacks.c", "-O2")
+	cmd := exec.Command(prog)
+	cmd.Env = env(t, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok 3000" {
+		t.Errorf("stacks.c: %v, %q; want ok 3000", err, out)
+	}
+}
