@@ -37,6 +37,8 @@ func traceCommand(e *env) *cli.Command {
 			"the probes are attached first, so every allocation is seen; heapctl exits with its status.\n" +
 			"Tracing ends when the process exits, at Ctrl-C, or after --duration, and prints the\n" +
 			"counters (the shim's summary line, or its JSON document with --json, source \"ebpf\").\n" +
+			"With --profile FILE, allocations are sampled by bytes (--sample) with their stacks, and\n" +
+			"a pprof heap profile of the shim's shape is written to FILE when tracing ends.\n" +
 			"Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pid", Aliases: []string{"p"}, Usage: "trace the running process `PID`"},

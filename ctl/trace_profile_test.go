@@ -435,3 +435,28 @@ func BenchmarkTraceSampling(b *testing.B) {
 		}
 	}
 }
+
+// TestTraceProfileBadArgs: a bad --sample, --profile - (stdout holds the
+// summary) and an unwritable --profile are clear errors, before anything
+// runs.
+func TestTraceProfileBadArgs(t *testing.T) {
+	traceNeedsRoot(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--profile", "p.pb.gz", "--sample", "lots"}, `--sample "lots": want a size in bytes above 0`},
+		{[]string{"--profile", "p.pb.gz", "--sample", "0"}, `--sample "0": want a size in bytes above 0`},
+		{[]string{"--profile", "-"}, "--profile -: the summary goes to stdout; name a file"},
+		{[]string{"--profile", "/nonexistent/dir/p.pb.gz"}, "cannot write /nonexistent/dir/p.pb.gz"},
+	} {
+		r := rgHeapctl(t, append(append([]string{"trace"}, c.args...), "--", "touch", marker)...)
+		if r.err == nil || !strings.Contains(r.err.Error(), c.want) {
+			t.Errorf("trace %q: %v, want an error with %q", c.args, r.err, c.want)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("trace %q ran the command", c.args)
+		}
+	}
+}
