@@ -142,7 +142,7 @@ func Split(vmas []VMA, h Heap, regionPID int, read HeaderReader) Breakdown {
 		case kindArena:
 			b.MallocBytes += v.Rss
 			b.ArenaBytes += v.Rss
-			b.Arenas++
+			b.Arenas += int((v.Size() + HeapMax - 1) / HeapMax) // full heaps next to each other are one mapping
 		case kindStack:
 			b.StackBytes += v.Rss
 		case kindShmem:
@@ -219,23 +219,32 @@ func kind(v VMA, prev, next *VMA, regionPath string) vmaKind {
 		return kindOther // [vdso], [vvar], [vsyscall]
 	case arena(v, next):
 		return kindArena
-	case prev != nil && prev.End == v.Start && anonymous(prev) && prev.Perms[:3] == "---" && v.Perms[:2] == "rw":
+	case prev != nil && prev.End == v.Start && anonymous(prev) && prev.Perms[:3] == "---" && prev.Size() <= MaxGuard && v.Perms[:2] == "rw":
 		return kindStack
 	}
 	return kindAnon
 }
 
+// MaxGuard is the largest PROT_NONE mapping below a thread stack that is
+// taken for its guard (glibc's is a page, or pthread_attr_setguardsize's):
+// an arena's unused reservation is no guard.
+const MaxGuard = 1 << 20
+
 // arena: a glibc thread arena's heap starts at a multiple of HeapMax; the
 // part in use is read-write, and the rest of the reservation, if any, is
-// PROT_NONE right above it, ending where the reservation does.
+// PROT_NONE right above it, ending where the reservation does. Heaps in
+// use to the end next to each other are one mapping to the kernel: it
+// then ends at a multiple of HeapMax, or at the start of the last one's
+// PROT_NONE rest.
 func arena(v VMA, next *VMA) bool {
-	if v.Start%HeapMax != 0 || v.Perms[:2] != "rw" || v.Size() > HeapMax {
+	if v.Start%HeapMax != 0 || v.Perms[:2] != "rw" {
 		return false
 	}
-	if v.Size() == HeapMax {
+	if v.End%HeapMax == 0 {
 		return true
 	}
-	return next != nil && next.Start == v.End && anonymous(next) && next.Perms[:3] == "---" && next.End == v.Start+HeapMax
+	return next != nil && next.Start == v.End && anonymous(next) && next.Perms[:3] == "---" && next.End%HeapMax == 0 &&
+		next.End-v.End < HeapMax
 }
 
 // largeBytes is the resident part of v that glibc's large blocks make

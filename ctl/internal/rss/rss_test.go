@@ -100,6 +100,41 @@ func TestSplitShapes(t *testing.T) {
 	}
 }
 
+// Thread arenas whose heaps are in use to the end lie next to each other
+// as one mapping; an arena's PROT_NONE rest is no thread stack's guard.
+func TestSplitMergedArenas(t *testing.T) {
+	const smaps = `7f0000000000-7f0008000000 rw-p 00000000 00:00 0 
+Rss:              131072 kB
+7f0008000000-7f0009000000 rw-p 00000000 00:00 0 
+Rss:               16384 kB
+7f0009000000-7f000c000000 ---p 00000000 00:00 0 
+Rss:                   0 kB
+7f000c000000-7f000c100000 rw-p 00000000 00:00 0 
+Rss:                1024 kB
+7f000c100000-7f0010000000 ---p 00000000 00:00 0 
+Rss:                   0 kB
+7f0020000000-7f0020001000 ---p 00000000 00:00 0 
+Rss:                   0 kB
+7f0020001000-7f0020801000 rw-p 00000000 00:00 0 
+Rss:                  32 kB
+`
+	vmas, err := ParseSmaps(strings.NewReader(smaps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Split(vmas, Heap{}, 1, nil)
+	// Two full heaps and a third in use to 16 MiB (one mapping), a fourth
+	// in use to 1 MiB; then a stack above its page of guard.
+	if b.ArenaBytes != (131072+16384+1024)<<10 || b.Arenas != 4 || b.StackBytes != 32<<10 {
+		t.Fatalf("merged arenas: %+v", b)
+	}
+	// A read-write mapping above a large PROT_NONE one is not a stack.
+	vmas = []VMA{{Start: 0x7f0000001000, End: 0x7f0004000000, Perms: "---p"}, {Start: 0x7f0004000000, End: 0x7f0004100000, Perms: "rw-p", Rss: 4096}}
+	if b := Split(vmas, Heap{}, 1, nil); b.StackBytes != 0 {
+		t.Fatalf("above a reservation: %+v", b)
+	}
+}
+
 func TestParseSmapsErrors(t *testing.T) {
 	for _, in := range []string{
 		"Rss: 4 kB\n",
