@@ -23,8 +23,9 @@
 // in the arena, and the rest of the arena is the sampler's.
 //
 // Thread stacks are [stack] and the read-write mappings right above a
-// PROT_NONE guard (glibc's pthread stacks and the Go runtime's threads in
-// libheap.so alike).
+// PROT_NONE guard of at most MaxGuard (glibc's pthread stacks); a stack
+// mapped right above an arena's PROT_NONE rest has its guard merged into
+// that and counts as other.
 package rss
 
 import (
