@@ -29,7 +29,7 @@ func TestProfilePeak(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", "64k")
 	lib := testkit.Shim(t)
 	bin := filepath.Join(t.TempDir(), "peak")
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, "testdata/peak.c").CombinedOutput(); err != nil {
+	if out, err := exec.Command("gcc", "-O2", "-pthread", "-Wall", "-Werror", "-o", bin, "testdata/peak.c").CombinedOutput(); err != nil {
 		t.Fatalf("compiling peak.c: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
@@ -86,6 +86,27 @@ func TestProfilePeak(t *testing.T) {
 		if resp, err := http.Get(srv.URL + "/debug/pprof/heap?pid=" + strconv.Itoa(pid) + "&peak=yes"); err != nil || resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("GET ?peak=yes: %v %v, want 400", err, resp)
 		}
+		in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// Four threads make the peak at once: any of them may publish it and
+	// copy the table, the others' rises skip a copy under way.
+	t.Run("threads", func(t *testing.T) {
+		cmd := exec.Command(bin, "threads")
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		pid := rgStart(t, cmd, lib)
+		if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "PAUSE\n" {
+			t.Fatalf("peak threads said %q, %v", l, err)
+		}
+		file := filepath.Join(dir, "threads.pb.gz")
+		if r := rgHeapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(pid)); r.err != nil {
+			t.Fatal(r.err)
+		}
+		check(t, "4 threads' peak", file, atPeak)
 		in.Close()
 		if err := cmd.Wait(); err != nil {
 			t.Fatal(err)

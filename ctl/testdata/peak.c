@@ -8,16 +8,20 @@
  * the end is a third keep_site's, two thirds after_site's, none
  * peak_site's. Protocol: "PAUSE" on stdout at the end, then it waits for
  * a line on stdin (or EOF) and exits; with an argument "kill" it kills
- * itself with SIGKILL there instead.
+ * itself with SIGKILL there instead. With "threads", four threads make
+ * peak_site's 64 MiB at once, 16 MiB each, and free it: the peak is
+ * published, and copied, from any of them.
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MiB (1u << 20)
 
-static unsigned long long x = 88172645463325252ull;
+static __thread unsigned long long x = 88172645463325252ull;
 static size_t size(void) { x ^= x << 13, x ^= x >> 7, x ^= x << 17; return 1024 + x % (7 * 1024); }
 
 struct hold { void **p; size_t n; };
@@ -38,13 +42,37 @@ __attribute__((noinline)) static void *peak_site(size_t n) { void *p = malloc(n)
 __attribute__((noinline)) static void *keep_site(size_t n) { void *p = malloc(n); memset(p, 2, n); return p; }
 __attribute__((noinline)) static void *after_site(size_t n) { void *p = malloc(n); memset(p, 3, n); return p; }
 
+#define THREADS 4
+static pthread_barrier_t all_made;
+
+static void *worker(void *arg)
+{
+    struct hold *h = arg;
+    x ^= (unsigned long long)(uintptr_t)arg;
+    fill(h, 64 * MiB / THREADS, peak_site);
+    pthread_barrier_wait(&all_made); /* the peak: every thread's share is live */
+    for (size_t i = 0; i < h->n; i++)
+        free(h->p[i]);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     struct hold peak = {0}, keep = {0}, after = {0};
     fill(&keep, 16 * MiB, keep_site);
-    fill(&peak, 64 * MiB, peak_site);
-    for (size_t i = 0; i < peak.n; i++)
-        free(peak.p[i]);
+    if (argc > 1 && strcmp(argv[1], "threads") == 0) {
+        pthread_t t[THREADS];
+        struct hold parts[THREADS] = {{0}};
+        pthread_barrier_init(&all_made, NULL, THREADS);
+        for (int i = 0; i < THREADS; i++)
+            pthread_create(&t[i], NULL, worker, &parts[i]);
+        for (int i = 0; i < THREADS; i++)
+            pthread_join(t[i], NULL);
+    } else {
+        fill(&peak, 64 * MiB, peak_site);
+        for (size_t i = 0; i < peak.n; i++)
+            free(peak.p[i]);
+    }
     fill(&after, 32 * MiB, after_site);
     if (argc > 1 && strcmp(argv[1], "kill") == 0)
         raise(SIGKILL);
