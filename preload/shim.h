@@ -77,6 +77,11 @@ struct hl_thread {
     uint32_t arena_busy;    /* in the thread's own arena lists: a handler uses the shared ones */
     uint32_t arena_kept;    /* blocks in them */
     char *arena_cache[14];  /* the thread's released arena blocks, by class (profile.c, NCLASS) */
+    /* Python (python.c, pymalloc.c) */
+    uintptr_t py_tstate;    /* this thread's PyThreadState, as last found */
+    uint32_t py_misses;     /* samples left before looking for one again */
+    uint32_t py_armed;      /* py_left holds a gap */
+    int64_t py_left;        /* pymalloc bytes before the thread's next sample point */
 };
 extern __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) HL_HIDDEN;
 
@@ -173,6 +178,20 @@ void hl_profile_attach(struct hl_header *r, uint64_t off);
 void hl_profile_inherit(const struct hl_header *parent);
 void hl_profile_fork_child(void);
 void hl_profile_boot(void);
+
+/* python.c: Python frames in samples */
+extern HL_HIDDEN uint32_t hl_py_version, hl_py_flags;
+void hl_py_resolve(void);                   /* at boot, before the region is made */
+size_t hl_py_codes_size(void);              /* the code table's bytes, 0 without one */
+void hl_py_attach(struct hl_header *r, struct hl_pycode *table);
+int hl_py_frames(uint64_t *frames, int n, int max); /* eval frames -> Python frames; the new count */
+
+/* pymalloc.c: pymalloc's blocks, counted and sampled */
+void hl_pymalloc_install(void);             /* from the constructor, before Python runs */
+void hl_pymalloc_inherit(const struct hl_header *parent); /* a fork child's region */
+void *hl_sample_object(size_t usable);      /* profile.c: a sampled object's block of the arena, or NULL */
+int hl_sampled_object(const void *p);       /* profile.c: p (of the arena) is a sampled object's */
+uint64_t hl_sample_gap(void);               /* profile.c: the next gap of the thread's sampler */
 
 /* env.c */
 struct hl_config {
