@@ -142,7 +142,19 @@ func validate(v view, pid int) (header, error) {
 		return h, fmt.Errorf("bad profile size: %d stacks (1..%d), %d objects (0..%d)", ns, StacksMax, no, ObjectsMax)
 	}
 	want += uint64(ns)*StackSize + uint64(no)*ObjectSize
-	if rs := v.u64(offRegionSize); rs != want {
+	pyo, npc := v.u64(offPyCodeOffset), v.u32(offNPyCodes)
+	switch {
+	case pyo == 0 && npc != 0:
+		return h, fmt.Errorf("npycodes %d without a code table", npc)
+	case pyo != 0 && (po == 0 || pyo != want):
+		return h, fmt.Errorf("bad pycode_offset %d, want %d after the profile's tables", pyo, want)
+	case pyo != 0 && (npc < 1 || npc > PyCodesMax):
+		return h, fmt.Errorf("bad npycodes %d, want 1..%d", npc, PyCodesMax)
+	}
+	want += uint64(npc) * PyCodeSize
+	if rs := v.u64(offRegionSize); rs != want && npc != 0 {
+		return h, fmt.Errorf("bad region_size %d, want %d for %d slots, %d stacks, %d objects and %d code objects", rs, want, n, ns, no, npc)
+	} else if rs != want {
 		return h, fmt.Errorf("bad region_size %d, want %d for %d slots, %d stacks and %d objects", rs, want, n, ns, no)
 	}
 	if uint64(len(v.b)) < want {

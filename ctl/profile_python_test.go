@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/heapline/heapline/ctl/internal/testkit"
+)
+
+// pyKnownScript allocates from three functions whose shares of the bytes
+// it computes itself, from the sizes pymalloc and glibc give them: blobs
+// 40% (1 MiB bytearrays: their buffers are malloc's, dropped at once),
+// tuples 30% (3-tuples kept, each holding the one before: pymalloc's),
+// strings 30% (two short strings concatenated, dropped at once:
+// pymalloc's). The loops run over itertools.repeat, so the functions
+// allocate nothing else. It prints "name line share" for each, the line its allocating
+// statement's.
+const pyKnownScript = `import sys
+from itertools import repeat
+
+TOTAL = 192 << 20
+BUF = 1 << 20
+
+def size16(n):
+    return (n + 15) & ~15
+
+def blobs(n):
+    for _ in repeat(None, n):
+        b = bytearray(BUF)  # blobs
+
+def tuples(n, a, b):
+    t = None
+    for _ in repeat(None, n):
+        t = (t, a, b)  # tuples
+    return t
+
+def strings(n, x, y):
+    for _ in repeat(None, n):
+        s = x + y  # strings
+
+x, y = "abcdefgh", "ijklmnop"
+per_blob = ((BUF + 1 + 8 + 4095) & ~4095) - 16 + size16(sys.getsizeof(bytearray()))
+per_tuple = size16(sys.getsizeof((None, x, y)))
+per_str = size16(sys.getsizeof(x + y))
+nb, nt, ns = int(0.4 * TOTAL / per_blob), int(0.3 * TOTAL / per_tuple), int(0.3 * TOTAL / per_str)
+got = {"blobs": nb * per_blob, "tuples": nt * per_tuple, "strings": ns * per_str}
+lines = {}
+for n, line in enumerate(open(__file__).read().split("\n"), 1):
+    for f in got:
+        if line.endswith("# " + f):
+            lines[f] = n
+blobs(nb)
+kept = tuples(nt, x, y)
+strings(ns, x, y)
+total = sum(got.values())
+for f in ("blobs", "tuples", "strings"):
+    print(f, lines[f], got[f] / total)
+`
+
+// pyInterpreters are the interpreters the Python tests run on: Debian's
+// stripped python3.11 and pyenv's builds of 3.11, 3.12 and 3.13.
+var pyInterpreters = []struct{ name, glob string }{
+	{"debian-3.11", "/usr/bin/python3.11"},
+	{"pyenv-3.11", "/root/.pyenv/versions/3.11*/bin/python3.11"},
+	{"pyenv-3.12", "/root/.pyenv/versions/3.12*/bin/python3.12"},
+	{"pyenv-3.13", "/root/.pyenv/versions/3.13*/bin/python3.13"},
+}
+
+// pyInterpreter is the interpreter of glob, or a skip (a failure in CI).
+func pyInterpreter(t *testing.T, glob string) string {
+	t.Helper()
+	m, _ := filepath.Glob(glob)
+	if len(m) == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no interpreter at %s (the machine image carries it)", glob)
+		}
+		t.Skipf("no interpreter at %s", glob)
+	}
+	return m[len(m)-1]
+}
+
+// TestProfilePythonKnown: on each interpreter, each of the three functions'
+// share of alloc_space is within 5 points of what the script allocated,
+// and at least 95% of its bytes are at the line of its allocating
+// statement, the function named by its qualified name in app.py.
+func TestProfilePythonKnown(t *testing.T) {
+	lib := testkit.Shim(t)
+	for _, py := range pyInterpreters {
+		t.Run(py.name, func(t *testing.T) {
+			bin := pyInterpreter(t, py.glob)
+			dir := t.TempDir()
+			script := filepath.Join(dir, "app.py")
+			if err := os.WriteFile(script, []byte(pyKnownScript), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("HEAPLINE_SAMPLE", pfSample)
+			file := filepath.Join(dir, "app.pb.gz")
+			r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script)
+			if r.err != nil {
+				t.Fatalf("%v\n%s", r.err, r.stderr)
+			}
+			want := map[string]float64{}
+			lines := map[string]int64{}
+			for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				var f string
+				var line int64
+				var share float64
+				if _, err := fmt.Sscan(l, &f, &line, &share); err != nil {
+					t.Fatalf("script's line %q: %v", l, err)
+				}
+				want[f], lines[f] = share, line
+			}
+			if len(want) != 3 {
+				t.Fatalf("script printed %q", r.stdout)
+			}
+			p := pfParse(t, file)
+			var all int64
+			in, atLine := map[string]int64{}, map[string]int64{}
+			for _, s := range p.Sample {
+				all += s.Value[1]
+				for _, l := range s.Location {
+					if len(l.Line) == 0 || l.Line[0].Function.Filename != script {
+						continue
+					}
+					fn := l.Line[0].Function.Name
+					if _, ok := want[fn]; ok {
+						in[fn] += s.Value[1]
+						if l.Line[0].Line == lines[fn] {
+							atLine[fn] += s.Value[1]
+						}
+					}
+					break // the innermost of the script's frames
+				}
+			}
+			for f, w := range want {
+				got := float64(in[f]) / float64(max(all, 1))
+				if d := got - w; d > 0.05 || d < -0.05 {
+					t.Errorf("%s: %.1f%% of alloc_space, want %.1f%% ± 5 points", f, 100*got, 100*w)
+				}
+				if a := float64(atLine[f]) / float64(max(in[f], 1)); a < 0.95 {
+					t.Errorf("%s: %.1f%% of its bytes at app.py:%d, want at least 95%%", f, 100*a, lines[f])
+				}
+				t.Logf("%s app.py:%d: %.1f%% of alloc_space (want %.1f%%)", f, lines[f], 100*got, 100*w)
+			}
+		})
+	}
+}
