@@ -300,6 +300,15 @@ func mapped(v view, s *report.Summary) error {
 		return fmt.Errorf("implausible mapped_bytes %d or peak_mapped_bytes %d", m, p)
 	}
 	s.MappedBytes, s.PeakMappedBytes, s.Mappings = int64(m), int64(max(p, m)), v.u64(offMappings)
+	// Python's objects: frees are read before allocations (each is added
+	// after its block's allocation), so live is never below zero.
+	if v.u32(offPyFlags)&PyFlagObjects != 0 {
+		s.PyFrees, s.PyFreedBytes = v.u64(offPyFrees), v.u64(offPyFreeBytes)
+		s.PyAllocs, s.PyAllocatedBytes = v.u64(offPyAllocs), v.u64(offPyAllocBytes)
+		if s.PyFrees > s.PyAllocs || s.PyFreedBytes > s.PyAllocatedBytes {
+			return fmt.Errorf("implausible python counters: %d frees of %d allocs, %d of %d bytes", s.PyFrees, s.PyAllocs, s.PyFreedBytes, s.PyAllocatedBytes)
+		}
+	}
 	return nil
 }
 

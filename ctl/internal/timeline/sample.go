@@ -24,6 +24,10 @@ type Sample struct {
 	// MappedBytes is the memory the program maps itself (report.Summary):
 	// a second line on the chart.
 	MappedBytes int64 `json:"mapped_bytes"`
+	// PyObjects and PyObjectBytes are CPython's small objects live
+	// (report.Summary's pymalloc counters), 0 for other programs.
+	PyObjects     int64 `json:"py_objects,omitempty"`
+	PyObjectBytes int64 `json:"py_object_bytes,omitempty"`
 	// Exec is the command of a new image, on its first sample: the
 	// process exec'd since the sample before.
 	Exec string `json:"exec,omitempty"`
@@ -39,6 +43,8 @@ func FromSummary(s report.Summary) Sample {
 		Frees:         s.Frees,
 		PeakLiveBytes: s.PeakLiveBytes,
 		MappedBytes:   s.MappedBytes,
+		PyObjects:     s.PyLive(),
+		PyObjectBytes: s.PyLiveBytes(),
 	}
 }
 
