@@ -148,3 +148,66 @@ func TestProfilePythonKnown(t *testing.T) {
 		})
 	}
 }
+
+// TestProfilePythonThreads: three threads allocate at once, from a loop, a
+// generator and a coroutine (testdata/pythreads.py). Every sample's Python
+// frames are its own thread's: the generator's under worker_b only, the
+// coroutine's under worker_c only, the loop's under worker_a only.
+func TestProfilePythonThreads(t *testing.T) {
+	lib := testkit.Shim(t)
+	script, err := filepath.Abs("testdata/pythreads.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]string{"worker_a": "worker_a", "gen_b": "worker_b", "coro_c": "worker_c"}
+	for _, py := range pyInterpreters {
+		t.Run(py.name, func(t *testing.T) {
+			bin := pyInterpreter(t, py.glob)
+			t.Setenv("HEAPLINE_SAMPLE", pfSample)
+			file := filepath.Join(t.TempDir(), "threads.pb.gz")
+			if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
+				t.Fatalf("%v\n%s", r.err, r.stderr)
+			}
+			seen := map[string]int64{} // alloc_space
+			for _, s := range pfParse(t, file).Sample {
+				var names []string
+				for _, l := range s.Location {
+					if len(l.Line) > 0 && l.Line[0].Function.Filename == script {
+						names = append(names, l.Line[0].Function.Name)
+					}
+				}
+				if len(names) == 0 {
+					continue
+				}
+				want, ok := owner[names[0]]
+				if !ok {
+					continue
+				}
+				seen[names[0]] += s.Value[1]
+				for w := range owner {
+					if w == names[0] || !strings.HasPrefix(w, "worker_") {
+						continue
+					}
+					if slicesContains(names, w) != (w == want) {
+						t.Errorf("%s's sample: stack %v, want %s in it and no other worker", names[0], names, want)
+						break
+					}
+				}
+			}
+			for f := range owner {
+				if seen[f] < 8<<20 {
+					t.Errorf("%s: %d bytes of alloc_space, want at least 8 MiB (%v)", f, seen[f], seen)
+				}
+			}
+		})
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
