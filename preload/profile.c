@@ -84,6 +84,10 @@ static uint64_t free_head[NCLASS]; /* Treiber stacks: tag << 32 | block index + 
 
 int hl_sampled_owns(const void *p) { return (uintptr_t)p - (uintptr_t)arena < arena_size; }
 
+/* The same, for pymalloc.c's free to test inline. */
+uintptr_t hl_arena_lo;
+uint64_t hl_arena_len;
+
 static uint64_t block_index(const char *b) { return (uint64_t)(b - arena) >> 4; }
 
 static void push(int cls, char *b)
@@ -631,6 +635,8 @@ void hl_profile_boot(void)
     if (m != NULL) {
         arena = (char *)(((uintptr_t)m + ((uintptr_t)1 << PAGE_SHIFT) - 1) & ~(((uintptr_t)1 << PAGE_SHIFT) - 1));
         arena_size = ARENA_SIZE;
+        hl_arena_lo = (uintptr_t)arena;
+        hl_arena_len = arena_size;
     }
     placed = hl_raw_map(PLACED_SIZE * sizeof *placed);
     rate = (double)hl_config.sample;

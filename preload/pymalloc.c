@@ -153,7 +153,10 @@ static inline void uncounted(size_t size)
     }
 }
 
-static inline int sampled(const void *p) { return HL_UNLIKELY(hl_sampled_owns(p)) && hl_sampled_object(p); }
+static inline int sampled(const void *p)
+{
+    return HL_UNLIKELY((uintptr_t)p - hl_arena_lo < hl_arena_len) && hl_sampled_object(p);
+}
 
 // ---- the wrappers -------------------------------------------------------------------
 

@@ -166,6 +166,8 @@ extern HL_HIDDEN uint64_t hl_sample_rate;   /* 0: off */
 extern HL_HIDDEN uint64_t hl_placed_live;   /* blocks sampled in place, not yet released */
 void *hl_sample(void *p, size_t usable, int in_arena);
 int hl_sampled_owns(const void *p);         /* a block of the sample arena */
+extern HL_HIDDEN uintptr_t hl_arena_lo;     /* the sample arena, for an inline hl_sampled_owns */
+extern HL_HIDDEN uint64_t hl_arena_len;
 size_t hl_sampled_usable(const void *p);
 void hl_sampled_free(void *p);              /* released: back to the arena */
 void hl_arena_release(void);                /* at thread exit: the thread's kept blocks go back */
