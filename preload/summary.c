@@ -236,7 +236,7 @@ void hl_summary_write(void)
         field_u64(&o, "mapped_bytes", mapped);
         field_u64(&o, "peak_mapped_bytes", peak_mapped);
         field_u64(&o, "mappings", __atomic_load_n(&r->mappings, __ATOMIC_RELAXED));
-        if (r->py_flags & HL_PY_OBJECTS) { /* pymalloc's blocks (pymalloc.c) */
+        if (r->py_allocs != 0) { /* pymalloc's blocks (pymalloc.c); none under PYTHONMALLOC */
             field_u64(&o, "py_allocs", r->py_allocs);
             field_u64(&o, "py_frees", r->py_frees);
             field_u64(&o, "py_allocated_bytes", r->py_alloc_bytes);
@@ -281,7 +281,7 @@ void hl_summary_write(void)
             put_bytes(&o, (int64_t)mapped);
             put(&o, " mapped");
         }
-        if (r->py_flags & HL_PY_OBJECTS) {
+        if (r->py_allocs != 0) {
             put(&o, ", python objects ");
             put_u64(&o, r->py_allocs);
             put(&o, " allocated (");
