@@ -26,12 +26,14 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # python and cxx-4t scenarios): `make deps-overhead`. prometheus (and its
 # promtool) scrapes `heapctl export` over TLS with basic auth in ctl's
 # tests, and checks docs/examples/heapline-rules.yml.
+# libpython3.11-testsuite is Debian's python3 test package, which
+# bench/cpython-suite.sh runs under the shim.
 # libunwind-dev builds libheap.so (its sampled stacks link libunwind,
 # whose runtime, libunwind8, Debian installs widely): `make` itself
 # installs it (build-deps), so that `make run` works on a fresh machine.
 BUILD_DEBS := libunwind-dev
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine shellcheck clang llvm libbpf-dev prometheus
+DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite
 
 .PHONY: all scenarios test run deps deps-overhead build-deps generate bench clean
 
