@@ -253,6 +253,7 @@ void hl_py_attach(struct hl_header *r, struct hl_pycode *table)
 {
     r->py_version = hl_py_version;
     r->py_flags = hl_py_flags;
+    r->py_eval_cold = (uint32_t)(cold_hi - cold_lo);
     if (!py_on || table == NULL)
         return;
     codes = table;
@@ -423,7 +424,9 @@ int hl_py_frames(uint64_t *frames, int n, int max)
             out[m++] = frames[i];
             continue;
         }
-        /* this invocation's frames, up to its entry */
+        /* this invocation's frames, up to its entry; none read (the
+         * chain ran out): the native frame stays */
+        int first = m;
         for (; f != 0 && m < max && depth < 1024; depth++) {
             uintptr_t code = rd64(f + off.fr_code), prev = rd64(f + off.fr_previous);
             int owner = ((const volatile uint8_t *)f)[off.fr_owner];
@@ -442,6 +445,8 @@ int hl_py_frames(uint64_t *frames, int n, int max)
             if (entry)
                 break;
         }
+        if (m == first && m < max)
+            out[m++] = frames[i];
     }
     memcpy(frames, out, (size_t)m * sizeof *out);
     return m;

@@ -156,7 +156,8 @@ struct hl_header {
     uint32_t npycodes;       /* 872: hl_pycode entries */
     uint32_t py_version;     /* 876: the interpreter's PY_VERSION_HEX; 1 before 3.11; 0 not CPython */
     uint32_t py_flags;       /* 880: HL_PY_* */
-    uint8_t  _pad13[12];     /* 884 */
+    uint32_t py_eval_cold;   /* 884: bytes of the eval loop's cold part found at boot (GCC's split, Debian's build), 0 none */
+    uint8_t  _pad13[8];      /* 888 */
 
     /* lines 14-15: reserved, zero */
     uint8_t  _pad5[128];     /* 896 */

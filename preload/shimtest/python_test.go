@@ -96,6 +96,13 @@ func TestPythonObjectsExact(t *testing.T) {
 				}
 				steps[name] = s
 			}
+			// Debian's build splits the eval loop's cold code out (GCC's
+			// .cold part: 7572 bytes in 3.11.2-6+deb12u9); pyenv's keep a
+			// few bytes there, too few jumps to be found, and never called.
+			if cold := steps["cold"].ours; py.name == "debian-3.11" && cold < 1024 {
+				t.Errorf("the eval loop's cold part: %d bytes found, want the part Debian's build splits out", cold)
+			}
+			delete(steps, "cold")
 			start, ok := steps["start"]
 			if !ok || len(steps) != 5 {
 				t.Fatalf("script printed %q", out)

@@ -98,6 +98,7 @@ const (
 	offNPyCodes        = 872
 	offPyVersion       = 876
 	offPyFlags         = 880
+	offPyEvalCold      = 884
 )
 
 // Offsets in struct hl_pycode.
@@ -219,6 +220,7 @@ var goFields = map[string]field{
 	"hl_header.npycodes":          {offNPyCodes, 4},
 	"hl_header.py_version":        {offPyVersion, 4},
 	"hl_header.py_flags":          {offPyFlags, 4},
+	"hl_header.py_eval_cold":      {offPyEvalCold, 4},
 
 	"hl_pycode.code":      {offPyCodeCode, 8},
 	"hl_pycode.ident":     {offPyCodeIdent, 8},

@@ -18,6 +18,8 @@ def step(name):
     print(name, w[0] - w[1], n, w[2] - w[3])
 
 
+cold = int.from_bytes(os.pread(fd, 4, 884), "little")  # py_eval_cold
+print("cold", cold, 0, 0)
 step("start")
 keep = [(i, str(i)) for i in range(100000)]
 step("kept")

@@ -79,6 +79,7 @@ static const struct hl_field hl_fields[] = {
 	HL_F(hl_header, npycodes),
 	HL_F(hl_header, py_version),
 	HL_F(hl_header, py_flags),
+	HL_F(hl_header, py_eval_cold),
 	HL_F(hl_header, _pad13),
 	HL_F(hl_header, _pad5),
 
