@@ -67,6 +67,7 @@ func newAppEnv(e *env) *cli.App {
 			lsCommand(e),
 			gcCommand(e),
 			overheadCommand(e),
+			allocatorsCommand(e),
 			traceCommand(e),
 			historyCommand(e),
 			watchCommand(e),

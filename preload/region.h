@@ -142,7 +142,8 @@ struct hl_header {
     uint64_t samples;        /* 792: 0: readers add up the stacks' samples (one word every sampling thread wrote cost more than the sample) */
     uint64_t samples_lost;   /* 800: sampled but not recorded (no room for the block's record) */
     uint64_t objects_used;   /* 808: hl_object entries filled, in order */
-    uint8_t  _pad4[16];      /* 816 */
+    uint64_t samples_cut;    /* 816: samples whose stack walk stopped before the stack's end (unwind.c) */
+    uint8_t  _pad4[8];       /* 824 */
 
     /* line 13: Python (python.c, pymalloc.c). The py_* counters are
      * pymalloc's blocks (both of its domains, objects and PyMem), added
@@ -159,8 +160,12 @@ struct hl_header {
     uint32_t py_eval_cold;   /* 884: bytes of the eval loop's cold part found at boot (GCC's split, Debian's build), 0 none */
     uint8_t  _pad13[8];      /* 888 */
 
-    /* lines 14-15: reserved, zero */
-    uint8_t  _pad5[128];     /* 896 */
+    /* line 14: reserved, zero */
+    uint8_t  _pad5[64];      /* 896 */
+
+    /* line 15: after the process */
+    uint64_t dead_seen_ns;   /* 960: CLOCK_REALTIME when a new region first found this one's process dead (reap.c), 0 before */
+    uint8_t  _pad6[56];      /* 968 */
 };
 
 /* header.py_flags */

@@ -90,6 +90,8 @@ const (
 	offSamples         = 792
 	offSamplesLost     = 800
 	offObjectsUsed     = 808
+	offSamplesCut      = 816
+	offDeadSeen        = 960
 	offPyAllocs        = 832
 	offPyFrees         = 840
 	offPyAllocBytes    = 848
@@ -212,6 +214,8 @@ var goFields = map[string]field{
 	"hl_header.samples":           {offSamples, 8},
 	"hl_header.samples_lost":      {offSamplesLost, 8},
 	"hl_header.objects_used":      {offObjectsUsed, 8},
+	"hl_header.samples_cut":       {offSamplesCut, 8},
+	"hl_header.dead_seen_ns":      {offDeadSeen, 8},
 	"hl_header.py_allocs":         {offPyAllocs, 8},
 	"hl_header.py_frees":          {offPyFrees, 8},
 	"hl_header.py_alloc_bytes":    {offPyAllocBytes, 8},
