@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/testkit"
 )
 
@@ -58,6 +62,10 @@ strings(ns, x, y)
 total = sum(got.values())
 for f in ("blobs", "tuples", "strings"):
     print(f, lines[f], got[f] / total)
+if sys.argv[1:] == ["wait"]:  # hold the tuples until a line on stdin
+    print("kept", got["tuples"], 0)
+    print("ready", 0, 0, flush=True)
+    sys.stdin.readline()
 `
 
 // pyInterpreters are the interpreters the Python tests run on: Debian's
@@ -210,4 +218,70 @@ func slicesContains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// TestProfilePythonInuse: the known-answer script, held once its three
+// functions have run, profiled from outside (heapctl profile). The kept
+// tuples' share of inuse_space is within 5 points of their bytes over the
+// process's live heap as the exact counters give it (malloc's live bytes
+// and Python's live objects); blobs' and strings', all freed, under 5%.
+func TestProfilePythonInuse(t *testing.T) {
+	lib := testkit.Shim(t)
+	for _, py := range pyInterpreters {
+		t.Run(py.name, func(t *testing.T) {
+			bin := pyInterpreter(t, py.glob)
+			dir := t.TempDir()
+			script := filepath.Join(dir, "app.py")
+			if err := os.WriteFile(script, []byte(pyKnownScript), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("HEAPLINE_SAMPLE", pfSample)
+			cmd := exec.Command(bin, script, "wait")
+			in, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			pid := rgStart(t, cmd, lib)
+			var kept float64
+			for rd := bufio.NewReader(out); ; {
+				l, err := rd.ReadString('\n')
+				if err != nil {
+					t.Fatalf("script: %v", err)
+				}
+				if f := strings.Fields(l); len(f) == 3 && f[0] == "kept" {
+					kept, _ = strconv.ParseFloat(f[1], 64)
+				} else if len(f) > 0 && f[0] == "ready" {
+					break
+				}
+			}
+			file := filepath.Join(dir, "now.pb.gz")
+			if r := rgHeapctl(t, "profile", strconv.Itoa(pid), "-o", file); r.err != nil {
+				t.Fatal(r.err)
+			}
+			e := region.Inspect(pid)
+			if e.Err != nil {
+				t.Fatal(e.Err)
+			}
+			live := float64(e.Summary.LiveBytes + e.Summary.PyLiveBytes())
+			in.Close()
+			_ = cmd.Wait()
+			var all int64
+			inuse := map[string]int64{}
+			for _, s := range pfParse(t, file).Sample {
+				all += s.Value[3]
+				for _, l := range s.Location {
+					if len(l.Line) > 0 && l.Line[0].Function.Filename == script {
+						inuse[l.Line[0].Function.Name] += s.Value[3]
+						break
+					}
+				}
+			}
+			want := map[string]float64{"tuples": kept / live, "blobs": 0, "strings": 0}
+			for f, w := range want {
+				got := float64(inuse[f]) / float64(max(all, 1))
+				if d := got - w; d > 0.05 || d < -0.05 {
+					t.Errorf("%s: %.1f%% of inuse_space, want %.1f%% ± 5 points", f, 100*got, 100*w)
+				}
+				t.Logf("%s: %.1f%% of inuse_space (want %.1f%%)", f, 100*got, 100*w)
+			}
+		})
+	}
 }
