@@ -164,26 +164,26 @@ static void *py_malloc(void *ctx, size_t n)
 {
     const pymem_allocator *o = ctx;
     void *p = o->malloc(o->ctx, n);
-    return p != NULL && in_arena(p) ? counted(o, p, 0) : p;
+    return in_arena(p) ? counted(o, p, 0) : p; /* (NULL is in no arena) */
 }
 
 static void *py_calloc(void *ctx, size_t nelem, size_t elsize)
 {
     const pymem_allocator *o = ctx;
     void *p = o->calloc(o->ctx, nelem, elsize);
-    return p != NULL && in_arena(p) ? counted(o, p, 1) : p;
+    return in_arena(p) ? counted(o, p, 1) : p;
 }
 
 static void py_free(void *ctx, void *p)
 {
     const pymem_allocator *o = ctx;
-    if (sampled(p)) {
+    if (HL_LIKELY(in_arena(p))) { /* (NULL is in no arena) */
+        uncounted(block_size(p)); /* before: the free may give its arena back */
+    } else if (sampled(p)) {
         uncounted(hl_sampled_usable(p));
         hl_sampled_free(p);
         return;
     }
-    if (p != NULL && in_arena(p))
-        uncounted(block_size(p)); /* before: the free may give its arena back */
     o->free(o->ctx, p);
 }
 
