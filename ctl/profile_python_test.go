@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/testkit"
 )
@@ -283,5 +284,32 @@ func TestProfilePythonInuse(t *testing.T) {
 				t.Logf("%s: %.1f%% of inuse_space (want %.1f%%)", f, 100*got, 100*w)
 			}
 		})
+	}
+}
+
+// TestProfilePythonOlder: a CPython before 3.11 (pyenv's 3.10) runs as
+// before, with native frames only, its objects not counted, and the
+// profile's comment says why.
+func TestProfilePythonOlder(t *testing.T) {
+	lib := testkit.Shim(t)
+	bin := pyInterpreter(t, "/root/.pyenv/versions/3.10*/bin/python3.10")
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	file := filepath.Join(t.TempDir(), "old.pb.gz")
+	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, "-c", "x = [str(i) * 9 for i in range(200000)]")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	if strings.Contains(r.stderr, "python objects") {
+		t.Errorf("3.10's summary counts Python objects: %s", r.stderr)
+	}
+	p := pfParse(t, file)
+	if len(p.Comments) < 2 || !strings.Contains(strings.Join(p.Comments, "\n"), "python before 3.11: a version whose frames the shim does not read") {
+		t.Errorf("comments %q, want one saying 3.10's frames are not read", p.Comments)
+	}
+	for _, l := range p.Location {
+		if l.Address == 0 && len(l.Line) > 0 && l.Line[0].Function.Name != profile.TableFull {
+			t.Errorf("a location with no address (%s): a Python frame from 3.10?", l.Line[0].Function.Name)
+			break
+		}
 	}
 }
