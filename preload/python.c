@@ -218,8 +218,12 @@ static int debug_offsets(void)
  * failures may calloc: boot's pool serves them. */
 void hl_py_resolve(void)
 {
-    const unsigned long *ver = dlsym(RTLD_DEFAULT, "Py_Version"); /* 3.11 and later */
+    /* one failed lookup for a program that is not CPython (each costs
+     * about 2,000 instructions at start) */
     void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+    if (eval == NULL)
+        return;
+    const unsigned long *ver = dlsym(RTLD_DEFAULT, "Py_Version"); /* 3.11 and later */
     runtime = (uintptr_t)dlsym(RTLD_DEFAULT, "_PyRuntime");
     code_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyCode_Type");
     str_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyUnicode_Type");
