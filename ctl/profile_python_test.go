@@ -106,6 +106,7 @@ func TestProfilePythonKnown(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Setenv("HEAPLINE_SAMPLE", pfSample)
+			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
 			file := filepath.Join(dir, "app.pb.gz")
 			r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script)
 			if r.err != nil {
@@ -173,6 +174,7 @@ func TestProfilePythonThreads(t *testing.T) {
 		t.Run(py.name, func(t *testing.T) {
 			bin := pyInterpreter(t, py.glob)
 			t.Setenv("HEAPLINE_SAMPLE", pfSample)
+			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
 			file := filepath.Join(t.TempDir(), "threads.pb.gz")
 			if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
 				t.Fatalf("%v\n%s", r.err, r.stderr)
@@ -237,6 +239,7 @@ func TestProfilePythonInuse(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Setenv("HEAPLINE_SAMPLE", pfSample)
+			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
 			cmd := exec.Command(bin, script, "wait")
 			in, _ := cmd.StdinPipe()
 			out, _ := cmd.StdoutPipe()

@@ -216,6 +216,7 @@ struct hl_config {
     uint64_t sample;      /* HEAPLINE_SAMPLE: mean bytes between samples, 0 off */
     uint32_t stacks;      /* HEAPLINE_STACKS: the stack table's entries */
     char profile[512];    /* HEAPLINE_PROFILE: where the region goes at exit, empty for nowhere */
+    int pymalloc;         /* HEAPLINE_PYMALLOC=1: wrap CPython's pymalloc (pymalloc.c); off by default */
 };
 extern struct hl_config hl_config;
 void hl_config_read(void);
