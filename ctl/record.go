@@ -38,8 +38,8 @@ func recordCommand(e *env) *cli.Command {
 		Description: "With -- CMD, runs CMD under libheap.so and samples it until it exits; the last point is\n" +
 			"its exit summary, exact. With --pid, samples a running process until it ends or until\n" +
 			"interrupted. The timeline's format follows -o's extension: .csv (time_s, live_bytes,\n" +
-			"live_blocks, allocs, frees, peak_live_bytes, mapped_bytes, exec, rss_bytes, retained_bytes;\n" +
-			"one row a sample, written as it is taken) or .json. time_s is the process's time since the\n" +
+			"live_blocks, allocs, frees, peak_live_bytes, mapped_bytes, exec, py_objects, py_object_bytes,\n" +
+			"rss_bytes, retained_bytes; one row a sample, written as it is taken) or .json. time_s is the process's time since the\n" +
 			"shim started counting, continuous across exec; exec holds the new program's command on the\n" +
 			"first sample after one. rss_bytes and retained_bytes (free memory malloc keeps resident) are\n" +
 			"read from /proc/PID/smaps at most once a second, and 0 on the exit summary's row.",
@@ -51,7 +51,7 @@ func recordCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "svg", Usage: "also draw live bytes over time, peak marked, into `FILE`"},
 			&cli.StringFlag{Name: "pid", Aliases: []string{"p"}, Usage: "record the running process `PID` instead of starting a command"},
 			&cli.StringFlag{Name: "lib", Usage: "libheap.so to preload into CMD (default: $HEAPLINE_LIB, beside heapctl, ./bin)"},
-			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD, so each Python object is counted (docs/watching.md)"},
+			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD: Python's objects in the malloc figures and their peak (CPython 3.11 to 3.13 counts them without it, as python objects; docs/watching.md)"},
 		},
 		Action: func(c *cli.Context) error { return record(e, c) },
 	}

@@ -248,7 +248,7 @@ func (w *watcher) takeEnded() []report.Summary {
 // The table's columns on a terminal.
 const (
 	sparkWidth = 30
-	tableHead  = "PID       LIVE        BLOCKS      PEAK        MAPPED      RSS         ALLOCS/S   FREES/S    "
+	tableHead  = "PID       LIVE        BLOCKS      PEAK        MAPPED      PYTHON      RSS         ALLOCS/S   FREES/S    "
 )
 
 // rows renders the watched processes for scr: a table on a terminal, one
@@ -266,16 +266,29 @@ func (w *watcher) rows(scr *screen) []string {
 		s := p.last
 		if scr.tty {
 			spark := timeline.Sparkline(p.hist, s.ElapsedS, w.window, sparkWidth)
-			out = append(out, fmt.Sprintf("%-9d %-11s %-11d %-11s %-11s %-11s %-10s %-10s %s  %s",
+			out = append(out, fmt.Sprintf("%-9d %-11s %-11d %-11s %-11s %-11s %-11s %-10s %-10s %s  %s",
 				pid, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes), report.Bytes(s.MappedBytes),
-				rssCell(p.rss), report.Rate(p.allocsS), report.Rate(p.freesS), spark, report.Printable(s.Command)))
+				pyObjects(s), rssCell(p.rss), report.Rate(p.allocsS), report.Rate(p.freesS), spark, report.Printable(s.Command)))
 			continue
 		}
-		out = append(out, fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, mapped %s%s, %s allocs, %s frees",
+		line := fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, mapped %s%s, %s allocs, %s frees",
 			pid, s.ElapsedS, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
-			report.Bytes(s.MappedBytes), rssWords(p.rss), report.Rate(p.allocsS), report.Rate(p.freesS)))
+			report.Bytes(s.MappedBytes), rssWords(p.rss), report.Rate(p.allocsS), report.Rate(p.freesS))
+		if s.PyAllocs != 0 {
+			line += fmt.Sprintf(", python objects %s (%d)", report.Bytes(s.PyLiveBytes()), s.PyLive())
+		}
+		out = append(out, line)
 	}
 	return out
+}
+
+// pyObjects is the PYTHON column: CPython's small objects live, "–" for
+// a program that is not one.
+func pyObjects(s report.Summary) string {
+	if s.PyAllocs == 0 {
+		return "–"
+	}
+	return report.Bytes(s.PyLiveBytes())
 }
 
 // rssCell is the RSS column: "–" before a breakdown was read.

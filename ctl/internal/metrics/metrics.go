@@ -65,6 +65,7 @@ type Collector struct {
 	allocs, frees, allocatedBytes, freedBytes                            *prometheus.Desc
 	mappedBytes, peakMappedBytes, mappings                               *prometheus.Desc
 	rssBytes, retainedBytes, rssPart                                     *prometheus.Desc
+	pyObjects, pyObjectBytes, pyAllocs, pyAllocatedBytes                 *prometheus.Desc
 	regions                                                              *prometheus.Desc
 }
 
@@ -98,23 +99,27 @@ func New(list Lister, command string, log *zap.Logger) *Collector {
 			}
 			return p.Stat()
 		},
-		liveBytes:       d("live_bytes", "Usable bytes of the blocks allocated and not yet freed."),
-		liveBlocks:      d("live_blocks", "Blocks allocated and not yet freed."),
-		peakBytes:       d("peak_live_bytes", "Highest live bytes the shim has published since the process started."),
-		peakError:       d("peak_error_bytes", "Bound on how far peak_live_bytes may be below the true peak (peak batch times threads)."),
-		threads:         d("threads", "Threads that have counted allocations in the process since it started."),
-		elapsed:         d("elapsed_seconds", "Seconds since the shim started counting in the process."),
-		start:           d("start_time_seconds", "Start time of the process since the Unix epoch in seconds: a new value for a pid is a restart, not a leak."),
-		allocs:          d("allocations_total", "Successful allocations (malloc family, realloc counts one)."),
-		frees:           d("frees_total", "Releases of a non-NULL block (realloc counts one)."),
-		allocatedBytes:  d("allocated_bytes_total", "Usable bytes of every allocation."),
-		freedBytes:      d("freed_bytes_total", "Usable bytes of every release."),
-		mappedBytes:     d("mapped_bytes", "Anonymous private memory the program maps itself (CPython's arenas), outside live_bytes."),
-		peakMappedBytes: d("peak_mapped_bytes", "Highest mapped_bytes since the process started (exact)."),
-		mappings:        d("mappings", "Ranges counted in mapped_bytes."),
-		rss:             rss.Read,
-		rssBytes:        d("rss_bytes", "Resident set size of the process (the sum of /proc/pid/smaps' Rss)."),
-		retainedBytes:   d("retained_bytes", "Free memory malloc keeps resident: the resident bytes of its mappings less live_bytes."),
+		liveBytes:        d("live_bytes", "Usable bytes of the blocks allocated and not yet freed."),
+		liveBlocks:       d("live_blocks", "Blocks allocated and not yet freed."),
+		peakBytes:        d("peak_live_bytes", "Highest live bytes the shim has published since the process started."),
+		peakError:        d("peak_error_bytes", "Bound on how far peak_live_bytes may be below the true peak (peak batch times threads)."),
+		threads:          d("threads", "Threads that have counted allocations in the process since it started."),
+		elapsed:          d("elapsed_seconds", "Seconds since the shim started counting in the process."),
+		start:            d("start_time_seconds", "Start time of the process since the Unix epoch in seconds: a new value for a pid is a restart, not a leak."),
+		allocs:           d("allocations_total", "Successful allocations (malloc family, realloc counts one)."),
+		frees:            d("frees_total", "Releases of a non-NULL block (realloc counts one)."),
+		allocatedBytes:   d("allocated_bytes_total", "Usable bytes of every allocation."),
+		freedBytes:       d("freed_bytes_total", "Usable bytes of every release."),
+		mappedBytes:      d("mapped_bytes", "Anonymous private memory the program maps itself (CPython's arenas), outside live_bytes."),
+		peakMappedBytes:  d("peak_mapped_bytes", "Highest mapped_bytes since the process started (exact)."),
+		mappings:         d("mappings", "Ranges counted in mapped_bytes."),
+		pyObjects:        d("python_objects", "CPython's small objects live: pymalloc's blocks, outside live_blocks (their arenas are in mapped_bytes)."),
+		pyObjectBytes:    d("python_object_bytes", "Bytes of the Python objects live, by pymalloc's size classes."),
+		pyAllocs:         d("python_allocations_total", "pymalloc's blocks allocated."),
+		pyAllocatedBytes: d("python_allocated_bytes_total", "Bytes of every pymalloc block allocated, by its size class."),
+		rss:              rss.Read,
+		rssBytes:         d("rss_bytes", "Resident set size of the process (the sum of /proc/pid/smaps' Rss)."),
+		retainedBytes:    d("retained_bytes", "Free memory malloc keeps resident: the resident bytes of its mappings less live_bytes."),
 		rssPart: prometheus.NewDesc("heapline_rss_part_bytes",
 			"Where rss_bytes went, parts adding up to it: live (malloc), mapped (the program's own), retained (by malloc), stack, file, shmem (the region included), sample_arena (the shim's, less live blocks), other.",
 			append(append([]string{}, labels...), "part"), nil),
@@ -127,8 +132,8 @@ func New(list Lister, command string, log *zap.Logger) *Collector {
 // Describe sends every descriptor the collector may emit.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.liveBytes, c.liveBlocks, c.peakBytes, c.peakError, c.threads, c.elapsed, c.start,
-		c.allocs, c.frees, c.allocatedBytes, c.freedBytes, c.mappedBytes, c.peakMappedBytes, c.mappings, c.regions,
-		c.rssBytes, c.retainedBytes, c.rssPart} {
+		c.allocs, c.frees, c.allocatedBytes, c.freedBytes, c.mappedBytes, c.peakMappedBytes, c.mappings,
+		c.pyObjects, c.pyObjectBytes, c.pyAllocs, c.pyAllocatedBytes, c.regions, c.rssBytes, c.retainedBytes, c.rssPart} {
 		ch <- d
 	}
 }
@@ -211,6 +216,12 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e region.Entry, boot ui
 	gauge(c.mappedBytes, float64(s.MappedBytes))
 	gauge(c.peakMappedBytes, float64(s.PeakMappedBytes))
 	gauge(c.mappings, float64(s.Mappings))
+	if s.PyAllocs != 0 { // a CPython whose objects the shim counts
+		gauge(c.pyObjects, float64(s.PyLive()))
+		gauge(c.pyObjectBytes, float64(s.PyLiveBytes()))
+		counter(c.pyAllocs, s.PyAllocs)
+		counter(c.pyAllocatedBytes, s.PyAllocatedBytes)
+	}
 	b, err := c.rss(e.Proc, rss.Of(s))
 	if err != nil {
 		c.log.Debug("no RSS breakdown", zap.Int("pid", e.Proc), zap.Error(err))

@@ -91,6 +91,7 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 	in := []report.Summary{sum(0.01, 1024, 1, 1, 0, 1024), sum(0.02, 9<<20, 3, 4, 1, 10<<20)}
 	in[1].MappedBytes = 3 << 20
+	in[1].PyAllocs, in[1].PyFrees, in[1].PyAllocatedBytes, in[1].PyFreedBytes = 10, 3, 640, 192
 	points := []Sample{FromSummary(in[0]), FromSummary(in[1])}
 	points[1].RSSBytes, points[1].RetainedBytes = 40<<20, 20<<20
 	for i, s := range in {
@@ -100,8 +101,8 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 	// Each row is on disk as soon as it is added.
 	b, _ := os.ReadFile(path)
-	want := "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes,exec,rss_bytes,retained_bytes\n" +
-		"0.010000,1024,1,1,0,1024,0,,0,0\n0.020000,9437184,3,4,1,10485760,3145728,,41943040,20971520\n"
+	want := "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes,exec,py_objects,py_object_bytes,rss_bytes,retained_bytes\n" +
+		"0.010000,1024,1,1,0,1024,0,,0,0,0,0\n0.020000,9437184,3,4,1,10485760,3145728,,7,448,41943040,20971520\n"
 	if string(b) != want {
 		t.Fatalf("before Close:\n%s\nwant\n%s", b, want)
 	}

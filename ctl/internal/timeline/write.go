@@ -17,13 +17,15 @@ import (
 
 // CSVHeader is the first line of a CSV timeline; its columns are the JSON
 // names of Sample's fields, in order.
-var CSVHeader = []string{"time_s", "live_bytes", "live_blocks", "allocs", "frees", "peak_live_bytes", "mapped_bytes", "exec", "rss_bytes", "retained_bytes"}
+var CSVHeader = []string{"time_s", "live_bytes", "live_blocks", "allocs", "frees", "peak_live_bytes", "mapped_bytes", "exec", "py_objects", "py_object_bytes", "rss_bytes", "retained_bytes"}
 
-// How many columns a timeline had before mapped_bytes and exec, and before
-// rss_bytes and retained_bytes: ReadCSV reads those too.
+// How many columns a timeline had before mapped_bytes and exec, before
+// the Python columns, and before rss_bytes and retained_bytes: ReadCSV
+// reads those too.
 const (
 	oldColumns  = 6
 	execColumns = 8
+	pyColumns   = 10
 )
 
 // Writer takes the samples of one recording as they come and, at Close, the
@@ -108,6 +110,8 @@ func (c *CSVWriter) AddSample(p Sample) error {
 		strconv.FormatInt(p.PeakLiveBytes, 10),
 		strconv.FormatInt(p.MappedBytes, 10),
 		p.Exec,
+		strconv.FormatInt(p.PyObjects, 10),
+		strconv.FormatInt(p.PyObjectBytes, 10),
 		strconv.FormatInt(p.RSSBytes, 10),
 		strconv.FormatInt(p.RetainedBytes, 10),
 	})
@@ -190,10 +194,12 @@ func ReadCSV(r io.Reader) ([]Sample, error) {
 	cols := len(CSVHeader)
 	switch head {
 	case strings.Join(CSVHeader, ","):
-	case strings.Join(CSVHeader[:oldColumns], ","):
-		cols = oldColumns
+	case strings.Join(CSVHeader[:pyColumns], ","):
+		cols = pyColumns
 	case strings.Join(CSVHeader[:execColumns], ","):
 		cols = execColumns
+	case strings.Join(CSVHeader[:oldColumns], ","):
+		cols = oldColumns
 	default:
 		return nil, errors.New("reading timeline: missing header " + strings.Join(CSVHeader, ","))
 	}
@@ -203,14 +209,18 @@ func ReadCSV(r io.Reader) ([]Sample, error) {
 			return nil, fmt.Errorf("reading timeline: line %d: %d fields, want %d", i+2, len(r), cols)
 		}
 		var s Sample
-		var errs [9]error
+		var errs [11]error
 		if cols >= execColumns {
 			s.MappedBytes, errs[6] = strconv.ParseInt(r[6], 10, 64)
 			s.Exec = r[7]
 		}
+		if cols >= pyColumns {
+			s.PyObjects, errs[7] = strconv.ParseInt(r[8], 10, 64)
+			s.PyObjectBytes, errs[8] = strconv.ParseInt(r[9], 10, 64)
+		}
 		if cols == len(CSVHeader) {
-			s.RSSBytes, errs[7] = strconv.ParseInt(r[8], 10, 64)
-			s.RetainedBytes, errs[8] = strconv.ParseInt(r[9], 10, 64)
+			s.RSSBytes, errs[9] = strconv.ParseInt(r[10], 10, 64)
+			s.RetainedBytes, errs[10] = strconv.ParseInt(r[11], 10, 64)
 		}
 		s.TimeS, errs[0] = strconv.ParseFloat(r[0], 64)
 		s.LiveBytes, errs[1] = strconv.ParseInt(r[1], 10, 64)
