@@ -674,7 +674,7 @@ func TestRunOneLinePerRun(t *testing.T) {
 	}
 	pid, _, _ := rgExitLine(t, r.stdout)
 	// sort's buffer (8 MiB) is the biggest
-	want := regexp.MustCompile(fmt.Sprintf(`^heapline\[%d\] %s exit 10 \(exec'd from /bin/bash /tmp/\S+\): .* s\n`+
+	want := regexp.MustCompile(fmt.Sprintf(`^heapline\[%d\] %s exit 10 \(exec'd from /bin/bash /tmp/[^)]+\): .* s\n`+
 		`heapline: and [5-9] more processes, peak at most [\d.]+ MiB each, the biggest \[\d+\] sort \(--all lists them\)\n$`, pid, regexp.QuoteMeta(prog)))
 	if !want.MatchString(r.stderr) {
 		t.Errorf("stderr %q\nwant %s", r.stderr, want)
