@@ -51,8 +51,10 @@ func watch(e *env, c *cli.Context) error {
 	switch {
 	case interval < time.Millisecond:
 		return fmt.Errorf("watch: --interval must be at least 1ms (got %v)", interval)
+	case window < interval && !c.IsSet("window"):
+		return fmt.Errorf("watch: --interval %v is longer than the sparkline's --window (%v by default): give --window too, e.g. --window %v", interval, window, 10*interval)
 	case window < interval:
-		return fmt.Errorf("watch: --window must be at least --interval (got %v)", window)
+		return fmt.Errorf("watch: --window must be at least --interval (got --window %v, --interval %v)", window, interval)
 	case count < 0:
 		return fmt.Errorf("watch: --count must be 0 or more (got %d)", count)
 	case all && c.NArg() > 0:

@@ -178,6 +178,11 @@ func TestWatchErrors(t *testing.T) {
 		{[]string{"--all", "1"}, "not both"},
 		{[]string{"--interval", "0s", "1"}, "--interval must be at least 1ms"},
 		{[]string{"--window", "1ms", "1"}, "--window must be at least --interval"},
+		// flags after the PID, as before it
+		{[]string{strconv.Itoa(self), "--count", "1"}, fmt.Sprintf("process %d publishes no heapline region", self)},
+		{[]string{"--interval", "5", "1"}, "--interval 5: not a duration (for example 10s, 1m; a number needs its unit)"},
+		{[]string{"1", "-i", "5"}, "--interval 5: not a duration (for example 10s, 1m"},
+		{[]string{"--interval", "100h", "1"}, "--interval 100h0m0s is longer than the sparkline's --window (1m0s by default): give --window too"},
 	} {
 		e, _, _ := hsApp(t)
 		err := newAppEnv(e).Run(append([]string{"heapctl", "watch"}, c.args...))
