@@ -29,9 +29,12 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # libunwind-dev builds libheap.so (its sampled stacks link libunwind,
 # whose runtime, libunwind8, Debian installs widely): `make` itself
 # installs it (build-deps), so that `make run` works on a fresh machine.
+# tmux runs watch and the shim's summary at a real terminal in the tests;
+# librsvg2-bin's rsvg-convert renders the charts to PNG to check them as
+# they are seen.
 BUILD_DEBS := libunwind-dev
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine shellcheck clang llvm libbpf-dev prometheus
+DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine shellcheck clang llvm libbpf-dev prometheus tmux librsvg2-bin
 
 .PHONY: all scenarios test run deps deps-overhead build-deps generate bench clean
 
@@ -82,9 +85,14 @@ deps deps-overhead build-deps:
 # in CGO_CFLAGS is part of every cgo build's key.
 LAYOUT_SUM = CGO_CFLAGS="$${CGO_CFLAGS:--g -O2} -DHL_REGION_H_SUM=$$(sha256sum preload/region.h | cut -c1-16)"
 
+# go test -json through ctl/internal/testprogress: each package is named
+# as its tests start, each result shown as it ends, a failed test's
+# output in full (ctl's tests alone take minutes). bash for pipefail:
+# go test's own status is the target's.
 test: deps all
 	$(LAYOUT_SUM) $(GO) vet ./...
-	$(LAYOUT_SUM) $(GO) test -count=1 -timeout 20m ./...
+	$(GO) build -o $(BIN)/testprogress ./ctl/internal/testprogress
+	$(LAYOUT_SUM) bash -o pipefail -c '$(GO) test -json -count=1 -timeout 20m ./... 2>&1 | $(BIN)/testprogress'
 
 run: all
 	$(BIN)/heapctl overhead churn-4t -n 10

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -440,6 +441,22 @@ func TestProgressTTY(t *testing.T) {
 	nilp.begin("x", 1) // a nil Progress reports nothing and does not panic
 	nilp.step()
 	nilp.finish()
+}
+
+// Off a terminal (a pipe: `make run | tee`), a line now and then, then
+// the scenario's line; here a line every step.
+func TestProgressPiped(t *testing.T) {
+	var b bytes.Buffer
+	p := NewProgress(&b, false)
+	p.every = 0
+	p.begin("churn-4t", 3)
+	for range 3 {
+		p.step()
+	}
+	p.finish()
+	if !regexp.MustCompile(`^churn-4t: run 1/3\nchurn-4t: run 2/3\nchurn-4t: 3 runs \(both sides, warm-ups included\) in \d+\.\d s\n$`).MatchString(b.String()) {
+		t.Errorf("progress = %q", b.String())
+	}
 }
 
 func TestInterrupted(t *testing.T) {
