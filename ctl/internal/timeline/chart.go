@@ -95,15 +95,30 @@ func (c Chart) write(w io.Writer, samples []Sample, format string) error {
 	for _, s := range samples {
 		lo = min(lo, s.LiveBytes)
 	}
+	// The heap axis from 0, or, when the heap moved by less than a fifth
+	// of its size (a server's 64 KiB steps on 33 MiB), from a little
+	// under its lowest value: otherwise the steps are a flat line.
+	bottom := 0.0
+	if lo > 0 && hi-lo < hi/5 {
+		bottom = math.Max(0, (float64(lo)-float64(hi-lo)/4)/scale)
+		if hi == lo {
+			bottom = float64(lo) / scale * 0.9
+		}
+	}
 	if mappedMax > 0 {
-		// Memory the program maps itself (CPython's arenas): its own line.
+		// Memory the program maps itself (CPython's arenas): its own line,
+		// unless it lies under a zoomed axis, where the legend says so.
 		ml, err := stepLine(samples, func(s Sample) int64 { return s.MappedBytes }, scale, color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff})
 		if err != nil {
 			return err
 		}
-		p.Add(ml)
-		p.Legend.Add("mapped bytes", ml)
-		lo, hi = 0, max(hi, mappedMax)
+		if bottom > 0 && float64(mappedMax)/scale < bottom {
+			p.Legend.Add(fmt.Sprintf("mapped bytes: at most %s, under the axis", report.Bytes(mappedMax)), ml)
+		} else {
+			p.Add(ml)
+			p.Legend.Add("mapped bytes", ml)
+			hi = max(hi, mappedMax)
+		}
 	}
 	p.Legend.Add("sampled peak", marker)
 
@@ -121,16 +136,7 @@ func (c Chart) write(w io.Writer, samples []Sample, format string) error {
 	if p.X.Max <= p.X.Min {
 		p.X.Max = p.X.Min + 1
 	}
-	// The heap axis from 0, or, when the heap moved by less than a fifth
-	// of its size (a server's 64 KiB steps on 33 MiB), from a little
-	// under its lowest value: otherwise the steps are a flat line.
-	p.Y.Min = 0
-	if lo > 0 && hi-lo < hi/5 {
-		p.Y.Min = math.Max(0, (float64(lo)-float64(hi-lo)/4)/scale)
-		if hi == lo {
-			p.Y.Min = float64(lo) / scale * 0.9
-		}
-	}
+	p.Y.Min = bottom
 	// Headroom above the data for the peak's label and the exec labels.
 	dataTop := float64(hi) / scale
 	p.Y.Max = math.Max(p.Y.Min+(dataTop-p.Y.Min)*1.35, p.Y.Min+1e-9)

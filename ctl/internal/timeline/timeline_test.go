@@ -336,7 +336,7 @@ func TestChartLabelsFit(t *testing.T) {
 	fromZero[199].LiveBytes = 5 << 20 // the peak, at the right edge
 	var late []Sample
 	for i := 0; i <= 40; i++ {
-		late = append(late, Sample{TimeS: 98 + float64(i)*0.1, LiveBytes: 33<<20 + int64(i/10)<<16, PeakLiveBytes: 33<<20 + 3<<16})
+		late = append(late, Sample{TimeS: 98 + float64(i)*0.1, LiveBytes: 33<<20 + int64(i/10)<<16, PeakLiveBytes: 33<<20 + 3<<16, MappedBytes: 16 << 10})
 	}
 	title := "python3 server.py --port 8080 --a-long-option-that-wraps the title over two lines or more (pid 4711)"
 	for name, s := range map[string][]Sample{"from zero": fromZero, "attached late": late} {
@@ -366,8 +366,8 @@ func TestChartLabelsFit(t *testing.T) {
 			if len(xTicks) == 0 || xTicks[0] < s[0].TimeS-0.5 {
 				t.Errorf("x ticks %v: want the axis from the first sample, %.1f s", xTicks, s[0].TimeS)
 			}
-			if name == "attached late" && (len(yTicks) == 0 || yTicks[0] < 30) {
-				t.Errorf("y ticks %v: want the heap axis near the data (33 MiB), not from 0", yTicks)
+			if name == "attached late" && (len(yTicks) == 0 || yTicks[0] < 30 || !found["mapped bytes: at most 16.0 KiB, under the axis"]) {
+				t.Errorf("y ticks %v, texts %v: want the heap axis near the data (33 MiB), not from 0, and the mapped bytes under it said so", yTicks, found)
 			}
 			if name == "from zero" && !found["exec python3.11"] {
 				t.Errorf("no exec label: %v", found)
