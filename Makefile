@@ -31,10 +31,11 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # installs it (build-deps), so that `make run` works on a fresh machine.
 # tmux runs watch and the shim's summary at a real terminal in the tests;
 # librsvg2-bin's rsvg-convert renders the charts to PNG to check them as
-# they are seen.
+# they are seen, with fonts-liberation, the font the SVGs name (without
+# it librsvg draws a wider one, and labels run off the picture).
 BUILD_DEBS := libunwind-dev
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine shellcheck clang llvm libbpf-dev prometheus tmux librsvg2-bin
+DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine shellcheck clang llvm libbpf-dev prometheus tmux librsvg2-bin fonts-liberation
 
 .PHONY: all scenarios test run deps deps-overhead build-deps generate bench clean
 
