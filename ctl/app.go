@@ -168,8 +168,16 @@ func usageError(path string, err error, flags []cli.Flag) error {
 		}
 		why := m[3]
 		for _, f := range flags {
-			if _, ok := f.(*cli.DurationFlag); ok && slices.Contains(f.Names(), m[2]) {
+			if !slices.Contains(f.Names(), m[2]) {
+				continue
+			}
+			switch f.(type) {
+			case *cli.DurationFlag:
 				name, why = "--"+f.Names()[0], "not a duration (for example 10s, 1m; a number needs its unit)"
+			case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+				why = "not a whole number"
+			case *cli.Float64Flag:
+				why = "not a number"
 			}
 		}
 		msg = fmt.Sprintf("%s %s: %s", name, m[1], why)
