@@ -17,7 +17,8 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # Debian packages that tests and benchmarks run: valgrind (instruction
 # counts), libjemalloc2, libtcmalloc-minimal4 and libmimalloc2.0 (the shim
 # before and after other allocators), heaptrack and
-# hyperfine (measured beside us), python3 (scenario and tests), shellcheck
+# hyperfine (measured beside us), time (GNU time: bench/allocators.sh's
+# plain timing), python3 (scenario and tests), shellcheck
 # (actionlint checks the workflows' shell steps with it; 2.6 MB).
 # g++ builds the C++ scenarios (scenarios/*.cc). clang, llvm (llvm-strip)
 # and libbpf-dev (bpf/bpf_helpers.h) regenerate the BPF object: `make
@@ -26,20 +27,20 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # python and cxx-4t scenarios): `make deps-overhead`. prometheus (and its
 # promtool) scrapes `heapctl export` over TLS with basic auth in ctl's
 # tests, and checks docs/examples/heapline-rules.yml.
-# libunwind-dev builds libheap.so (its sampled stacks link libunwind,
-# whose runtime, libunwind8, Debian installs widely): `make` itself
-# installs it (build-deps), so that `make run` works on a fresh machine.
+# libunwind-dev is the oracle the shim's own unwinder is tested against
+# (preload/shimtest); libheap.so itself needs no package beyond gcc and Go,
+# so build-deps is empty (its target stays for the callers that name it).
 # tmux runs watch and the shim's summary at a real terminal in the tests;
 # librsvg2-bin's rsvg-convert renders the charts to PNG to check them as
 # they are seen, with fonts-liberation, the font the SVGs name (without
 # it librsvg draws a wider one, and labels run off the picture).
-BUILD_DEBS := libunwind-dev
+BUILD_DEBS :=
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine shellcheck clang llvm libbpf-dev prometheus tmux librsvg2-bin fonts-liberation
+DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus tmux librsvg2-bin fonts-liberation
 
 .PHONY: all scenarios test run deps deps-overhead build-deps generate bench clean
 
-all: $(BIN)/libheap.so $(BIN)/libfloor.so $(BIN)/heapctl scenarios
+all: $(BIN)/libheap.so $(BIN)/libfloor.so $(BIN)/heapline-rusage $(BIN)/heapctl scenarios
 
 # preload/exports.map limits what the shim exports; cgo's own LDFLAGS may
 # not name a version script, so it is passed to the external linker here.
@@ -55,6 +56,12 @@ $(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map | build-deps
 $(BIN)/libfloor.so: bench/floor/packed.c
 	@mkdir -p $(BIN)
 	$(CC) -O2 -shared -fPIC -fvisibility=hidden -DPER_THREAD -o $@ $< -ldl
+
+# The runner of `heapctl allocators`' timed runs: a real fork, so that a
+# run's ru_maxrss is its own (helpers/rusage.c says why).
+$(BIN)/heapline-rusage: helpers/rusage.c
+	@mkdir -p $(BIN)
+	$(CC) -O2 -Wall -Wextra -o $@ $<
 
 $(BIN)/heapctl: $(GO_SRC)
 	$(GO) build -o $@ ./ctl

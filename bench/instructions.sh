@@ -16,14 +16,14 @@ command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is missing (
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 ${CC:-gcc} -O2 -o "$bin/pair" bench/pair.c
-lib=$PWD/bin/libheap.so
-n0=100000 n1=300000
+lib=${LIB:-$PWD/bin/libheap.so}
+n0=200000 n1=1200000 # long enough that the samples (one per 512 KiB, at random points) vary the figure by under 0.05
 
 ir() { # ir LIB N [CALLGRIND-OPTION...] -> Ir of pair N, with LIB preloaded
 	local with=$1 n=$2
 	shift 2
 	valgrind --tool=callgrind "$@" --callgrind-out-file="$bin/out" \
-		--trace-children=yes env ${with:+LD_PRELOAD=$with} HEAPLINE_SUMMARY=0 "$bin/pair" "$n" >/dev/null 2>&1
+		--trace-children=yes env ${with:+LD_PRELOAD=$with} HEAPLINE_SUMMARY=0 ${HEAPLINE_SAMPLE:+HEAPLINE_SAMPLE=$HEAPLINE_SAMPLE} "$bin/pair" "$n" >/dev/null 2>&1
 	awk '/^totals:/ {print $2}' "$bin/out"
 }
 

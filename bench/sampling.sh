@@ -2,11 +2,11 @@
 # sampling.sh: what sampled stacks cost, against the same library with
 # sampling off, in one interleaved run per scenario (--baseline-lib), so the
 # machine's drift cancels. Builds three variants of libheap.so whose
-# default HEAPLINE_SAMPLE differs: 0, 512 KiB (HEAPLINE_PROFILE's rate) and
-# 64 KiB.
+# default HEAPLINE_SAMPLE differs: 0, 512 KiB (the default) and 64 KiB.
 #
 #   bench/sampling.sh [-n N] [--measure time|cpu|instructions]   # heapctl overhead's flags
 #   SCENARIOS="churn-1t churn-4t" bench/sampling.sh ...            # default: every scenario
+#   VARIANTS=512k bench/sampling.sh ...                              # default: 512k 64k
 #
 # Writes bench/results/sampling-{512k,64k}-DATE.json (heapctl's JSON) and
 # prints their markdown tables.
@@ -28,5 +28,6 @@ read -r -a scenarios <<<"${SCENARIOS:-all}"
 args=("${scenarios[@]}" "$@")
 # shellcheck source-path=SCRIPTDIR source=measure.sh
 . bench/measure.sh
-measure sampling-512k "${args[@]}" --baseline-lib "$tmp/off.so" --lib "$tmp/512k.so"
-measure sampling-64k "${args[@]}" --baseline-lib "$tmp/off.so" --lib "$tmp/64k.so"
+for v in ${VARIANTS:-512k 64k}; do
+	measure "sampling-$v" "${args[@]}" --baseline-lib "$tmp/off.so" --lib "$tmp/$v.so"
+done

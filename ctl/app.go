@@ -81,6 +81,7 @@ func newAppEnv(e *env) app {
 			lsCommand(e),
 			gcCommand(e),
 			overheadCommand(e),
+			allocatorsCommand(e),
 			traceCommand(e),
 			historyCommand(e),
 			watchCommand(e),

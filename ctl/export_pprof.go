@@ -43,7 +43,7 @@ func pprofHandler(log *zap.Logger) http.Handler {
 			http.Error(w, "no region for pid "+q, http.StatusNotFound)
 			return
 		case errors.Is(ent.Err, region.ErrNoProfile):
-			http.Error(w, "pid "+q+" takes no samples: it was started without HEAPLINE_SAMPLE", http.StatusNotFound)
+			http.Error(w, "pid "+q+" takes no samples: it was started with HEAPLINE_SAMPLE=0", http.StatusNotFound)
 			return
 		case ent.Err != nil:
 			log.Warn("serving a profile", zap.Int("pid", pid), zap.Error(ent.Err))

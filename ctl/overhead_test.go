@@ -87,7 +87,7 @@ func TestOverheadCommand(t *testing.T) {
 	if lines[0] != "sh -c exit 0 -n 99" {
 		t.Errorf("first line = %q, want the command", lines[0])
 	}
-	for _, want := range []string{"\nbaseline ", "\nheapline ", "\noverhead ", "95% CI"} {
+	for _, want := range []string{"\nnone ", "\nlibnop.so ", "\noverhead ", "95% CI"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -262,7 +262,7 @@ func TestOverheadMarkdownOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| scenario | base lib median | lib median | change | 95% CI | cv | runs | floor | above the floor (95% CI) | verdict (±5.0 pt) |", "\n| true | "} {
+	for _, want := range []string{"| scenario | libnop.so median | libnop.so median | change | 95% CI | cv | runs | floor | above the floor (95% CI) | verdict (±5.0 pt) |", "\n| true | "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)
 		}

@@ -74,7 +74,7 @@ func writeProfile(e *env, args []string, from, output string) error {
 		ent, prof := region.InspectProfile(pid)
 		switch {
 		case errors.Is(ent.Err, region.ErrNoProfile):
-			return fmt.Errorf("profile: process %d takes no samples: start it with HEAPLINE_SAMPLE=512k (or heapctl run --profile) for a profile", pid)
+			return fmt.Errorf("profile: process %d takes no samples: it was started with HEAPLINE_SAMPLE=0 (the default samples every 512 KiB)", pid)
 		case ent.Err != nil:
 			return fmt.Errorf("profile: %w", target.RegionError(pid, ent, false))
 		case ent.Stale:

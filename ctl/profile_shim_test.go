@@ -451,17 +451,16 @@ int main(void) {
 	}
 }
 
-// Sampling is off unless asked for: a process started without
-// HEAPLINE_SAMPLE has no profile, and profile says how to get one, and
-// writes nothing.
+// Sampling is on unless turned off: a process started with
+// HEAPLINE_SAMPLE=0 has no profile, and profile says why, and writes
+// nothing.
 func TestProfileShimSamplingOff(t *testing.T) {
-	t.Setenv("HEAPLINE_SAMPLE", "")
-	os.Unsetenv("HEAPLINE_SAMPLE") // restored after the test
+	t.Setenv("HEAPLINE_SAMPLE", "0")
 	p := rgStartSteps(t, testkit.Shim(t), rgProg(t))
 	p.next(t) // base
 	file := filepath.Join(t.TempDir(), "none.pb.gz")
 	r := rgHeapctl(t, "profile", strconv.Itoa(p.pid), "-o", file)
-	want := "profile: process " + strconv.Itoa(p.pid) + " takes no samples: start it with HEAPLINE_SAMPLE=512k (or heapctl run --profile) for a profile"
+	want := "profile: process " + strconv.Itoa(p.pid) + " takes no samples: it was started with HEAPLINE_SAMPLE=0 (the default samples every 512 KiB)"
 	if r.err == nil || r.err.Error() != want {
 		t.Errorf("err %v, want %q", r.err, want)
 	}

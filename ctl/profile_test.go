@@ -139,7 +139,7 @@ func TestProfileOfPID(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-o", out, strconv.Itoa(dead)}, fmt.Sprintf("profile: process %d takes no samples: start it with HEAPLINE_SAMPLE=512k (or heapctl run --profile) for a profile", dead)},
+		{[]string{"-o", out, strconv.Itoa(dead)}, fmt.Sprintf("profile: process %d takes no samples: it was started with HEAPLINE_SAMPLE=0 (the default samples every 512 KiB)", dead)},
 		{[]string{"-o", out}, "profile: missing PID (heapctl profile -o FILE PID, or -o FILE --from DUMP)"},
 		{[]string{strconv.Itoa(dead)}, "profile: missing -o FILE (- for stdout)"},
 		{[]string{"-o", out, "--from", "x", "1"}, "profile: give a PID or --from DUMP, not both"},

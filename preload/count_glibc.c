@@ -40,8 +40,10 @@ static inline void *counted(void *p)
 {
     size_t h = HDR(p);
     struct hl_slot *s = hl_self.slot;
+    /* a small block here is a new thread's first: its free will take the
+     * fast path, so a sample must move it to the arena (profile.c) */
     if (HL_UNLIKELY((h & SLOW_BITS) || s == NULL))
-        return hl_alloc_slow(p, usable_of(h));
+        return hl_alloc_slow(p, usable_of(h), !(h & SLOW_BITS));
     if (HL_UNLIKELY(hl_word_add(&s->alloc_word, INC(h))))
         return hl_alloc_carry(s, p);
     return p;

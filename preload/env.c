@@ -14,15 +14,13 @@
 
 extern char **environ;
 
-/* Sampling is off unless asked for: by HEAPLINE_SAMPLE, or by
- * HEAPLINE_PROFILE, which samples at HL_SAMPLE_DEFAULT. Left on for every
- * program, a thread's first samples cost libunwind's per-thread setup, and
- * a program that starts thousands of threads paid more than the two
- * points the profile was allowed (docs/performance.md, larson-4t).
- * bench/sampling.sh builds libraries with another default, to measure
- * sampling against none in one interleaved run. */
+/* Sampling is on, at HL_SAMPLE_DEFAULT, unless HEAPLINE_SAMPLE=0 turns it
+ * off, as Go's heap profile is for every program: when a leak shows up it
+ * is too late to restart with a setting. bench/sampling.sh builds
+ * libraries with another default, to measure sampling against none in one
+ * interleaved run. */
 #ifndef HL_SAMPLE_BUILD_DEFAULT
-#define HL_SAMPLE_BUILD_DEFAULT ((uint64_t)-1) /* off, or HL_SAMPLE_DEFAULT with HEAPLINE_PROFILE */
+#define HL_SAMPLE_BUILD_DEFAULT HL_SAMPLE_DEFAULT
 #endif
 
 struct hl_config hl_config = {
@@ -207,8 +205,6 @@ void hl_config_read(void)
             if (starts_with(*e, "HEAPLINE_") && strchr(*e, '='))
                 setting(*e);
     }
-    if (hl_config.sample == (uint64_t)-1) /* not set: see HL_SAMPLE_BUILD_DEFAULT */
-        hl_config.sample = hl_config.profile[0] ? HL_SAMPLE_DEFAULT : 0;
 }
 
 /* argv joined by spaces, as much as fits. */

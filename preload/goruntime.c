@@ -28,46 +28,32 @@
  * and must not. preload/shimtest/goruntime_test.go fails if a Go release
  * starts the runtime another way.
  *
- * The loader entry has also installed the runtime's handlers for the
- * faults, SIGPIPE and SIGURG. Uninitialised, they forward to whatever was
- * there before (runtime.sigfwdgo), but a handler is not nothing: a caught
- * SIGURG makes poll, epoll_wait and nanosleep fail with EINTR where an
- * ignored one does not, and a fault that dies in a handler leaves a core
- * whose top frames are the handler's. So the dispositions of every signal
- * are read before the runtime's loader entry runs (a constructor of
- * priority 101 comes before the plain ones in .init_array), and put back
- * where a handler of ours replaced them, from the pthread_create below,
- * which the entry calls right after installing its handlers.
+ * The loader entry would also install the runtime's handlers for the
+ * faults, SIGPIPE and SIGURG. Uninitialised, they would forward to whatever
+ * was there before (runtime.sigfwdgo), but a handler is not nothing: a
+ * caught SIGURG makes poll, epoll_wait and nanosleep fail with EINTR where
+ * an ignored one does not, and a fault that dies in a handler leaves a core
+ * whose top frames are the handler's. runtime/cgo's C makes those calls
+ * (x_cgo_sigaction), and they bind to the hidden sigaction below, which
+ * changes nothing and fails: the runtime then installs nothing, and skips
+ * the copying of masks that cost start-up 98,000 instructions when it read
+ * and set every signal for real (docs/performance.md). It fails with
+ * ENOSYS, not EINVAL: on EINVAL the runtime would make the system call
+ * itself.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include "shim.h"
 
-static struct sigaction before[NSIG];
-static unsigned char saved[NSIG];
-
-__attribute__((constructor(101))) static void before_runtime(void)
+HL_HIDDEN int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-    for (int sig = 1; sig < NSIG; sig++)
-        saved[sig] = sigaction(sig, NULL, &before[sig]) == 0;
-}
-
-/* Only where the handler now in place is ours: anything else that changed
- * meanwhile is not the runtime's doing. */
-static void undo_handlers(void)
-{
-    const void *self = hl_object_of((const void *)undo_handlers);
-    for (int sig = 1; sig < NSIG; sig++) {
-        struct sigaction now;
-        if (saved[sig] && sigaction(sig, NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO) &&
-            self != NULL && hl_object_of((const void *)now.sa_sigaction) == self)
-            sigaction(sig, &before[sig], NULL);
-    }
+    errno = ENOSYS;
+    return -1;
 }
 
 HL_HIDDEN int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
-    undo_handlers();
     *t = 0;
     return 0;
 }

@@ -3,6 +3,7 @@
  * point is one jump through hl_impl (shim.h says why); the work is in
  * count_glibc.c, count_generic.c and boot.c.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -66,3 +67,18 @@ HL_EXPORT void _exit(int status)
 }
 
 HL_EXPORT void _Exit(int status) { _exit(status); }
+
+// ---- loaded objects ---------------------------------------------------------
+
+/* An object dlclose unmaps leaves its addresses to the next one loaded
+ * there: the unwinder's cached rules for them go stale (unwind.c). */
+static int (*next_dlclose)(void *);
+
+HL_EXPORT int dlclose(void *handle)
+{
+    if (HL_UNLIKELY(next_dlclose == NULL))
+        *(void **)&next_dlclose = dlsym(RTLD_NEXT, "dlclose");
+    int r = next_dlclose(handle);
+    hl_unwind_forget();
+    return r;
+}

@@ -10,8 +10,8 @@
  * so that the word's next carry falls exactly on the next point (the sum a
  * reader computes does not move). The fast path gains nothing.
  *
- * A sample records the caller's stack (libunwind's cached trace: the
- * programs we profile are built without frame pointers) in the region's
+ * A sample records the caller's stack (unwind.c: the programs we profile
+ * are built without frame pointers) in the region's
  * stack table, with Go's weight w = 1 / (1 - exp(-c/R)) for a block of
  * chunk size c (runtime/pprof's scaleHeapSample): the shim adds w objects
  * and usable * w bytes to the stack's totals, and the same to its free
@@ -28,22 +28,16 @@
  * sampled blocks of the generic mode, whose frees take the slow path.
  *
  * None of this allocates, locks or calls into Go: the arena and the table
- * are memory of our own (raw mmap), their lists lock-free. libunwind's
- * first trace on a thread sets its cache up (mmap, and a thread key); the
- * object table, filled once per loaded object, takes a spin lock of its
- * own. A sample taken while the thread is inside a sample (a signal
+ * are memory of our own (raw mmap), their lists lock-free, and the unwinder
+ * keeps nothing per thread; the object table, filled once per loaded
+ * object, takes a spin lock of its own. A sample taken while the thread is inside a sample (a signal
  * handler's) is skipped.
  */
-#define UNW_LOCAL_ONLY
-#include <dlfcn.h>
-#include <libunwind.h>
 #include <link.h>
-#include <math.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
+#include <sys/resource.h>
 #include "shim.h"
 
 #define RELAXED __ATOMIC_RELAXED
@@ -57,8 +51,9 @@ static uintptr_t self_lo, self_hi; /* libheap.so: frames here are ours */
 
 // ---- the sample arena: replaced small blocks ---------------------------------------
 /* 128 MiB of address space, reserved (MAP_NORESERVE: pages only as they
- * are used; kept small, since it counts against the program's RLIMIT_AS;
- * a sample that finds it full is lost, and counted), in pages of 256 KiB,
+ * are used), at most 1/64 of the program's RLIMIT_AS when it has one, since
+ * it counts against that (a sample that finds the arena full, or none, is
+ * lost, and counted), in pages of 256 KiB,
  * each of one size class (32 B to 256 KiB); a block's class is its page's. A block starts with
  * its sample's record; the program's pointer follows, aligned as the
  * block it replaces was, with a glibc-style header before it: usable + 16
@@ -153,6 +148,33 @@ void hl_arena_release(void)
     hl_self.arena_busy = 0;
 }
 
+/* A block never used yet: the next of its class's current page, or the
+ * first of a new page. Pages are handed out block by block, so that only
+ * the blocks samples use are ever touched (resident): putting a new page's
+ * blocks on the free list at once wrote to all of its 256 KiB. */
+static uint64_t fresh[NCLASS]; /* (page + 1) << 32 | the offset of its next unused block; 0: none */
+
+static char *fresh_block(int cls)
+{
+    const uint64_t size = (uint64_t)32 << cls, page_bytes = (uint64_t)1 << PAGE_SHIFT;
+    uint64_t cur = __atomic_load_n(&fresh[cls], __ATOMIC_ACQUIRE);
+    while (cur != 0 && (uint32_t)cur + size <= page_bytes) {
+        if (__atomic_compare_exchange_n(&fresh[cls], &cur, cur + size, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return arena + (((cur >> 32) - 1) << PAGE_SHIFT) + (uint32_t)cur;
+    }
+    uint64_t page = __atomic_fetch_add(&pages_used, 1, RELAXED);
+    if (page >= (arena_size >> PAGE_SHIFT)) {
+        __atomic_store_n(&pages_used, arena_size >> PAGE_SHIFT, RELAXED); /* no wrap, however many ask */
+        return NULL;
+    }
+    __atomic_store_n(&page_class[page], (uint8_t)cls, __ATOMIC_RELEASE);
+    /* Another thread may have opened a page meanwhile: then this one gives
+     * its first block only, and the rest of it stays unused (address space,
+     * never touched). */
+    __atomic_compare_exchange_n(&fresh[cls], &cur, (page + 1) << 32 | size, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return arena + (page << PAGE_SHIFT);
+}
+
 static char *block_get(int cls)
 {
     char *b = NULL;
@@ -167,17 +189,7 @@ static char *block_get(int cls)
             return b;
     }
     b = pop(cls);
-    if (b != NULL)
-        return b;
-    uint64_t page = __atomic_fetch_add(&pages_used, 1, RELAXED);
-    if (page >= (arena_size >> PAGE_SHIFT))
-        return NULL;
-    __atomic_store_n(&page_class[page], (uint8_t)cls, __ATOMIC_RELEASE);
-    size_t size = (size_t)32 << cls;
-    char *base = arena + (page << PAGE_SHIFT);
-    for (size_t off = size; off < ((size_t)1 << PAGE_SHIFT); off += size)
-        push(cls, base + off);
-    return base;
+    return b != NULL ? b : fresh_block(cls);
 }
 
 /* The block of the sample arena holding p, and its class. */
@@ -199,9 +211,7 @@ static void *replace(void *p, size_t usable, const struct record *rec)
     if (align > 65536)
         return NULL; /* (memalign's large alignments; a lost sample, counted) */
     size_t head = (sizeof *rec + 8 + align - 1) & ~(align - 1), need = head + usable;
-    int cls = 0;
-    while (cls < NCLASS && ((size_t)32 << cls) < need)
-        cls++;
+    int cls = need <= 32 ? 0 : 64 - __builtin_clzll((unsigned long long)need - 1) - 5; /* 32 << cls >= need */
     char *b = cls < NCLASS ? block_get(cls) : NULL;
     if (b == NULL)
         return NULL;
@@ -299,11 +309,22 @@ void hl_unplace_done(const void *p, const struct hl_taken *t, int released)
         account(r, 1); /* no room again: its release is at least counted */
 }
 
+/* A released block's record keeps objects 0 (a live one's is at least
+ * 2^HL_WEIGHT_SHIFT): freeing it again aborts, as glibc's own check does,
+ * instead of putting it on a free list twice. */
 void hl_sampled_free(void *p)
 {
     int cls;
     char *b = block_of(p, &cls);
-    account((const struct record *)b, 1);
+    struct record *r = (struct record *)b;
+    uint64_t objects = __atomic_exchange_n(&r->objects, 0, RELAXED);
+    if (objects == 0) {
+        hl_say("free(): double free of a sampled block", NULL);
+        abort();
+    }
+    struct record was = *r;
+    was.objects = objects;
+    account(&was, 1);
     if (!local_push(cls, b))
         push(cls, b);
 }
@@ -327,15 +348,17 @@ static int known_object(uintptr_t a, uint64_t used)
 
 /* The loaded objects the frames are in, for a reader after the process is
  * gone: once each. _dl_find_object takes no lock (glibc 2.35). */
-static void note_objects(void *const *frames, int n)
+static void note_objects(const uint64_t *frames, int n)
 {
     struct hl_header *r = hl_region;
     for (int i = 0; i < n; i++) {
         uintptr_t a = (uintptr_t)frames[i];
+        if ((a >> 63) != 0)
+            continue; /* not an address (shim.h) */
         if (known_object(a, __atomic_load_n(&r->objects_used, __ATOMIC_ACQUIRE)))
             continue;
         struct dl_find_object found;
-        if (_dl_find_object(frames[i], &found) != 0)
+        if (_dl_find_object((void *)a, &found) != 0)
             continue;
         while (__atomic_exchange_n(&objects_lock, 1, __ATOMIC_ACQUIRE))
             sched_yield();
@@ -353,11 +376,11 @@ static void note_objects(void *const *frames, int n)
     }
 }
 
-static uint64_t hash_frames(void *const *frames, int n)
+static uint64_t hash_frames(const uint64_t *frames, int n)
 {
     uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)n;
     for (int i = 0; i < n; i++) {
-        h ^= (uintptr_t)frames[i];
+        h ^= frames[i];
         h *= 0x100000001b3ull;
         h ^= h >> 29;
     }
@@ -367,7 +390,15 @@ static uint64_t hash_frames(void *const *frames, int n)
 /* The entry of this stack, made if new; 0 (the catch-all) when the table
  * has no room near its hash. Two threads making the same stack at once
  * may make two entries: readers merge them. */
-static uint32_t stack_entry(void *const *frames, int n)
+static int same_frames(const uint64_t *a, const uint64_t *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+static uint32_t stack_entry(const uint64_t *frames, int n)
 {
     if (nstacks < 2)
         return 0; /* HEAPLINE_STACKS=1: the catch-all only */
@@ -376,7 +407,7 @@ static uint32_t stack_entry(void *const *frames, int n)
     for (int i = 0; i < 32; i++, at = at + 1 < nstacks ? at + 1 : 1) {
         struct hl_stack *s = &stacks[at];
         uint64_t sh = __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE);
-        if (sh == h && s->nframes == (uint32_t)n && memcmp(s->frames, frames, (size_t)n * sizeof *frames) == 0)
+        if (sh == h && s->nframes == (uint32_t)n && same_frames(s->frames, frames, n))
             return at;
         uint32_t free_state = 0;
         if (sh == 0 && __atomic_load_n(&s->state, RELAXED) == 0 &&
@@ -393,6 +424,55 @@ static uint32_t stack_entry(void *const *frames, int n)
 
 // ---- taking a sample -------------------------------------------------------------------
 
+/* The sampler's two functions of libm's, so that the shim does not load
+ * libm into programs that have no use for it (start-up: docs/performance.md).
+ * Both are within a few units in the last place of libm's over the ranges
+ * used here. */
+
+/* ln x, x > 0: x = m 2^e with m in [sqrt(1/2), sqrt(2)), and
+ * ln m = 2 atanh(s) = 2 (s + s^3/3 + ... + s^11/11), s = (m - 1) / (m + 1),
+ * |s| < 0.172: within 1e-10 of ln x, far closer than a sampling interval
+ * needs (a gap is a random draw; a weight, below, is used to 2^-16). */
+static double ln(double x)
+{
+    static const double inv_odd[] = {1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3, 1.0};
+    union { double d; uint64_t u; } v = {x};
+    int e = (int)((v.u >> 52) & 0x7ff) - 1023;
+    v.u = (v.u & 0x000fffffffffffffull) | 0x3ff0000000000000ull; /* m in [1, 2) */
+    if (v.d > 1.4142135623730951)
+        v.d *= 0.5, e++;
+    double s = (v.d - 1) / (v.d + 1), s2 = s * s, sum = 0;
+    for (int k = 0; k < 6; k++)
+        sum = sum * s2 + inv_odd[k];
+    return 2 * s * sum + e * 0.6931471805599453;
+}
+
+/* 1 - e^-x, x >= 0, without the loss of precision near 0. */
+static double one_minus_exp_neg(double x)
+{
+    /* 1/k! for k = 0 .. 17 */
+    static const double inv_fact[] = {
+        1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320, 1.0 / 362880,
+        1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800.0, 1.0 / 87178291200.0,
+        1.0 / 1307674368000.0, 1.0 / 20922789888000.0, 1.0 / 355687428096000.0};
+    if (x < 0.5) { /* x - x^2/2! + ... - x^12/12!, by Horner: within 1e-12;
+                    * to x^6/6! below 1/64, which a block under 8 KiB is at
+                    * the default interval */
+        double sum = 0;
+        for (int k = x < 1.0 / 64 ? 6 : 12; k >= 1; k--)
+            sum = sum * -x + inv_fact[k];
+        return sum * x;
+    }
+    if (x > 700)
+        return 1;
+    int k = (int)(x / 0.6931471805599453 + 0.5); /* e^-x = 2^-k e^r, |r| <= ln2/2 */
+    double r = k * 0.6931471805599453 - x, e = 0;
+    for (int i = 17; i >= 0; i--)
+        e = e * r + inv_fact[i];
+    union { double d; uint64_t u; } scale = {.u = (uint64_t)(1023 - k) << 52};
+    return 1 - e * scale.d;
+}
+
 /* An exponential gap of mean rate, from the thread's xorshift64*. */
 static uint64_t gap(void)
 {
@@ -402,51 +482,28 @@ static uint64_t gap(void)
     x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
     hl_self.rng = x;
     double u = (double)((x * 0x2545f4914f6cdd1dull) >> 11) * 0x1p-53; /* [0, 1) */
-    double g = -log(1.0 - u) * rate;
+    double g = -ln(1.0 - u) * rate;
     return g < 1 ? 1 : g > 0x1p62 ? (uint64_t)1 << 62 : (uint64_t)g;
 }
 
-/* The return addresses of the calling frames, stepping libunwind's cursor:
- * no cache to build, and several microseconds a frame. */
-static int step_trace(void **frames, int max)
-{
-    unw_context_t uc;
-    unw_cursor_t c;
-    int n = 0;
-    if (unw_getcontext(&uc) != 0 || unw_init_local(&c, &uc) != 0)
-        return 0;
-    do {
-        unw_word_t ip;
-        if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0)
-            break;
-        frames[n++] = (void *)ip;
-    } while (n < max && unw_step(&c) > 0);
-    return n;
-}
-
-/* libunwind's cached trace costs tens of nanoseconds a sample, but its
- * cache is the thread's own, and building it costs about 80,000
- * instructions and 256 KiB of pages: a thread's first samples step
- * instead, so that short-lived threads never pay for it. */
-#define STEPPED_SAMPLES 2
-
 static void *take(void *p, size_t usable, int in_arena)
 {
-    void *frames[HL_STACK_FRAMES + 16];
-    int n = hl_self.samples_taken < STEPPED_SAMPLES ? step_trace(frames, HL_STACK_FRAMES + 16)
-                                                    : unw_backtrace(frames, HL_STACK_FRAMES + 16);
-    int skip = 0;
-    hl_self.samples_taken++;
-    while (skip < n && (uintptr_t)frames[skip] - self_lo < self_hi - self_lo)
+    uint64_t frames[HL_STACK_FRAMES + 16];
+    int n = hl_unwind(frames, NULL, HL_STACK_FRAMES + 16), skip = 0;
+    struct hl_header *r = hl_region;
+    if (n < 0) {
+        n = -n;
+        __atomic_add_fetch(&r->samples_cut, 1, RELAXED);
+    }
+    while (skip < n && frames[skip] - self_lo < self_hi - self_lo)
         skip++; /* the shim's own frames */
     n -= skip;
     if (n > HL_STACK_FRAMES)
         n = HL_STACK_FRAMES;
-    double c = (double)usable + HL_CHUNK_BIAS, w = 1.0 / -expm1(-c / rate);
-    struct record rec = {stack_entry(frames + skip, n > 0 ? n : 0), 0, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
+    double c = (double)usable + HL_CHUNK_BIAS, w = 1.0 / one_minus_exp_neg(c / rate);
+    struct record rec = {stack_entry(frames + skip, n), 0, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
                          (uint64_t)((double)usable * w + 0.5)};
     void *q = p;
-    struct hl_header *r = hl_region;
     if (in_arena ? (q = replace(p, usable, &rec)) == NULL : !place(p, &rec)) {
         __atomic_add_fetch(&r->samples_lost, 1, RELAXED);
         return p;
@@ -498,17 +555,34 @@ void *hl_sample(void *p, size_t usable, int in_arena)
         return p;
     hl_self.in_sample = 1;
     uint64_t pos = position(own);
-    if (hl_self.sample_from != own || !hl_self.sample_armed) { /* a new stream */
+    if (hl_self.sample_from != own || !hl_self.sample_armed) { /* a new stream, from this block on */
         hl_self.sample_from = own;
         hl_self.sample_armed = 1;
-        hl_self.next_sample = pos + gap();
-    } else if ((int64_t)(pos - hl_self.next_sample) >= 0) {
+        hl_self.next_sample = pos - (usable + HL_CHUNK_BIAS) + gap();
+    }
+    if ((int64_t)(pos - hl_self.next_sample) >= 0) {
         p = take(p, usable, in_arena);
         hl_self.next_sample = pos + gap();
     }
     arm(own);
     hl_self.in_sample = 0;
     return p;
+}
+
+/* A thread's stream starts when the thread does (thread.c), so that its
+ * first bytes are sampled like any others: armed only at its first carry,
+ * a thread never had a sample in its first 256 KiB. */
+void hl_sample_begin(void)
+{
+    struct hl_slot *own = hl_self.own;
+    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample)
+        return;
+    hl_self.in_sample = 1;
+    hl_self.sample_from = own;
+    hl_self.sample_armed = 1;
+    hl_self.next_sample = position(own) + gap();
+    arm(own);
+    hl_self.in_sample = 0;
 }
 
 // ---- setting up ------------------------------------------------------------------------
@@ -550,23 +624,35 @@ void hl_profile_inherit(const struct hl_header *parent)
     r->objects_used = parent->objects_used;
 }
 
-/* At boot, with the region made: the arena, the table of blocks sampled in
- * place, libunwind's caches per thread (no lock a fork could leave taken). */
+/* The arena's size: ARENA_SIZE, or 1/64 of the address-space limit the
+ * program runs under (ulimit -v), in whole pages. */
+static uint64_t arena_budget(void)
+{
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur / 64 >= ARENA_SIZE)
+        return ARENA_SIZE;
+    return (lim.rlim_cur / 64) & ~(((uint64_t)1 << PAGE_SHIFT) - 1);
+}
+
+/* At boot, with the region made: the unwinder's cache, the arena, the
+ * table of blocks sampled in place, and the loading thread's stream. */
 void hl_profile_boot(void)
 {
     if (hl_config.sample == 0 || stacks == NULL)
         return;
     hl_object_span((const void *)hl_profile_boot, &self_lo, &self_hi);
-    hl_mapped_skip((const void *)unw_backtrace); /* its caches are ours, not the program's */
-    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    if (hl_unwind_boot() != 0)
+        return; /* no memory for it: no sampling */
     /* Aligned to its pages, so that a block is as aligned as its class is
      * large: replace() keeps alignments up to 64 KiB. */
-    char *m = hl_raw_map(ARENA_SIZE + ((size_t)1 << PAGE_SHIFT));
+    uint64_t size = arena_budget();
+    char *m = size != 0 ? hl_raw_map(size + ((size_t)1 << PAGE_SHIFT)) : NULL;
     if (m != NULL) {
         arena = (char *)(((uintptr_t)m + ((uintptr_t)1 << PAGE_SHIFT) - 1) & ~(((uintptr_t)1 << PAGE_SHIFT) - 1));
-        arena_size = ARENA_SIZE;
+        arena_size = size;
     }
     placed = hl_raw_map(PLACED_SIZE * sizeof *placed);
     rate = (double)hl_config.sample;
     hl_sample_rate = hl_config.sample;
+    hl_sample_begin();
 }

@@ -285,6 +285,7 @@ int hl_region_open(void)
     memcpy(region_file, path, sizeof region_file);
     hl_region = r;
     hl_mapped_publish();
+    hl_reap_dead(ns);
     return 0;
 }
 

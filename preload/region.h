@@ -142,10 +142,15 @@ struct hl_header {
     uint64_t samples;        /* 792: 0: readers add up the stacks' samples (one word every sampling thread wrote cost more than the sample) */
     uint64_t samples_lost;   /* 800: sampled but not recorded (no room for the block's record) */
     uint64_t objects_used;   /* 808: hl_object entries filled, in order */
-    uint8_t  _pad4[16];      /* 816 */
+    uint64_t samples_cut;    /* 816: samples whose stack walk stopped before the stack's end (unwind.c) */
+    uint8_t  _pad4[8];       /* 824 */
 
-    /* lines 13-15: reserved, zero */
-    uint8_t  _pad5[192];     /* 832 */
+    /* lines 13-14: reserved, zero */
+    uint8_t  _pad5[128];     /* 832 */
+
+    /* line 15: after the process */
+    uint64_t dead_seen_ns;   /* 960: CLOCK_REALTIME when a new region first found this one's process dead (reap.c), 0 before */
+    uint8_t  _pad6[56];      /* 968 */
 };
 
 /*

@@ -124,7 +124,7 @@ void hl_off_fns_make(struct hl_fns *f);
 /* thread.c: the slow paths. *_slow take a block's usable size (mmapped and
  * large blocks, other allocators); *_carry the slot whose fast word an add
  * carried out of (the add itself is done). */
-void *hl_alloc_slow(void *p, size_t usable); /* p, or where its sample moved it */
+void *hl_alloc_slow(void *p, size_t usable, int in_arena); /* p, or where its sample moved it */
 void hl_free_slow(size_t usable);
 void *hl_alloc_carry(struct hl_slot *s, void *p);
 void hl_free_carry(struct hl_slot *s);
@@ -148,6 +148,9 @@ size_t hl_region_len(void);
 int  hl_forked_child(void);
 uint64_t hl_now_ns(void);
 
+/* reap.c */
+void hl_reap_dead(uint64_t ns); /* at start: dead regions beyond the newest few go */
+
 /* mapped.c */
 void hl_mapped_resolve(void);        /* at boot: the next mmap family */
 void hl_mapped_skip(const void *fn); /* at boot: an allocator's object, whose maps are its blocks */
@@ -161,6 +164,7 @@ void hl_mapped_fork_done(void);      /* in parent and child */
 extern HL_HIDDEN uint64_t hl_sample_rate;   /* 0: off */
 extern HL_HIDDEN uint64_t hl_placed_live;   /* blocks sampled in place, not yet released */
 void *hl_sample(void *p, size_t usable, int in_arena);
+void hl_sample_begin(void);                 /* a thread's stream starts: its first point */
 int hl_sampled_owns(const void *p);         /* a block of the sample arena */
 size_t hl_sampled_usable(const void *p);
 void hl_sampled_free(void *p);              /* released: back to the arena */
@@ -174,6 +178,13 @@ void hl_profile_attach(struct hl_header *r, uint64_t off);
 void hl_profile_inherit(const struct hl_header *parent);
 void hl_profile_fork_child(void);
 void hl_profile_boot(void);
+
+/* unwind.c: the sampler's stack walk (no per-thread state, no lock) */
+int hl_unwind(uint64_t *pcs, uint64_t *cfas, int max); /* return addresses from the caller's, innermost
+                                                          first, cfas[i] frame i's stack pointer (NULL: not
+                                                          wanted); negated when the walk stopped early */
+int hl_unwind_boot(void);   /* the rule cache; -1 without memory for it */
+void hl_unwind_forget(void); /* after dlclose: every cached rule is stale */
 
 /* env.c */
 struct hl_config {

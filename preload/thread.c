@@ -130,11 +130,13 @@ static HL_NOINLINE void thread_start(void)
          * slow path and publishes, so the fast path adds to the dummy. */
         hl_self.slot = hl_peak_batch && hl_glibc_mode ? s : no_fast_slot();
         hl_self.state = HL_T_SLOTTED;
+        hl_sample_begin();
         return;
     }
     __atomic_add_fetch(&r->overflow_threads, 1, RELAXED);
     hl_self.slot = no_fast_slot();
     hl_self.state = HL_T_OVERFLOW;
+    hl_sample_begin();
 }
 
 /* The thread's slot, registering it on its first operation; NULL when it
@@ -200,12 +202,13 @@ static void count_slow(int alloc, uint64_t n, uint64_t bytes)
 }
 
 /* A block's usable size on the slow path; an allocated block may be
- * sampled there, in place. */
-void *hl_alloc_slow(void *p, size_t usable)
+ * sampled there: in place, or moved to the arena when its free will not
+ * come back to a slow path (in_arena, profile.c). */
+void *hl_alloc_slow(void *p, size_t usable, int in_arena)
 {
     int saved = errno;
     count_slow(1, 1, usable + HL_CHUNK_BIAS);
-    p = hl_sample(p, usable, 0);
+    p = hl_sample(p, usable, in_arena);
     errno = saved;
     return p;
 }

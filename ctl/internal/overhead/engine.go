@@ -14,9 +14,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -56,6 +56,11 @@ type Side struct {
 	SummaryDir string
 	// CallgrindDir receives callgrind's output in instructions mode.
 	CallgrindDir string
+	// Rusage, when set, is heapline-rusage (helpers/rusage.c): each run
+	// goes through it, and takes its CPU time, wall time and peak RSS from
+	// it, so that ru_maxrss is the run's own (ownPeakRSS says why it would
+	// not be). LD_PRELOAD of Env reaches the command only, not the helper.
+	Rusage string
 }
 
 // Job is one scenario ready to measure: a baseline side and a profiled one.
@@ -126,11 +131,11 @@ func Plan(spec Spec, base []string) (Job, error) {
 		}
 		return s, nil
 	}
-	baseLabel := "baseline"
-	if spec.BaselineLib != "" {
-		baseLabel = "base lib"
-	}
-	b, err := side(baseLabel, spec.BaselineLib, nil, "base")
+	// Each side is named for what it preloads (Labels): "none",
+	// "libheap.so", "libjemalloc.so.2", never "heapline" for a library
+	// that is not.
+	labels := Labels(spec.BaselineLib, spec.Lib, spec.FloorLib)
+	b, err := side(labels[0], spec.BaselineLib, nil, "base")
 	if err != nil {
 		return Job{}, err
 	}
@@ -138,18 +143,14 @@ func Plan(spec Spec, base []string) (Job, error) {
 	if len(spec.Wrap) > 0 {
 		p, err = side(filepath.Base(spec.Wrap[0]), "", spec.Wrap, "prof")
 	} else {
-		label := "heapline"
-		if spec.BaselineLib != "" {
-			label = "lib"
-		}
-		p, err = side(label, spec.Lib, nil, "prof")
+		p, err = side(labels[1], spec.Lib, nil, "prof")
 	}
 	if err != nil {
 		return Job{}, err
 	}
 	job := Job{Scenario: spec.Scenario, Description: spec.Description, Base: b, Prof: p}
 	if spec.FloorLib != "" {
-		f, err := side("floor", spec.FloorLib, nil, "floor")
+		f, err := side(labels[2], spec.FloorLib, nil, "floor")
 		if err != nil {
 			return Job{}, err
 		}
@@ -168,6 +169,9 @@ type Options struct {
 	Dir      string
 	Progress *Progress
 	Log      *zap.Logger
+	// KeepGoing (Interleave): a side whose run fails runs no more and the
+	// others go on, instead of the first failure ending the measurement.
+	KeepGoing bool
 }
 
 // Sample is one run of one side.
@@ -175,6 +179,16 @@ type Sample struct {
 	Wall, User, Sys float64 // seconds
 	Instructions    float64 // callgrind's total Ir, instructions mode only
 	Allocs          int64   // from the shim's exit summary; -1 when unknown
+	// MaxRSS is the run's peak resident memory in bytes, wait4's ru_maxrss.
+	// OwnRSS is heapctl's own resident memory when it started the run: a
+	// MaxRSS no larger may be heapctl's, not the run's (ownPeakRSS).
+	MaxRSS, OwnRSS int64
+	// From the shim's exit summary, -1 when there is none: the heap's peak
+	// (peak_live_bytes) and the peak of the memory the program mapped
+	// itself (peak_mapped_bytes); the object whose malloc bypassed the
+	// shim, if any.
+	PeakLive, PeakMapped int64
+	BypassedBy           string
 }
 
 // Measure runs job as opts says: warm-up runs of both sides, then
@@ -187,64 +201,26 @@ func Measure(ctx context.Context, job Job, opts Options) (Result, error) {
 	if opts.Rounds < 1 {
 		opts.Rounds = 1
 	}
-	if opts.Log == nil {
-		opts.Log = zap.NewNop()
-	}
-	// The runs' stdout: opened for writing, or a wrapper that prints (heapctl
-	// trace, heaptrack) fails with EBADF.
-	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		return Result{}, fmt.Errorf("opening %s: %w", os.DevNull, err)
-	}
-	defer devnull.Close()
-	r := &runner{opts: opts, stdout: devnull}
-
 	sides := []*Side{&job.Base, &job.Prof}
 	if job.Floor != nil {
 		// Between the two, so that either order of a round puts it
 		// beside both.
 		sides = []*Side{&job.Base, job.Floor, &job.Prof}
 	}
-	total := len(sides) * (opts.Warmup + opts.Runs*opts.Rounds)
-	opts.Progress.begin(job.Scenario, total)
-	for i := range opts.Warmup {
-		for _, s := range sides {
-			if _, err := r.run(ctx, s, fmt.Sprintf("warm-up %d/%d", i+1, opts.Warmup)); err != nil {
-				opts.Progress.abort()
-				return Result{}, err
-			}
-			opts.Progress.step()
-		}
+	opts.KeepGoing = false // a comparison of two sides needs both
+	runs, err := Interleave(ctx, job.Scenario, sides, opts)
+	if err != nil {
+		return Result{}, err
 	}
 	samples := map[*Side][]Sample{}
+	for i, s := range sides {
+		samples[s] = runs[i].Samples
+	}
 	var roundOverheads []float64
 	for round := range opts.Rounds {
-		order := slices.Clone(sides)
-		if round%2 == 1 {
-			slices.Reverse(order)
-		}
-		rs := map[*Side][]Sample{}
-		for i := range opts.Runs {
-			for _, s := range order {
-				what := fmt.Sprintf("run %d/%d", i+1, opts.Runs)
-				if opts.Rounds > 1 {
-					what = fmt.Sprintf("round %d/%d, %s", round+1, opts.Rounds, what)
-				}
-				smp, err := r.run(ctx, s, what)
-				if err != nil {
-					opts.Progress.abort()
-					return Result{}, err
-				}
-				rs[s] = append(rs[s], smp)
-				opts.Progress.step()
-			}
-		}
-		roundOverheads = append(roundOverheads, Overhead(values(rs[&job.Base], opts.Measure), values(rs[&job.Prof], opts.Measure)))
-		for _, s := range sides {
-			samples[s] = append(samples[s], rs[s]...)
-		}
+		in := func(s *Side) []Sample { return samples[s][round*opts.Runs : (round+1)*opts.Runs] }
+		roundOverheads = append(roundOverheads, Overhead(values(in(&job.Base), opts.Measure), values(in(&job.Prof), opts.Measure)))
 	}
-	opts.Progress.finish()
 	res := summarize(job, opts, samples[&job.Base], samples[&job.Prof], roundOverheads)
 	if job.Floor != nil {
 		res.Floor = floorResult(*job.Floor, opts.Measure, samples[&job.Base], samples[job.Floor], samples[&job.Prof])
@@ -300,9 +276,18 @@ func (r *runner) run(ctx context.Context, s *Side, what string) (Sample, error) 
 			}
 		}
 	}
+	argv, env := s.Argv, s.Env
+	ruPath := filepath.Join(r.opts.Dir, "rusage")
+	if s.Rusage != "" {
+		var preload string
+		env, preload = dropEnv(env, "LD_PRELOAD")
+		argv = append([]string{s.Rusage, ruPath, preload}, argv...)
+		_ = os.Remove(ruPath)
+	}
+	own := ownPeakRSS()
 	start := time.Now()
 	c, err := launch.Start(launch.Options{
-		Name: s.Argv[0], Path: s.Argv[0], Args: s.Argv[1:], Env: s.Env, NoSummaries: true,
+		Name: argv[0], Path: argv[0], Args: argv[1:], Env: env, NoSummaries: true,
 		Stdout: r.stdout, Stderr: errFile, Log: r.opts.Log,
 	})
 	if err != nil {
@@ -329,7 +314,16 @@ func (r *runner) run(ctx context.Context, s *Side, what string) (Sample, error) 
 		}
 		return Sample{}, errors.New(msg)
 	}
-	smp := Sample{Wall: wall, User: ps.UserTime().Seconds(), Sys: ps.SystemTime().Seconds(), Allocs: -1}
+	smp := Sample{Wall: wall, User: ps.UserTime().Seconds(), Sys: ps.SystemTime().Seconds(), Allocs: -1,
+		OwnRSS: own, PeakLive: -1, PeakMapped: -1}
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		smp.MaxRSS = ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	if s.Rusage != "" {
+		if err := readRusage(ruPath, &smp); err != nil {
+			return Sample{}, fmt.Errorf("%s, %s: %w", s.Label, what, err)
+		}
+	}
 	pid := ps.Pid()
 	if s.SummaryDir != "" {
 		sum, err := launch.ReadSummary(s.SummaryDir, pid)
@@ -337,6 +331,7 @@ func (r *runner) run(ctx context.Context, s *Side, what string) (Sample, error) 
 			r.opts.Log.Debug("no exit summary", zap.String("side", s.Label), zap.Error(err))
 		} else {
 			smp.Allocs = int64(sum.Allocs)
+			smp.PeakLive, smp.PeakMapped, smp.BypassedBy = sum.PeakLiveBytes, sum.PeakMappedBytes, sum.BypassedBy
 		}
 	}
 	if s.CallgrindDir != "" {
@@ -348,7 +343,7 @@ func (r *runner) run(ctx context.Context, s *Side, what string) (Sample, error) 
 	}
 	r.opts.Log.Debug("run", zap.String("side", s.Label), zap.String("what", what),
 		zap.Float64("wall_s", smp.Wall), zap.Float64("user_s", smp.User), zap.Float64("sys_s", smp.Sys),
-		zap.Float64("instructions", smp.Instructions), zap.Int64("allocs", smp.Allocs))
+		zap.Float64("instructions", smp.Instructions), zap.Int64("allocs", smp.Allocs), zap.Int64("maxrss", smp.MaxRSS))
 	return smp, nil
 }
 
@@ -469,7 +464,10 @@ func summarize(job Job, opts Options, base, prof []Sample, roundOverheads []floa
 			v := Median(rates)
 			res.AllocsPerS = &v
 		}
-	} else if job.Prof.SummaryDir != "" {
+	} else if job.Prof.SummaryDir != "" && IsHeapline(job.Prof.Preload) {
+		// Another library (an allocator compared with none: heapctl
+		// allocators does that with counts) writes no summary, and none
+		// is missing.
 		res.Warnings = append(res.Warnings, fmt.Sprintf("no exit summary from %s: allocations/s unknown (is it a heapline build?)", job.Prof.Preload))
 	}
 

@@ -71,11 +71,11 @@ func TestMeasureTrue(t *testing.T) {
 			}
 		}
 	}
-	if res.Baseline.Label != "baseline" || res.Baseline.Preload != "" {
+	if res.Baseline.Label != "none" || res.Baseline.Preload != "" {
 		t.Errorf("baseline side = %q preload %q", res.Baseline.Label, res.Baseline.Preload)
 	}
-	if res.Profiled.Label != "heapline" || res.Profiled.Preload != lib {
-		t.Errorf("profiled side = %q preload %q, want heapline %q", res.Profiled.Label, res.Profiled.Preload, lib)
+	if res.Profiled.Label != "libnop.so" || res.Profiled.Preload != lib {
+		t.Errorf("profiled side = %q preload %q, want libnop.so %q", res.Profiled.Label, res.Profiled.Preload, lib)
 	}
 	if want := Overhead(res.Baseline.SamplesS, res.Profiled.SamplesS); res.Overhead != want {
 		t.Errorf("overhead = %v, want %v", res.Overhead, want)
@@ -83,12 +83,17 @@ func TestMeasureTrue(t *testing.T) {
 	if !(res.CILow <= res.CIHigh) {
 		t.Errorf("interval [%v, %v] is not ordered", res.CILow, res.CIHigh)
 	}
-	// The stand-in library writes no exit summary: no rate, and a warning.
+	// The stand-in library is no heapline build and writes no exit
+	// summary: no rate, and no warning that one is missing.
 	if res.AllocsPerS != nil {
 		t.Errorf("allocs_per_s = %v, want null", *res.AllocsPerS)
 	}
 	wantWarn(t, res, "only 3 runs of each side")
-	wantWarn(t, res, "no exit summary from "+lib)
+	for _, w := range res.Warnings {
+		if strings.Contains(w, "exit summary") || strings.Contains(w, "heapline build") {
+			t.Errorf("warning %q for a library that is not heapline", w)
+		}
+	}
 	if got := progress.String(); !strings.HasPrefix(got, "true: 8 runs (both sides, warm-ups included) in ") {
 		t.Errorf("progress = %q, want one line for 8 runs", got)
 	}
@@ -110,7 +115,7 @@ func TestMeasureFailure(t *testing.T) {
 	if err == nil {
 		t.Fatal("a run exiting 3 gave no error")
 	}
-	for _, want := range []string{"baseline, run 1/3", "exit status 3", "boom"} {
+	for _, want := range []string{"none, run 1/3", "exit status 3", "boom"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}
@@ -118,7 +123,7 @@ func TestMeasureFailure(t *testing.T) {
 	// Only the profiled side fails: still an error, not a data point.
 	job = plan(t, Spec{Scenario: "fail", Argv: []string{"sh", "-c", `[ -z "$HEAPLINE_OUTPUT" ]`}, Lib: testkit.NopLib(t)})
 	_, err = measure(t, job, Options{Runs: 3, Warmup: 1})
-	if err == nil || !strings.Contains(err.Error(), "heapline, warm-up 1/1") || !strings.Contains(err.Error(), "exit status 1") {
+	if err == nil || !strings.Contains(err.Error(), "libnop.so, warm-up 1/1") || !strings.Contains(err.Error(), "exit status 1") {
 		t.Errorf("profiled failure: error = %v", err)
 	}
 	// A command that does not exist.
@@ -220,12 +225,13 @@ func TestBaselineLib(t *testing.T) {
 	// Both sides write exit summaries: the comparison is like for like.
 	script := `case "$LD_PRELOAD" in "$1"*) ;; *) exit 7;; esac; [ -n "$HEAPLINE_OUTPUT" ]`
 	job := plan(t, Spec{Scenario: "libs", Argv: []string{"sh", "-c", script, "sh", newLib}, Lib: newLib, BaselineLib: oldLib})
-	if job.Base.Label != "base lib" || job.Base.Preload != oldLib || job.Prof.Label != "lib" || job.Prof.Preload != newLib {
+	// Two libraries of one name are told apart by their directories.
+	if job.Base.Label != "001/libnop.so" || job.Base.Preload != oldLib || job.Prof.Label != "002/libnop.so" || job.Prof.Preload != newLib {
 		t.Fatalf("sides = %+v / %+v", job.Base, job.Prof)
 	}
 	// The profiled side passes the check, the baseline (old lib first) fails it.
 	_, err := measure(t, job, Options{Runs: 1})
-	if err == nil || !strings.Contains(err.Error(), "base lib, run 1/1") || !strings.Contains(err.Error(), "exit status 7") {
+	if err == nil || !strings.Contains(err.Error(), "001/libnop.so, run 1/1") || !strings.Contains(err.Error(), "exit status 7") {
 		t.Errorf("error = %v, want the baseline to fail with 7", err)
 	}
 }
@@ -481,7 +487,7 @@ func TestFloor(t *testing.T) {
 	floor := testkit.NopLib(t)
 	script := `case "$LD_PRELOAD" in "$2"*) printf F >> "$1";; "") printf B >> "$1";; *) printf P >> "$1";; esac`
 	job := plan(t, Spec{Scenario: "order", Argv: []string{"sh", "-c", script, "sh", log, floor}, Lib: testkit.NopLib(t), FloorLib: floor})
-	if job.Floor == nil || job.Floor.Label != "floor" || job.Floor.Preload != floor {
+	if job.Floor == nil || job.Floor.Label != "002/libnop.so" || job.Prof.Label != "003/libnop.so" || job.Floor.Preload != floor {
 		t.Fatalf("floor side = %+v", job.Floor)
 	}
 	res, got := measureOrder(t, job, log)
@@ -489,7 +495,7 @@ func TestFloor(t *testing.T) {
 		t.Errorf("order of runs = %s, want %s", got, want)
 	}
 	f := res.Floor
-	if f == nil || len(f.SamplesS) != 4 || f.Label != "floor" {
+	if f == nil || len(f.SamplesS) != 4 || f.Label != "002/libnop.so" {
 		t.Fatalf("floor result = %+v", f)
 	}
 	if want := Overhead(res.Baseline.SamplesS, f.SamplesS); f.Overhead != want {

@@ -19,6 +19,7 @@ type Progress struct {
 	tty   bool
 	label string
 	total int
+	sides int // of the measurement begun; 0 for two
 	done  int
 	start time.Time
 	every time.Duration // off a terminal: the least time between two lines
@@ -80,7 +81,13 @@ func (p *Progress) finish() {
 		fmt.Fprintln(p.w)
 		return
 	}
-	fmt.Fprintf(p.w, "%s: %d runs (both sides, warm-ups included) in %.1f s\n", p.label, p.done, time.Since(p.start).Seconds())
+	sides := "both sides"
+	if p.sides > 2 {
+		sides = fmt.Sprintf("%d sides", p.sides)
+	} else if p.sides == 1 {
+		sides = "one side"
+	}
+	fmt.Fprintf(p.w, "%s: %d runs (%s, warm-ups included) in %.1f s\n", p.label, p.done, sides, time.Since(p.start).Seconds())
 }
 
 // abort ends a line drawn on a terminal before an error is printed.

@@ -212,3 +212,25 @@ func Verdict(lo, hi, t float64) string {
 	}
 	return VerdictUnclear
 }
+
+// MedianCI returns a percentile-bootstrap confidence interval, at the
+// given level, for the median of xs: the (1-level)/2 and (1+level)/2
+// quantiles of the medians of resamples drawn with replacement (as
+// RatioCI, for one side alone: a peak RSS, a time). NaN for no values.
+func MedianCI(xs []float64, level float64, resamples int, seed uint64) (lo, hi float64) {
+	if len(xs) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	buf := make([]float64, len(xs))
+	meds := make([]float64, resamples)
+	for r := range meds {
+		for i := range buf {
+			buf[i] = xs[rng.IntN(len(xs))]
+		}
+		slices.Sort(buf)
+		meds[r] = medianSorted(buf)
+	}
+	slices.Sort(meds)
+	return Quantile(meds, (1-level)/2), Quantile(meds, (1+level)/2)
+}

@@ -217,3 +217,19 @@ func TestRunsNoteMeasure(t *testing.T) {
 		}
 	}
 }
+
+func TestMedianCI(t *testing.T) {
+	if lo, hi := MedianCI([]float64{7, 7, 7}, 0.95, 1000, 1); lo != 7 || hi != 7 {
+		t.Errorf("constant: [%v, %v], want [7, 7]", lo, hi)
+	}
+	// A resampled median is always one of the values or the mean of
+	// two: the interval lies within the range, around the median.
+	xs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+	lo, hi := MedianCI(xs, 0.95, BootstrapResamples, BootstrapSeed)
+	if !(lo >= 1 && lo < 6 && hi > 6 && hi <= 11) {
+		t.Errorf("1..11: [%v, %v], want around 6 within [1, 11]", lo, hi)
+	}
+	if lo, hi := MedianCI(nil, 0.95, 10, 1); !math.IsNaN(lo) || !math.IsNaN(hi) {
+		t.Errorf("no values: [%v, %v], want NaN", lo, hi)
+	}
+}

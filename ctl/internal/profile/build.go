@@ -39,8 +39,8 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 		PeriodType:        &pprof.ValueType{Type: "space", Unit: "bytes"},
 		Period:            clamp(p.SampleRate),
 		TimeNanos:         now.UnixNano(),
-		Comments: []string{fmt.Sprintf("heapline: pid %d (%s), %d samples at a mean of %d bytes, %d lost (no room for the block's record)",
-			p.PID, p.Command, p.Samples, p.SampleRate, p.SamplesLost)},
+		Comments: []string{fmt.Sprintf("heapline: pid %d (%s), %d samples at a mean of %d bytes, %d lost (no room for the block's record), %d with a stack cut short",
+			p.PID, p.Command, p.Samples, p.SampleRate, p.SamplesLost, p.SamplesCut)},
 	}
 	b := builder{out: out, sym: sym, locs: map[uint64]*pprof.Location{}, funcs: map[[2]string]*pprof.Function{}}
 	b.mappings(p.Root, p.Objects)

@@ -62,7 +62,7 @@ func stackValues(p *pprof.Profile) map[string][4]int64 {
 // (which merges the two entries of one stack) and back from the file.
 func TestBuildCounters(t *testing.T) {
 	in := region.Profile{
-		PID: 4711, Command: "./server", SampleRate: 512 << 10, Samples: 11, SamplesLost: 1,
+		PID: 4711, Command: "./server", SampleRate: 512 << 10, Samples: 11, SamplesLost: 1, SamplesCut: 3,
 		Overflow: region.Stack{AllocObjects: 2 * w, AllocBytes: 4096, FreeObjects: w, FreeBytes: 1024, Samples: 2},
 		Stacks: []region.Stack{
 			{Frames: []uint64{0x1001, 0x2001}, AllocObjects: 3 * w, AllocBytes: 3 << 20, FreeObjects: w, FreeBytes: 1 << 20, Samples: 3},
@@ -113,7 +113,7 @@ func TestBuildCounters(t *testing.T) {
 			t.Errorf("location %#x: mapping %v, lines %v", l.Address, l.Mapping, l.Line)
 		}
 	}
-	if len(p.Comments) != 1 || p.Comments[0] != "heapline: pid 4711 (./server), 11 samples at a mean of 524288 bytes, 1 lost (no room for the block's record)" {
+	if len(p.Comments) != 1 || p.Comments[0] != "heapline: pid 4711 (./server), 11 samples at a mean of 524288 bytes, 1 lost (no room for the block's record), 3 with a stack cut short" {
 		t.Errorf("comments %q", p.Comments)
 	}
 }

@@ -76,6 +76,8 @@ const (
 	offSamples         = 792
 	offSamplesLost     = 800
 	offObjectsUsed     = 808
+	offSamplesCut      = 816
+	offDeadSeen        = 960
 )
 
 // Offsets in struct hl_stack.
@@ -179,6 +181,8 @@ var goFields = map[string]field{
 	"hl_header.samples":           {offSamples, 8},
 	"hl_header.samples_lost":      {offSamplesLost, 8},
 	"hl_header.objects_used":      {offObjectsUsed, 8},
+	"hl_header.samples_cut":       {offSamplesCut, 8},
+	"hl_header.dead_seen_ns":      {offDeadSeen, 8},
 
 	"hl_stack.hash":          {offStackHash, 8},
 	"hl_stack.state":         {offStackState, 4},

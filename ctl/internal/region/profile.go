@@ -16,7 +16,7 @@ import (
 
 // ErrNoProfile is wrapped by a read of a region whose shim samples
 // nothing: prof_offset 0, as without HEAPLINE_SAMPLE or HEAPLINE_PROFILE.
-var ErrNoProfile = errors.New("no sampled profile in the region: sampling is off (no HEAPLINE_SAMPLE, or 0)")
+var ErrNoProfile = errors.New("no sampled profile in the region: sampling is off (HEAPLINE_SAMPLE=0, or a shim older than default sampling)")
 
 // Profile is a region's sampled profile as one read saw it.
 type Profile struct {
@@ -25,6 +25,7 @@ type Profile struct {
 	SampleRate  uint64 // mean chunk bytes between samples
 	Samples     uint64 // allocations sampled and recorded: the sum of the stacks'
 	SamplesLost uint64 // sampled but not recorded: no room for the block's record
+	SamplesCut  uint64 // recorded with a stack cut short: the walk stopped before the stack's end
 	// Stacks holds each distinct stack once, in table order: entries with
 	// equal frames are merged. Overflow is entry 0, the samples that found
 	// no room in the table; it has no frames.
@@ -113,6 +114,7 @@ func readProfile(v view, h header, pid int) (Profile, error) {
 		Command:     h.command,
 		SampleRate:  v.u64(offSampleRate),
 		SamplesLost: v.u64(offSamplesLost),
+		SamplesCut:  v.u64(offSamplesCut),
 	}
 	if p.SampleRate == 0 || p.SampleRate > math.MaxInt64 {
 		return Profile{}, fmt.Errorf("bad sample_rate %d in a region with a profile", p.SampleRate)
@@ -197,6 +199,7 @@ func AppendProfile(b []byte, p Profile) []byte {
 	le.PutUint32(b[offNStacks:], uint32(ns))
 	le.PutUint32(b[offNObjects:], uint32(no))
 	le.PutUint64(b[offSamplesLost:], p.SamplesLost)
+	le.PutUint64(b[offSamplesCut:], p.SamplesCut)
 	le.PutUint64(b[offObjectsUsed:], uint64(len(p.Objects)))
 	le.PutUint64(b[offRegionSize:], uint64(len(b)))
 	put := func(off int, s Stack, hash uint64) {

@@ -53,13 +53,34 @@ func Check(p, what string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
+	if definesMalloc(f) {
+		return abs, nil
+	}
+	return "", fmt.Errorf("%s: defines no malloc, so it would profile nothing", named(what, p))
+}
+
+// CheckAllocator is Check for a library preloaded as the program's
+// allocator (heapctl allocators): the same refusals, said of an allocator.
+func CheckAllocator(p, what string) (string, error) {
+	f, abs, err := open(p, what)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if definesMalloc(f) {
+		return abs, nil
+	}
+	return "", fmt.Errorf("%s: defines no malloc, so it is no allocator: the program would run on glibc's", named(what, p))
+}
+
+func definesMalloc(f *elf.File) bool {
 	syms, _ := f.DynamicSymbols()
 	for _, s := range syms {
 		if s.Name == "malloc" && s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-			return abs, nil
+			return true
 		}
 	}
-	return "", fmt.Errorf("%s %s: defines no malloc, so it would profile nothing", what, p)
+	return false
 }
 
 // CheckLoadable is Check without the malloc test: for a library preloaded
@@ -83,18 +104,18 @@ func open(p, what string) (*elf.File, string, error) {
 	}
 	st, err := os.Stat(p)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s %s: %w", what, p, err)
+		return nil, "", fmt.Errorf("%s: %w", named(what, p), err)
 	}
 	if st.IsDir() {
-		return nil, "", fmt.Errorf("%s %s: is a directory, not a shared library", what, p)
+		return nil, "", fmt.Errorf("%s: is a directory, not a shared library", named(what, p))
 	}
 	f, err := elf.Open(p)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s %s: not a shared library: %w", what, p, err)
+		return nil, "", fmt.Errorf("%s: not a shared library: %w", named(what, p), err)
 	}
 	if f.Type != elf.ET_DYN || f.Machine != nativeMachine {
 		f.Close()
-		return nil, "", fmt.Errorf("%s %s: not a shared library for this machine (%s, %s)", what, p, f.Type, f.Machine)
+		return nil, "", fmt.Errorf("%s: not a shared library for this machine (%s, %s)", named(what, p), f.Type, f.Machine)
 	}
 	return f, abs, nil
 }
@@ -146,4 +167,13 @@ func key(kv string) string {
 		return kv[:i]
 	}
 	return kv
+}
+
+// named is how an error names the library p given as what: "--lib
+// /x/lib.so", or "--lib jemalloc=/x/lib.so" when what ends with "=".
+func named(what, p string) string {
+	if strings.HasSuffix(what, "=") {
+		return what + p
+	}
+	return what + " " + p
 }

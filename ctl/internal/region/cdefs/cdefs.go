@@ -70,6 +70,8 @@ static const struct hl_field hl_fields[] = {
 	HL_F(hl_header, samples),
 	HL_F(hl_header, samples_lost),
 	HL_F(hl_header, objects_used),
+	HL_F(hl_header, samples_cut),
+	HL_F(hl_header, dead_seen_ns),
 	HL_F(hl_header, _pad4),
 	HL_F(hl_header, _pad5),
 

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/heapline/heapline/ctl/internal/allocators"
+	"github.com/heapline/heapline/ctl/internal/overhead"
+	"github.com/heapline/heapline/ctl/internal/shim"
+)
+
+// allocatorsCommand measures a command under several allocators: `heapctl
+// allocators -n 10 -- ./server --bench`, `heapctl allocators larson-4t`.
+// The measurement is in ctl/internal/allocators, on overhead's engine.
+func allocatorsCommand(e *env) *cli.Command {
+	var names []string
+	for _, k := range allocators.Builtin {
+		names = append(names, fmt.Sprintf("  %-9s %s (Debian package %s)", k.Name, k.Soname, k.Package))
+	}
+	return &cli.Command{
+		Name:      "allocators",
+		Usage:     "measure a command under glibc's malloc, jemalloc, tcmalloc and mimalloc side by side",
+		ArgsUsage: "SCENARIO... | all | -- CMD ARGS",
+		Description: "Runs the command with each allocator preloaded (glibc's: nothing preloaded), interleaving the\n" +
+			"sides after warm-up runs, and reports per side the median CPU and wall time with 95% intervals, the\n" +
+			"change against glibc with a verdict, the median peak RSS, and, from separate untimed runs with\n" +
+			"libheap.so in front of the allocator, allocations per second and the memory retained at the peak.\n" +
+			"Allocators measured when installed (make deps installs them), beside any --lib:\n" + strings.Join(names, "\n") + "\n" +
+			"SCENARIO is one of heapctl overhead's (" + strings.Join(overhead.Names(), ", ") + ").",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "runs", Aliases: []string{"n"}, Value: 10, Usage: "`N` timed runs of each side"},
+			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "`N` uncounted runs of each side first"},
+			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "`N` rounds of the timed runs, alternating the order of the sides"},
+			&cli.IntFlag{Name: "count-runs", Value: 1, Usage: "`N` untimed runs of each side with libheap.so in front, for the allocation counts (0: none)"},
+			&cli.StringSliceFlag{Name: "lib", Usage: "add the allocator at PATH as `NAME=PATH` (repeatable; a builtin's name replaces its library)"},
+			&cli.StringFlag{Name: "shim", Usage: "libheap.so of the count runs, at `PATH` (default: $HEAPLINE_LIB, else beside heapctl, else ./bin)"},
+			&cli.StringFlag{Name: "measure", Value: "cpu", Usage: "`WHAT` the change and the verdict are of: cpu (user+sys time) or time (wall)"},
+			&cli.Float64Flag{Name: "threshold", Value: 0.05, Usage: "the verdict's `T`: faster, slower or same only when the 95% interval lies wholly beyond ±T or within it"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table (= --format json)"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "`FORMAT` of the output: text, json, or markdown"},
+			&cli.StringFlag{Name: "out", Usage: "also write the JSON document to `FILE` (whole, or not at all)"},
+			&cli.StringFlag{Name: "root", Usage: "project `DIR` holding bin/ and scenarios/ (default: found beside heapctl)"},
+		},
+		Action: func(c *cli.Context) error { return runAllocators(c, e) },
+	}
+}
+
+func runAllocators(c *cli.Context, e *env) error {
+	a, err := splitOverheadArgs(c)
+	if err != nil {
+		return err
+	}
+	if a.help {
+		return cli.ShowSubcommandHelp(c)
+	}
+	format := c.String("format")
+	if c.Bool("json") {
+		if c.IsSet("format") && format != "json" {
+			return fmt.Errorf("--json and --format %s exclude each other", format)
+		}
+		format = "json"
+	}
+	opts := allocators.Options{
+		Runs: c.Int("runs"), Warmup: c.Int("warmup"), Rounds: c.Int("rounds"), CountRuns: c.Int("count-runs"),
+		Measure: overhead.Mode(c.String("measure")), Threshold: c.Float64("threshold"), Log: e.log,
+	}
+	switch {
+	case opts.Runs < 1:
+		return errors.New("-n must be at least 1")
+	case opts.Warmup < 0:
+		return errors.New("--warmup must be at least 0")
+	case opts.Rounds < 1:
+		return errors.New("--rounds must be at least 1")
+	case opts.CountRuns < 0:
+		return errors.New("--count-runs must be at least 0")
+	case opts.Measure != overhead.CPU && opts.Measure != overhead.Time:
+		return fmt.Errorf("--measure must be cpu or time, not %q", opts.Measure)
+	case format != "text" && format != "json" && format != "markdown":
+		return fmt.Errorf("--format must be text, json or markdown, not %q", format)
+	case !(opts.Threshold >= 0):
+		return fmt.Errorf("--threshold must be at least 0, got %g", opts.Threshold)
+	}
+	layout, err := overhead.Locate(c.String("root"))
+	if err != nil {
+		return err
+	}
+	targets, err := resolveTargets(a, layout)
+	if err != nil {
+		return err
+	}
+	sides, skipped, err := allocators.Select(allocators.LibDirs(), c.StringSlice("lib"))
+	if err != nil {
+		return err
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(e.stderr, "heapctl: warning: %s\n", s)
+	}
+	var lib string
+	if opts.CountRuns > 0 {
+		flag := c.String("shim")
+		if flag == "" && os.Getenv("HEAPLINE_LIB") == "" {
+			if p := filepath.Join(layout.Bin, shim.LibName); fileExists(p) {
+				flag = p
+			}
+		}
+		switch {
+		case flag != "":
+			lib, err = shim.Check(flag, "--shim")
+		case os.Getenv("HEAPLINE_LIB") != "":
+			lib, err = shim.Check(os.Getenv("HEAPLINE_LIB"), "HEAPLINE_LIB")
+		default:
+			if lib, err = shim.Path(""); err != nil {
+				err = fmt.Errorf("the count runs need %s, found neither beside heapctl nor in %s: build it with make, name it with --shim or HEAPLINE_LIB, or measure without counts with --count-runs 0", shim.LibName, layout.Bin)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	rusage := findRusage(layout)
+	if rusage == "" {
+		fmt.Fprintf(e.stderr, "heapctl: warning: %s not found beside heapctl nor in %s (make builds it): a peak RSS no larger than heapctl's own is not known\n", allocators.RusageName, layout.Bin)
+	}
+	if _, was := allocators.DropPreload(os.Environ()); was != "" {
+		fmt.Fprintf(e.stderr, "heapctl: warning: LD_PRELOAD=%s is not passed on: each side preloads its allocator alone\n", was)
+	}
+
+	// The JSON file is checked before anything runs, and written whole at
+	// the end: a temporary file beside it, renamed.
+	var outFile *os.File
+	if p := c.String("out"); p != "" {
+		if outFile, err = os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*"); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		defer func() {
+			outFile.Close()
+			os.Remove(outFile.Name())
+		}()
+	}
+
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dir, err := os.MkdirTemp("", "heapctl-allocators-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	tty := false
+	if f, ok := e.stderr.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	opts.Progress = overhead.NewProgress(e.stderr, tty)
+	doc := allocators.Document{Env: overhead.CollectEnv(lib, filepath.Dir(layout.Scenarios), time.Now()), Skipped: skipped}
+	if doc.Skipped == nil {
+		doc.Skipped = []string{}
+	}
+	var line []string
+	for _, l := range c.Lineage() {
+		if a := l.Args().Slice(); len(a) > len(line) {
+			line = a
+		}
+	}
+	doc.Env.Args = append([]string{"heapctl"}, line...)
+
+	var failed []string
+	for _, t := range targets {
+		jobDir, err := os.MkdirTemp(dir, "job-")
+		if err != nil {
+			return err
+		}
+		job, err := allocators.Plan(allocators.Spec{Scenario: t.name, Description: t.desc, Argv: t.argv, Env: t.env,
+			Allocators: sides, Shim: lib, Rusage: rusage, Dir: jobDir}, os.Environ())
+		if err != nil {
+			return err
+		}
+		o := opts
+		o.Dir = jobDir
+		res, err := allocators.Measure(ctx, job, o)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		doc.Scenarios = append(doc.Scenarios, res)
+		if format == "text" {
+			if len(doc.Scenarios) > 1 {
+				fmt.Fprintln(e.stdout)
+			}
+			if err := allocators.WriteResult(e.stdout, res); err != nil {
+				return err
+			}
+		}
+		for _, n := range res.Failed() {
+			failed = append(failed, n+" on "+t.name)
+		}
+	}
+	if outFile != nil {
+		if err := writeOut(outFile, c.String("out"), doc); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
+	switch format {
+	case "json":
+		err = allocators.WriteJSON(e.stdout, doc)
+	case "markdown":
+		err = allocators.WriteMarkdown(e.stdout, doc)
+	}
+	if err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s failed; the other sides' results are above", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// measureTarget is one command to measure: a named scenario or the one
+// given after "--".
+type measureTarget struct {
+	name, desc string
+	argv, env  []string
+}
+
+func resolveTargets(a overheadArgs, layout overhead.Layout) ([]measureTarget, error) {
+	if len(a.command) > 0 {
+		if len(a.names) > 0 {
+			return nil, fmt.Errorf("name scenarios or give a command after --, not both (%s)", strings.Join(a.names, " "))
+		}
+		// Checked before any run: a missing command would fail every side.
+		if _, err := exec.LookPath(a.command[0]); err != nil {
+			return nil, fmt.Errorf("-- %s: %w", a.command[0], err)
+		}
+		return []measureTarget{{name: strings.Join(a.command, " "), argv: a.command}}, nil
+	}
+	if len(a.names) == 0 {
+		return nil, fmt.Errorf("name a scenario (%s), all, or -- CMD ARGS", strings.Join(overhead.Names(), ", "))
+	}
+	var scens []overhead.Scenario
+	for _, name := range a.names {
+		if name == "all" {
+			scens = append(scens, overhead.Scenarios...)
+			continue
+		}
+		s, err := overhead.Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		scens = append(scens, s)
+	}
+	var out []measureTarget
+	for _, s := range scens {
+		argv, err := layout.Resolve(s.Argv)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		out = append(out, measureTarget{name: s.Name, desc: s.Description, argv: argv, env: s.Env})
+	}
+	return out, nil
+}
+
+// findRusage finds heapline-rusage: beside heapctl, else in the layout's
+// bin/; "" when neither has it.
+func findRusage(layout overhead.Layout) string {
+	var dirs []string
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(exe))
+	}
+	for _, d := range append(dirs, layout.Bin) {
+		p := filepath.Join(d, allocators.RusageName)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+// writeOut writes doc into f, then renames it to path.
+func writeOut(f *os.File, path string, doc allocators.Document) error {
+	if err := allocators.WriteJSON(f, doc); err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

@@ -1,0 +1,47 @@
+package shimtest
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// Dead processes' regions are bounded: a new region removes the dead
+// beyond the 16 seen dead most recently, and a process killed after a long
+// run is the newest dead, not the oldest. In a private mount namespace
+// with a /dev/shm of its own, so that no other test's regions are near.
+func TestDeadRegionsBounded(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root: mounting a tmpfs on /dev/shm needs it")
+		}
+		t.Skip("needs root to mount a tmpfs on /dev/shm in a private mount namespace")
+	}
+	// regions: how many regions /dev/shm holds; until N: wait for N.
+	script := `mount -t tmpfs tmpfs /dev/shm || exit 1
+		regions() { ls /dev/shm | grep -c '^heapline\.'; }
+		until_n() { i=0; while [ "$(regions)" -lt "$1" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; }
+		LD_PRELOAD="$HL_LIB" sleep 60 & long=$!
+		until_n 1
+		pids=""
+		for i in $(seq 20); do LD_PRELOAD="$HL_LIB" sleep 60 & pids="$pids $!"; done
+		until_n 21
+		kill -9 $pids; wait $pids 2>/dev/null
+		echo "killed $(regions)"
+		LD_PRELOAD="$HL_LIB" HEAPLINE_SUMMARY=0 /bin/true
+		echo "after one start $(regions)"
+		kill -9 $long; wait $long 2>/dev/null
+		LD_PRELOAD="$HL_LIB" HEAPLINE_SUMMARY=0 /bin/true
+		echo "after the long one $(regions)"
+		[ -e /dev/shm/heapline.$long ] && echo "long kept"`
+	cmd := exec.Command("unshare", "-m", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "HL_LIB="+lib(t), "HEAPLINE_SUMMARY=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := "killed 21\nafter one start 17\nafter the long one 16\nlong kept\n"
+	if got := string(out); got != want {
+		t.Errorf("got\n%swant\n%s", got, want)
+	}
+}

@@ -1,0 +1,112 @@
+package shimtest
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// checker builds testdata/unwindcheck.c with the shim's unwinder compiled
+// in and libunwind linked, as a library to preload: the oracle test.
+func checker(t *testing.T) string {
+	t.Helper()
+	if err := exec.Command("dpkg", "-s", "libunwind-dev").Run(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("libunwind-dev missing in CI: make deps installs it")
+		}
+		t.Skip("libunwind-dev is not installed (make deps installs it): it is the oracle")
+	}
+	out := filepath.Join(t.TempDir(), "unwindcheck.so")
+	pre := filepath.Join(root(t), "preload")
+	b, err := exec.Command("gcc", "-O2", "-g", "-shared", "-fPIC", "-D_GNU_SOURCE", "-I", pre, "-o", out,
+		filepath.Join("testdata", "unwindcheck.c"), filepath.Join(pre, "unwind.c"), "-lunwind").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building the checker: %v\n%s", err, b)
+	}
+	return out
+}
+
+// oracle runs argv under the checker and returns its walks and how many
+// agreed with libunwind's, frame for frame.
+func oracle(t *testing.T, so string, env []string, argv ...string) (walks, equal int, report string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "check.txt")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(append(os.Environ(), env...), "LD_PRELOAD="+so, "UNWINDCHECK_OUT="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, b)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatalf("%s wrote no report: %v", argv[0], err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	if !sc.Scan() {
+		t.Fatalf("%s: empty report", argv[0])
+	}
+	w := strings.Fields(sc.Text()) // walks W equal E cut C depth D
+	if len(w) != 8 || w[0] != "walks" || w[2] != "equal" {
+		t.Fatalf("%s: report %q", argv[0], sc.Text())
+	}
+	walks, _ = strconv.Atoi(w[1])
+	equal, _ = strconv.Atoi(w[3])
+	var rest strings.Builder
+	for sc.Scan() {
+		rest.WriteString(sc.Text() + "\n")
+	}
+	return walks, equal, rest.String()
+}
+
+// pythons are the interpreters the oracle test walks: Debian's (stripped)
+// and every pyenv build of Python 3 on the machine.
+func pythons(t *testing.T) []string {
+	var found []string
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		found = append(found, "/usr/bin/python3")
+	} else if os.Getenv("CI") == "true" {
+		t.Fatal("Debian's python3 missing in CI: make deps installs it")
+	}
+	if out, err := exec.Command("pyenv", "root").Output(); err == nil {
+		builds, _ := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "versions", "3.*", "bin", "python3"))
+		found = append(found, builds...)
+	}
+	return found
+}
+
+// The shim's unwinder gives libunwind's frames: every return address, in
+// order, to the same depth, on Python builds (with and without symbols),
+// C at -O2 without frame pointers (rsp- and rbp-based frames, libc's
+// qsort calling back, threads), and C++ at -O2 that throws.
+func TestUnwinderMatchesLibunwind(t *testing.T) {
+	so := checker(t)
+	type target struct {
+		name string
+		env  []string
+		argv []string
+	}
+	walk := compile(t, "gcc", "walk.c", "-O2", "-fomit-frame-pointer")
+	throw := compile(t, "g++", "throw.cc", "-O2")
+	targets := []target{{"c-O2", nil, []string{walk}}, {"c++-throw", nil, []string{throw}}}
+	script := filepath.Join("testdata", "walk.py")
+	for _, py := range pythons(t) {
+		// PYTHONMALLOC=malloc: every object's allocation is a walk from
+		// inside the eval loop.
+		targets = append(targets, target{py, []string{"PYTHONMALLOC=malloc"}, []string{py, script}})
+	}
+	for _, tg := range targets {
+		walks, equal, report := oracle(t, so, tg.env, tg.argv...)
+		t.Logf("%s: %d of %d walks equal", tg.name, equal, walks)
+		if walks < 500 {
+			t.Errorf("%s: %d walks; the test needs at least 500", tg.name, walks)
+		}
+		if equal*100 < walks*99 {
+			t.Errorf("%s: %d of %d walks equal libunwind's, under 99%%; first differences:\n%s", tg.name, equal, walks, report)
+		}
+	}
+}
