@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/testkit"
@@ -324,19 +326,23 @@ func TestOverheadInstructionsOnce(t *testing.T) {
 func TestOverheadInterrupted(t *testing.T) {
 	lib := testkit.Shim(t)
 	marker := filepath.Join(t.TempDir(), "started")
+	// a sleep no other process on the machine runs: its region is ours
+	nap := fmt.Sprintf("%d.%d", 600+os.Getpid()%1000, time.Now().UnixNano()%1000)
+	// the baseline's runs end at once; the first under the shim sleeps
+	script := `[ -z "$LD_PRELOAD" ] && exit 0; : > "$0"; exec sleep ` + nap
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errb bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
 		app := newAppEnv(&env{stdout: &out, stderr: &errb, log: zaptest.NewLogger(t)})
-		done <- app.RunContext(ctx, []string{"heapctl", "overhead", "-n", "2", "--warmup", "0", "--lib", lib, "--", "sh", "-c", `: > "$0"; exec sleep 60`, marker})
+		done <- app.RunContext(ctx, []string{"heapctl", "overhead", "-n", "2", "--warmup", "0", "--lib", lib, "--", "sh", "-c", script, marker})
 	}()
 	var pid int
 	testkit.Poll(t, "a run under the shim", func() bool {
 		ents, _ := region.List()
 		for _, e := range ents {
-			if e.Err == nil && strings.HasPrefix(e.Summary.Command, "sleep 60") {
+			if e.Err == nil && !e.OtherNS() && e.Summary.Command == "sleep "+nap {
 				pid = e.PID
 				return true
 			}
@@ -345,7 +351,7 @@ func TestOverheadInterrupted(t *testing.T) {
 	})
 	cancel()
 	err := <-done
-	if code, msg := rgStatus(err); code != 130 || msg != "overhead: interrupted while measuring sh -c : > \"$0\"; exec sleep 60 "+marker+"; nothing was written" {
+	if code, msg := rgStatus(err); code != 130 || msg != "overhead: interrupted while measuring sh -c "+script+" "+marker+"; nothing was written" {
 		t.Errorf("status %d %q, want 130 and one line", code, msg)
 	}
 	if _, err := os.Stat(regionPathOf(pid)); !os.IsNotExist(err) {

@@ -416,6 +416,20 @@ func TestRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "table.golden", buf.String())
+
+	// The warnings are not in the results: heapctl overhead writes them
+	// on stderr, after the scenario's name when there are several.
+	want := []string{
+		"churn-4t: baseline: 1 outlier by MAD (run 3): another process probably interfered; the medians resist outliers, the CV does not",
+		"churn-4t: heapline: 1 outlier by MAD (run 3): another process probably interfered; the medians resist outliers, the CV does not",
+		"churn-1t: only 5 runs of each side: the interval is wide and an outlier weighs; use -n 10 or more",
+	}
+	if got := Warnings([]Result{r, r2}); !reflect.DeepEqual(got, want) {
+		t.Errorf("Warnings = %q\nwant %q", got, want)
+	}
+	if got := Warnings([]Result{r}); len(got) != 2 || strings.HasPrefix(got[0], "churn-4t:") {
+		t.Errorf("one scenario's Warnings = %q: want them without its name", got)
+	}
 }
 
 func TestSetGODEBUG(t *testing.T) {
