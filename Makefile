@@ -1,7 +1,7 @@
 # heapline. `make` builds everything into bin/, `make test` runs every test,
-# `make run` builds and runs the main job. Debian packages the tests need are
-# installed by `make deps` (called by `make test`), so a fresh machine needs
-# nothing by hand.
+# `make run` builds and runs the main job, `make docs` regenerates
+# docs/cli.md. Debian packages the tests need are installed by `make deps`
+# (called by `make test`), so a fresh machine needs nothing by hand.
 
 GO     ?= go
 CC     ?= gcc
@@ -38,7 +38,7 @@ BUILD_DEBS :=
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
 DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus tmux librsvg2-bin fonts-liberation
 
-.PHONY: all scenarios test run deps deps-overhead build-deps generate bench clean
+.PHONY: all scenarios test run deps deps-overhead build-deps generate docs bench clean
 
 all: $(BIN)/libheap.so $(BIN)/libfloor.so $(BIN)/heapline-rusage $(BIN)/heapctl scenarios
 
@@ -100,7 +100,7 @@ LAYOUT_SUM = CGO_CFLAGS="$${CGO_CFLAGS:--g -O2} -DHL_REGION_H_SUM=$$(sha256sum p
 test: deps all
 	$(LAYOUT_SUM) $(GO) vet ./...
 	$(GO) build -o $(BIN)/testprogress ./ctl/internal/testprogress
-	$(LAYOUT_SUM) bash -o pipefail -c '$(GO) test -json -count=1 -timeout 20m ./... 2>&1 | $(BIN)/testprogress'
+	$(LAYOUT_SUM) bash -o pipefail -c '$(GO) test -json -count=1 -timeout 45m ./... 2>&1 | $(BIN)/testprogress'
 
 run: all
 	$(BIN)/heapctl overhead churn-4t -n 10
@@ -109,6 +109,13 @@ run: all
 # bpf's TestGeneratedMatchSources fails when they drift from the source).
 generate:
 	$(GO) generate ./bpf/...
+
+# docs/cli.md (every heapctl command, flag and exit status) is rendered
+# from heapctl's own commands by ctl/clidoc_test.go; its TestCLIDocCurrent
+# fails when the page drifts from them, and writes the fresh page beside
+# it as docs/cli.md.new.
+docs:
+	$(GO) test ./ctl -run TestCLIDocCurrent -count=1 -update
 
 clean:
 	rm -rf $(BIN)

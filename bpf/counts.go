@@ -1,9 +1,11 @@
 //go:build linux
 
 // Package bpf is heapline's eBPF view of a process's heap: uprobes and
-// uretprobes on glibc's malloc family (heap.c), loaded with cilium/ebpf and
-// attached through the perf uprobe PMU to one process. It counts what the
-// shim counts (docs/counting.md) with nothing preloaded, at the price of a
+// uretprobes on glibc's malloc family and its mmap family (heap.c), loaded
+// with cilium/ebpf and attached to one process. It counts what the shim
+// counts (docs/counting.md), mapped memory included (mapped.go replays the
+// map calls the probes send), and samples allocations with their stacks'
+// top for heapctl to unwind, with nothing preloaded, at the price of a
 // trap into the kernel per call (docs/ebpf.md).
 package bpf
 
@@ -38,7 +40,23 @@ type Counts struct {
 	// ReadErrors counts chunk headers that could not be read; those blocks
 	// were counted with 0 bytes. Always 0 on a healthy glibc heap.
 	ReadErrors uint64
+
+	// Mapped memory (docs/counting.md): anonymous private memory the
+	// program mapped itself since the probes were attached, in pages;
+	// its peak, and the ranges counted. MapEventsLost counts calls the
+	// ring buffer had no room for (then the figures are short).
+	MappedBytes, PeakMappedBytes, Mappings uint64
+	MapEventsLost                          uint64
+
+	// Sampling: allocations sampled and sent, sampled ones lost (the ring
+	// buffer full), and sampled ones whose free cannot be recognised (no
+	// room in the probe's table of sampled blocks).
+	Samples, SamplesLost, Untracked uint64
 }
+
+// MapFamily are the calls that map memory, for mapped_bytes (mmap64 is
+// mmap in glibc: one function, probed once).
+var MapFamily = []string{"mmap", "munmap", "mremap", "mprotect"}
 
 // Family is the malloc family heapline counts, in the order they are probed.
 var Family = []string{"malloc", "calloc", "realloc", "reallocarray", "posix_memalign",
@@ -92,4 +110,28 @@ func privilegeHint(err error) error {
 		return fmt.Errorf("%w (%w)", ErrPrivileges, err)
 	}
 	return err
+}
+
+// Sample is one sampled allocation as the probe saw it return: the block,
+// its usable size, and its caller's registers and top of stack (Stack[0]
+// is the byte at SP), for unwinding in user space. Stack is only valid
+// during the OnSample call.
+type Sample struct {
+	TID        int
+	Addr, Size uint64
+	IP, SP, BP uint64
+	Stack      []byte
+}
+
+// Options are what a trace asks of the probes beyond the counters.
+type Options struct {
+	// Mode is how to attach; "" picks uprobe_multi where the kernel has it.
+	Mode Mode
+	// SampleRate is the mean chunk bytes between sampled allocations
+	// (0: no sampling). OnSample gets each sample and OnSampleFree each
+	// release of a sampled block, in the order the probes saw them, on
+	// one goroutine of the Tracer's.
+	SampleRate   uint64
+	OnSample     func(Sample)
+	OnSampleFree func(addr uint64)
 }

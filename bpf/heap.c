@@ -69,6 +69,12 @@ enum fn {
 	FN_VALLOC,
 	FN_PVALLOC,
 	FN_FREE,
+	/* The map family (mapped memory, docs/counting.md): not allocator
+	 * calls, tracked apart (struct mcall). */
+	FN_MMAP,
+	FN_MUNMAP,
+	FN_MREMAP,
+	FN_MPROTECT,
 };
 /* Keeps enum fn in the BTF so bpf2go emits it for the loader. */
 const enum fn *unused_fn __attribute__((unused));
@@ -83,6 +89,10 @@ struct counters {
 	__u64 threads;     /* threads seen calling the allocator */
 	__u64 read_errors; /* chunk headers that could not be read (counted as 0 bytes) */
 	__u64 peak_error;  /* bytes the peak may be short by (lost compare-and-swap races) */
+	__u64 samples;      /* allocations sampled and sent with their stack */
+	__u64 samples_lost; /* sampled, but the ring buffer was full */
+	__u64 untracked;    /* sampled, but no room in `sampled`: its free is not seen */
+	__u64 map_events_lost; /* map-family events the ring buffer had no room for */
 };
 
 /* One thread's state: its outermost allocator call in flight (sp == 0:
@@ -99,6 +109,7 @@ struct call {
 	__u64 frees;
 	__u64 allocated_bytes;
 	__u64 freed_bytes;
+	__u64 sample_left; /* chunk bytes to the next sample; 0: no gap drawn yet */
 };
 
 struct {
@@ -124,6 +135,104 @@ struct {
  * uprobe trap itself (docs/ebpf.md). */
 __s64 live = 0;
 __s64 peak = 0;
+
+/*
+ * Events for user space, in one ring buffer so that they arrive in the
+ * order they were reserved: a sampled block's free always after its
+ * sample, and map-family calls in the order the probes saw them (the
+ * ranges are kept in user space, bpf/mapped.go, by the shim's rules).
+ */
+enum event_kind {
+	EV_MMAP = 1,  /* addr, len, prot, flags: a mapping made (at return) */
+	EV_MUNMAP,    /* addr, len: unmapped (at entry, before anyone can map it again) */
+	EV_MREMAP,    /* old_addr, old_len -> addr, len; flags (at return) */
+	EV_MPROTECT,  /* addr, len, prot (at return, when it succeeded) */
+	EV_SAMPLE,    /* struct sample */
+	EV_SAMPLE_FREE, /* addr: a sampled block released */
+};
+const enum event_kind *unused_event_kind __attribute__((unused));
+
+struct map_event {
+	__u32 kind;
+	__u32 prot;
+	__u64 addr;
+	__u64 len;
+	__u64 flags;
+	__u64 old_addr;
+	__u64 old_len;
+	__u64 pc; /* the caller's return address */
+};
+
+/* Bytes of user stack copied at a sample, from the stack pointer up: what
+ * perf record --call-graph dwarf copies (8 KiB by default), doubled for
+ * CPython's deep native frames. Less when the stack ends sooner. */
+#define STACK_COPY 16384
+
+struct sample {
+	__u32 kind;
+	__u32 tid;
+	__u64 addr;  /* the block */
+	__u64 size;  /* its usable size */
+	__u64 ip;    /* where the allocation returns to, in its caller */
+	__u64 sp;    /* the caller's stack pointer after the call */
+	__u64 bp;
+	__u64 stack_len; /* bytes of stack[] that are valid */
+	__u8 stack[STACK_COPY];
+};
+
+struct sample_free {
+	__u32 kind;
+	__u32 pad;
+	__u64 addr;
+};
+
+/* Keep the event structs in the BTF for bpf2go. */
+const struct map_event *unused_map_event __attribute__((unused));
+const struct sample *unused_sample __attribute__((unused));
+const struct sample_free *unused_sample_free __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} events SEC(".maps");
+
+/* Waking heapctl at every event costs the probe an interrupt of its own
+ * (irq_work: a self-IPI, which a virtual machine traps); heapctl polls the
+ * ring every few milliseconds instead (bpf/events.go), and is woken only
+ * when the ring is a quarter full. */
+static __always_inline __u64 wakeup(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (4 << 20) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+/* Mean chunk bytes between samples (usable size + 8, as the shim counts);
+ * 0: no sampling. Set by the loader. */
+const volatile __u64 sample_rate = 0;
+
+/* Exponential gaps of mean sample_rate, drawn by index: the loader fills
+ * each entry with the mean of -ln(u) * rate over its 1/GAPS of
+ * probability, so the table's mean is exactly the rate (no floating point
+ * in BPF). */
+#define GAPS 4096
+const volatile __u64 gaps[GAPS] = {};
+
+/* Sampled blocks still live: their frees are recognised here, so that the
+ * profile's inuse is right. Not preallocated: a large heap holds
+ * sample_rate-spaced blocks, few of them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 20);
+	__type(key, __u64);
+	__type(value, __u64);
+} sampled SEC(".maps");
+
+/* libc's loaded span as ELF virtual addresses (its PT_LOAD segments):
+ * glibc calls its own mmap (malloc's large blocks, thread stacks) at the
+ * same address as the exported one, which the shim never sees; a caller
+ * inside that span is glibc itself. Set by the loader. */
+const volatile __u64 libc_lo = 0;
+const volatile __u64 libc_hi = 0;
 
 static __always_inline struct counters *cpu_counts(void)
 {
@@ -192,7 +301,77 @@ static __always_inline void raise_peak(struct counters *k, __s64 cur)
 		k->peak_error += cur - old;
 }
 
-static __always_inline void count_alloc(struct counters *k, struct call *c, __u64 p)
+static __always_inline __u64 gap(void)
+{
+	__u32 i = bpf_get_prandom_u32() & (GAPS - 1);
+	__u64 g = gaps[i];
+	return g ? g : 1;
+}
+
+/* take sends a sampled block with the caller's registers and the top of
+ * its stack; heapctl unwinds them with the objects' CFI. At the return
+ * probe the registers are the caller's just after its call returned. */
+static __always_inline void take(struct pt_regs *ctx, struct counters *k, __u64 p, __u64 n)
+{
+	struct sample *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		k->samples_lost++;
+		return;
+	}
+	e->kind = EV_SAMPLE;
+	e->tid = (__u32)bpf_get_current_pid_tgid();
+	e->addr = p;
+	e->size = n;
+	e->ip = PT_REGS_IP(ctx);
+	e->sp = PT_REGS_SP(ctx);
+	e->bp = PT_REGS_FP(ctx);
+	/* The stack may end (its top) before STACK_COPY bytes, and a read
+	 * that crosses the end fails whole: read up to the page boundary
+	 * first, then page by page, and stop at the first page that is not
+	 * there. */
+	__u64 sp = e->sp;
+	__u64 first = 4096 - (sp & 4095);
+	if (first > 4096)
+		first = 4096;
+	e->stack_len = 0;
+	if (bpf_probe_read_user(e->stack, first, (void *)sp) == 0) {
+		e->stack_len = first;
+		for (int i = 0; i < STACK_COPY / 4096 - 1; i++) {
+			__u64 off = first + (__u64)i * 4096;
+			if (off > STACK_COPY - 4096)
+				break;
+			if (bpf_probe_read_user(e->stack + off, 4096, (void *)(sp + off)) != 0)
+				break;
+			e->stack_len = off + 4096;
+		}
+	}
+	__u64 one = n;
+	/* In the table before the program has the block: its free, on any
+	 * thread, comes after. */
+	if (bpf_map_update_elem(&sampled, &p, &one, BPF_ANY) != 0)
+		k->untracked++;
+	k->samples++;
+	bpf_ringbuf_submit(e, wakeup());
+}
+
+/* Sampling by bytes, as the shim does (preload/profile.c): each thread's
+ * stream of chunk bytes (usable + 8), with exponential gaps. */
+static __always_inline void maybe_sample(struct pt_regs *ctx, struct counters *k, struct call *c, __u64 p, __u64 n)
+{
+	if (sample_rate == 0)
+		return;
+	if (c->sample_left == 0)
+		c->sample_left = gap();
+	__u64 chunk = n + 8;
+	if (chunk < c->sample_left) {
+		c->sample_left -= chunk;
+		return;
+	}
+	c->sample_left = gap();
+	take(ctx, k, p, n);
+}
+
+static __always_inline void count_alloc(struct pt_regs *ctx, struct counters *k, struct call *c, __u64 p)
 {
 	__u64 n = usable(k, p);
 	k->allocs++;
@@ -201,6 +380,25 @@ static __always_inline void count_alloc(struct counters *k, struct call *c, __u6
 	c->allocated_bytes += n;
 	__s64 cur = __sync_fetch_and_add(&live, (__s64)n) + (__s64)n;
 	raise_peak(k, cur);
+	maybe_sample(ctx, k, c, p, n);
+}
+
+/* A release of p: if it was sampled, user space hears of it. */
+static __always_inline void sampled_free(struct counters *k, __u64 p)
+{
+	/* A lookup first: lock-free, where a delete takes the bucket's lock
+	 * even for a block that was never sampled (nearly every free). */
+	if (sample_rate == 0 || !bpf_map_lookup_elem(&sampled, &p) || bpf_map_delete_elem(&sampled, &p) != 0)
+		return;
+	struct sample_free *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		k->samples_lost++;
+		return;
+	}
+	e->kind = EV_SAMPLE_FREE;
+	e->pad = 0;
+	e->addr = p;
+	bpf_ringbuf_submit(e, wakeup());
 }
 
 static __always_inline void count_free(struct counters *k, struct call *c, __u64 n)
@@ -285,7 +483,7 @@ static __always_inline int ret_block(struct pt_regs *ctx, __u32 fn)
 	__u64 p = PT_REGS_RC(ctx);
 	struct counters *k = cpu_counts();
 	if (p && k)
-		count_alloc(k, c, p);
+		count_alloc(ctx, k, c, p);
 	return 0;
 }
 
@@ -316,18 +514,21 @@ static __always_inline int ret_realloc(struct pt_regs *ctx, __u32 fn)
 	__u64 p = PT_REGS_RC(ctx);
 	if (c->ptr == 0) { /* realloc(NULL, n) is malloc(n) */
 		if (p)
-			count_alloc(k, c, p);
+			count_alloc(ctx, k, c, p);
 		return 0;
 	}
 	if (p) { /* moved or not: one release, one allocation */
 		count_free(k, c, c->old_size);
-		count_alloc(k, c, p);
+		sampled_free(k, c->ptr);
+		count_alloc(ctx, k, c, p);
 		return 0;
 	}
 	/* NULL: realloc(p, 0) freed p; any other NULL is a failure and p is
 	 * still the caller's. */
-	if (c->size_zero)
+	if (c->size_zero) {
 		count_free(k, c, c->old_size);
+		sampled_free(k, c->ptr);
+	}
 	return 0;
 }
 
@@ -346,7 +547,7 @@ static __always_inline int ret_posix_memalign(struct pt_regs *ctx)
 		return 0;
 	}
 	if (p)
-		count_alloc(k, c, p);
+		count_alloc(ctx, k, c, p);
 	return 0;
 }
 
@@ -364,8 +565,130 @@ static __always_inline int enter_free(struct pt_regs *ctx)
 	if (internal(ctx, bpf_get_attach_cookie(ctx) >> 8))
 		return 0; /* a thread's tcache going back to the arena at exit */
 	struct counters *k = cpu_counts();
-	if (k)
+	if (k) {
 		count_free(k, c, usable(k, p));
+		sampled_free(k, p);
+	}
+	return 0;
+}
+
+
+/*
+ * The map family: mmap (and mmap64, its alias), munmap, mremap, mprotect.
+ * The ranges and their counting rules live in user space (bpf/mapped.go,
+ * after preload/mapped.c); the probes only say what happened, in order.
+ */
+struct mcall {
+	__u64 sp;
+	__u64 addr;
+	__u64 len;
+	__u64 new_len;
+	__u64 flags;
+	__u64 pc;
+	__u32 fn;
+	__u32 prot;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct mcall);
+} mcalls SEC(".maps");
+
+/* from_libc reports whether the caller is glibc itself: its return address
+ * at [sp] is inside libc's span. The cookie of a map-family probe carries
+ * the function's ELF address above the fn and skip bytes, so the probe's
+ * own address gives libc's load bias. */
+static __always_inline int from_libc(struct pt_regs *ctx, __u64 *ret)
+{
+	__u64 ck = bpf_get_attach_cookie(ctx);
+	__u64 bias = PT_REGS_IP(ctx) - ((ck >> 8) & 0xff) - (ck >> 16);
+	*ret = 0;
+	if (bpf_probe_read_user(ret, sizeof(*ret), (void *)PT_REGS_SP(ctx)) != 0)
+		return 0;
+	return *ret - bias >= libc_lo && *ret - bias < libc_hi;
+}
+
+static __always_inline void map_event(struct map_event ev)
+{
+	struct map_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		struct counters *k = cpu_counts();
+		if (k)
+			k->map_events_lost++;
+		return;
+	}
+	*e = ev;
+	bpf_ringbuf_submit(e, wakeup());
+}
+
+static __always_inline int enter_map(struct pt_regs *ctx, __u32 fn)
+{
+	__u64 ret;
+	if (!mine() || from_libc(ctx, &ret))
+		return 0;
+	if (fn == FN_MUNMAP) {
+		/* At entry: once the kernel has unmapped it, another thread may
+		 * map the range again before our return probe would run. munmap
+		 * fails only on arguments checked here. */
+		__u64 addr = PT_REGS_PARM1(ctx), len = PT_REGS_PARM2(ctx);
+		if ((addr & 4095) == 0 && len != 0)
+			map_event((struct map_event){.kind = EV_MUNMAP, .addr = addr, .len = len, .pc = ret});
+		return 0;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+	struct mcall c = {
+		.sp = PT_REGS_SP(ctx),
+		.addr = PT_REGS_PARM1(ctx),
+		.len = PT_REGS_PARM2(ctx),
+		.fn = fn,
+		.pc = ret,
+	};
+	switch (fn) {
+	case FN_MMAP:
+		c.prot = (__u32)PT_REGS_PARM3(ctx);
+		c.flags = PT_REGS_PARM4(ctx);
+		break;
+	case FN_MREMAP:
+		c.new_len = PT_REGS_PARM3(ctx);
+		c.flags = PT_REGS_PARM4(ctx);
+		break;
+	case FN_MPROTECT:
+		c.prot = (__u32)PT_REGS_PARM3(ctx);
+		break;
+	}
+	bpf_map_update_elem(&mcalls, &id, &c, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int return_map(struct pt_regs *ctx, __u32 fn)
+{
+	if (!mine())
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	struct mcall *c = bpf_map_lookup_elem(&mcalls, &id);
+	if (!c || c->sp == 0 || c->fn != fn || PT_REGS_SP(ctx) <= c->sp)
+		return 0;
+	c->sp = 0;
+	__u64 rc = PT_REGS_RC(ctx);
+	switch (fn) {
+	case FN_MMAP:
+		if (rc < (__u64)-4095)
+			map_event((struct map_event){.kind = EV_MMAP, .addr = rc, .len = c->len, .prot = c->prot,
+						     .flags = c->flags, .pc = c->pc});
+		break;
+	case FN_MREMAP:
+		if (rc < (__u64)-4095)
+			map_event((struct map_event){.kind = EV_MREMAP, .addr = rc, .len = c->new_len, .flags = c->flags,
+						     .old_addr = c->addr, .old_len = c->len, .pc = c->pc});
+		break;
+	case FN_MPROTECT:
+		if ((int)rc == 0)
+			map_event((struct map_event){.kind = EV_MPROTECT, .addr = c->addr, .len = c->len, .prot = c->prot,
+						     .pc = c->pc});
+		break;
+	}
 	return 0;
 }
 
@@ -384,6 +707,11 @@ int heap_enter(struct pt_regs *ctx)
 	switch (fn) {
 	case FN_FREE:
 		return enter_free(ctx);
+	case FN_MMAP:
+	case FN_MUNMAP:
+	case FN_MREMAP:
+	case FN_MPROTECT:
+		return enter_map(ctx, fn);
 	case FN_REALLOC:
 		enter_realloc(ctx, fn, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx) == 0);
 		return 0;
@@ -408,6 +736,10 @@ int heap_return(struct pt_regs *ctx)
 {
 	__u32 fn = bpf_get_attach_cookie(ctx) & 0xff;
 	switch (fn) {
+	case FN_MMAP:
+	case FN_MREMAP:
+	case FN_MPROTECT:
+		return return_map(ctx, fn);
 	case FN_REALLOC:
 	case FN_REALLOCARRAY:
 		return ret_realloc(ctx, fn);

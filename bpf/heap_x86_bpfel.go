@@ -24,6 +24,7 @@ type heapCall struct {
 	Frees          uint64
 	AllocatedBytes uint64
 	FreedBytes     uint64
+	SampleLeft     uint64
 }
 
 type heapCounters struct {
@@ -35,7 +36,22 @@ type heapCounters struct {
 	Threads        uint64
 	ReadErrors     uint64
 	PeakError      uint64
+	Samples        uint64
+	SamplesLost    uint64
+	Untracked      uint64
+	MapEventsLost  uint64
 }
+
+type heapEventKind uint32
+
+const (
+	heapEventKindEV_MMAP        heapEventKind = 1
+	heapEventKindEV_MUNMAP      heapEventKind = 2
+	heapEventKindEV_MREMAP      heapEventKind = 3
+	heapEventKindEV_MPROTECT    heapEventKind = 4
+	heapEventKindEV_SAMPLE      heapEventKind = 5
+	heapEventKindEV_SAMPLE_FREE heapEventKind = 6
+)
 
 type heapFn uint32
 
@@ -50,24 +66,83 @@ const (
 	heapFnFN_VALLOC         heapFn = 8
 	heapFnFN_PVALLOC        heapFn = 9
 	heapFnFN_FREE           heapFn = 10
+	heapFnFN_MMAP           heapFn = 11
+	heapFnFN_MUNMAP         heapFn = 12
+	heapFnFN_MREMAP         heapFn = 13
+	heapFnFN_MPROTECT       heapFn = 14
 )
+
+type heapMapEvent struct {
+	_       structs.HostLayout
+	Kind    uint32
+	Prot    uint32
+	Addr    uint64
+	Len     uint64
+	Flags   uint64
+	OldAddr uint64
+	OldLen  uint64
+	Pc      uint64
+}
+
+type heapMcall struct {
+	_      structs.HostLayout
+	Sp     uint64
+	Addr   uint64
+	Len    uint64
+	NewLen uint64
+	Flags  uint64
+	Pc     uint64
+	Fn     uint32
+	Prot   uint32
+}
+
+type heapSample struct {
+	_        structs.HostLayout
+	Kind     uint32
+	Tid      uint32
+	Addr     uint64
+	Size     uint64
+	Ip       uint64
+	Sp       uint64
+	Bp       uint64
+	StackLen uint64
+	Stack    [16384]uint8
+}
+
+type heapSampleFree struct {
+	_    structs.HostLayout
+	Kind uint32
+	Pad  uint32
+	Addr uint64
+}
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	heapMapCalls        = "calls"
-	heapMapCounts       = "counts"
-	heapProgHeapEnter   = "heap_enter"
-	heapProgHeapReturn  = "heap_return"
-	heapVarArmed        = "armed"
-	heapVarLive         = "live"
-	heapVarPeak         = "peak"
-	heapVarTargetNsDev  = "target_ns_dev"
-	heapVarTargetNsIno  = "target_ns_ino"
-	heapVarTargetNsTgid = "target_ns_tgid"
-	heapVarTargetTgid   = "target_tgid"
-	heapVarUnusedFn     = "unused_fn"
+	heapMapCalls            = "calls"
+	heapMapCounts           = "counts"
+	heapMapEvents           = "events"
+	heapMapMcalls           = "mcalls"
+	heapMapSampled          = "sampled"
+	heapProgHeapEnter       = "heap_enter"
+	heapProgHeapReturn      = "heap_return"
+	heapVarArmed            = "armed"
+	heapVarGaps             = "gaps"
+	heapVarLibcHi           = "libc_hi"
+	heapVarLibcLo           = "libc_lo"
+	heapVarLive             = "live"
+	heapVarPeak             = "peak"
+	heapVarSampleRate       = "sample_rate"
+	heapVarTargetNsDev      = "target_ns_dev"
+	heapVarTargetNsIno      = "target_ns_ino"
+	heapVarTargetNsTgid     = "target_ns_tgid"
+	heapVarTargetTgid       = "target_tgid"
+	heapVarUnusedEventKind  = "unused_event_kind"
+	heapVarUnusedFn         = "unused_fn"
+	heapVarUnusedMapEvent   = "unused_map_event"
+	heapVarUnusedSample     = "unused_sample"
+	heapVarUnusedSampleFree = "unused_sample_free"
 )
 
 // loadHeap returns the embedded CollectionSpec for heap.
@@ -120,22 +195,33 @@ type heapProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type heapMapSpecs struct {
-	Calls  *ebpf.MapSpec `ebpf:"calls"`
-	Counts *ebpf.MapSpec `ebpf:"counts"`
+	Calls   *ebpf.MapSpec `ebpf:"calls"`
+	Counts  *ebpf.MapSpec `ebpf:"counts"`
+	Events  *ebpf.MapSpec `ebpf:"events"`
+	Mcalls  *ebpf.MapSpec `ebpf:"mcalls"`
+	Sampled *ebpf.MapSpec `ebpf:"sampled"`
 }
 
 // heapVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type heapVariableSpecs struct {
-	Armed        *ebpf.VariableSpec `ebpf:"armed"`
-	Live         *ebpf.VariableSpec `ebpf:"live"`
-	Peak         *ebpf.VariableSpec `ebpf:"peak"`
-	TargetNsDev  *ebpf.VariableSpec `ebpf:"target_ns_dev"`
-	TargetNsIno  *ebpf.VariableSpec `ebpf:"target_ns_ino"`
-	TargetNsTgid *ebpf.VariableSpec `ebpf:"target_ns_tgid"`
-	TargetTgid   *ebpf.VariableSpec `ebpf:"target_tgid"`
-	UnusedFn     *ebpf.VariableSpec `ebpf:"unused_fn"`
+	Armed            *ebpf.VariableSpec `ebpf:"armed"`
+	Gaps             *ebpf.VariableSpec `ebpf:"gaps"`
+	LibcHi           *ebpf.VariableSpec `ebpf:"libc_hi"`
+	LibcLo           *ebpf.VariableSpec `ebpf:"libc_lo"`
+	Live             *ebpf.VariableSpec `ebpf:"live"`
+	Peak             *ebpf.VariableSpec `ebpf:"peak"`
+	SampleRate       *ebpf.VariableSpec `ebpf:"sample_rate"`
+	TargetNsDev      *ebpf.VariableSpec `ebpf:"target_ns_dev"`
+	TargetNsIno      *ebpf.VariableSpec `ebpf:"target_ns_ino"`
+	TargetNsTgid     *ebpf.VariableSpec `ebpf:"target_ns_tgid"`
+	TargetTgid       *ebpf.VariableSpec `ebpf:"target_tgid"`
+	UnusedEventKind  *ebpf.VariableSpec `ebpf:"unused_event_kind"`
+	UnusedFn         *ebpf.VariableSpec `ebpf:"unused_fn"`
+	UnusedMapEvent   *ebpf.VariableSpec `ebpf:"unused_map_event"`
+	UnusedSample     *ebpf.VariableSpec `ebpf:"unused_sample"`
+	UnusedSampleFree *ebpf.VariableSpec `ebpf:"unused_sample_free"`
 }
 
 // heapObjects contains all objects after they have been loaded into the kernel.
@@ -158,14 +244,20 @@ func (o *heapObjects) Close() error {
 //
 // It can be passed to loadHeapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type heapMaps struct {
-	Calls  *ebpf.Map `ebpf:"calls"`
-	Counts *ebpf.Map `ebpf:"counts"`
+	Calls   *ebpf.Map `ebpf:"calls"`
+	Counts  *ebpf.Map `ebpf:"counts"`
+	Events  *ebpf.Map `ebpf:"events"`
+	Mcalls  *ebpf.Map `ebpf:"mcalls"`
+	Sampled *ebpf.Map `ebpf:"sampled"`
 }
 
 func (m *heapMaps) Close() error {
 	return _HeapClose(
 		m.Calls,
 		m.Counts,
+		m.Events,
+		m.Mcalls,
+		m.Sampled,
 	)
 }
 
@@ -173,14 +265,22 @@ func (m *heapMaps) Close() error {
 //
 // It can be passed to loadHeapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type heapVariables struct {
-	Armed        *ebpf.Variable `ebpf:"armed"`
-	Live         *ebpf.Variable `ebpf:"live"`
-	Peak         *ebpf.Variable `ebpf:"peak"`
-	TargetNsDev  *ebpf.Variable `ebpf:"target_ns_dev"`
-	TargetNsIno  *ebpf.Variable `ebpf:"target_ns_ino"`
-	TargetNsTgid *ebpf.Variable `ebpf:"target_ns_tgid"`
-	TargetTgid   *ebpf.Variable `ebpf:"target_tgid"`
-	UnusedFn     *ebpf.Variable `ebpf:"unused_fn"`
+	Armed            *ebpf.Variable `ebpf:"armed"`
+	Gaps             *ebpf.Variable `ebpf:"gaps"`
+	LibcHi           *ebpf.Variable `ebpf:"libc_hi"`
+	LibcLo           *ebpf.Variable `ebpf:"libc_lo"`
+	Live             *ebpf.Variable `ebpf:"live"`
+	Peak             *ebpf.Variable `ebpf:"peak"`
+	SampleRate       *ebpf.Variable `ebpf:"sample_rate"`
+	TargetNsDev      *ebpf.Variable `ebpf:"target_ns_dev"`
+	TargetNsIno      *ebpf.Variable `ebpf:"target_ns_ino"`
+	TargetNsTgid     *ebpf.Variable `ebpf:"target_ns_tgid"`
+	TargetTgid       *ebpf.Variable `ebpf:"target_tgid"`
+	UnusedEventKind  *ebpf.Variable `ebpf:"unused_event_kind"`
+	UnusedFn         *ebpf.Variable `ebpf:"unused_fn"`
+	UnusedMapEvent   *ebpf.Variable `ebpf:"unused_map_event"`
+	UnusedSample     *ebpf.Variable `ebpf:"unused_sample"`
+	UnusedSampleFree *ebpf.Variable `ebpf:"unused_sample_free"`
 }
 
 // heapPrograms contains all programs after they have been loaded into the kernel.

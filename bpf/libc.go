@@ -294,6 +294,7 @@ func fromLdconfig() string {
 type probePoint struct {
 	offset uint64
 	skip   uint64
+	vaddr  uint64 // the function's ELF virtual address
 }
 
 // familyOffsets returns where to probe each function of the family in libc,
@@ -301,18 +302,18 @@ type probePoint struct {
 // the same address as one listed before it is an alias (aligned_alloc =
 // memalign before glibc 2.38): it is left out and named in aliases, so no
 // call counts twice.
-func familyOffsets(libc string) (points map[string]probePoint, aliases []string, err error) {
+func familyOffsets(libc string) (points map[string]probePoint, aliases []string, span [2]uint64, err error) {
 	f, err := elf.Open(libc)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil, fmt.Errorf("libc %s: %w", libc, err)
+			return nil, nil, span, fmt.Errorf("libc %s: %w", libc, err)
 		}
-		return nil, nil, fmt.Errorf("libc %s: not an ELF file: %w", libc, err)
+		return nil, nil, span, fmt.Errorf("libc %s: not an ELF file: %w", libc, err)
 	}
 	defer f.Close()
 	syms, err := f.DynamicSymbols()
 	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return nil, nil, fmt.Errorf("libc %s: reading symbols: %w", libc, err)
+		return nil, nil, span, fmt.Errorf("libc %s: reading symbols: %w", libc, err)
 	}
 	if more, err := f.Symbols(); err == nil {
 		syms = append(syms, more...)
@@ -326,23 +327,29 @@ func familyOffsets(libc string) (points map[string]probePoint, aliases []string,
 			vaddr[s.Name] = s.Value
 		}
 	}
-	var missing []string
-	for _, name := range Family {
-		if _, ok := vaddr[name]; !ok {
-			missing = append(missing, name)
+	missing := func(names []string) string {
+		var m []string
+		for _, name := range names {
+			if _, ok := vaddr[name]; !ok {
+				m = append(m, name)
+			}
 		}
+		return strings.Join(m, ", ")
 	}
-	if len(missing) > 0 {
-		return nil, nil, fmt.Errorf("libc %s has no symbol %s: not a C library with the whole malloc family", libc, strings.Join(missing, ", "))
+	if m := missing(Family); m != "" {
+		return nil, nil, span, fmt.Errorf("libc %s has no symbol %s: not a C library with the whole malloc family", libc, m)
 	}
 	// The counts read glibc's chunk headers; another allocator's blocks
 	// have another layout.
 	if _, ok := vaddr["gnu_get_libc_version"]; !ok {
-		return nil, nil, fmt.Errorf("libc %s is not glibc (no gnu_get_libc_version): the eBPF view reads glibc's chunk headers", libc)
+		return nil, nil, span, fmt.Errorf("libc %s is not glibc (no gnu_get_libc_version): the eBPF view reads glibc's chunk headers", libc)
+	}
+	if m := missing(MapFamily); m != "" {
+		return nil, nil, span, fmt.Errorf("libc %s has no symbol %s: not a C library with mmap and its family", libc, m)
 	}
 	points = map[string]probePoint{}
 	byAddr := map[uint64]string{}
-	for _, name := range Family {
+	for _, name := range probed {
 		va := vaddr[name]
 		if first, dup := byAddr[va]; dup {
 			aliases = append(aliases, name+"="+first)
@@ -350,14 +357,26 @@ func familyOffsets(libc string) (points map[string]probePoint, aliases []string,
 		}
 		off, code, ok := fileOffset(f, va)
 		if !ok {
-			return nil, nil, fmt.Errorf("libc %s: %s at %#x is in no executable segment", libc, name, va)
+			return nil, nil, span, fmt.Errorf("libc %s: %s at %#x is in no executable segment", libc, name, va)
 		}
 		byAddr[va] = name
-		points[name] = probePoint{offset: off, skip: uint64(probeSkip(code))}
+		points[name] = probePoint{offset: off, skip: uint64(probeSkip(code)), vaddr: va}
 	}
 	sort.Strings(aliases)
-	return points, aliases, nil
+	// libc's whole span (heap.c, from_libc): its calls to its own mmap.
+	span[0] = ^uint64(0)
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			span[0] = min(span[0], p.Vaddr)
+			span[1] = max(span[1], p.Vaddr+p.Memsz)
+		}
+	}
+	return points, aliases, span, nil
 }
+
+// probed is every function the probes go on: the malloc family, then the
+// map family.
+var probed = append(append([]string(nil), Family...), MapFamily...)
 
 // fileOffset converts a symbol's virtual address into a file offset
 // (stackoverflow.com/a/40249502, as cilium/ebpf's link package does), and

@@ -25,6 +25,11 @@ func Attach(pid int, libcPath string) (*Tracer, error) {
 	return nil, errors.New("eBPF tracing is only built for amd64")
 }
 
+// AttachWith fails on this architecture.
+func AttachWith(pid int, libcPath string, o Options) (*Tracer, error) {
+	return nil, errors.New("eBPF tracing is only built for amd64")
+}
+
 func (t *Tracer) Read() (Counts, error) {
 	return Counts{}, errors.New("eBPF tracing is only built for amd64")
 }

@@ -5,6 +5,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
@@ -28,6 +30,7 @@ type Tracer struct {
 
 	objs   heapObjects
 	links  []link.Link
+	ev     *events
 	closed bool
 }
 
@@ -45,7 +48,15 @@ var cookies = map[string]heapFn{
 	"valloc":         heapFnFN_VALLOC,
 	"pvalloc":        heapFnFN_PVALLOC,
 	"free":           heapFnFN_FREE,
+	"mmap":           heapFnFN_MMAP,
+	"munmap":         heapFnFN_MUNMAP,
+	"mremap":         heapFnFN_MREMAP,
+	"mprotect":       heapFnFN_MPROTECT,
 }
+
+// noReturn lists the functions probed at entry only: free's size is read
+// before the block goes back, munmap's range is sent before it goes.
+var noReturn = map[string]bool{"free": true, "munmap": true}
 
 // Mode names how the probes are attached.
 type Mode string
@@ -66,23 +77,31 @@ const (
 // process only; a process that maps libcPath later (a command stopped
 // before exec) is covered from its first call.
 func Attach(pid int, libcPath string) (*Tracer, error) {
-	mode := ModeMulti
-	if features.HaveBPFLinkUprobeMulti() != nil {
-		mode = ModePMU
-	}
-	return AttachMode(pid, libcPath, mode)
+	return AttachWith(pid, libcPath, Options{})
 }
 
 // AttachMode is Attach with the attachment mode chosen by the caller (tests
 // cover both).
 func AttachMode(pid int, libcPath string, mode Mode) (*Tracer, error) {
+	return AttachWith(pid, libcPath, Options{Mode: mode})
+}
+
+// AttachWith is Attach with options: the mode, and sampling.
+func AttachWith(pid int, libcPath string, o Options) (*Tracer, error) {
+	mode := o.Mode
+	if mode == "" {
+		mode = ModeMulti
+		if features.HaveBPFLinkUprobeMulti() != nil {
+			mode = ModePMU
+		}
+	}
 	if pid <= 0 {
 		return nil, fmt.Errorf("pid must be positive, got %d", pid)
 	}
 	if err := CheckPrivileges(); err != nil {
 		return nil, err
 	}
-	points, aliases, err := familyOffsets(libcPath)
+	points, aliases, span, err := familyOffsets(libcPath)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +126,15 @@ func AttachMode(pid int, libcPath string, mode Mode) (*Tracer, error) {
 			return nil, fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
+	consts := map[string]any{heapVarLibcLo: span[0], heapVarLibcHi: span[1], heapVarSampleRate: o.SampleRate}
+	if o.SampleRate > 0 {
+		consts[heapVarGaps] = gapTable(o.SampleRate)
+	}
+	for name, v := range consts {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
 	if mode == ModePMU {
 		// A program attached through a perf event has no expected attach
 		// type; the same code runs, with the cookie from the perf link.
@@ -122,6 +150,12 @@ func AttachMode(pid int, libcPath string, mode Mode) (*Tracer, error) {
 		}
 		return nil, fmt.Errorf("loading BPF programs: %w", privilegeHint(err))
 	}
+	rd, err := ringbuf.NewReader(t.objs.Events)
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("reading the events ring buffer: %w", err)
+	}
+	t.ev = startEvents(rd, o)
 	ex, err := link.OpenExecutable(libcPath)
 	if err != nil {
 		t.Close()
@@ -133,14 +167,18 @@ func AttachMode(pid int, libcPath string, mode Mode) (*Tracer, error) {
 	for _, ret := range []bool{true, false} {
 		var names []string
 		var addrs, cks []uint64
-		for _, name := range Family {
+		for _, name := range probed {
 			pt, ok := points[name]
-			if !ok || (ret && name == "free") {
-				continue // an alias of a function already probed; free has no return probe
+			if !ok || (ret && noReturn[name]) {
+				continue // an alias of a function already probed; free and munmap have no return probe
 			}
 			names = append(names, name)
 			addrs = append(addrs, pt.offset+pt.skip)
-			cks = append(cks, uint64(cookies[name])|pt.skip<<8)
+			ck := uint64(cookies[name]) | pt.skip<<8
+			if cookies[name] >= heapFnFN_MMAP {
+				ck |= pt.vaddr << 16 // heap.c, from_libc
+			}
+			cks = append(cks, ck)
 		}
 		prog, kind := t.objs.HeapEnter, "uprobe"
 		if ret {
@@ -156,7 +194,7 @@ func AttachMode(pid int, libcPath string, mode Mode) (*Tracer, error) {
 			}
 			if err != nil {
 				t.Close()
-				return nil, fmt.Errorf("attaching %s_multi on the malloc family in %s: %w", kind, libcPath, privilegeHint(err))
+				return nil, fmt.Errorf("attaching %s_multi on the malloc and map families in %s: %w", kind, libcPath, privilegeHint(err))
 			}
 			t.links = append(t.links, l)
 			continue
@@ -240,6 +278,17 @@ func (t *Tracer) Read() (Counts, error) {
 	c.Live = int64(c.AllocatedBytes - c.FreedBytes)
 	c.Peak = max(peak, c.Live)
 	c.PeakError = int64(peakErr)
+	for _, k := range per {
+		c.Samples += k.Samples
+		c.SamplesLost += k.SamplesLost
+		c.Untracked += k.Untracked
+		c.MapEventsLost += k.MapEventsLost
+	}
+	if t.ev != nil {
+		// What the probes sent before now, replayed in the table.
+		t.ev.drain()
+		c.MappedBytes, c.PeakMappedBytes, c.Mappings = t.ev.mapped()
+	}
 	return c, nil
 }
 
@@ -278,6 +327,51 @@ func (t *Tracer) Close() error {
 		errs[i] = l.Close()
 	}
 	t.links = nil
+	if t.ev != nil {
+		// Every probe is gone: what is in the ring is all there will be.
+		t.ev.drain()
+		t.ev.close()
+	}
 	errs[len(errs)-1] = t.objs.Close()
 	return errors.Join(errs...)
+}
+
+// gapTable is heap.c's table of exponential gaps of mean rate: entry i is
+// the mean of -ln(v) * rate for v in ((i)/n, (i+1)/n], so the whole table's
+// mean is exactly rate. (The mean of -ln v over [a, b] is
+// [v - v ln v] from a to b, divided by b - a.)
+func gapTable(rate uint64) [gapsLen]uint64 {
+	var g [gapsLen]uint64
+	prim := func(v float64) float64 {
+		if v == 0 {
+			return 0
+		}
+		return v - v*math.Log(v)
+	}
+	for i := range g {
+		a, b := float64(i)/gapsLen, float64(i+1)/gapsLen
+		m := (prim(b) - prim(a)) / (b - a) * float64(rate)
+		g[i] = uint64(max(1, math.Round(m)))
+	}
+	return g
+}
+
+// gapsLen is GAPS in heap.c.
+const gapsLen = 4096
+
+// ProgramTime is the time the two programs have run in the kernel, and
+// how many times, counted while the kernel's statistics are enabled
+// (ebpf.EnableStats; zero otherwise): for cost figures.
+func (t *Tracer) ProgramTime() (time.Duration, uint64, error) {
+	var d time.Duration
+	var n uint64
+	for _, p := range []*ebpf.Program{t.objs.HeapEnter, t.objs.HeapReturn} {
+		s, err := p.Stats()
+		if err != nil {
+			return 0, 0, fmt.Errorf("reading program statistics: %w", err)
+		}
+		d += s.Runtime
+		n += s.RunCount
+	}
+	return d, n, nil
 }

@@ -14,7 +14,7 @@ import (
 
 // needsRoot skips a test that loads BPF programs when not root, and fails
 // it in CI, where a skip would hide a regression.
-func needsRoot(t *testing.T) {
+func needsRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -121,7 +121,7 @@ func TestFamilyOffsets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	offsets, aliases, err := familyOffsets(libc)
+	offsets, aliases, _, err := familyOffsets(libc)
 	if err != nil {
 		t.Fatal(err)
 	}

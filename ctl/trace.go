@@ -18,8 +18,11 @@ import (
 
 	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/launch"
+	"github.com/heapline/heapline/ctl/internal/profile"
+	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/target"
+	"github.com/heapline/heapline/ctl/internal/traceprof"
 )
 
 // traceCommand counts a process's heap with eBPF uprobes on its libc: the
@@ -34,6 +37,8 @@ func traceCommand(e *env) *cli.Command {
 			"the probes are attached first, so every allocation is seen; heapctl exits with its status.\n" +
 			"Tracing ends when the process exits, at Ctrl-C, or after --duration, and prints the\n" +
 			"counters (the shim's summary line, or its JSON document with --json, source \"ebpf\").\n" +
+			"With --profile FILE, allocations are sampled by bytes (--sample) with their stacks, and\n" +
+			"a pprof heap profile of the shim's shape is written to FILE when tracing ends.\n" +
 			"Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pid", Aliases: []string{"p"}, Usage: "trace the running process `PID`"},
@@ -42,6 +47,8 @@ func traceCommand(e *env) *cli.Command {
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: time.Second, Usage: "time between --watch refreshes"},
 			&cli.DurationFlag{Name: "duration", Aliases: []string{"d"}, Usage: "stop tracing after this long (0: until the process exits or Ctrl-C)"},
 			&cli.StringFlag{Name: "libc", Usage: "probe this C library instead of the one found (from /proc/PID/maps, or the loader's search for -- CMD)"},
+			&cli.StringFlag{Name: "profile", Usage: "write a sampled heap profile (pprof, as heapctl profile's) to `FILE` when tracing ends"},
+			&cli.StringFlag{Name: "sample", Value: "512k", Usage: "with --profile, the mean `BYTES` between samples (k, m suffixes), as HEAPLINE_SAMPLE"},
 		},
 		Action: func(c *cli.Context) error {
 			o := traceOpts{
@@ -51,7 +58,13 @@ func traceCommand(e *env) *cli.Command {
 				duration: c.Duration("duration"),
 				libc:     c.String("libc"),
 				argv:     c.Args().Slice(),
+				profile:  c.String("profile"),
 			}
+			rate, err := traceprof.ParseSize(c.String("sample"))
+			if err != nil || rate == 0 {
+				return fmt.Errorf("trace: --sample %q: want a size in bytes above 0 (512k, 65536)", c.String("sample"))
+			}
+			o.sample = rate
 			if c.IsSet("pid") {
 				pid, err := target.ParsePID(c.String("pid"))
 				if err != nil {
@@ -71,6 +84,8 @@ type traceOpts struct {
 	json, watch        bool
 	interval, duration time.Duration
 	libc               string
+	profile            string // --profile FILE: "" for none
+	sample             uint64 // mean bytes between samples with --profile
 
 	// The command's environment and standard files: nil means heapctl's
 	// own. Tests give an environment with the shim preloaded, to compare
@@ -78,6 +93,9 @@ type traceOpts struct {
 	env            []string
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	out            *profile.Output      // --profile's file, made before anything runs
+	coll           *traceprof.Collector // its samples
+
 	// attached, when set, is called once the probes are in place (tests
 	// start the traced work then); finished after the final read, before
 	// the probes go (tests read the per-thread counts).
@@ -100,10 +118,46 @@ func trace(ctx context.Context, e *env, o traceOpts) error {
 	if err := bpf.CheckPrivileges(); err != nil {
 		return fmt.Errorf("trace: %w", err)
 	}
+	var out *profile.Output
+	if o.profile != "" {
+		// The file is checked before anything runs.
+		if o.profile == "-" {
+			return errors.New("trace: --profile -: the summary goes to stdout; name a file")
+		}
+		var err error
+		if out, err = profile.Create(o.profile, e.stdout); err != nil {
+			return fmt.Errorf("trace: --profile: %w", err)
+		}
+		defer out.Abort()
+		if o.sample == 0 {
+			o.sample = region.SampleDefault
+		}
+	}
+	o.out = out
 	if o.pid != 0 {
 		return tracePID(ctx, e, o)
 	}
 	return traceCmd(ctx, e, o)
+}
+
+// attach loads and attaches the probes for pid, sampling when a profile
+// is asked for.
+func (o *traceOpts) attach(pid int, libc string) (*bpf.Tracer, error) {
+	var opts bpf.Options
+	if o.out != nil {
+		o.coll = traceprof.New(pid, traceRoot(pid), o.sample)
+		opts = bpf.Options{SampleRate: o.sample, OnSample: o.coll.Sample, OnSampleFree: o.coll.Free}
+	}
+	return bpf.AttachWith(pid, libc, opts)
+}
+
+// traceRoot is where pid's files are seen from here.
+func traceRoot(pid int) string {
+	root := fmt.Sprintf("/proc/%d/root", pid)
+	if p, err := os.Readlink(root); err == nil && p == "/" {
+		return ""
+	}
+	return root
 }
 
 // tracePID attaches to a running process and counts from then on.
@@ -150,7 +204,7 @@ func tracePID(ctx context.Context, e *env, o traceOpts) error {
 		}
 	}()
 
-	tr, err := bpf.Attach(o.pid, libc)
+	tr, err := o.attach(o.pid, libc)
 	if err != nil {
 		return fmt.Errorf("trace: pid %d: %w", o.pid, err)
 	}
@@ -197,7 +251,7 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 		Log: e.log,
 		AtExec: func(pid int) error {
 			var err error
-			if tr, err = bpf.Attach(pid, libc); err != nil {
+			if tr, err = o.attach(pid, libc); err != nil {
 				return err
 			}
 			e.log.Debug("attached", zap.Int("pid", pid), zap.String("libc", libc), zap.String("mode", string(tr.Mode)), zap.Strings("aliases", tr.Aliases))
@@ -271,6 +325,7 @@ type tracing struct {
 	// chunk headers the probes could not read, as of the last read: those
 	// blocks counted 0 bytes
 	readErrors uint64
+	mapLost    uint64 // map-family calls the ring buffer had no room for
 }
 
 // loop waits for the end of tracing, refreshing the view with --watch.
@@ -326,10 +381,42 @@ func (t *tracing) follow(ctx context.Context, exited <-chan struct{}, sigs <-cha
 	if err != nil {
 		return done, err
 	}
+	t.warnMapLost()
 	if t.o.finished != nil {
 		t.o.finished(tr)
 	}
-	return done, t.print(s)
+	if err := t.print(s); err != nil {
+		return done, err
+	}
+	return done, t.writeProfile()
+}
+
+// warnMapLost says when the ring buffer had no room for map-family
+// calls: the mapped figures are short then.
+func (t *tracing) warnMapLost() {
+	if t.mapLost > 0 {
+		t.e.log.Warn("some mmap-family calls were lost (the ring buffer was full): the mapped figures are short", zap.Uint64("lost", t.mapLost))
+	}
+}
+
+// writeProfile writes --profile's file from the samples so far (Read has
+// drained what the probes sent).
+func (t *tracing) writeProfile() error {
+	if t.o.out == nil {
+		return nil
+	}
+	c, err := t.tr.Read()
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if c.SamplesLost > 0 || c.Untracked > 0 {
+		t.e.log.Warn("some samples were lost (the ring buffer was full) or their frees cannot be seen", zap.Uint64("lost", c.SamplesLost), zap.Uint64("untracked", c.Untracked))
+	}
+	p := t.o.coll.Profile(t.pid, t.command, c.SamplesLost, time.Now())
+	if err := t.o.out.Write(p); err != nil {
+		return fmt.Errorf("trace: --profile: %w", err)
+	}
+	return nil
 }
 
 // read makes a Summary from the counters now.
@@ -339,25 +426,29 @@ func (t *tracing) read(exited bool) (report.Summary, error) {
 		return report.Summary{}, fmt.Errorf("trace: %w", err)
 	}
 	t.readErrors = c.ReadErrors
+	t.mapLost = c.MapEventsLost
 	end := time.Now()
 	if exited && !t.end.IsZero() {
 		end = t.end
 	}
 	return report.Summary{
-		PID:            t.pid,
-		Command:        t.command,
-		Source:         "ebpf",
-		ElapsedS:       end.Sub(t.start).Seconds(),
-		LiveBytes:      c.Live,
-		LiveBlocks:     int64(c.Allocs - c.Frees),
-		PeakLiveBytes:  c.Peak,
-		PeakErrorBytes: c.PeakError,
-		Allocs:         c.Allocs,
-		Frees:          c.Frees,
-		AllocatedBytes: c.AllocatedBytes,
-		FreedBytes:     c.FreedBytes,
-		Threads:        c.Threads,
-		Exited:         exited,
+		PID:             t.pid,
+		Command:         t.command,
+		Source:          "ebpf",
+		ElapsedS:        end.Sub(t.start).Seconds(),
+		LiveBytes:       c.Live,
+		LiveBlocks:      int64(c.Allocs - c.Frees),
+		PeakLiveBytes:   c.Peak,
+		PeakErrorBytes:  c.PeakError,
+		Allocs:          c.Allocs,
+		Frees:           c.Frees,
+		AllocatedBytes:  c.AllocatedBytes,
+		FreedBytes:      c.FreedBytes,
+		Threads:         c.Threads,
+		MappedBytes:     int64(c.MappedBytes),
+		PeakMappedBytes: int64(c.PeakMappedBytes),
+		Mappings:        c.Mappings,
+		Exited:          exited,
 	}, nil
 }
 

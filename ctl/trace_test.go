@@ -29,7 +29,7 @@ import (
 
 // traceNeedsRoot skips a test that loads BPF programs when not root, and
 // fails it in CI, where a skip would hide a regression.
-func traceNeedsRoot(t *testing.T) {
+func traceNeedsRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {

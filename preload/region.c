@@ -103,7 +103,10 @@ uint64_t hl_pid_ns(void) { return ns_inode("/proc/self/ns/pid"); }
  * left alone. A file system without flock: 0, as before. */
 static int lock_region(int fd)
 {
-    for (int i = 0; i < 1000; i++) {
+    /* a second of the clock, not a count of naps: on a loaded machine
+     * 1,000 naps of 1 ms took longer than the holder's 1.5 s
+     * (TestExecTakeOverLocked) */
+    for (uint64_t start = hl_now_ns(); hl_now_ns() - start < 1000000000u;) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0 || (errno != EWOULDBLOCK && errno != EINTR))
             return 0;
         struct timespec ms = {0, 1000000};

@@ -8,7 +8,9 @@
  * Protocol on stdout, one line each, waiting for a line on stdin after
  * each "PAUSE": the usable bytes each site allocated ("TRUTH a b c big
  * nbig"), PAUSE (all allocated; b's last blocks still live), then b frees
- * everything it holds, PAUSE, then exit.
+ * everything it holds, PAUSE, then exit. With an argument "wait", it says
+ * READY and waits for a line before allocating anything (for a tracer to
+ * attach to it running).
  */
 #include <malloc.h>
 #include <stdint.h>
@@ -52,17 +54,21 @@ __attribute__((noinline)) static uint64_t site_big(void)
     return bytes;
 }
 
-static void pause_here(void)
+static void pause_here_as(const char *what)
 {
-    printf("PAUSE\n");
+    printf("%s\n", what);
     fflush(stdout);
     char line[8];
     if (fgets(line, sizeof line, stdin) == NULL)
         exit(3);
 }
 
-int main(void)
+static void pause_here(void) { pause_here_as("PAUSE"); }
+
+int main(int argc, char **argv)
 {
+    if (argc > 1 && argv[1][0] == 'w')
+        pause_here_as("READY");
     /* Each site's next block goes to whichever is furthest below its
      * share of the bytes so far: the shares come out exact to a block. */
     while (a.bytes + b.bytes + c.bytes < TOTAL) {

@@ -1,0 +1,143 @@
+// Package traceprof makes heapctl trace's sampled heap profile: the
+// samples the probes send (bpf.Sample: a block, its size, its caller's
+// registers and top of stack) are unwound in user space with the objects'
+// CFI (ctl/internal/unwind), weighted as the shim weights its samples
+// (Go's scaleHeapSample), and handed to the shim's profile builder, so
+// that the two profiles have one shape.
+package traceprof
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	pprof "github.com/google/pprof/profile"
+
+	"github.com/heapline/heapline/bpf"
+	"github.com/heapline/heapline/ctl/internal/profile"
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/unwind"
+)
+
+// chunkBias is what the shim adds to a block's usable size when it counts
+// bytes towards the next sample (HL_CHUNK_BIAS): glibc's chunk size.
+const chunkBias = 8
+
+// Collector gathers one process's samples. Sample and Free are called in
+// the order the probes saw the events (bpf.Options), from one goroutine;
+// Profile from any.
+type Collector struct {
+	rate uint64
+	proc *unwind.Process
+
+	mu     sync.Mutex
+	stacks map[string]*region.Stack
+	order  []*region.Stack
+	live   map[uint64]held
+	// UnwindNS is the time spent unwinding, for the cost figures.
+	unwindNS time.Duration
+	samples  uint64
+}
+
+// held is a sampled block still live: its stack and its weighted share.
+type held struct {
+	stack       *region.Stack
+	objs, bytes uint64
+}
+
+// New returns a collector for pid's samples at a mean of rate bytes; root
+// is where its files are seen from (see unwind.NewProcess).
+func New(pid int, root string, rate uint64) *Collector {
+	c := &Collector{rate: rate, proc: unwind.NewProcess(pid, root), stacks: map[string]*region.Stack{}, live: map[uint64]held{}}
+	c.proc.Refresh() // a process gone already unwinds nothing: the samples say so
+	return c
+}
+
+// Weight is the shim's (preload/profile.c, take): a block of usable size n
+// stands for 1 / (1 - exp(-(n+8)/rate)) blocks, in units of
+// 2^-WeightShift objects, and n times that in bytes.
+func Weight(n, rate uint64) (objs, bytes uint64) {
+	c := float64(n + chunkBias)
+	w := 1 / -math.Expm1(-c/float64(rate))
+	return uint64(w*(1<<region.WeightShift) + 0.5), uint64(float64(n)*w + 0.5)
+}
+
+// Sample unwinds and records one sample.
+func (c *Collector) Sample(s bpf.Sample) {
+	t0 := time.Now()
+	frames := c.proc.Unwind(unwind.Regs{IP: s.IP, SP: s.SP, BP: s.BP}, s.Stack, region.StackFrames)
+	d := time.Since(t0)
+	var key strings.Builder
+	for _, f := range frames {
+		key.WriteString(strconv.FormatUint(f, 16))
+		key.WriteByte(' ')
+	}
+	objs, bytes := Weight(s.Size, c.rate)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unwindNS += d
+	c.samples++
+	st, ok := c.stacks[key.String()]
+	if !ok {
+		st = &region.Stack{Frames: frames}
+		c.stacks[key.String()] = st
+		c.order = append(c.order, st)
+	}
+	st.AllocObjects += objs
+	st.AllocBytes += bytes
+	st.Samples++
+	c.live[s.Addr] = held{stack: st, objs: objs, bytes: bytes}
+}
+
+// Free records the release of a sampled block.
+func (c *Collector) Free(addr uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.live[addr]
+	if !ok {
+		return
+	}
+	delete(c.live, addr)
+	h.stack.FreeObjects += h.objs
+	h.stack.FreeBytes += h.bytes
+}
+
+// UnwindCost is the time spent unwinding, and over how many samples.
+func (c *Collector) UnwindCost() (time.Duration, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unwindNS, c.samples
+}
+
+// Profile builds the pprof profile of what was collected; lost is the
+// samples the probes could not send.
+func (c *Collector) Profile(pid int, command string, lost uint64, now time.Time) *pprof.Profile {
+	c.mu.Lock()
+	p := region.Profile{PID: pid, Command: command, SampleRate: c.rate, Samples: c.samples, SamplesLost: lost,
+		Objects: c.proc.Objects()}
+	for _, s := range c.order {
+		p.Stacks = append(p.Stacks, *s)
+	}
+	c.mu.Unlock()
+	return profile.Build(p, profile.NewSymbolizer(), now)
+}
+
+// ParseSize reads a size in bytes as HEAPLINE_SAMPLE takes it: a number,
+// optionally followed by k or m (KiB, MiB).
+func ParseSize(v string) (uint64, error) {
+	mult := uint64(1)
+	switch {
+	case strings.HasSuffix(v, "k") || strings.HasSuffix(v, "K"):
+		mult, v = 1<<10, v[:len(v)-1]
+	case strings.HasSuffix(v, "m") || strings.HasSuffix(v, "M"):
+		mult, v = 1<<20, v[:len(v)-1]
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n > math.MaxUint64/mult {
+		return 0, fmt.Errorf("%q is not a size in bytes", v)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,199 @@
+package unwind
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+)
+
+// Regs are the registers a walk starts from: the thread's pc (a return
+// address into the function that made the sampled call), stack pointer
+// and frame pointer.
+type Regs struct{ IP, SP, BP uint64 }
+
+// Process unwinds the samples of one process. It reads /proc/PID/maps
+// when it meets an address it has no mapping for (a library loaded since),
+// and keeps what it read, so that samples taken just before the process
+// exited still unwind afterwards. Safe for concurrent use.
+type Process struct {
+	pid  int
+	root string // where the process's paths are seen from here
+
+	mu      sync.Mutex
+	maps    []mapping // sorted by start
+	objects map[string]*object
+	reads   int // of /proc/PID/maps
+}
+
+type mapping struct {
+	start, end, bias uint64
+	path             string
+	obj              *object
+}
+
+// NewProcess returns an unwinder for pid; root is where its files are
+// seen from ("" or "/": ours; /proc/PID/root for a container's).
+func NewProcess(pid int, root string) *Process {
+	if root == "/" {
+		root = ""
+	}
+	return &Process{pid: pid, root: root, objects: map[string]*object{}}
+}
+
+// Refresh reads the process's file mappings again.
+func (p *Process) Refresh() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refresh()
+}
+
+func (p *Process) refresh() error {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", p.pid))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	p.reads++
+	var maps []mapping
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// address perms offset dev inode pathname
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || !strings.HasPrefix(fields[5], "/") || !strings.Contains(fields[1], "x") {
+			continue
+		}
+		lo, hi, ok := strings.Cut(fields[0], "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		off, err3 := strconv.ParseUint(fields[2], 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		path := strings.Join(fields[5:], " ")
+		obj, ok := p.objects[path]
+		if !ok {
+			obj = openObject(p.root + path)
+			p.objects[path] = obj
+		}
+		m := mapping{start: start, end: end, path: path, obj: obj}
+		if obj.err == nil {
+			if m.bias, ok = obj.bias(start, off); !ok {
+				continue
+			}
+		}
+		maps = append(maps, m)
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	sort.Slice(maps, func(i, j int) bool { return maps[i].start < maps[j].start })
+	p.maps = maps
+	return nil
+}
+
+// find returns the executable mapping holding pc, reading the maps again
+// once when there is none. The caller holds p.mu.
+func (p *Process) find(pc uint64) (*mapping, bool) {
+	for pass := 0; pass < 2; pass++ {
+		i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].end > pc })
+		if i < len(p.maps) && p.maps[i].start <= pc {
+			return &p.maps[i], true
+		}
+		if pass == 0 && p.refresh() != nil {
+			break
+		}
+	}
+	return nil, false
+}
+
+// Unwind returns the return addresses of the walk, innermost first:
+// regs.IP, then each caller's, at most max, stopping at the outermost
+// frame, at a function without usable CFI, or where the copy of the stack
+// ends. stack is the copy, stack[0] the byte at regs.SP.
+func (p *Process) Unwind(regs Regs, stack []byte, max int) []uint64 {
+	base := regs.SP
+	load := func(addr uint64) (uint64, bool) {
+		if addr < base || addr-base+8 > uint64(len(stack)) {
+			return 0, false
+		}
+		return binary.LittleEndian.Uint64(stack[addr-base:]), true
+	}
+	pc, sp, bp := regs.IP, regs.SP, regs.BP
+	frames := make([]uint64, 0, 16)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(frames) < max && pc != 0 {
+		frames = append(frames, pc)
+		m, ok := p.find(pc)
+		if !ok || m.obj.err != nil {
+			break
+		}
+		// pc is a return address: the call is the instruction before it,
+		// and its rule is the one in force while the callee runs.
+		r := m.obj.cfi.rule(pc - 1 - m.bias)
+		if !r.ok || r.outerEnd {
+			break
+		}
+		cfa := sp
+		if r.cfaRBP {
+			cfa = bp
+		}
+		cfa = uint64(int64(cfa) + r.cfaOff)
+		ra, ok := load(uint64(int64(cfa) + r.raOff))
+		if !ok {
+			break
+		}
+		if r.bpSaved {
+			if bp, ok = load(uint64(int64(cfa) + r.bpOff)); !ok {
+				break
+			}
+		}
+		if cfa <= sp { // the stack grows down: a caller's frame is above
+			break
+		}
+		sp, pc = cfa, ra
+	}
+	return frames
+}
+
+// Objects returns the loaded objects as a profile wants them: one per
+// file, the span of its executable mappings and its load bias.
+func (p *Process) Objects() []region.Object {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []region.Object
+	at := map[string]int{}
+	for _, m := range p.maps {
+		if i, ok := at[m.path]; ok {
+			out[i].Start = min(out[i].Start, m.start)
+			out[i].End = max(out[i].End, m.end)
+			continue
+		}
+		at[m.path] = len(out)
+		out = append(out, region.Object{Start: m.start, End: m.end, Bias: m.bias, Path: m.path})
+	}
+	return out
+}
+
+// ForgetRules empties every object's rule cache (benchmarks: the cost of
+// a cold cache).
+func (p *Process) ForgetRules() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, o := range p.objects {
+		if o.cfi != nil {
+			o.cfi.rules = map[uint64]rule{}
+		}
+	}
+}
