@@ -27,6 +27,8 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # python and cxx-4t scenarios): `make deps-overhead`. prometheus (and its
 # promtool) scrapes `heapctl export` over TLS with basic auth in ctl's
 # tests, and checks docs/examples/heapline-rules.yml.
+# libpython3.11-testsuite is Debian's python3 test package, which
+# bench/cpython-suite.sh runs under the shim.
 # libunwind-dev is the oracle the shim's own unwinder is tested against
 # (preload/shimtest); libheap.so itself needs no package beyond gcc and Go,
 # so build-deps is empty (its target stays for the callers that name it).
@@ -36,7 +38,7 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # it librsvg draws a wider one, and labels run off the picture).
 BUILD_DEBS :=
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus tmux librsvg2-bin fonts-liberation
+DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation
 
 .PHONY: all scenarios test run deps deps-overhead build-deps generate docs bench clean
 

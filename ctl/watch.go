@@ -291,9 +291,13 @@ func (w *watcher) rows(scr *screen) []string {
 	for _, pid := range w.order {
 		p := w.procs[pid]
 		s := p.last
-		out = append(out, fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, mapped %s, %s allocs, %s frees",
+		line := fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, mapped %s, %s allocs, %s frees",
 			pid, s.ElapsedS, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
-			report.Bytes(s.MappedBytes), report.Rate(p.allocsS), report.Rate(p.freesS)))
+			report.Bytes(s.MappedBytes), report.Rate(p.allocsS), report.Rate(p.freesS))
+		if s.PyAllocs != 0 {
+			line += fmt.Sprintf(", python objects %s (%d)", report.Bytes(s.PyLiveBytes()), s.PyLive())
+		}
+		out = append(out, line)
 	}
 	return out
 }

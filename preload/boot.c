@@ -397,6 +397,7 @@ static void boot(void)
     hl_config_read();
     *(void **)&hl_realloc_first = first_definition("realloc");
     const char *by = find_bypasser();
+    hl_py_resolve(); /* the region's size depends on it */
     int made = hl_region_open();
     hl_next.malloc = real_malloc;
     if (made != 0) {
@@ -449,6 +450,7 @@ __attribute__((constructor)) static void at_load(void)
     hl_boot();
     hl_thread_enter();
     hl_exit_hook();
+    hl_pymalloc_install(); /* before main: before Python runs (pymalloc.c) */
 }
 
 // ---- the first calls ------------------------------------------------------------------

@@ -139,6 +139,13 @@ static void setting(const char *kv)
             hl_say("HEAPLINE_SAMPLE=", v, " is not a byte count (512k, 1m, 0 for off); ignored", NULL);
         else
             hl_config.sample = (uint64_t)n;
+    } else if (starts_with(kv, "HEAPLINE_PYMALLOC=")) {
+        if (one_of(v, "0", "off", "no", "false") || *v == 0)
+            hl_config.pymalloc = 0;
+        else if (one_of(v, "1", "on", "yes", "true"))
+            hl_config.pymalloc = 1;
+        else
+            hl_say("HEAPLINE_PYMALLOC=", v, " is neither 0 nor 1; pymalloc not wrapped", NULL);
     } else if (starts_with(kv, "HEAPLINE_STACKS=")) {
         if ((n = number(v, 1, HL_STACKS_MAX)) < 0)
             hl_say("HEAPLINE_STACKS=", v, " is not a number from 1 to 65536; using 1024", NULL);

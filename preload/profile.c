@@ -79,6 +79,10 @@ static uint64_t free_head[NCLASS]; /* Treiber stacks: tag << 32 | block index + 
 
 int hl_sampled_owns(const void *p) { return (uintptr_t)p - (uintptr_t)arena < arena_size; }
 
+/* The same, for pymalloc.c's free to test inline. */
+uintptr_t hl_arena_lo;
+uint64_t hl_arena_len;
+
 static uint64_t block_index(const char *b) { return (uint64_t)(b - arena) >> 4; }
 
 static void push(int cls, char *b)
@@ -498,6 +502,8 @@ static void *take(void *p, size_t usable, int in_arena)
     while (skip < n && frames[skip] - self_lo < self_hi - self_lo)
         skip++; /* the shim's own frames */
     n -= skip;
+    /* Python's eval frames become the Python frames they run */
+    n = hl_py_frames(frames + skip, n, HL_STACK_FRAMES);
     if (n > HL_STACK_FRAMES)
         n = HL_STACK_FRAMES;
     double c = (double)usable + HL_CHUNK_BIAS, w = 1.0 / one_minus_exp_neg(c / rate);
@@ -512,6 +518,66 @@ static void *take(void *p, size_t usable, int in_arena)
     /* The header's total would be one more word every sampling thread
      * writes: readers add up the stacks' counts instead. */
     __atomic_add_fetch(&stacks[rec.stack].samples, 1, RELAXED);
+    return q;
+}
+
+// ---- Python's objects (pymalloc.c) ----------------------------------------------------
+/* pymalloc's blocks are a stream of their own on each thread, sampled at
+ * the same rate into the same stacks. A sampled object lives in the
+ * sample arena, its record marked (_pad = 1), so that the object
+ * domain's free knows it by one address compare. */
+
+uint64_t hl_sample_gap(void) { return rate > 0 ? gap() : (uint64_t)1 << 62; }
+
+int hl_sampled_object(const void *p)
+{
+    int cls;
+    return ((const struct record *)block_of(p, &cls))->_pad == 1;
+}
+
+/* The stack of this allocation: take()'s, for a block that is not there
+ * yet. (The two could share it.) */
+static uint32_t object_stack(void)
+{
+    uint64_t frames[HL_STACK_FRAMES + 16];
+    int n = hl_unwind(frames, NULL, HL_STACK_FRAMES + 16), skip = 0;
+    if (n < 0) {
+        n = -n;
+        __atomic_add_fetch(&hl_region->samples_cut, 1, RELAXED);
+    }
+    while (skip < n && frames[skip] - self_lo < self_hi - self_lo)
+        skip++;
+    n -= skip;
+    n = hl_py_frames(frames + skip, n, HL_STACK_FRAMES);
+    if (n > HL_STACK_FRAMES)
+        n = HL_STACK_FRAMES;
+    return stack_entry(frames + skip, n);
+}
+
+void *hl_sample_object(size_t usable)
+{
+    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample || arena_size == 0)
+        return NULL;
+    hl_self.in_sample = 1;
+    double c = (double)usable, w = 1.0 / one_minus_exp_neg(c / rate);
+    struct record rec = {object_stack(), 1, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
+                         (uint64_t)((double)usable * w + 0.5)};
+    size_t head = (sizeof rec + 8 + 15) & ~(size_t)15, need = head + usable; /* 16-aligned, as pymalloc's */
+    int cls = 0;
+    while (cls < NCLASS && ((size_t)32 << cls) < need)
+        cls++;
+    char *b = cls < NCLASS ? block_get(cls) : NULL;
+    if (b == NULL) {
+        __atomic_add_fetch(&hl_region->samples_lost, 1, RELAXED);
+        hl_self.in_sample = 0;
+        return NULL;
+    }
+    memcpy(b, &rec, sizeof rec);
+    char *q = b + head;
+    ((size_t *)q)[-1] = (usable + 16) | 2;
+    account(&rec, 0);
+    __atomic_add_fetch(&stacks[rec.stack].samples, 1, RELAXED);
+    hl_self.in_sample = 0;
     return q;
 }
 
@@ -591,14 +657,17 @@ size_t hl_profile_size(void)
 {
     if (hl_config.sample == 0)
         return 0;
-    return (size_t)hl_config.stacks * sizeof(struct hl_stack) + (size_t)HL_OBJECTS_DEFAULT * sizeof(struct hl_object);
+    return (size_t)hl_config.stacks * sizeof(struct hl_stack) + (size_t)HL_OBJECTS_DEFAULT * sizeof(struct hl_object) +
+           hl_py_codes_size();
 }
 
 /* A new region with room for the profile at off: lay it out. */
 void hl_profile_attach(struct hl_header *r, uint64_t off)
 {
-    if (hl_config.sample == 0)
+    if (hl_config.sample == 0) {
+        hl_py_attach(r, NULL);
         return;
+    }
     nstacks = hl_config.stacks;
     nobjects = HL_OBJECTS_DEFAULT;
     stacks = (struct hl_stack *)((char *)r + off);
@@ -609,6 +678,7 @@ void hl_profile_attach(struct hl_header *r, uint64_t off)
     r->sample_rate = hl_config.sample;
     r->nstacks = nstacks;
     r->nobjects = nobjects;
+    hl_py_attach(r, hl_py_codes_size() ? (struct hl_pycode *)(objects + nobjects) : NULL);
 }
 
 /* A fork child's region starts with its parent's profile: the blocks it
@@ -650,6 +720,8 @@ void hl_profile_boot(void)
     if (m != NULL) {
         arena = (char *)(((uintptr_t)m + ((uintptr_t)1 << PAGE_SHIFT) - 1) & ~(((uintptr_t)1 << PAGE_SHIFT) - 1));
         arena_size = size;
+        hl_arena_lo = (uintptr_t)arena;
+        hl_arena_len = arena_size;
     }
     placed = hl_raw_map(PLACED_SIZE * sizeof *placed);
     rate = (double)hl_config.sample;

@@ -337,8 +337,10 @@ static void fork_start(const struct hl_counters *totals, uint64_t peak)
         return;
     hl_region = NULL; /* until ours exists, nothing is counted */
     int made = hl_region_open();
-    if (made == 0)
+    if (made == 0) {
         hl_profile_inherit(old);
+        hl_pymalloc_inherit(old);
+    }
     munmap(old, old_len);
     if (made != 0) {
         hl_set_mode_off(NULL);

@@ -145,13 +145,34 @@ struct hl_header {
     uint64_t samples_cut;    /* 816: samples whose stack walk stopped before the stack's end (unwind.c) */
     uint8_t  _pad4[8];       /* 824 */
 
-    /* lines 13-14: reserved, zero */
-    uint8_t  _pad5[128];     /* 832 */
+    /* line 13: Python (python.c, pymalloc.c). The py_* counters are
+     * pymalloc's blocks (both of its domains, objects and PyMem), added
+     * atomically: exact, in bytes of pymalloc's size classes. They are
+     * not in the malloc counters (pymalloc's arenas are mapped memory). */
+    uint64_t py_allocs;      /* 832: pymalloc blocks allocated */
+    uint64_t py_frees;       /* 840 */
+    uint64_t py_alloc_bytes; /* 848: their size classes' bytes */
+    uint64_t py_free_bytes;  /* 856 */
+    uint64_t pycode_offset;  /* 864: file offset of the hl_pycode table, 0 without one */
+    uint32_t npycodes;       /* 872: hl_pycode entries */
+    uint32_t py_version;     /* 876: the interpreter's PY_VERSION_HEX; 1 before 3.11; 0 not CPython */
+    uint32_t py_flags;       /* 880: HL_PY_* */
+    uint32_t py_eval_cold;   /* 884: bytes of the eval loop's cold part found at boot (GCC's split, Debian's build), 0 none */
+    uint8_t  _pad13[8];      /* 888 */
+
+    /* line 14: reserved, zero */
+    uint8_t  _pad5[64];      /* 896 */
 
     /* line 15: after the process */
     uint64_t dead_seen_ns;   /* 960: CLOCK_REALTIME when a new region first found this one's process dead (reap.c), 0 before */
     uint8_t  _pad6[56];      /* 968 */
 };
+
+/* header.py_flags */
+#define HL_PY_FRAMES     1u /* Python frames are read into the stacks */
+#define HL_PY_UNKNOWN    2u /* CPython of a version (or build) whose frames are not read */
+#define HL_PY_OBJECTS    4u /* pymalloc's blocks are counted (and sampled) */
+#define HL_PY_FREETHREADED 8u /* a free-threaded build: neither frames nor objects */
 
 /*
  * The profile: nstacks hl_stack entries at prof_offset, then nobjects
@@ -203,7 +224,30 @@ struct hl_object {
     char     path[224];      /* 32: NUL-terminated */
 };
 
+/* Python frames (python.c): a frame value with bit 63 set is no address
+ * (user-space addresses never have it). Bits 32..62 are the index of its
+ * code object in the hl_pycode table (HL_PYCODE_NONE: the table had no
+ * room), bits 0..31 the line that was running (0 unknown). The table
+ * follows the objects table, at pycode_offset; an entry is claimed by a
+ * compare-and-swap of state, filled, and published by storing code last
+ * (release): a reader skips entries whose code is 0. */
+#define HL_PYFRAME_BIT    (1ull << 63)
+#define HL_PYCODE_NONE    0x7fffffffu
+#define HL_PYCODES_DEFAULT 2048u
+#define HL_PYCODES_MAX    65536u
+
+struct hl_pycode {
+    uint64_t code;           /*  0: the code object's address; 0 while empty or being filled */
+    uint64_t ident;          /*  8: its name, file and first line (an address is reused after a free) */
+    uint32_t state;          /* 16: 0 free, 1 claimed */
+    uint32_t firstline;      /* 20: co_firstlineno */
+    char     name[128];      /* 24: co_qualname, UTF-8, NUL-terminated */
+    char     file[360];      /* 152: co_filename */
+};
+
 #ifndef __cplusplus
+_Static_assert(sizeof(struct hl_pycode) == 512, "pycode size");
+_Static_assert(__builtin_offsetof(struct hl_header, py_allocs) == 13 * HL_LINE, "header line 13");
 _Static_assert(sizeof(struct hl_slot) == HL_SLOT_SIZE, "slot size");
 _Static_assert(sizeof(struct hl_header) == HL_HEADER_SIZE, "header size");
 _Static_assert(__builtin_offsetof(struct hl_header, seq) == HL_LINE, "header line 1");

@@ -77,6 +77,11 @@ struct hl_thread {
     uint32_t arena_busy;    /* in the thread's own arena lists: a handler uses the shared ones */
     uint32_t arena_kept;    /* blocks in them */
     char *arena_cache[14];  /* the thread's released arena blocks, by class (profile.c, NCLASS) */
+    /* Python (python.c, pymalloc.c) */
+    uintptr_t py_tstate;    /* this thread's PyThreadState, as last found */
+    uint32_t py_misses;     /* samples left before looking for one again */
+    uint32_t py_armed;      /* py_left holds a gap */
+    int64_t py_left;        /* pymalloc bytes before the thread's next sample point */
 };
 extern __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) HL_HIDDEN;
 
@@ -166,6 +171,8 @@ extern HL_HIDDEN uint64_t hl_placed_live;   /* blocks sampled in place, not yet 
 void *hl_sample(void *p, size_t usable, int in_arena);
 void hl_sample_begin(void);                 /* a thread's stream starts: its first point */
 int hl_sampled_owns(const void *p);         /* a block of the sample arena */
+extern HL_HIDDEN uintptr_t hl_arena_lo;     /* the sample arena, for an inline hl_sampled_owns */
+extern HL_HIDDEN uint64_t hl_arena_len;
 size_t hl_sampled_usable(const void *p);
 void hl_sampled_free(void *p);              /* released: back to the arena */
 void hl_arena_release(void);                /* at thread exit: the thread's kept blocks go back */
@@ -186,6 +193,20 @@ int hl_unwind(uint64_t *pcs, uint64_t *cfas, int max); /* return addresses from 
 int hl_unwind_boot(void);   /* the rule cache; -1 without memory for it */
 void hl_unwind_forget(void); /* after dlclose: every cached rule is stale */
 
+/* python.c: Python frames in samples */
+extern HL_HIDDEN uint32_t hl_py_version, hl_py_flags;
+void hl_py_resolve(void);                   /* at boot, before the region is made */
+size_t hl_py_codes_size(void);              /* the code table's bytes, 0 without one */
+void hl_py_attach(struct hl_header *r, struct hl_pycode *table);
+int hl_py_frames(uint64_t *frames, int n, int max); /* eval frames -> Python frames; the new count */
+
+/* pymalloc.c: pymalloc's blocks, counted and sampled */
+void hl_pymalloc_install(void);             /* from the constructor, before Python runs */
+void hl_pymalloc_inherit(const struct hl_header *parent); /* a fork child's region */
+void *hl_sample_object(size_t usable);      /* profile.c: a sampled object's block of the arena, or NULL */
+int hl_sampled_object(const void *p);       /* profile.c: p (of the arena) is a sampled object's */
+uint64_t hl_sample_gap(void);               /* profile.c: the next gap of the thread's sampler */
+
 /* env.c */
 struct hl_config {
     int summary;          /* HEAPLINE_SUMMARY: HL_SUMMARY_* */
@@ -196,6 +217,7 @@ struct hl_config {
     uint64_t sample;      /* HEAPLINE_SAMPLE: mean bytes between samples, 0 off */
     uint32_t stacks;      /* HEAPLINE_STACKS: the stack table's entries */
     char profile[512];    /* HEAPLINE_PROFILE: where the region goes at exit, empty for nowhere */
+    int pymalloc;         /* HEAPLINE_PYMALLOC=1: wrap CPython's pymalloc (pymalloc.c); off by default */
 };
 /* HEAPLINE_SUMMARY: off; one line per run (a process whose parent runs
  * the shim stays silent, summary.c); every process's line. */

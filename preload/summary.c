@@ -9,7 +9,8 @@
  * before>)". One line per run by default (see parent_runs_shim).
  *
  * The mapped parts only when the program mapped memory of its own; the
- * peak's error bound only when there is one (docs/counting.md).
+ * peak's error bound only when there is one (docs/counting.md); Python's
+ * objects (pymalloc's blocks, pymalloc.c) only when they are counted.
  *
  * Byte figures round half to even, like Go's %.1f, so heapctl prints the
  * same line from the same counters (ctl/internal/report).
@@ -313,6 +314,12 @@ void hl_summary_write(void)
         field_u64(&o, "mapped_bytes", mapped);
         field_u64(&o, "peak_mapped_bytes", peak_mapped);
         field_u64(&o, "mappings", __atomic_load_n(&r->mappings, __ATOMIC_RELAXED));
+        if (r->py_allocs != 0) { /* pymalloc's blocks (pymalloc.c); none under PYTHONMALLOC */
+            field_u64(&o, "py_allocs", r->py_allocs);
+            field_u64(&o, "py_frees", r->py_frees);
+            field_u64(&o, "py_allocated_bytes", r->py_alloc_bytes);
+            field_u64(&o, "py_freed_bytes", r->py_free_bytes);
+        }
         if (r->bypassed_by[0]) {
             put(&o, ",\"bypassed_by\":");
             put_json_string(&o, r->bypassed_by);
@@ -356,6 +363,17 @@ void hl_summary_write(void)
             put(&o, " + ");
             put_bytes(&o, (int64_t)mapped);
             put(&o, " mapped");
+        }
+        if (r->py_allocs != 0) {
+            put(&o, ", python objects ");
+            put_u64(&o, r->py_allocs);
+            put(&o, " allocated (");
+            put_bytes(&o, (int64_t)r->py_alloc_bytes);
+            put(&o, "), ");
+            put_u64(&o, r->py_allocs - r->py_frees);
+            put(&o, " live (");
+            put_bytes(&o, (int64_t)(r->py_alloc_bytes - r->py_free_bytes));
+            put(&o, ")");
         }
         if (r->bypassed_by[0]) {
             put(&o, ", malloc bypassed by ");

@@ -62,6 +62,7 @@ type Collector struct {
 	liveBytes, liveBlocks, peakBytes, peakError, threads, elapsed, start *prometheus.Desc
 	allocs, frees, allocatedBytes, freedBytes                            *prometheus.Desc
 	mappedBytes, peakMappedBytes, mappings                               *prometheus.Desc
+	pyObjects, pyObjectBytes, pyAllocs, pyAllocatedBytes                 *prometheus.Desc
 	regions                                                              *prometheus.Desc
 }
 
@@ -95,20 +96,24 @@ func New(list Lister, command string, log *zap.Logger) *Collector {
 			}
 			return p.Stat()
 		},
-		liveBytes:       d("live_bytes", "Usable bytes of the blocks allocated and not yet freed."),
-		liveBlocks:      d("live_blocks", "Blocks allocated and not yet freed."),
-		peakBytes:       d("peak_live_bytes", "Highest live bytes the shim has published since the process started."),
-		peakError:       d("peak_error_bytes", "Bound on how far peak_live_bytes may be below the true peak (peak batch times threads)."),
-		threads:         d("threads", "Threads that have counted allocations in the process since it started."),
-		elapsed:         d("elapsed_seconds", "Seconds since the shim started counting in the process."),
-		start:           d("start_time_seconds", "Start time of the process since the Unix epoch in seconds: a new value for a pid is a restart, not a leak."),
-		allocs:          d("allocations_total", "Successful allocations (malloc family, realloc counts one)."),
-		frees:           d("frees_total", "Releases of a non-NULL block (realloc counts one)."),
-		allocatedBytes:  d("allocated_bytes_total", "Usable bytes of every allocation."),
-		freedBytes:      d("freed_bytes_total", "Usable bytes of every release."),
-		mappedBytes:     d("mapped_bytes", "Anonymous private memory the program maps itself (CPython's arenas), outside live_bytes."),
-		peakMappedBytes: d("peak_mapped_bytes", "Highest mapped_bytes since the process started (exact)."),
-		mappings:        d("mappings", "Ranges counted in mapped_bytes."),
+		liveBytes:        d("live_bytes", "Usable bytes of the blocks allocated and not yet freed."),
+		liveBlocks:       d("live_blocks", "Blocks allocated and not yet freed."),
+		peakBytes:        d("peak_live_bytes", "Highest live bytes the shim has published since the process started."),
+		peakError:        d("peak_error_bytes", "Bound on how far peak_live_bytes may be below the true peak (peak batch times threads)."),
+		threads:          d("threads", "Threads that have counted allocations in the process since it started."),
+		elapsed:          d("elapsed_seconds", "Seconds since the shim started counting in the process."),
+		start:            d("start_time_seconds", "Start time of the process since the Unix epoch in seconds: a new value for a pid is a restart, not a leak."),
+		allocs:           d("allocations_total", "Successful allocations (malloc family, realloc counts one)."),
+		frees:            d("frees_total", "Releases of a non-NULL block (realloc counts one)."),
+		allocatedBytes:   d("allocated_bytes_total", "Usable bytes of every allocation."),
+		freedBytes:       d("freed_bytes_total", "Usable bytes of every release."),
+		mappedBytes:      d("mapped_bytes", "Anonymous private memory the program maps itself (CPython's arenas), outside live_bytes."),
+		peakMappedBytes:  d("peak_mapped_bytes", "Highest mapped_bytes since the process started (exact)."),
+		mappings:         d("mappings", "Ranges counted in mapped_bytes."),
+		pyObjects:        d("python_objects", "CPython's small objects live: pymalloc's blocks, outside live_blocks (their arenas are in mapped_bytes)."),
+		pyObjectBytes:    d("python_object_bytes", "Bytes of the Python objects live, by pymalloc's size classes."),
+		pyAllocs:         d("python_allocations_total", "pymalloc's blocks allocated."),
+		pyAllocatedBytes: d("python_allocated_bytes_total", "Bytes of every pymalloc block allocated, by its size class."),
 		regions: prometheus.NewDesc("heapline_regions",
 			"Regions found in the shared-memory directory, by state: live (exported), stale (process gone, or running on without the shim: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).",
 			[]string{"state"}, nil),
@@ -118,7 +123,8 @@ func New(list Lister, command string, log *zap.Logger) *Collector {
 // Describe sends every descriptor the collector may emit.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.liveBytes, c.liveBlocks, c.peakBytes, c.peakError, c.threads, c.elapsed, c.start,
-		c.allocs, c.frees, c.allocatedBytes, c.freedBytes, c.mappedBytes, c.peakMappedBytes, c.mappings, c.regions} {
+		c.allocs, c.frees, c.allocatedBytes, c.freedBytes, c.mappedBytes, c.peakMappedBytes, c.mappings,
+		c.pyObjects, c.pyObjectBytes, c.pyAllocs, c.pyAllocatedBytes, c.regions} {
 		ch <- d
 	}
 }
@@ -201,6 +207,12 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e region.Entry, boot ui
 	gauge(c.mappedBytes, float64(s.MappedBytes))
 	gauge(c.peakMappedBytes, float64(s.PeakMappedBytes))
 	gauge(c.mappings, float64(s.Mappings))
+	if s.PyAllocs != 0 { // a CPython whose objects the shim counts
+		gauge(c.pyObjects, float64(s.PyLive()))
+		gauge(c.pyObjectBytes, float64(s.PyLiveBytes()))
+		counter(c.pyAllocs, s.PyAllocs)
+		counter(c.pyAllocatedBytes, s.PyAllocatedBytes)
+	}
 }
 
 // programName is argv[0]'s base name out of a command line the shim

@@ -23,7 +23,8 @@ func entries() []region.Entry {
 			PID: 4711, Command: "/usr/bin/python3 script.py --password=hunter2", Source: "preload", ElapsedS: 1.5,
 			LiveBytes: 483533, LiveBlocks: 30, PeakLiveBytes: 302305689, PeakErrorBytes: 1048576,
 			Allocs: 4153, Frees: 4123, AllocatedBytes: 900000000, FreedBytes: 899516467, Threads: 4,
-			MappedBytes: 167772160, PeakMappedBytes: 176160768, Mappings: 160}},
+			MappedBytes: 167772160, PeakMappedBytes: 176160768, Mappings: 160,
+			PyAllocs: 5000, PyFrees: 1000, PyAllocatedBytes: 320000, PyFreedBytes: 64000}},
 		{PID: 99, Path: "/dev/shm/heapline.99", Stale: true, Summary: report.Summary{PID: 99, Command: "killed", LiveBytes: 1}},
 		{PID: 98, Path: "/dev/shm/heapline.98", Detached: true, Summary: report.Summary{PID: 98, Command: "exec'd without the shim", LiveBytes: 1}},
 		{PID: 100, Path: "/dev/shm/heapline.100", Err: errors.New("bad magic")},
@@ -81,6 +82,18 @@ heapline_peak_live_bytes{command="python3",pid="4711"} 3.02305689e+08
 # HELP heapline_peak_mapped_bytes Highest mapped_bytes since the process started (exact).
 # TYPE heapline_peak_mapped_bytes gauge
 heapline_peak_mapped_bytes{command="python3",pid="4711"} 1.76160768e+08
+# HELP heapline_python_allocated_bytes_total Bytes of every pymalloc block allocated, by its size class.
+# TYPE heapline_python_allocated_bytes_total counter
+heapline_python_allocated_bytes_total{command="python3",pid="4711"} 320000
+# HELP heapline_python_allocations_total pymalloc's blocks allocated.
+# TYPE heapline_python_allocations_total counter
+heapline_python_allocations_total{command="python3",pid="4711"} 5000
+# HELP heapline_python_object_bytes Bytes of the Python objects live, by pymalloc's size classes.
+# TYPE heapline_python_object_bytes gauge
+heapline_python_object_bytes{command="python3",pid="4711"} 256000
+# HELP heapline_python_objects CPython's small objects live: pymalloc's blocks, outside live_blocks (their arenas are in mapped_bytes).
+# TYPE heapline_python_objects gauge
+heapline_python_objects{command="python3",pid="4711"} 4000
 # HELP heapline_regions Regions found in the shared-memory directory, by state: live (exported), stale (process gone, or running on without the shim: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).
 # TYPE heapline_regions gauge
 heapline_regions{state="live"} 1

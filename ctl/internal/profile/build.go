@@ -42,12 +42,17 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 		Comments: []string{fmt.Sprintf("heapline: pid %d (%s), %d samples at a mean of %d bytes, %d lost (no room for the block's record), %d with a stack cut short",
 			p.PID, p.Command, p.Samples, p.SampleRate, p.SamplesLost, p.SamplesCut)},
 	}
-	b := builder{out: out, sym: sym, locs: map[uint64]*pprof.Location{}, funcs: map[[2]string]*pprof.Function{}}
+	if c := pythonComment(p); c != "" {
+		out.Comments = append(out.Comments, c)
+	}
+	b := builder{out: out, sym: sym, locs: map[uint64]*pprof.Location{}, funcs: map[[2]string]*pprof.Function{}, py: p.PyCodes}
 	b.mappings(p.Root, p.Objects)
 	for _, s := range p.Stacks {
 		var locs []*pprof.Location
 		for _, ret := range s.Frames {
-			if ret != 0 {
+			if _, _, ok := region.PyFrame(ret); ok {
+				locs = append(locs, b.pyLocation(ret))
+			} else if ret != 0 {
 				// The call site: a return address can be the first
 				// instruction of the next line, or of the next function
 				// after a call that never returns.
@@ -74,6 +79,55 @@ type builder struct {
 	objs  []mapped
 	locs  map[uint64]*pprof.Location
 	funcs map[[2]string]*pprof.Function // name, file
+	py    map[uint32]region.PyCode
+}
+
+// PyCodeUnknown names the Python frames whose code object found no room
+// in the shim's code table.
+const PyCodeUnknown = "(heapline: Python code table full)"
+
+// pyLocation returns the location of a Python frame (region.PyFrame): a
+// function named by the code object's qualified name, in its file, at
+// the line that was running. It has no address and no mapping.
+func (b *builder) pyLocation(v uint64) *pprof.Location {
+	if l, ok := b.locs[v]; ok {
+		return l
+	}
+	i, line, _ := region.PyFrame(v)
+	c, ok := b.py[i]
+	if !ok {
+		c = region.PyCode{Name: PyCodeUnknown}
+		line = 0
+	}
+	k := [2]string{c.Name, c.File}
+	fn, ok := b.funcs[k]
+	if !ok {
+		fn = &pprof.Function{ID: uint64(len(b.out.Function) + 1), Name: c.Name, SystemName: c.Name, Filename: c.File, StartLine: int64(c.FirstLine)}
+		b.out.Function = append(b.out.Function, fn)
+		b.funcs[k] = fn
+	}
+	l := &pprof.Location{ID: uint64(len(b.out.Location) + 1), Line: []pprof.Line{{Function: fn, Line: int64(line)}}}
+	b.out.Location = append(b.out.Location, l)
+	b.locs[v] = l
+	return l
+}
+
+// pythonComment says what the shim read of a CPython it ran in, when
+// that is less than its frames and objects.
+func pythonComment(p region.Profile) string {
+	v := fmt.Sprintf("%d.%d", p.PyVersion>>24, p.PyVersion>>16&0xff)
+	switch {
+	case p.PyVersion == 0:
+		return ""
+	case p.PyFlags&region.PyFlagFreeThreaded != 0:
+		return "heapline: python " + v + " is a free-threaded build: native frames only, its objects not counted"
+	case p.PyVersion == 1 || p.PyFlags&region.PyFlagUnknown != 0:
+		if p.PyVersion == 1 {
+			v = "before 3.11"
+		}
+		return "heapline: python " + v + ": a version whose frames the shim does not read (3.11 to 3.13): native frames only"
+	}
+	return ""
 }
 
 // mapped is one loaded object, its pprof mapping and its ELF file.

@@ -351,3 +351,70 @@ func TestSymbolizeRoot(t *testing.T) {
 		}
 	}
 }
+
+// Python frames (region.PyFrame) through the region reader and back from
+// the file: each a location with one line of a function named by the code
+// object's qualified name, in its file; equal code objects share a
+// function, and a frame whose code found no room names PyCodeUnknown.
+// Native frames around them stay addresses.
+func TestBuildPython(t *testing.T) {
+	in := region.Profile{
+		PID: 4711, Command: "python3 app.py", SampleRate: 512 << 10, PyVersion: 0x030c01f0, PyFlags: region.PyFlagFrames,
+		Stacks: []region.Stack{
+			{Frames: []uint64{0x1001, region.PyFrameValue(0, 3), region.PyFrameValue(1, 9), 0x2001}, AllocObjects: w, AllocBytes: 100, Samples: 1},
+			{Frames: []uint64{region.PyFrameValue(0, 4), region.PyFrameValue(region.PyCodeNone, 0)}, AllocObjects: w, AllocBytes: 200, Samples: 1},
+		},
+		PyCodes: map[uint32]region.PyCode{0: {Name: "Loader.load_records", File: "/srv/app.py", FirstLine: 2}, 1: {Name: "<module>", File: "/srv/app.py", FirstLine: 1}},
+	}
+	read, err := region.ParseProfile(region.EncodeProfile(in, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(read.PyCodes) != 2 || read.PyCodes[0] != in.PyCodes[0] || read.PyVersion != in.PyVersion {
+		t.Fatalf("read back %+v, version %#x", read.PyCodes, read.PyVersion)
+	}
+	p := roundTrip(t, Build(read, nil, time.Unix(1700000000, 0)))
+	var got []string
+	for _, s := range p.Sample {
+		var names []string
+		for _, l := range s.Location {
+			if len(l.Line) == 0 {
+				names = append(names, fmt.Sprintf("%#x", l.Address))
+				continue
+			}
+			f := l.Line[0].Function
+			names = append(names, fmt.Sprintf("%s %s:%d (from %d)", f.Name, f.Filename, l.Line[0].Line, f.StartLine))
+		}
+		got = append(got, strings.Join(names, " < "))
+	}
+	want := []string{
+		"0x1000 < Loader.load_records /srv/app.py:3 (from 2) < <module> /srv/app.py:9 (from 1) < 0x2000",
+		"Loader.load_records /srv/app.py:4 (from 2) < " + PyCodeUnknown + " :0 (from 0)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("stacks:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if n := len(p.Function); n != 3 {
+		t.Errorf("%d functions, want 3 (one per code object, one unknown)", n)
+	}
+}
+
+// A CPython whose frames the shim does not read says so in the comments.
+func TestBuildPythonUnknown(t *testing.T) {
+	for _, c := range []struct {
+		version, flags uint32
+		want           string
+	}{
+		{0x030e00f0, region.PyFlagUnknown, "python 3.14: a version whose frames"},
+		{1, region.PyFlagUnknown, "python before 3.11: a version whose frames"},
+		{0x030d00f0, region.PyFlagUnknown | region.PyFlagFreeThreaded, "python 3.13 is a free-threaded build"},
+	} {
+		p := Build(region.Profile{PID: 1, SampleRate: 1, PyVersion: c.version, PyFlags: c.flags}, nil, time.Unix(0, 0))
+		if len(p.Comments) != 2 || !strings.Contains(p.Comments[1], c.want) {
+			t.Errorf("%#x: comments %q, want one with %q", c.version, p.Comments, c.want)
+		}
+	}
+	if p := Build(region.Profile{PID: 1, SampleRate: 1, PyVersion: 0x030c01f0, PyFlags: region.PyFlagFrames}, nil, time.Unix(0, 0)); len(p.Comments) != 1 {
+		t.Errorf("a version read: comments %q, want none of Python", p.Comments)
+	}
+}

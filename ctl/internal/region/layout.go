@@ -15,7 +15,7 @@ const (
 	ObjectMax     = 256                // HL_OBJECT_MAX
 	FlagExited    = 1                  // HL_FLAG_EXITED
 	PathPrefix    = "heapline."        // basename part of HL_PATH_PREFIX
-	MaxRegionSize = HeaderSize + SlotsMax*SlotSize + StacksMax*StackSize + ObjectsMax*ObjectSize
+	MaxRegionSize = HeaderSize + SlotsMax*SlotSize + StacksMax*StackSize + ObjectsMax*ObjectSize + PyCodesMax*PyCodeSize
 
 	// A slot's fast-path words: operations in bits 0..49, chunk bytes in
 	// units of 16 modulo 2^14 units in bits 50..63 (region.h, hl_slot).
@@ -36,6 +36,20 @@ const (
 	StackSize      = 64 + 8*StackFrames
 	ObjectSize     = 256
 	ObjectPathMax  = 224
+
+	// Python frames (region.h, hl_pycode): a frame with PyFrameBit set
+	// holds a code table index in bits 32..62 and a line in bits 0..31.
+	PyFrameBit         = 1 << 63    // HL_PYFRAME_BIT
+	PyCodeNone         = 0x7fffffff // HL_PYCODE_NONE
+	PyCodesDefault     = 2048       // HL_PYCODES_DEFAULT
+	PyCodesMax         = 65536      // HL_PYCODES_MAX
+	PyCodeSize         = 512
+	PyCodeNameMax      = 128
+	PyCodeFileMax      = 360
+	PyFlagFrames       = 1 // HL_PY_FRAMES
+	PyFlagUnknown      = 2 // HL_PY_UNKNOWN
+	PyFlagObjects      = 4 // HL_PY_OBJECTS
+	PyFlagFreeThreaded = 8 // HL_PY_FREETHREADED
 )
 
 // Offsets in struct hl_header.
@@ -78,6 +92,25 @@ const (
 	offObjectsUsed     = 808
 	offSamplesCut      = 816
 	offDeadSeen        = 960
+	offPyAllocs        = 832
+	offPyFrees         = 840
+	offPyAllocBytes    = 848
+	offPyFreeBytes     = 856
+	offPyCodeOffset    = 864
+	offNPyCodes        = 872
+	offPyVersion       = 876
+	offPyFlags         = 880
+	offPyEvalCold      = 884
+)
+
+// Offsets in struct hl_pycode.
+const (
+	offPyCodeCode      = 0
+	offPyCodeIdent     = 8
+	offPyCodeState     = 16
+	offPyCodeFirstLine = 20
+	offPyCodeName      = 24
+	offPyCodeFile      = 152
 )
 
 // Offsets in struct hl_stack.
@@ -183,6 +216,22 @@ var goFields = map[string]field{
 	"hl_header.objects_used":      {offObjectsUsed, 8},
 	"hl_header.samples_cut":       {offSamplesCut, 8},
 	"hl_header.dead_seen_ns":      {offDeadSeen, 8},
+	"hl_header.py_allocs":         {offPyAllocs, 8},
+	"hl_header.py_frees":          {offPyFrees, 8},
+	"hl_header.py_alloc_bytes":    {offPyAllocBytes, 8},
+	"hl_header.py_free_bytes":     {offPyFreeBytes, 8},
+	"hl_header.pycode_offset":     {offPyCodeOffset, 8},
+	"hl_header.npycodes":          {offNPyCodes, 4},
+	"hl_header.py_version":        {offPyVersion, 4},
+	"hl_header.py_flags":          {offPyFlags, 4},
+	"hl_header.py_eval_cold":      {offPyEvalCold, 4},
+
+	"hl_pycode.code":      {offPyCodeCode, 8},
+	"hl_pycode.ident":     {offPyCodeIdent, 8},
+	"hl_pycode.state":     {offPyCodeState, 4},
+	"hl_pycode.firstline": {offPyCodeFirstLine, 4},
+	"hl_pycode.name":      {offPyCodeName, PyCodeNameMax},
+	"hl_pycode.file":      {offPyCodeFile, PyCodeFileMax},
 
 	"hl_stack.hash":          {offStackHash, 8},
 	"hl_stack.state":         {offStackState, 4},
@@ -228,4 +277,13 @@ var goConstants = map[string]uint64{
 	"sizeof hl_header":   HeaderSize,
 	"sizeof hl_slot":     SlotSize,
 	"sizeof hl_counters": countersSize,
+	"HL_PYFRAME_BIT":     PyFrameBit,
+	"HL_PYCODE_NONE":     PyCodeNone,
+	"HL_PYCODES_DEFAULT": PyCodesDefault,
+	"HL_PYCODES_MAX":     PyCodesMax,
+	"sizeof hl_pycode":   PyCodeSize,
+	"HL_PY_FRAMES":       PyFlagFrames,
+	"HL_PY_UNKNOWN":      PyFlagUnknown,
+	"HL_PY_OBJECTS":      PyFlagObjects,
+	"HL_PY_FREETHREADED": PyFlagFreeThreaded,
 }

@@ -32,6 +32,12 @@ type Profile struct {
 	Stacks   []Stack
 	Overflow Stack
 	Objects  []Object
+	// Python: the interpreter's PY_VERSION_HEX (1: before 3.11, 0: not
+	// CPython), what the shim read of it (PyFlag*), and the code objects
+	// of the Python frames, by index (frames with PyFrameBit).
+	PyVersion uint32
+	PyFlags   uint32
+	PyCodes   map[uint32]PyCode
 	// Root is where the objects' paths are seen from here while the
 	// process runs, /proc/<pid>/root (another mount namespace's files: a
 	// container's); "" for a dump or a process that is gone.
@@ -55,6 +61,25 @@ type Object struct {
 	Start, End, Bias uint64
 	Path             string
 }
+
+// PyCode is a Python code object as the shim copied it: its qualified
+// name, file and first line.
+type PyCode struct {
+	Name, File string
+	FirstLine  uint32
+}
+
+// PyFrame splits a frame value with PyFrameBit set into its code table
+// index and line; ok is false for an address.
+func PyFrame(f uint64) (index, line uint32, ok bool) {
+	if f&PyFrameBit == 0 {
+		return 0, 0, false
+	}
+	return uint32(f>>32) & PyCodeNone, uint32(f), true
+}
+
+// PyFrameValue is the frame value of code index i at line (for tests).
+func PyFrameValue(i, line uint32) uint64 { return PyFrameBit | uint64(i&PyCodeNone)<<32 | uint64(line) }
 
 func (s *Stack) add(o Stack) {
 	s.AllocObjects += o.AllocObjects
@@ -179,6 +204,25 @@ func readProfile(v view, h header, pid int) (Profile, error) {
 		}
 		p.Objects = append(p.Objects, o)
 	}
+	p.PyVersion, p.PyFlags = v.u32(offPyVersion), v.u32(offPyFlags)
+	if pyo := int(v.u64(offPyCodeOffset)); pyo != 0 {
+		p.PyCodes = map[uint32]PyCode{}
+		for i := 0; i < int(v.u32(offNPyCodes)); i++ {
+			off := pyo + i*PyCodeSize
+			if v.u64(off+offPyCodeCode) == 0 {
+				continue // empty, or being filled
+			}
+			name, err := v.cString(off+offPyCodeName, PyCodeNameMax, fmt.Sprintf("code object %d's name", i))
+			if err != nil {
+				return Profile{}, err
+			}
+			file, err := v.cString(off+offPyCodeFile, PyCodeFileMax, fmt.Sprintf("code object %d's file", i))
+			if err != nil {
+				return Profile{}, err
+			}
+			p.PyCodes[uint32(i)] = PyCode{Name: name, File: file, FirstLine: v.u32(off + offPyCodeFirstLine)}
+		}
+	}
 	return p, nil
 }
 
@@ -192,8 +236,27 @@ func readProfile(v view, h header, pid int) (Profile, error) {
 func AppendProfile(b []byte, p Profile) []byte {
 	le := binary.LittleEndian
 	ns, no := len(p.Stacks)+2, len(p.Objects)+1
+	npc := 0
+	for i := range p.PyCodes {
+		npc = max(npc, int(i)+1)
+	}
 	po := len(b)
-	b = append(b, make([]byte, ns*StackSize+no*ObjectSize)...)
+	b = append(b, make([]byte, ns*StackSize+no*ObjectSize+npc*PyCodeSize)...)
+	le.PutUint32(b[offPyVersion:], p.PyVersion)
+	le.PutUint32(b[offPyFlags:], p.PyFlags)
+	if npc > 0 {
+		pyo := po + ns*StackSize + no*ObjectSize
+		le.PutUint64(b[offPyCodeOffset:], uint64(pyo))
+		le.PutUint32(b[offNPyCodes:], uint32(npc))
+		for i, c := range p.PyCodes {
+			e := b[pyo+int(i)*PyCodeSize:]
+			le.PutUint64(e[offPyCodeCode:], 0x1000+uint64(i)*16)
+			le.PutUint32(e[offPyCodeState:], 1)
+			le.PutUint32(e[offPyCodeFirstLine:], c.FirstLine)
+			copy(e[offPyCodeName:offPyCodeName+PyCodeNameMax-1], c.Name)
+			copy(e[offPyCodeFile:offPyCodeFile+PyCodeFileMax-1], c.File)
+		}
+	}
 	le.PutUint64(b[offProfOffset:], uint64(po))
 	le.PutUint64(b[offSampleRate:], p.SampleRate)
 	le.PutUint32(b[offNStacks:], uint32(ns))

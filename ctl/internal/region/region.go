@@ -142,7 +142,19 @@ func validate(v view, pid int) (header, error) {
 		return h, fmt.Errorf("bad profile size: %d stacks (1..%d), %d objects (0..%d)", ns, StacksMax, no, ObjectsMax)
 	}
 	want += uint64(ns)*StackSize + uint64(no)*ObjectSize
-	if rs := v.u64(offRegionSize); rs != want {
+	pyo, npc := v.u64(offPyCodeOffset), v.u32(offNPyCodes)
+	switch {
+	case pyo == 0 && npc != 0:
+		return h, fmt.Errorf("npycodes %d without a code table", npc)
+	case pyo != 0 && (po == 0 || pyo != want):
+		return h, fmt.Errorf("bad pycode_offset %d, want %d after the profile's tables", pyo, want)
+	case pyo != 0 && (npc < 1 || npc > PyCodesMax):
+		return h, fmt.Errorf("bad npycodes %d, want 1..%d", npc, PyCodesMax)
+	}
+	want += uint64(npc) * PyCodeSize
+	if rs := v.u64(offRegionSize); rs != want && npc != 0 {
+		return h, fmt.Errorf("bad region_size %d, want %d for %d slots, %d stacks, %d objects and %d code objects", rs, want, n, ns, no, npc)
+	} else if rs != want {
 		return h, fmt.Errorf("bad region_size %d, want %d for %d slots, %d stacks and %d objects", rs, want, n, ns, no)
 	}
 	if uint64(len(v.b)) < want {
@@ -288,6 +300,15 @@ func mapped(v view, s *report.Summary) error {
 		return fmt.Errorf("implausible mapped_bytes %d or peak_mapped_bytes %d", m, p)
 	}
 	s.MappedBytes, s.PeakMappedBytes, s.Mappings = int64(m), int64(max(p, m)), v.u64(offMappings)
+	// Python's objects: frees are read before allocations (each is added
+	// after its block's allocation), so live is never below zero.
+	if v.u32(offPyFlags)&PyFlagObjects != 0 {
+		s.PyFrees, s.PyFreedBytes = v.u64(offPyFrees), v.u64(offPyFreeBytes)
+		s.PyAllocs, s.PyAllocatedBytes = v.u64(offPyAllocs), v.u64(offPyAllocBytes)
+		if s.PyFrees > s.PyAllocs || s.PyFreedBytes > s.PyAllocatedBytes {
+			return fmt.Errorf("implausible python counters: %d frees of %d allocs, %d of %d bytes", s.PyFrees, s.PyAllocs, s.PyFreedBytes, s.PyAllocatedBytes)
+		}
+	}
 	return nil
 }
 

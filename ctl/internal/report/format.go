@@ -50,6 +50,10 @@ func Line(s Summary) string {
 	if mapped {
 		b.WriteString(" + " + Bytes(s.MappedBytes) + " mapped")
 	}
+	if s.PyAllocs != 0 {
+		fmt.Fprintf(&b, ", python objects %d allocated (%s), %d live (%s)", s.PyAllocs, Bytes(int64(min(s.PyAllocatedBytes, math.MaxInt64))),
+			s.PyLive(), Bytes(s.PyLiveBytes()))
+	}
 	if s.BypassedBy != "" {
 		b.WriteString(", malloc bypassed by " + Command(s.BypassedBy))
 	}
@@ -192,6 +196,10 @@ func Human(s Summary, st State) string {
 	if s.Source == "" || s.Source == "preload" { // eBPF does not see maps
 		row("mapped", "%s (%d B) in %d mappings, peak %s (%d B)", Bytes(s.MappedBytes), s.MappedBytes, s.Mappings,
 			Bytes(s.PeakMappedBytes), s.PeakMappedBytes)
+	}
+	if s.PyAllocs != 0 {
+		row("python", "%s (%d B) in %d objects live; %d allocated (%d B), %d freed", Bytes(s.PyLiveBytes()), s.PyLiveBytes(), s.PyLive(),
+			s.PyAllocs, s.PyAllocatedBytes, s.PyFrees)
 	}
 	row("threads", "%d", s.Threads)
 	if s.Source != "" && s.Source != "preload" {

@@ -29,6 +29,14 @@ type Summary struct {
 	MappedBytes     int64  `json:"mapped_bytes"`
 	PeakMappedBytes int64  `json:"peak_mapped_bytes"`
 	Mappings        uint64 `json:"mappings"`
+	// CPython's small objects: pymalloc's blocks of its object and PyMem
+	// domains, in bytes of its size classes, outside the malloc figures
+	// (their arenas are mapped memory). Exact; only from a CPython whose
+	// allocator the shim wraps (3.11 to 3.13).
+	PyAllocs         uint64 `json:"py_allocs,omitempty"`
+	PyFrees          uint64 `json:"py_frees,omitempty"`
+	PyAllocatedBytes uint64 `json:"py_allocated_bytes,omitempty"`
+	PyFreedBytes     uint64 `json:"py_freed_bytes,omitempty"`
 	// BypassedBy names the object whose malloc the program calls instead
 	// of the shim's (another allocator preloaded first, or the program's
 	// own): the malloc figures then count nothing.
@@ -37,3 +45,9 @@ type Summary struct {
 	// counters are final.
 	Exited bool `json:"exited,omitempty"`
 }
+
+// PyLive is the number of Python objects (pymalloc's blocks) live.
+func (s Summary) PyLive() int64 { return int64(s.PyAllocs - s.PyFrees) }
+
+// PyLiveBytes is their bytes.
+func (s Summary) PyLiveBytes() int64 { return int64(s.PyAllocatedBytes - s.PyFreedBytes) }

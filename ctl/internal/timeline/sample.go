@@ -24,6 +24,10 @@ type Sample struct {
 	// MappedBytes is the memory the program maps itself (report.Summary):
 	// a second line on the chart.
 	MappedBytes int64 `json:"mapped_bytes"`
+	// PyObjects and PyObjectBytes are CPython's small objects live
+	// (report.Summary's pymalloc counters), 0 for other programs.
+	PyObjects     int64 `json:"py_objects,omitempty"`
+	PyObjectBytes int64 `json:"py_object_bytes,omitempty"`
 	// Exec is the command of a new image, on its first sample: the
 	// process exec'd since the sample before.
 	Exec string `json:"exec,omitempty"`
@@ -39,6 +43,8 @@ func FromSummary(s report.Summary) Sample {
 		Frees:         s.Frees,
 		PeakLiveBytes: s.PeakLiveBytes,
 		MappedBytes:   s.MappedBytes,
+		PyObjects:     s.PyLive(),
+		PyObjectBytes: s.PyLiveBytes(),
 	}
 }
 
@@ -81,8 +87,10 @@ func Peak(samples []Sample) (at Sample, peak int64, ok bool) {
 
 // PythonObjectsEnv is the environment `heapctl run --python-objects` (and
 // record's) adds to a command. CPython's pymalloc serves every request of
-// up to 512 bytes (most objects) from arenas that it maps itself with mmap
-// on Linux, so the shim counts neither those objects nor their arenas;
-// PYTHONMALLOC=malloc sends every object to malloc, where each one is
-// counted, at some cost in speed (docs/watching.md).
+// up to 512 bytes (most objects) from arenas that it maps itself. On 3.11
+// to 3.13 the shim counts those objects anyway, apart from malloc's
+// figures (preload/pymalloc.c); PYTHONMALLOC=malloc sends every object to
+// malloc instead, so that they are in the malloc figures and their peak,
+// at some cost in speed, and on any version (docs/watching.md). Python
+// then drops the shim's wrapper: nothing is counted twice.
 func PythonObjectsEnv() string { return "PYTHONMALLOC=malloc" }

@@ -92,6 +92,7 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 	in := []report.Summary{sum(0.01, 1024, 1, 1, 0, 1024), sum(0.02, 9<<20, 3, 4, 1, 10<<20)}
 	in[1].MappedBytes = 3 << 20
+	in[1].PyAllocs, in[1].PyFrees, in[1].PyAllocatedBytes, in[1].PyFreedBytes = 10, 3, 640, 192
 	for _, s := range in {
 		if err := w.Add(FromSummary(s), s); err != nil {
 			t.Fatal(err)
@@ -99,8 +100,8 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 	// Each row is on disk as soon as it is added.
 	b, _ := os.ReadFile(path)
-	want := "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes,exec\n" +
-		"0.010000,1024,1,1,0,1024,0,\n0.020000,9437184,3,4,1,10485760,3145728,\n"
+	want := "time_s,live_bytes,live_blocks,allocs,frees,peak_live_bytes,mapped_bytes,exec,py_objects,py_object_bytes\n" +
+		"0.010000,1024,1,1,0,1024,0,,0,0\n0.020000,9437184,3,4,1,10485760,3145728,,7,448\n"
 	if string(b) != want {
 		t.Fatalf("before Close:\n%s\nwant\n%s", b, want)
 	}

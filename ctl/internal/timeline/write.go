@@ -17,7 +17,10 @@ import (
 
 // CSVHeader is the first line of a CSV timeline; its columns are the JSON
 // names of Sample's fields, in order.
-var CSVHeader = []string{"time_s", "live_bytes", "live_blocks", "allocs", "frees", "peak_live_bytes", "mapped_bytes", "exec"}
+var CSVHeader = []string{"time_s", "live_bytes", "live_blocks", "allocs", "frees", "peak_live_bytes", "mapped_bytes", "exec", "py_objects", "py_object_bytes"}
+
+// execColumns is the header's length before the Python columns.
+const execColumns = 8
 
 // oldColumns is how many columns a timeline had before mapped_bytes and
 // exec: ReadCSV reads those too.
@@ -96,6 +99,8 @@ func (c *CSVWriter) AddSample(p Sample) error {
 		strconv.FormatInt(p.PeakLiveBytes, 10),
 		strconv.FormatInt(p.MappedBytes, 10),
 		p.Exec,
+		strconv.FormatInt(p.PyObjects, 10),
+		strconv.FormatInt(p.PyObjectBytes, 10),
 	})
 }
 
@@ -176,6 +181,8 @@ func ReadCSV(r io.Reader) ([]Sample, error) {
 	cols := len(CSVHeader)
 	switch head {
 	case strings.Join(CSVHeader, ","):
+	case strings.Join(CSVHeader[:execColumns], ","):
+		cols = execColumns
 	case strings.Join(CSVHeader[:oldColumns], ","):
 		cols = oldColumns
 	default:
@@ -187,10 +194,14 @@ func ReadCSV(r io.Reader) ([]Sample, error) {
 			return nil, fmt.Errorf("reading timeline: line %d: %d fields, want %d", i+2, len(r), cols)
 		}
 		var s Sample
-		var errs [7]error
-		if cols == len(CSVHeader) {
+		var errs [9]error
+		if cols >= execColumns {
 			s.MappedBytes, errs[6] = strconv.ParseInt(r[6], 10, 64)
 			s.Exec = r[7]
+		}
+		if cols == len(CSVHeader) {
+			s.PyObjects, errs[7] = strconv.ParseInt(r[8], 10, 64)
+			s.PyObjectBytes, errs[8] = strconv.ParseInt(r[9], 10, 64)
 		}
 		s.TimeS, errs[0] = strconv.ParseFloat(r[0], 64)
 		s.LiveBytes, errs[1] = strconv.ParseInt(r[1], 10, 64)

@@ -43,19 +43,29 @@ type Column struct {
 
 // Columns are the table's columns in the order they are shown; the
 // command follows them. By importance: PID, the command, live bytes, the
-// peak, the sparkline, the allocation rate, mapped memory, the free rate,
-// blocks.
+// peak, the sparkline, the allocation rate, CPython's objects, mapped
+// memory, the free rate, blocks.
 var Columns = []Column{
 	{Head: "PID", Width: 9, Cell: func(r Row, _ int, _ float64) string { return strconv.Itoa(r.PID) }},
 	{Head: "LIVE", Width: 12, Drop: 1, Cell: func(r Row, _ int, _ float64) string { return report.Bytes(r.S.LiveBytes) }},
-	{Head: "BLOCKS", Width: 12, Drop: 7, Cell: func(r Row, _ int, _ float64) string { return strconv.FormatInt(r.S.LiveBlocks, 10) }},
+	{Head: "BLOCKS", Width: 12, Drop: 8, Cell: func(r Row, _ int, _ float64) string { return strconv.FormatInt(r.S.LiveBlocks, 10) }},
 	{Head: "PEAK", Width: 12, Drop: 2, Cell: func(r Row, _ int, _ float64) string { return report.Bytes(r.S.PeakLiveBytes) }},
-	{Head: "MAPPED", Width: 12, Drop: 5, Cell: func(r Row, _ int, _ float64) string { return report.Bytes(r.S.MappedBytes) }},
+	{Head: "MAPPED", Width: 12, Drop: 6, Cell: func(r Row, _ int, _ float64) string { return report.Bytes(r.S.MappedBytes) }},
+	{Head: "PYTHON", Width: 12, Drop: 5, Cell: func(r Row, _ int, _ float64) string { return pyObjects(r.S) }},
 	{Head: "ALLOCS/S", Width: 11, Drop: 4, Cell: func(r Row, _ int, _ float64) string { return report.Rate(r.AllocsS) }},
-	{Head: "FREES/S", Width: 11, Drop: 6, Cell: func(r Row, _ int, _ float64) string { return report.Rate(r.FreesS) }},
+	{Head: "FREES/S", Width: 11, Drop: 7, Cell: func(r Row, _ int, _ float64) string { return report.Rate(r.FreesS) }},
 	{Head: "LAST", Width: 14, Grow: 18, Drop: 3, Cell: func(r Row, w int, window float64) string {
 		return timeline.Sparkline(r.Hist, r.S.ElapsedS, window, w)
 	}},
+}
+
+// pyObjects is the PYTHON column: CPython's small objects live, "–" for
+// a program that is not one.
+func pyObjects(s report.Summary) string {
+	if s.PyAllocs == 0 {
+		return "–"
+	}
+	return report.Bytes(s.PyLiveBytes())
 }
 
 // CommandMin is the least room the command is given.

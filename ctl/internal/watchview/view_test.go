@@ -27,7 +27,7 @@ func TestTableFits(t *testing.T) {
 		want, gone []string
 	}{
 		{80, []string{"PID", "LIVE", "PEAK", "ALLOCS/S", "LAST 1m", "COMMAND"}, []string{"BLOCKS", "MAPPED", "FREES/S"}},
-		{200, []string{"PID", "LIVE", "BLOCKS", "PEAK", "MAPPED", "ALLOCS/S", "FREES/S", "LAST 1m", "COMMAND"}, nil},
+		{200, []string{"PID", "LIVE", "BLOCKS", "PEAK", "MAPPED", "PYTHON", "ALLOCS/S", "FREES/S", "LAST 1m", "COMMAND"}, nil},
 		{40, []string{"PID", "COMMAND"}, []string{"LAST", "ALLOCS/S"}},
 	} {
 		lines := Table(rows(2), 60, c.width, 24)

@@ -73,6 +73,16 @@ static const struct hl_field hl_fields[] = {
 	HL_F(hl_header, samples_cut),
 	HL_F(hl_header, dead_seen_ns),
 	HL_F(hl_header, _pad4),
+	HL_F(hl_header, py_allocs),
+	HL_F(hl_header, py_frees),
+	HL_F(hl_header, py_alloc_bytes),
+	HL_F(hl_header, py_free_bytes),
+	HL_F(hl_header, pycode_offset),
+	HL_F(hl_header, npycodes),
+	HL_F(hl_header, py_version),
+	HL_F(hl_header, py_flags),
+	HL_F(hl_header, py_eval_cold),
+	HL_F(hl_header, _pad13),
 	HL_F(hl_header, _pad5),
 
 	HL_F(hl_stack, hash),
@@ -91,6 +101,13 @@ static const struct hl_field hl_fields[] = {
 	HL_F(hl_object, bias),
 	HL_F(hl_object, _pad),
 	HL_F(hl_object, path),
+
+	HL_F(hl_pycode, code),
+	HL_F(hl_pycode, ident),
+	HL_F(hl_pycode, state),
+	HL_F(hl_pycode, firstline),
+	HL_F(hl_pycode, name),
+	HL_F(hl_pycode, file),
 };
 
 static int hl_nfields(void) { return sizeof hl_fields / sizeof hl_fields[0]; }
@@ -148,6 +165,15 @@ func Constants() map[string]uint64 {
 		"sizeof hl_header":   uint64(C.sizeof_struct_hl_header),
 		"sizeof hl_slot":     uint64(C.sizeof_struct_hl_slot),
 		"sizeof hl_counters": uint64(C.sizeof_struct_hl_counters),
+		"HL_PYFRAME_BIT":     uint64(C.HL_PYFRAME_BIT),
+		"HL_PYCODE_NONE":     uint64(C.HL_PYCODE_NONE),
+		"HL_PYCODES_DEFAULT": uint64(C.HL_PYCODES_DEFAULT),
+		"HL_PYCODES_MAX":     uint64(C.HL_PYCODES_MAX),
+		"sizeof hl_pycode":   uint64(C.sizeof_struct_hl_pycode),
+		"HL_PY_FRAMES":       uint64(C.HL_PY_FRAMES),
+		"HL_PY_UNKNOWN":      uint64(C.HL_PY_UNKNOWN),
+		"HL_PY_OBJECTS":      uint64(C.HL_PY_OBJECTS),
+		"HL_PY_FREETHREADED": uint64(C.HL_PY_FREETHREADED),
 	}
 }
 

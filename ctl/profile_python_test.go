@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/heapline/heapline/ctl/internal/profile"
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/testkit"
+)
+
+// pyKnownScript allocates from three functions whose shares of the bytes
+// it computes itself, from the sizes pymalloc and glibc give them: blobs
+// 40% (1 MiB bytearrays: their buffers are malloc's, dropped at once),
+// tuples 30% (3-tuples kept, each holding the one before: pymalloc's),
+// strings 30% (two short strings concatenated, dropped at once:
+// pymalloc's). The loops run over itertools.repeat, so the functions
+// allocate nothing else. It prints "name line share" for each, the line its allocating
+// statement's.
+const pyKnownScript = `import sys
+from itertools import repeat
+
+TOTAL = 192 << 20
+BUF = 1 << 20
+
+def size16(n):
+    return (n + 15) & ~15
+
+def blobs(n):
+    for _ in repeat(None, n):
+        b = bytearray(BUF)  # blobs
+
+def tuples(n, a, b):
+    t = None
+    for _ in repeat(None, n):
+        t = (t, a, b)  # tuples
+    return t
+
+def strings(n, x, y):
+    for _ in repeat(None, n):
+        s = x + y  # strings
+
+x, y = "abcdefgh", "ijklmnop"
+per_blob = ((BUF + 1 + 8 + 4095) & ~4095) - 16 + size16(sys.getsizeof(bytearray()))
+per_tuple = size16(sys.getsizeof((None, x, y)))
+per_str = size16(sys.getsizeof(x + y))
+nb, nt, ns = int(0.4 * TOTAL / per_blob), int(0.3 * TOTAL / per_tuple), int(0.3 * TOTAL / per_str)
+got = {"blobs": nb * per_blob, "tuples": nt * per_tuple, "strings": ns * per_str}
+lines = {}
+for n, line in enumerate(open(__file__).read().split("\n"), 1):
+    for f in got:
+        if line.endswith("# " + f):
+            lines[f] = n
+blobs(nb)
+kept = tuples(nt, x, y)
+strings(ns, x, y)
+total = sum(got.values())
+for f in ("blobs", "tuples", "strings"):
+    print(f, lines[f], got[f] / total)
+if sys.argv[1:] == ["wait"]:  # hold the tuples until a line on stdin
+    print("kept", got["tuples"], 0)
+    print("ready", 0, 0, flush=True)
+    sys.stdin.readline()
+`
+
+// pyInterpreters are the interpreters the Python tests run on: Debian's
+// stripped python3.11 and pyenv's builds of 3.11, 3.12 and 3.13.
+var pyInterpreters = []struct{ name, glob string }{
+	{"debian-3.11", "/usr/bin/python3.11"},
+	{"pyenv-3.11", "/root/.pyenv/versions/3.11*/bin/python3.11"},
+	{"pyenv-3.12", "/root/.pyenv/versions/3.12*/bin/python3.12"},
+	{"pyenv-3.13", "/root/.pyenv/versions/3.13*/bin/python3.13"},
+}
+
+// pyInterpreter is the interpreter of glob, or a skip (a failure in CI).
+func pyInterpreter(t *testing.T, glob string) string {
+	t.Helper()
+	m, _ := filepath.Glob(glob)
+	if len(m) == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no interpreter at %s (the machine image carries it)", glob)
+		}
+		t.Skipf("no interpreter at %s", glob)
+	}
+	return m[len(m)-1]
+}
+
+// TestProfilePythonKnown: on each interpreter, each of the three functions'
+// share of alloc_space is within 5 points of what the script allocated,
+// and at least 95% of its bytes are at the line of its allocating
+// statement, the function named by its qualified name in app.py.
+func TestProfilePythonKnown(t *testing.T) {
+	lib := testkit.Shim(t)
+	for _, py := range pyInterpreters {
+		t.Run(py.name, func(t *testing.T) {
+			bin := pyInterpreter(t, py.glob)
+			dir := t.TempDir()
+			script := filepath.Join(dir, "app.py")
+			if err := os.WriteFile(script, []byte(pyKnownScript), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("HEAPLINE_SAMPLE", pfSample)
+			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
+			file := filepath.Join(dir, "app.pb.gz")
+			r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script)
+			if r.err != nil {
+				t.Fatalf("%v\n%s", r.err, r.stderr)
+			}
+			want := map[string]float64{}
+			lines := map[string]int64{}
+			for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				var f string
+				var line int64
+				var share float64
+				if _, err := fmt.Sscan(l, &f, &line, &share); err != nil {
+					t.Fatalf("script's line %q: %v", l, err)
+				}
+				want[f], lines[f] = share, line
+			}
+			if len(want) != 3 {
+				t.Fatalf("script printed %q", r.stdout)
+			}
+			p := pfParse(t, file)
+			var all int64
+			in, atLine := map[string]int64{}, map[string]int64{}
+			for _, s := range p.Sample {
+				all += s.Value[1]
+				for _, l := range s.Location {
+					if len(l.Line) == 0 || l.Line[0].Function.Filename != script {
+						continue
+					}
+					fn := l.Line[0].Function.Name
+					if _, ok := want[fn]; ok {
+						in[fn] += s.Value[1]
+						if l.Line[0].Line == lines[fn] {
+							atLine[fn] += s.Value[1]
+						}
+					}
+					break // the innermost of the script's frames
+				}
+			}
+			for f, w := range want {
+				got := float64(in[f]) / float64(max(all, 1))
+				if d := got - w; d > 0.05 || d < -0.05 {
+					t.Errorf("%s: %.1f%% of alloc_space, want %.1f%% ± 5 points", f, 100*got, 100*w)
+				}
+				if a := float64(atLine[f]) / float64(max(in[f], 1)); a < 0.95 {
+					t.Errorf("%s: %.1f%% of its bytes at app.py:%d, want at least 95%%", f, 100*a, lines[f])
+				}
+				t.Logf("%s app.py:%d: %.1f%% of alloc_space (want %.1f%%)", f, lines[f], 100*got, 100*w)
+			}
+		})
+	}
+}
+
+// TestProfilePythonThreads: three threads allocate at once, from a loop, a
+// generator and a coroutine (testdata/pythreads.py). Every sample's Python
+// frames are its own thread's: the generator's under worker_b only, the
+// coroutine's under worker_c only, the loop's under worker_a only.
+func TestProfilePythonThreads(t *testing.T) {
+	lib := testkit.Shim(t)
+	script, err := filepath.Abs("testdata/pythreads.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]string{"worker_a": "worker_a", "gen_b": "worker_b", "coro_c": "worker_c"}
+	for _, py := range pyInterpreters {
+		t.Run(py.name, func(t *testing.T) {
+			bin := pyInterpreter(t, py.glob)
+			t.Setenv("HEAPLINE_SAMPLE", pfSample)
+			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
+			file := filepath.Join(t.TempDir(), "threads.pb.gz")
+			if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
+				t.Fatalf("%v\n%s", r.err, r.stderr)
+			}
+			seen := map[string]int64{} // alloc_space
+			for _, s := range pfParse(t, file).Sample {
+				var names []string
+				for _, l := range s.Location {
+					if len(l.Line) > 0 && l.Line[0].Function.Filename == script {
+						names = append(names, l.Line[0].Function.Name)
+					}
+				}
+				if len(names) == 0 {
+					continue
+				}
+				want, ok := owner[names[0]]
+				if !ok {
+					continue
+				}
+				seen[names[0]] += s.Value[1]
+				for w := range owner {
+					if w == names[0] || !strings.HasPrefix(w, "worker_") {
+						continue
+					}
+					if slicesContains(names, w) != (w == want) {
+						t.Errorf("%s's sample: stack %v, want %s in it and no other worker", names[0], names, want)
+						break
+					}
+				}
+			}
+			for f := range owner {
+				if seen[f] < 8<<20 {
+					t.Errorf("%s: %d bytes of alloc_space, want at least 8 MiB (%v)", f, seen[f], seen)
+				}
+			}
+		})
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TestProfilePythonInuse: the known-answer script, held once its three
+// functions have run, profiled from outside (heapctl profile). The kept
+// tuples' share of inuse_space is within 5 points of their bytes over the
+// process's live heap as the exact counters give it (malloc's live bytes
+// and Python's live objects); blobs' and strings', all freed, under 5%.
+func TestProfilePythonInuse(t *testing.T) {
+	lib := testkit.Shim(t)
+	for _, py := range pyInterpreters {
+		t.Run(py.name, func(t *testing.T) {
+			bin := pyInterpreter(t, py.glob)
+			dir := t.TempDir()
+			script := filepath.Join(dir, "app.py")
+			if err := os.WriteFile(script, []byte(pyKnownScript), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("HEAPLINE_SAMPLE", pfSample)
+			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
+			cmd := exec.Command(bin, script, "wait")
+			in, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			pid := rgStart(t, cmd, lib)
+			var kept float64
+			for rd := bufio.NewReader(out); ; {
+				l, err := rd.ReadString('\n')
+				if err != nil {
+					t.Fatalf("script: %v", err)
+				}
+				if f := strings.Fields(l); len(f) == 3 && f[0] == "kept" {
+					kept, _ = strconv.ParseFloat(f[1], 64)
+				} else if len(f) > 0 && f[0] == "ready" {
+					break
+				}
+			}
+			file := filepath.Join(dir, "now.pb.gz")
+			if r := rgHeapctl(t, "profile", strconv.Itoa(pid), "-o", file); r.err != nil {
+				t.Fatal(r.err)
+			}
+			e := region.Inspect(pid)
+			if e.Err != nil {
+				t.Fatal(e.Err)
+			}
+			live := float64(e.Summary.LiveBytes + e.Summary.PyLiveBytes())
+			in.Close()
+			_ = cmd.Wait()
+			var all int64
+			inuse := map[string]int64{}
+			for _, s := range pfParse(t, file).Sample {
+				all += s.Value[3]
+				for _, l := range s.Location {
+					if len(l.Line) > 0 && l.Line[0].Function.Filename == script {
+						inuse[l.Line[0].Function.Name] += s.Value[3]
+						break
+					}
+				}
+			}
+			want := map[string]float64{"tuples": kept / live, "blobs": 0, "strings": 0}
+			for f, w := range want {
+				got := float64(inuse[f]) / float64(max(all, 1))
+				if d := got - w; d > 0.05 || d < -0.05 {
+					t.Errorf("%s: %.1f%% of inuse_space, want %.1f%% ± 5 points", f, 100*got, 100*w)
+				}
+				t.Logf("%s: %.1f%% of inuse_space (want %.1f%%)", f, 100*got, 100*w)
+			}
+		})
+	}
+}
+
+// TestProfilePythonOlder: a CPython before 3.11 (pyenv's 3.10) runs as
+// before, with native frames only, its objects not counted, and the
+// profile's comment says why.
+func TestProfilePythonOlder(t *testing.T) {
+	lib := testkit.Shim(t)
+	bin := pyInterpreter(t, "/root/.pyenv/versions/3.10*/bin/python3.10")
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	file := filepath.Join(t.TempDir(), "old.pb.gz")
+	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, "-c", "x = [str(i) * 9 for i in range(200000)]")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	if strings.Contains(r.stderr, "python objects") {
+		t.Errorf("3.10's summary counts Python objects: %s", r.stderr)
+	}
+	p := pfParse(t, file)
+	if len(p.Comments) < 2 || !strings.Contains(strings.Join(p.Comments, "\n"), "python before 3.11: a version whose frames the shim does not read") {
+		t.Errorf("comments %q, want one saying 3.10's frames are not read", p.Comments)
+	}
+	for _, l := range p.Location {
+		if l.Address == 0 && len(l.Line) > 0 && l.Line[0].Function.Name != profile.TableFull {
+			t.Errorf("a location with no address (%s): a Python frame from 3.10?", l.Line[0].Function.Name)
+			break
+		}
+	}
+}

@@ -1,0 +1,457 @@
+/*
+ * python.c: the Python frames of a sample (docs/profiling.md).
+ *
+ * A sample's native stack shows CPython's evaluation loop, not the Python
+ * code it runs. When the program is CPython 3.11, 3.12 or 3.13, take()
+ * hands its frames to hl_py_frames, which replaces each native frame of
+ * _PyEval_EvalFrameDefault with the Python frames that invocation runs,
+ * innermost first, read from the thread's own frame chain. Each Python
+ * frame becomes one value with bit 63 set: its code object's entry in the
+ * region's code table (qualified name, file and first line, copied as
+ * strings the first time) and the line it was running, so that a profile
+ * can be written after the process is gone.
+ *
+ * Everything here reads memory only, at sample time: no call into Python,
+ * no GIL, no lock, no allocation. Like py-spy and austin it reads
+ * interpreter structures at the offsets of the running version (one table
+ * per version below, checked on this machine with the installed headers;
+ * 3.13's from _Py_DebugOffsets, which CPython keeps at the start of
+ * _PyRuntime for tools like this one). A version it does not know gets
+ * native frames only, and the header says so.
+ *
+ * The thread: its PyThreadState is found by comparing each state's
+ * thread_id (pthread_self() of the thread that made it) with ours, in the
+ * interpreters' lists, read with process_vm_readv so that a state freed
+ * meanwhile by another thread is a failed read, never a fault. It is kept
+ * per thread and checked the same way at each sample. The frames
+ * themselves are the thread's own: while it is in malloc nothing else
+ * changes them, and what they point to (code objects, their strings) is
+ * kept alive by them, so they are read directly.
+ *
+ * Grouping: an invocation of the eval loop runs Python frames until its
+ * entry frame: 3.11 marks the first frame it ran (is_entry); 3.12 and
+ * 3.13 push a frame owned by the C stack (FRAME_OWNED_BY_CSTACK) below
+ * them. Native eval frames are matched by the function's address range;
+ * Debian builds split its cold code out into a second range, found at
+ * boot as the unwind-table entry (FDE) most of the function's jumps out of
+ * itself land in.
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include "shim.h"
+
+#define RELAXED __ATOMIC_RELAXED
+
+/* Offsets of one interpreter version (bytes). */
+struct pyoffs {
+    uint32_t rt_interp_head;   /* _PyRuntime.interpreters.head */
+    uint32_t interp_next;
+    uint32_t interp_threads;   /* interp->threads.head */
+    uint32_t ts_next;
+    uint32_t ts_thread_id;
+    uint32_t ts_cframe;        /* 3.11, 3.12: tstate->cframe; 0 when the frame is in the state */
+    uint32_t ts_frame;         /* cframe->current_frame, or tstate->current_frame */
+    uint32_t fr_code, fr_previous, fr_instr, fr_owner;
+    int32_t fr_is_entry;       /* 3.11; -1 after it */
+    uint32_t co_filename, co_qualname, co_linetable, co_firstlineno, co_code;
+    uint32_t str_ascii, str_compact; /* sizeof PyASCIIObject, PyCompactUnicodeObject */
+};
+
+#define OWNED_BY_CSTACK 3 /* 3.12, 3.13 */
+
+static const struct pyoffs v311 = {40, 0, 16, 8, 152, 56, 8, 32, 48, 56, 69, 68, 112, 128, 136, 72, 184, 48, 72};
+static const struct pyoffs v312 = {40, 0, 72, 8, 136, 56, 0, 0, 8, 56, 70, -1, 112, 128, 136, 68, 192, 40, 56};
+static const struct pyoffs v313 = {632, 7264, 7344, 8, 152, 0, 72, 0, 8, 56, 70, -1, 112, 128, 136, 68, 200, 40, 56};
+
+static struct pyoffs off;
+static int py_on;                  /* frames are read */
+static uintptr_t runtime;          /* &_PyRuntime */
+static uintptr_t code_type, str_type; /* &PyCode_Type, &PyUnicode_Type */
+static uintptr_t eval_lo, eval_hi, cold_lo, cold_hi;
+uint32_t hl_py_version;            /* PY_VERSION_HEX, 0 without Python */
+uint32_t hl_py_flags;
+
+static struct hl_pycode *codes;
+static uint32_t ncodes;
+
+// ---- memory ---------------------------------------------------------------------
+
+static inline uint64_t rd64(uintptr_t a) { return *(const volatile uint64_t *)a; }
+static inline uint32_t rd32(uintptr_t a) { return *(const volatile uint32_t *)a; }
+
+/* n bytes at a, or -1: a read that cannot fault (memory another thread may
+ * free). */
+static int safe_read(long pid, uintptr_t a, void *out, size_t n)
+{
+    struct iovec local = {out, n}, remote = {(void *)a, n};
+    if (a < 4096)
+        return -1;
+    return syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1, 0) == (long)n ? 0 : -1;
+}
+
+static uint64_t safe64(long pid, uintptr_t a)
+{
+    uint64_t v = 0;
+    return safe_read(pid, a, &v, 8) == 0 ? v : 0;
+}
+
+// ---- the eval function's cold part ------------------------------------------------
+
+/* The FDE holding pc in the .eh_frame_hdr search table at hdr: its range,
+ * or -1. Only the encodings GCC and the linker write on x86-64. */
+static int fde_range(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
+{
+    if (hdr == NULL || hdr[0] != 1 || hdr[2] != 0x03 || hdr[3] != 0x3b || (hdr[1] & 0x0f) != 0x0b)
+        return -1;
+    uint32_t count = *(const uint32_t *)(hdr + 8);
+    const int32_t *table = (const int32_t *)(hdr + 12);
+    intptr_t rel = (intptr_t)pc - (intptr_t)hdr;
+    uint32_t a = 0, b = count;
+    while (a < b) { /* the last entry whose start is <= pc */
+        uint32_t m = (a + b) / 2;
+        if (table[2 * m] <= rel)
+            a = m + 1;
+        else
+            b = m;
+    }
+    if (a == 0)
+        return -1;
+    const uint8_t *fde = hdr + table[2 * (a - 1) + 1];
+    if (*(const uint32_t *)fde == 0xffffffffu)
+        return -1;
+    const uint8_t *f = fde + 8; /* pc_begin: pcrel sdata4 */
+    uintptr_t begin = (uintptr_t)(f + *(const int32_t *)f), range = (uint32_t) * (const int32_t *)(f + 4);
+    if (begin != (uintptr_t)(hdr + table[2 * (a - 1)]) || pc - begin >= range)
+        return -1;
+    *lo = begin;
+    *hi = begin + range;
+    return 0;
+}
+
+/* The range most of the eval function's jumps out of itself go to, if
+ * they are many: GCC's .cold part. Scanned byte by byte, not decoded:
+ * what is not really a jump lands anywhere, and loses the vote. */
+static void find_cold(void)
+{
+    struct dl_find_object o;
+    if (_dl_find_object((void *)eval_lo, &o) != 0)
+        return;
+    const uint8_t *hdr = o.dlfo_eh_frame, *c = (const uint8_t *)eval_lo;
+    uintptr_t lo[8] = {0}, hi[8] = {0};
+    uint32_t votes[8] = {0};
+    for (uintptr_t i = 0; i + 6 <= eval_hi - eval_lo; i++) {
+        uintptr_t to;
+        if (c[i] == 0x0f && (c[i + 1] & 0xf0) == 0x80)
+            to = eval_lo + i + 6 + (intptr_t) * (const int32_t *)(c + i + 2);
+        else if (c[i] == 0xe9)
+            to = eval_lo + i + 5 + (intptr_t) * (const int32_t *)(c + i + 1);
+        else
+            continue;
+        if (to - eval_lo < eval_hi - eval_lo || to - (uintptr_t)o.dlfo_map_start >=
+                                                     (uintptr_t)o.dlfo_map_end - (uintptr_t)o.dlfo_map_start)
+            continue;
+        int k = 0;
+        while (k < 8 && votes[k] != 0 && !(to - lo[k] < hi[k] - lo[k]))
+            k++;
+        if (k == 8)
+            continue;
+        if (votes[k] == 0 && fde_range(hdr, to, &lo[k], &hi[k]) != 0)
+            continue;
+        votes[k]++;
+    }
+    int best = 0;
+    for (int k = 1; k < 8; k++)
+        if (votes[k] > votes[best])
+            best = k;
+    if (votes[best] >= 16) {
+        cold_lo = lo[best];
+        cold_hi = hi[best];
+    }
+}
+
+static inline int is_eval(uint64_t pc)
+{
+    /* a return address: the call is just before it */
+    return pc - 1 - eval_lo < eval_hi - eval_lo || pc - 1 - cold_lo < cold_hi - cold_lo;
+}
+
+// ---- boot -------------------------------------------------------------------------
+
+/* 3.13: the offsets from _Py_DebugOffsets (Include/internal/pycore_runtime.h),
+ * read as u64 words: the index of each field is fixed for 3.13.x. */
+static int debug_offsets(void)
+{
+    const uint64_t *d = (const uint64_t *)runtime;
+    if (memcmp(d, "xdebugpy", 8) != 0 || (d[1] >> 16) != 0x030d)
+        return -1;
+    if (d[2] != 0) {
+        hl_py_flags |= HL_PY_FREETHREADED;
+        return -1;
+    }
+    off = v313;
+    off.rt_interp_head = (uint32_t)d[5];
+    off.interp_next = (uint32_t)d[8];
+    off.interp_threads = (uint32_t)d[9];
+    off.ts_next = (uint32_t)d[21];
+    off.ts_frame = (uint32_t)d[23];
+    off.ts_thread_id = (uint32_t)d[24];
+    off.fr_previous = (uint32_t)d[29];
+    off.fr_code = (uint32_t)d[30];
+    off.fr_instr = (uint32_t)d[31];
+    off.fr_owner = (uint32_t)d[33];
+    off.co_filename = (uint32_t)d[35];
+    off.co_qualname = (uint32_t)d[37];
+    off.co_linetable = (uint32_t)d[38];
+    off.co_firstlineno = (uint32_t)d[39];
+    off.co_code = (uint32_t)d[43];
+    off.str_ascii = (uint32_t)d[70];
+    return 0;
+}
+
+/* At boot, before the region is made (its size depends on it): is the
+ * program CPython, which version, and where is its eval loop. dlsym's
+ * failures may calloc: boot's pool serves them. */
+void hl_py_resolve(void)
+{
+    /* one failed lookup for a program that is not CPython (each costs
+     * about 2,000 instructions at start) */
+    void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+    if (eval == NULL)
+        return;
+    const unsigned long *ver = dlsym(RTLD_DEFAULT, "Py_Version"); /* 3.11 and later */
+    runtime = (uintptr_t)dlsym(RTLD_DEFAULT, "_PyRuntime");
+    code_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyCode_Type");
+    str_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+    if (eval == NULL || runtime == 0)
+        return;
+    hl_py_version = ver != NULL ? (uint32_t)*ver : 1; /* 1: a Python before 3.11 */
+    uint32_t minor = hl_py_version >> 16;
+    int known = code_type != 0 && str_type != 0;
+    if (known && minor == 0x030b)
+        off = v311;
+    else if (known && minor == 0x030c)
+        off = v312;
+    else if (!known || minor != 0x030d || debug_offsets() != 0)
+        known = 0;
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (known && dladdr1(eval, &info, (void **)&sym, RTLD_DL_SYMENT) != 0 && sym != NULL && sym->st_size != 0) {
+        eval_lo = (uintptr_t)eval;
+        eval_hi = eval_lo + sym->st_size;
+        find_cold();
+        py_on = 1;
+        hl_py_flags |= HL_PY_FRAMES;
+    } else {
+        hl_py_flags |= HL_PY_UNKNOWN;
+    }
+}
+
+size_t hl_py_codes_size(void) { return py_on ? (size_t)HL_PYCODES_DEFAULT * sizeof(struct hl_pycode) : 0; }
+
+void hl_py_attach(struct hl_header *r, struct hl_pycode *table)
+{
+    r->py_version = hl_py_version;
+    r->py_flags = hl_py_flags;
+    r->py_eval_cold = (uint32_t)(cold_hi - cold_lo);
+    if (!py_on || table == NULL)
+        return;
+    codes = table;
+    ncodes = HL_PYCODES_DEFAULT;
+    r->pycode_offset = (uint64_t)((char *)table - (char *)r);
+    r->npycodes = ncodes;
+}
+
+// ---- code objects ---------------------------------------------------------------
+
+/* A str object as UTF-8 into out (cut at a character, NUL-terminated). */
+static void copy_str(uintptr_t s, char *out, size_t cap)
+{
+    size_t o = 0;
+    if (s != 0 && rd64(s + 8) == str_type) {
+        uint32_t state = rd32(s + 32);
+        unsigned kind = state >> 2 & 7, compact = state >> 5 & 1, ascii = state >> 6 & 1;
+        uint64_t len = rd64(s + 16);
+        const uint8_t *d = (const uint8_t *)(s + (ascii ? off.str_ascii : off.str_compact));
+        for (uint64_t i = 0; compact && i < len && o + 5 < cap; i++) {
+            uint32_t ch = kind == 1 ? d[i] : kind == 2 ? ((const uint16_t *)d)[i] : ((const uint32_t *)d)[i];
+            if (ch < 0x80) {
+                out[o++] = (char)ch;
+            } else if (ch < 0x800) {
+                out[o++] = (char)(0xc0 | ch >> 6);
+                out[o++] = (char)(0x80 | (ch & 0x3f));
+            } else if (ch < 0x10000) {
+                out[o++] = (char)(0xe0 | ch >> 12);
+                out[o++] = (char)(0x80 | (ch >> 6 & 0x3f));
+                out[o++] = (char)(0x80 | (ch & 0x3f));
+            } else {
+                out[o++] = (char)(0xf0 | ch >> 18);
+                out[o++] = (char)(0x80 | (ch >> 12 & 0x3f));
+                out[o++] = (char)(0x80 | (ch >> 6 & 0x3f));
+                out[o++] = (char)(0x80 | (ch & 0x3f));
+            }
+        }
+    }
+    if (o == 0 && cap > 1)
+        out[o++] = '?';
+    out[o] = 0;
+}
+
+/* The code object's entry in the table, made if new; HL_PYCODE_NONE when
+ * the table has no room near its hash. An address can be a new code
+ * object's after the old one is freed: the entry is its if its name, file
+ * and first line are the same objects too. */
+static uint32_t code_entry(uintptr_t code)
+{
+    uintptr_t name = rd64(code + off.co_qualname), file = rd64(code + off.co_filename);
+    uint32_t first = rd32(code + off.co_firstlineno);
+    uint64_t ident = (name * 0x9e3779b97f4a7c15ull) ^ file ^ ((uint64_t)first << 40);
+    uint32_t at = (uint32_t)((code >> 4) * 0x9e3779b97f4a7c15ull >> 40) % ncodes;
+    for (int i = 0; i < 32; i++, at = at + 1 < ncodes ? at + 1 : 0) {
+        struct hl_pycode *c = &codes[at];
+        uint64_t k = __atomic_load_n(&c->code, __ATOMIC_ACQUIRE);
+        if (k == code && c->ident == ident)
+            return at;
+        uint32_t free_state = 0;
+        if (k == 0 && __atomic_load_n(&c->state, RELAXED) == 0 &&
+            __atomic_compare_exchange_n(&c->state, &free_state, 1, 0, __ATOMIC_ACQUIRE, RELAXED)) {
+            c->ident = ident;
+            c->firstline = first;
+            copy_str(name, c->name, sizeof c->name);
+            copy_str(file, c->file, sizeof c->file);
+            __atomic_store_n(&c->code, code, __ATOMIC_RELEASE);
+            return at;
+        }
+    }
+    return HL_PYCODE_NONE;
+}
+
+static uint64_t varint(const uint8_t *p, uint64_t len, uint64_t *i)
+{
+    uint64_t v = 0;
+    for (int shift = 0; *i < len && shift < 64; shift += 6) {
+        uint8_t b = p[(*i)++];
+        v |= (uint64_t)(b & 63) << shift;
+        if (!(b & 64))
+            break;
+    }
+    return v;
+}
+
+/* The line of code unit `unit`, from the location table (3.11's format,
+ * Objects/locations.md): entries of 1 to 8 code units, each moving the
+ * line by its delta. */
+static uint32_t line_of(uintptr_t code, int64_t unit)
+{
+    int64_t line = (int32_t)rd32(code + off.co_firstlineno);
+    uintptr_t lt = rd64(code + off.co_linetable);
+    if (unit < 0 || lt == 0)
+        return line > 0 ? (uint32_t)line : 0;
+    uint64_t len = rd64(lt + 16), i = 0;
+    const uint8_t *p = (const uint8_t *)(lt + 32);
+    int64_t pos = 0;
+    while (i < len) {
+        uint8_t b = p[i++];
+        int kind = b >> 3 & 15, units = (b & 7) + 1;
+        if (kind == 14 || kind == 13) {
+            uint64_t u = varint(p, len, &i);
+            line += (u & 1) ? -(int64_t)(u >> 1) : (int64_t)(u >> 1);
+            if (kind == 14) {
+                varint(p, len, &i);
+                varint(p, len, &i);
+                varint(p, len, &i);
+            }
+        } else if (kind >= 10 && kind <= 12) {
+            line += kind - 10;
+            i += 2;
+        } else if (kind < 10) {
+            i += 1;
+        }
+        if (unit < pos + units)
+            break;
+        pos += units;
+    }
+    return line > 0 ? (uint32_t)line : 0;
+}
+
+// ---- the thread's state ------------------------------------------------------------
+
+/* This thread's PyThreadState, or 0. */
+static uintptr_t own_state(long pid)
+{
+    uint64_t me = (uint64_t)pthread_self();
+    uintptr_t t = hl_self.py_tstate;
+    if (t != 0 && safe64(pid, t + off.ts_thread_id) == me)
+        return t;
+    hl_self.py_tstate = 0;
+    if (hl_self.py_misses != 0) { /* no state at the last look: look again later */
+        hl_self.py_misses--;
+        return 0;
+    }
+    uintptr_t interp = safe64(pid, runtime + off.rt_interp_head);
+    for (int i = 0; interp != 0 && i < 64; i++, interp = safe64(pid, interp + off.interp_next)) {
+        t = safe64(pid, interp + off.interp_threads);
+        for (int j = 0; t != 0 && j < 4096; j++, t = safe64(pid, t + off.ts_next))
+            if (safe64(pid, t + off.ts_thread_id) == me)
+                return hl_self.py_tstate = t;
+    }
+    hl_self.py_misses = 64;
+    return 0;
+}
+
+// ---- merging ---------------------------------------------------------------------
+
+int hl_py_frames(uint64_t *frames, int n, int max)
+{
+    if (!py_on || codes == NULL)
+        return n < max ? n : max;
+    int i = 0;
+    while (i < n && !is_eval(frames[i]))
+        i++;
+    if (i == n)
+        return n < max ? n : max;
+    uintptr_t ts = own_state(syscall(SYS_getpid));
+    if (ts == 0)
+        return n < max ? n : max;
+    uintptr_t f = off.ts_cframe ? rd64(ts + off.ts_cframe) : ts;
+    f = f != 0 ? rd64(f + off.ts_frame) : 0;
+    uint64_t out[HL_STACK_FRAMES];
+    int m = 0, depth = 0;
+    if (max > HL_STACK_FRAMES)
+        max = HL_STACK_FRAMES;
+    for (i = 0; i < n && m < max; i++) {
+        if (!is_eval(frames[i])) {
+            out[m++] = frames[i];
+            continue;
+        }
+        /* this invocation's frames, up to its entry; none read (the
+         * chain ran out): the native frame stays */
+        int first = m;
+        for (; f != 0 && m < max && depth < 1024; depth++) {
+            uintptr_t code = rd64(f + off.fr_code), prev = rd64(f + off.fr_previous);
+            int owner = ((const volatile uint8_t *)f)[off.fr_owner];
+            int entry = off.fr_is_entry >= 0 && ((const volatile uint8_t *)f)[off.fr_is_entry];
+            if (off.fr_is_entry < 0 && owner == OWNED_BY_CSTACK) {
+                f = prev;
+                break;
+            }
+            if (code != 0 && rd64(code + 8) == code_type) {
+                uintptr_t ip = rd64(f + off.fr_instr);
+                int64_t unit = ((int64_t)ip - (int64_t)(code + off.co_code)) / 2;
+                uint64_t line = line_of(code, unit);
+                out[m++] = HL_PYFRAME_BIT | (uint64_t)code_entry(code) << 32 | line;
+            }
+            f = prev;
+            if (entry)
+                break;
+        }
+        if (m == first && m < max)
+            out[m++] = frames[i];
+    }
+    memcpy(frames, out, (size_t)m * sizeof *out);
+    return m;
+}
