@@ -32,9 +32,13 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # libunwind-dev is the oracle the shim's own unwinder is tested against
 # (preload/shimtest); libheap.so itself needs no package beyond gcc and Go,
 # so build-deps is empty (its target stays for the callers that name it).
+# tmux runs watch and the shim's summary at a real terminal in the tests;
+# librsvg2-bin's rsvg-convert renders the charts to PNG to check them as
+# they are seen, with fonts-liberation, the font the SVGs name (without
+# it librsvg draws a wider one, and labels run off the picture).
 BUILD_DEBS :=
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite
+DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation
 
 .PHONY: all scenarios test run deps deps-overhead build-deps generate docs bench clean
 
@@ -91,9 +95,14 @@ deps deps-overhead build-deps:
 # in CGO_CFLAGS is part of every cgo build's key.
 LAYOUT_SUM = CGO_CFLAGS="$${CGO_CFLAGS:--g -O2} -DHL_REGION_H_SUM=$$(sha256sum preload/region.h | cut -c1-16)"
 
+# go test -json through ctl/internal/testprogress: each package is named
+# as its tests start, each result shown as it ends, a failed test's
+# output in full (ctl's tests alone take minutes). bash for pipefail:
+# go test's own status is the target's.
 test: deps all
 	$(LAYOUT_SUM) $(GO) vet ./...
-	$(LAYOUT_SUM) $(GO) test -count=1 -timeout 45m ./...
+	$(GO) build -o $(BIN)/testprogress ./ctl/internal/testprogress
+	$(LAYOUT_SUM) bash -o pipefail -c '$(GO) test -json -count=1 -timeout 45m ./... 2>&1 | $(BIN)/testprogress'
 
 run: all
 	$(BIN)/heapctl overhead churn-4t -n 10

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/heapline/heapline/ctl/internal/cliargs"
 	"github.com/heapline/heapline/ctl/internal/version"
 )
 
@@ -25,17 +29,27 @@ type env struct {
 	autoLog bool
 }
 
+// app is heapctl's cli.App, whose commands take their flags before or
+// after their operands, every one the same (cliargs).
+type app struct{ *cli.App }
+
+func (a app) Run(args []string) error { return a.App.Run(cliargs.Intersperse(a.App, args)) }
+
+func (a app) RunContext(ctx context.Context, args []string) error {
+	return a.App.RunContext(ctx, cliargs.Intersperse(a.App, args))
+}
+
 // newApp builds heapctl. The logger is made in Before, once -v is known.
-func newApp(stdout, stderr io.Writer) *cli.App {
+func newApp(stdout, stderr io.Writer) app {
 	e := &env{stdout: stdout, stderr: stderr, log: zap.NewNop()}
 	return newAppEnv(e)
 }
 
 // newAppEnv builds heapctl around an existing env; tests use it to pass a
 // zaptest logger.
-func newAppEnv(e *env) *cli.App {
+func newAppEnv(e *env) app {
 	e.autoLog = e.log == nil || isNop(e.log)
-	app := &cli.App{
+	a := &cli.App{
 		Name:                 "heapctl",
 		Usage:                "exact heap counters for any Linux program, cheap enough to leave on",
 		Writer:               e.stdout,
@@ -58,7 +72,7 @@ func newAppEnv(e *env) *cli.App {
 			}
 			return cli.ShowAppHelp(c)
 		},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError("heapctl", err) },
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return usageError("heapctl", err, nil) },
 		// Errors are printed once, by main (exitCode).
 		ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{
@@ -78,11 +92,11 @@ func newAppEnv(e *env) *cli.App {
 		},
 	}
 	required := map[cli.Flag]bool{}
-	everyCommand(app.Commands, e, "heapctl", required)
+	everyCommand(a.Commands, e, "heapctl", required)
 	// The flags that lost their Required mark, for docs/cli.md's renderer
 	// (clidoc_test.go) to still say they are required.
-	app.Metadata = map[string]interface{}{requiredKey: required}
-	return app
+	a.Metadata = map[string]interface{}{requiredKey: required}
+	return app{a}
 }
 
 // requiredKey names app.Metadata's set of required flags (map[cli.Flag]bool).
@@ -104,7 +118,8 @@ func everyCommand(cmds []*cli.Command, e *env, parent string, required map[cli.F
 	for _, cmd := range cmds {
 		path := parent + " " + cmd.Name
 		cmd.Flags = append(cmd.Flags, globalFlags()...)
-		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError(path, err) }
+		flags := cmd.Flags
+		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError(path, err, flags) }
 		mustSet := requiredHere(cmd.Flags, required)
 		before := cmd.Before
 		cmd.Before = func(c *cli.Context) error {
@@ -148,14 +163,39 @@ func requiredHere(flags []cli.Flag, required map[cli.Flag]bool) []string {
 
 // usageError is a bad flag or flag value of the command at path: the
 // error alone, with a hint, not the whole help page that urfave/cli prints
-// by default.
-func usageError(path string, err error) error {
+// by default. A bad value names its flag as users type it, with two
+// dashes, and a duration's says what one looks like.
+func usageError(path string, err error, flags []cli.Flag) error {
 	msg := strings.TrimPrefix(err.Error(), "flag provided but not defined: ")
 	if msg != err.Error() {
 		msg = "unknown flag " + msg
 	}
+	if m := badValue.FindStringSubmatch(msg); m != nil {
+		name := "--" + m[2]
+		if len(m[2]) == 1 {
+			name = "-" + m[2]
+		}
+		why := m[3]
+		for _, f := range flags {
+			if !slices.Contains(f.Names(), m[2]) {
+				continue
+			}
+			switch f.(type) {
+			case *cli.DurationFlag:
+				name, why = "--"+f.Names()[0], "not a duration (for example 10s, 1m; a number needs its unit)"
+			case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+				why = "not a whole number"
+			case *cli.Float64Flag:
+				why = "not a number"
+			}
+		}
+		msg = fmt.Sprintf("%s %s: %s", name, m[1], why)
+	}
 	return errors.New(msg + " (" + path + " --help lists the flags)")
 }
+
+// badValue is the flag package's error for a value a flag cannot parse.
+var badValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([^:]+): (.*)$`)
 
 // setLogger makes the logger once -v is known: it may be given at any
 // level of the command line.

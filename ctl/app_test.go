@@ -58,7 +58,8 @@ func TestErrorsSayOnlyWhatWentWrong(t *testing.T) {
 	}{
 		{[]string{"bogus"}, `"bogus" is not a heapctl command (heapctl --help lists them)`},
 		{[]string{"history", "bogus"}, `"bogus" is not a heapctl history command (heapctl history --help lists them)`},
-		{[]string{"trace", "--duration", "abc"}, `invalid value "abc" for flag -duration: parse error (heapctl trace --help lists the flags)`},
+		{[]string{"trace", "--duration", "abc"}, `--duration abc: not a duration (for example 10s, 1m; a number needs its unit) (heapctl trace --help lists the flags)`},
+		{[]string{"overhead", "-n", "x"}, `-n x: not a whole number (heapctl overhead --help lists the flags)`},
 		{[]string{"run", "--nope"}, "unknown flag -nope (heapctl run --help lists the flags)"},
 		{[]string{"--nope"}, "unknown flag -nope (heapctl --help lists the flags)"},
 		{[]string{"record", "--", "true"}, "missing --output (heapctl record --help lists the flags)"},

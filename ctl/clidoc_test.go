@@ -31,7 +31,7 @@ var updateCLIDoc = flag.Bool("update", false, "rewrite docs/cli.md from heapctl'
 const cliDocPath = "../docs/cli.md"
 
 func TestCLIDocCurrent(t *testing.T) {
-	got := renderCLIDoc(newApp(io.Discard, io.Discard))
+	got := renderCLIDoc(newApp(io.Discard, io.Discard).App)
 	if *updateCLIDoc {
 		if err := os.WriteFile(cliDocPath, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
@@ -83,7 +83,7 @@ func TestCLIDocExitStatuses(t *testing.T) {
 			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)
 		}
 	}
-	page := renderCLIDoc(newApp(io.Discard, io.Discard))
+	page := renderCLIDoc(newApp(io.Discard, io.Discard).App)
 	for _, s := range exitStatuses {
 		if !strings.Contains(page, "| "+s.code+" |") {
 			t.Errorf("the page has no row for status %s", s.code)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/heapline/heapline/ctl/internal/region"
 )
@@ -55,7 +56,9 @@ func gc(e *env, dryRun bool) error {
 		return fmt.Errorf("gc: %w", err)
 	}
 	if len(removed) == 0 {
-		fmt.Fprintf(e.stderr, "no regions of gone or detached processes in %s\n", region.Dir)
+		// Not a result (stdout stays empty for scripts), and said in
+		// heapctl's voice: a note, with the prefix of its other messages.
+		fmt.Fprintf(e.stderr, "%s no regions of gone or detached processes in %s\n", prefix(zapcore.InfoLevel), region.Dir)
 	}
 	return nil
 }

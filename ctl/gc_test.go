@@ -101,7 +101,7 @@ func TestGC(t *testing.T) {
 		}
 	}
 	r = rgHeapctl(t, "gc")
-	if r.err != nil || r.stdout != "" || r.stderr != "no regions of gone or detached processes in "+d+"\n" {
+	if r.err != nil || r.stdout != "" || r.stderr != "heapctl: info: no regions of gone or detached processes in "+d+"\n" {
 		t.Fatalf("second gc: %v %q %q", r.err, r.stdout, r.stderr)
 	}
 	if r := rgHeapctl(t, "gc", "now"); r.err == nil || r.err.Error() != `gc: takes no arguments, got "now"` {

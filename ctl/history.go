@@ -280,8 +280,16 @@ func historyRender(e *env, c *cli.Context) error {
 }
 
 // writeFileAtomic replaces path in one rename, so a reader (or a git add
-// running beside us) never sees half a page.
+// running beside us) never sees half a page. Its errors name path, never
+// the temporary file.
 func writeFileAtomic(path string, data []byte) error {
+	if err := writeViaTemp(path, data); err != nil {
+		return fmt.Errorf("%s: %w", path, pathless(err))
+	}
+	return nil
+}
+
+func writeViaTemp(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -16,8 +17,11 @@ import (
 
 	"github.com/mattn/go-shellwords"
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/term"
 
+	"github.com/heapline/heapline/ctl/internal/launch"
+	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
 	"github.com/heapline/heapline/ctl/internal/shim"
 )
@@ -163,12 +167,12 @@ func runOverhead(c *cli.Context, e *env) error {
 		format = "json"
 	}
 	switch {
-	case n < 1:
-		return errors.New("-n must be at least 1")
-	case warmup < 0:
-		return errors.New("--warmup must be at least 0")
-	case rounds < 1:
-		return errors.New("--rounds must be at least 1")
+	case n < 1 || n > maxRuns:
+		return fmt.Errorf("-n must be at least 1 and at most %d, got %d", maxRuns, n)
+	case warmup < 0 || warmup > maxRuns:
+		return fmt.Errorf("--warmup must be at least 0 and at most %d, got %d", maxRuns, warmup)
+	case rounds < 1 || rounds > maxRounds:
+		return fmt.Errorf("--rounds must be at least 1 and at most %d, got %d", maxRounds, rounds)
 	case !slices.Contains(overhead.Modes, mode):
 		return fmt.Errorf("--measure must be time, instructions or cpu, not %q", mode)
 	case format != "text" && format != "json" && format != "markdown":
@@ -297,10 +301,14 @@ func runOverhead(c *cli.Context, e *env) error {
 	}
 	// The JSON file is checked before anything runs, and written whole at
 	// the end: a temporary file beside it, renamed.
+	// Errors name the file the user gave, never the temporary one.
 	var out *os.File
 	if p := c.String("out"); p != "" {
+		if err := outfile.Check("--out", p); err != nil {
+			return err
+		}
 		if out, err = os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*"); err != nil {
-			return fmt.Errorf("--out: %w", err)
+			return fmt.Errorf("--out %s: %w", p, pathless(err))
 		}
 		defer func() {
 			out.Close()
@@ -362,6 +370,11 @@ func runOverhead(c *cli.Context, e *env) error {
 		res, err := overhead.Measure(ctx, job, overhead.Options{
 			Runs: n, Warmup: warmup, Rounds: rounds, Measure: mode, Dir: jobDir, Progress: progress, Log: e.log,
 		})
+		if err != nil && ctx.Err() != nil {
+			// One line, the status a shell gives an interrupted command;
+			// the engine has removed the killed run's region.
+			return &launch.ExitError{Code: 130, Msg: fmt.Sprintf("overhead: interrupted while measuring %s; nothing was written", t.name)}
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
@@ -373,18 +386,23 @@ func runOverhead(c *cli.Context, e *env) error {
 			}
 		}
 	}
+	// Warnings on stderr, as every command's, after the results they
+	// qualify; JSON and Markdown carry them in the document too.
+	for _, wn := range overhead.Warnings(doc.Scenarios) {
+		fmt.Fprintln(e.stderr, prefix(zapcore.WarnLevel), wn)
+	}
 	if out != nil {
 		if err := overhead.WriteJSON(out, doc); err != nil {
-			return fmt.Errorf("--out: %w", err)
+			return fmt.Errorf("--out %s: %w", c.String("out"), pathless(err))
 		}
 		if err := out.Chmod(0o644); err != nil {
-			return fmt.Errorf("--out: %w", err)
+			return fmt.Errorf("--out %s: %w", c.String("out"), pathless(err))
 		}
 		if err := out.Close(); err != nil {
-			return fmt.Errorf("--out: %w", err)
+			return fmt.Errorf("--out %s: %w", c.String("out"), pathless(err))
 		}
 		if err := os.Rename(out.Name(), c.String("out")); err != nil {
-			return fmt.Errorf("--out: %w", err)
+			return fmt.Errorf("--out %s: %w", c.String("out"), pathless(err))
 		}
 	}
 	switch {
@@ -396,6 +414,26 @@ func runOverhead(c *cli.Context, e *env) error {
 		return overhead.WriteTable(e.stdout, doc.Scenarios)
 	}
 	return nil
+}
+
+// Bounds on the counts of runs: -n 99999999999 is a typo, not a plan.
+const (
+	maxRuns   = 10000
+	maxRounds = 1000
+)
+
+// pathless is err without the file name a *PathError or *LinkError adds:
+// that name is the temporary file's, not the one the user gave.
+func pathless(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Err
+	case errors.As(err, &le):
+		return le.Err
+	}
+	return err
 }
 
 func fileExists(p string) bool {

@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/testkit"
 	"go.uber.org/zap/zaptest"
 )
@@ -38,7 +43,9 @@ func TestOverheadBadFlags(t *testing.T) {
 		{[]string{"--format", "html", "churn-4t"}, `--format must be text, json or markdown, not "html"`},
 		{[]string{"--json", "--format", "markdown", "churn-4t"}, "--json and --format markdown exclude each other"},
 		{[]string{"--threshold", "-1", "churn-4t"}, "--threshold must be at least 0"},
-		{[]string{"--out", "/nonexistent/dir/r.json", "--lib", lib, "--", "true"}, "--out: "},
+		{[]string{"--out", "/nonexistent/dir/r.json", "--lib", lib, "--", "true"}, "--out /nonexistent/dir/r.json: cannot write it: no such file or directory"},
+		{[]string{"-n", "99999999999", "churn-4t"}, "-n must be at least 1 and at most 10000, got 99999999999"},
+		{[]string{"--rounds", "5000", "churn-4t"}, "--rounds must be at least 1 and at most 1000"},
 		{[]string{"--list", "churn-4t"}, "--list takes no scenario or command"},
 		{[]string{"--floor", "--root", "/", "--lib", lib, "--", "true"}, "--floor /bin/libfloor.so: "},
 		{[]string{"churn-5t"}, `unknown scenario "churn-5t": known scenarios are churn-1t, churn-4t, resident-4t, large-4t, python, larson-4t, cxx-4t (or all, or -- CMD ARGS)`},
@@ -82,10 +89,14 @@ func TestOverheadCommand(t *testing.T) {
 	if lines[0] != "sh -c exit 0 -n 99" {
 		t.Errorf("first line = %q, want the command", lines[0])
 	}
-	for _, want := range []string{"\nnone ", "\nlibnop.so ", "\noverhead ", "95% CI", "warning: only 3 runs of each side"} {
+	for _, want := range []string{"\nnone ", "\nlibnop.so ", "\noverhead ", "95% CI"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	// Warnings on stderr, with heapctl's prefix, never in the results.
+	if !strings.Contains(stderr, "\nheapctl: warning: only 3 runs of each side") || strings.Contains(out, "warning") {
+		t.Errorf("stdout %q\nstderr %q: want the warning on stderr only", out, stderr)
 	}
 	// Progress goes to stderr, never to stdout.
 	if !strings.Contains(stderr, "sh -c exit 0 -n 99: 8 runs (both sides, warm-ups included) in ") {
@@ -309,3 +320,46 @@ func TestOverheadInstructionsOnce(t *testing.T) {
 		t.Errorf("stderr = %q", stderr)
 	}
 }
+
+// Interrupted, overhead stops with one line and the status of an
+// interrupted command, and the run it killed leaves no region behind.
+func TestOverheadInterrupted(t *testing.T) {
+	lib := testkit.Shim(t)
+	marker := filepath.Join(t.TempDir(), "started")
+	// a sleep no other process on the machine runs: its region is ours
+	nap := fmt.Sprintf("%d.%d", 600+os.Getpid()%1000, time.Now().UnixNano()%1000)
+	// the baseline's runs end at once; the first under the shim sleeps
+	script := `[ -z "$LD_PRELOAD" ] && exit 0; : > "$0"; exec sleep ` + nap
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		app := newAppEnv(&env{stdout: &out, stderr: &errb, log: zaptest.NewLogger(t)})
+		done <- app.RunContext(ctx, []string{"heapctl", "overhead", "-n", "2", "--warmup", "0", "--lib", lib, "--", "sh", "-c", script, marker})
+	}()
+	var pid int
+	testkit.Poll(t, "a run under the shim", func() bool {
+		ents, _ := region.List()
+		for _, e := range ents {
+			if e.Err == nil && !e.OtherNS() && e.Summary.Command == "sleep "+nap {
+				pid = e.PID
+				return true
+			}
+		}
+		return false
+	})
+	cancel()
+	err := <-done
+	if code, msg := rgStatus(err); code != 130 || msg != "overhead: interrupted while measuring sh -c "+script+" "+marker+"; nothing was written" {
+		t.Errorf("status %d %q, want 130 and one line", code, msg)
+	}
+	if _, err := os.Stat(regionPathOf(pid)); !os.IsNotExist(err) {
+		t.Errorf("the killed run's region %s is left: %v", regionPathOf(pid), err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("stdout %q, want nothing", out.String())
+	}
+}
+
+func regionPathOf(pid int) string { return filepath.Join(region.Dir, "heapline."+strconv.Itoa(pid)) }

@@ -219,6 +219,7 @@ type recorder struct {
 	children []report.Summary // exit summaries of CMD's own children
 	fails    int              // failed reads in a row
 	missing  int              // reads in a row that found no region, after one was read
+	detached bool             // said that the process exec'd without the shim
 	started  bool             // the command started
 	images   timeline.Images  // one time axis across execs
 	endNS    uint64           // CLOCK_MONOTONIC when the command was seen to end
@@ -275,6 +276,10 @@ func (r *recorder) attach(pid int) error {
 		default:
 			if err := r.add(ent.Summary, ent.StartNS); err != nil {
 				return err
+			}
+			if ent.Detached {
+				r.saidDetached(pid, "the timeline ends here")
+				return nil
 			}
 			if ent.Stale || ent.Summary.Exited {
 				return nil
@@ -381,6 +386,9 @@ func (r *recorder) sample(pid int) error {
 		return nil
 	}
 	r.fails = 0
+	if ent.Detached {
+		r.saidDetached(pid, "recording on until it ends")
+	}
 	return r.add(ent.Summary, ent.StartNS)
 }
 
@@ -407,6 +415,15 @@ func (r *recorder) profile(pid int) error {
 		return fmt.Errorf("--profiles: %w", err)
 	}
 	return nil
+}
+
+// saidDetached says, once and as soon as it is seen, that pid exec'd a
+// program without the shim: its region stays, frozen.
+func (r *recorder) saidDetached(pid int, then string) {
+	if !r.detached {
+		r.detached = true
+		r.e.log.Warn(fmt.Sprintf("process %d exec'd a program without the shim and runs on: its counters stopped; %s", pid, then))
+	}
 }
 
 // unreadableAfter is how many failed reads in a row make a region

@@ -616,3 +616,30 @@ func TestRecordCommandRegionRemoved(t *testing.T) {
 		t.Errorf("timeline %s: want samples and the exit summary (%v)", b, err)
 	}
 }
+
+// record --pid on a process that exec'd a program without the shim says so
+// as soon as it sees it, and ends the timeline there.
+func TestRecordExecWithoutShim(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := exec.Command("sh", "-c", `: > "$0"; read x; exec env -u LD_PRELOAD sleep 60`, ready)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_SUMMARY=0")
+	defer cmd.Process.Kill()
+	testkit.Poll(t, "the shell's start", func() bool { _, err := os.Stat(ready); return err == nil })
+	out := filepath.Join(t.TempDir(), "x.csv")
+	done := make(chan rgResult, 1)
+	go func() { done <- rgHeapctl(t, "record", "--interval", "10ms", "-o", out, "--pid", strconv.Itoa(pid)) }()
+	testkit.Poll(t, "a sample", func() bool { return len(hsCSV(out)) > 0 })
+	in.Write([]byte("\n"))
+	select {
+	case r := <-done:
+		if r.err != nil || !r.warned(fmt.Sprintf("process %d exec'd a program without the shim and runs on", pid)) {
+			t.Errorf("record: %v; want a warning that it exec'd without the shim", r.err)
+		}
+	case <-time.After(testkit.Timeout):
+		t.Fatal("record did not end when the process exec'd without the shim")
+	}
+}

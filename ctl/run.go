@@ -23,21 +23,25 @@ func runCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "run a command under libheap.so and print its heap summary when it exits",
-		ArgsUsage: "[--lib PATH] [--json] [--output FILE] [--profile FILE] -- CMD [ARGS...]",
+		ArgsUsage: "[--lib PATH] [--json] [--all] [--output FILE] [--profile FILE] -- CMD [ARGS...]",
 		Description: "The command's stdin, stdout and stderr are its own, signals sent to heapctl (INT, QUIT, TERM, HUP,\n" +
 			"USR1, USR2) reach it, and heapctl\n" +
-			"exits with its status (128+N if signal N killed it). Each process of the command's tree that\n" +
-			"ran under the shim gets a summary line on stderr (or with --json a JSON object a line on\n" +
-			"stdout), the biggest peak first: a driver's or a wrapper's child often does the work.",
+			"exits with its status (128+N if signal N killed it). The command gets one summary line on\n" +
+			"stderr, and the rest of its tree that ran under the shim one more line that sums them up;\n" +
+			"--all (or HEAPLINE_SUMMARY=all) prints every process's line, and --json a JSON object a\n" +
+			"line on stdout for every process, the biggest peak first: a driver's or a wrapper's child\n" +
+			"often does the work. HEAPLINE_SUMMARY=0 prints none.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "lib", Usage: "the shim to preload (default: $HEAPLINE_LIB, beside heapctl, ./bin)"},
-			&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object on stdout"},
+			&cli.BoolFlag{Name: "json", Usage: "print the summaries as JSON objects on stdout, one a line, every process's"},
+			&cli.BoolFlag{Name: "all", Usage: "print every process's summary line, the biggest peak first (HEAPLINE_SUMMARY=all)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the summary to `FILE` instead"},
 			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD: Python's objects in the malloc figures and their peak (CPython 3.11 to 3.13 counts them without it, as python objects; docs/watching.md)"},
 			&cli.StringFlag{Name: "profile", Usage: "write CMD's sampled allocation stacks at exit to `FILE`, a pprof heap profile (docs/profiling.md)"},
 		},
 		Action: func(c *cli.Context) error {
 			o := runOptions{lib: c.String("lib"), json: c.Bool("json"), output: c.String("output"), pprof: c.String("profile"), args: c.Args().Slice()}
+			o.summary = summaryMode(e, c.Bool("all"))
 			if c.Bool("python-objects") {
 				o.env = append(o.env, timeline.PythonObjectsEnv())
 			}
@@ -47,12 +51,13 @@ func runCommand(e *env) *cli.Command {
 }
 
 type runOptions struct {
-	lib    string
-	json   bool
-	output string
-	pprof  string // --profile FILE, "" for none
-	args   []string
-	env    []string // KEY=VALUE added to CMD's environment
+	lib     string
+	json    bool
+	summary launch.SummaryMode // HEAPLINE_SUMMARY, or --all
+	output  string
+	pprof   string // --profile FILE, "" for none
+	args    []string
+	env     []string // KEY=VALUE added to CMD's environment
 }
 
 func run(e *env, o runOptions) error {
@@ -101,18 +106,30 @@ func run(e *env, o runOptions) error {
 			status = fmt.Errorf("run: --profile: %w", err)
 		}
 	}
-	tree := c.Others()
+	if o.summary == launch.SummaryNone {
+		return status
+	}
+	others := c.Others()
+	tree := others
 	if ownErr != nil {
 		// Still the command's status: the summary is a bonus on top of it.
 		e.log.Warn("no heap summary from "+o.args[0], zap.Int("pid", c.Pid), zap.Error(ownErr))
 	} else {
-		tree = append(tree, own)
+		tree = append(append([]report.Summary(nil), others...), own)
 		launch.ByPeak(tree)
 	}
 	if len(tree) == 0 {
 		return status
 	}
-	if err := printRunSummary(e, o, tree); err != nil {
+	var lines []string
+	if o.summary == launch.SummaryOne && !o.json {
+		lines = launch.TreeLines(own, ownErr == nil, others)
+	} else {
+		for _, s := range tree {
+			lines = append(lines, runLine(s, len(tree) > 1))
+		}
+	}
+	if err := printRunSummary(e, o, tree, lines); err != nil {
 		if status != nil {
 			e.log.Error("writing the summary", zap.Error(err))
 			return status
@@ -122,22 +139,39 @@ func run(e *env, o runOptions) error {
 	return status
 }
 
-// printRunSummary prints the summary of each process of the tree that ran
-// under the shim, one line (or JSON object) each, the biggest peak first:
-// the command itself may be a driver or a wrapper (gcc and its cc1, a
-// shell script) whose child does the work.
-func printRunSummary(e *env, o runOptions, tree []report.Summary) error {
+// summaryMode is the user's HEAPLINE_SUMMARY, which means under run what
+// it means without (launch sets its own in the child, to see the tree),
+// or --all.
+func summaryMode(e *env, all bool) launch.SummaryMode {
+	v := os.Getenv("HEAPLINE_SUMMARY")
+	m, ok := launch.ParseSummaryMode(v)
+	if !ok {
+		e.log.Warn("HEAPLINE_SUMMARY=" + v + " is neither 0, 1 nor all; one summary line")
+	}
+	if all { // the flag over the environment
+		return launch.SummaryAll
+	}
+	return m
+}
+
+// printRunSummary prints the summary lines, or with --json every process
+// of the tree that ran under the shim as a JSON object, the biggest peak
+// first: the command itself may be a driver or a wrapper (gcc and its
+// cc1, a shell script) whose child does the work.
+func printRunSummary(e *env, o runOptions, tree []report.Summary, lines []string) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	for _, s := range tree {
-		if o.json {
+	if o.json {
+		for _, s := range tree {
 			if err := enc.Encode(s); err != nil {
 				return err
 			}
-			continue
 		}
-		b.WriteString(runLine(s, len(tree) > 1) + "\n")
+	} else {
+		for _, l := range lines {
+			b.WriteString(l + "\n")
+		}
 	}
 	switch {
 	case o.output != "":

@@ -563,10 +563,12 @@ func TestRunForwardsSignals(t *testing.T) {
 
 func sigName(s syscall.Signal) string { return unix.SignalName(s) }
 
-// heapctl run reports every process of the tree that ran under the shim,
-// the biggest peak first: here the child that `rgprog spawn` forks and
-// that execs `rgprog exit 2000` (2000 blocks of 1000 bytes), then rgprog
-// itself, which allocates nothing of its own.
+// heapctl run prints one line for the run: the command's, then one line
+// that sums up the rest of the tree, naming the biggest when it peaked
+// above the command: here the child that `rgprog spawn` forks and that
+// execs `rgprog exit 2000` (2000 blocks of 1000 bytes), while rgprog
+// itself allocates nothing of its own. --all, and --json, list every
+// process, the biggest peak first.
 func TestRunTree(t *testing.T) {
 	lib, prog := testkit.Shim(t), rgProg(t)
 	r := rgHeapctl(t, "run", "--lib", lib, "--", prog, "spawn", "2000")
@@ -576,13 +578,26 @@ func TestRunTree(t *testing.T) {
 	child, alloc, _ := rgExitLine(t, r.stdout)
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 	if len(lines) != 2 {
-		t.Fatalf("stderr %q: want two summary lines", r.stderr)
+		t.Fatalf("stderr %q: want two lines", r.stderr)
 	}
-	if want := fmt.Sprintf("heapline[%d] %s exit 2000: ", child, prog); !strings.HasPrefix(lines[0], want) {
-		t.Errorf("first line %q: want the child's, %q...", lines[0], want)
+	if !strings.HasPrefix(lines[0], "heapline[") || !strings.Contains(lines[0], "] "+prog+" spawn 2000: ") {
+		t.Errorf("first line %q: want rgprog spawn's", lines[0])
+	}
+	more := regexp.MustCompile(fmt.Sprintf(`^heapline: and 1 more process, peak at most [\d.]+ (KiB|MiB), the biggest \[%d\] %s exit 2000 \(--all lists them\)$`, child, regexp.QuoteMeta(prog)))
+	if !more.MatchString(lines[1]) {
+		t.Errorf("second line %q: want %s", lines[1], more)
+	}
+	r = rgHeapctl(t, "run", "--lib", lib, "--all", "--", prog, "spawn", "2000")
+	lines = strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("--all: stderr %q: want two summary lines", r.stderr)
+	}
+	child, _, _ = rgExitLine(t, r.stdout)
+	if want := fmt.Sprintf("heapline[%d] %s exit 2000 (exec'd from %s spawn 2000): ", child, prog, prog); !strings.HasPrefix(lines[0], want) {
+		t.Errorf("--all: first line %q: want the child's, %q...", lines[0], want)
 	}
 	if !strings.HasPrefix(lines[1], "heapline[") || !strings.Contains(lines[1], "] "+prog+" spawn 2000: ") {
-		t.Errorf("second line %q: want rgprog spawn's", lines[1])
+		t.Errorf("--all: second line %q: want rgprog spawn's", lines[1])
 	}
 	j := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "spawn", "2000")
 	var tree []report.Summary
@@ -642,5 +657,39 @@ func TestOutputCheckedFirst(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x.csv")); err == nil {
 		t.Error("record created its timeline before failing on --svg")
+	}
+}
+
+// A wrapper chain of the shape of pyenv's python3 shim (bash: a subshell,
+// helper programs, then exec): one line for the command, as what it
+// exec'd into, and one for the rest. HEAPLINE_SUMMARY means what it means
+// without run: 0 none, all every line.
+func TestRunOneLinePerRun(t *testing.T) {
+	lib, prog := testkit.Shim(t), rgProg(t)
+	wrapper := filepath.Join(t.TempDir(), "wrapper")
+	script := "#!/bin/bash\nv=$(echo 3 | tr 3 4)\n( ls / >/dev/null; cat /dev/null )\nsort </dev/null | head -1\nexec \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := rgHeapctl(t, "run", "--lib", lib, "--", wrapper, prog, "exit", "10")
+	if r.err != nil {
+		t.Fatalf("run: %v\n%s", r.err, r.stderr)
+	}
+	pid, _, _ := rgExitLine(t, r.stdout)
+	// sort's buffer (8 MiB) is the biggest
+	want := regexp.MustCompile(fmt.Sprintf(`^heapline\[%d\] %s exit 10 \(exec'd from /bin/bash /tmp/[^)]+\): .* s\n`+
+		`heapline: and [5-9] more processes, peak at most [\d.]+ MiB each, the biggest \[\d+\] sort \(--all lists them\)\n$`, pid, regexp.QuoteMeta(prog)))
+	if !want.MatchString(r.stderr) {
+		t.Errorf("stderr %q\nwant %s", r.stderr, want)
+	}
+
+	t.Setenv("HEAPLINE_SUMMARY", "0")
+	if r = rgHeapctl(t, "run", "--lib", lib, "--", wrapper, prog, "exit", "10"); r.err != nil || strings.Contains(r.stderr, "heapline") {
+		t.Errorf("HEAPLINE_SUMMARY=0: %v, stderr %q: want no summary", r.err, r.stderr)
+	}
+	t.Setenv("HEAPLINE_SUMMARY", "all")
+	r = rgHeapctl(t, "run", "--lib", lib, "--", wrapper, prog, "exit", "10")
+	if n := strings.Count(r.stderr, "heapline["); r.err != nil || n < 6 || strings.Contains(r.stderr, "more process") {
+		t.Errorf("HEAPLINE_SUMMARY=all: %v, %d lines: want every process's\n%s", r.err, n, r.stderr)
 	}
 }

@@ -187,7 +187,7 @@ func TestShowErrors(t *testing.T) {
 		{[]string{"0"}, `show: "0" is not a process id`},
 		{[]string{"-5"}, `unknown flag -5 (heapctl show --help lists the flags)`},
 		{[]string{"1", "2"}, "show: want one PID, got 2 arguments"},
-		{[]string{"1", "--json"}, "show: flags go before the PID: heapctl show --json 1"},
+		{[]string{"1", "--json"}, "show: process 1 publishes no heapline region (/dev/shm/heapline.1): start it with `heapctl run` or with LD_PRELOAD=libheap.so"}, // flags after the PID too
 		{[]string{strconv.Itoa(dead)}, "show: no process " + strconv.Itoa(dead)},
 		{[]string{"1"}, "show: process 1 publishes no heapline region (/dev/shm/heapline.1): start it with `heapctl run` or with LD_PRELOAD=libheap.so"},
 	} {

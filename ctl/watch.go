@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
+	"github.com/heapline/heapline/ctl/internal/watchview"
 )
 
 // watchCommand shows the heap of running processes as it changes: live
@@ -52,8 +52,10 @@ func watch(e *env, c *cli.Context) error {
 	switch {
 	case interval < time.Millisecond:
 		return fmt.Errorf("watch: --interval must be at least 1ms (got %v)", interval)
+	case window < interval && !c.IsSet("window"):
+		return fmt.Errorf("watch: --interval %v is longer than the sparkline's --window (%v by default): give --window too, e.g. --window %v", interval, window, 10*interval)
 	case window < interval:
-		return fmt.Errorf("watch: --window must be at least --interval (got %v)", window)
+		return fmt.Errorf("watch: --window must be at least --interval (got --window %v, --interval %v)", window, interval)
 	case count < 0:
 		return fmt.Errorf("watch: --count must be 0 or more (got %d)", count)
 	case all && c.NArg() > 0:
@@ -61,7 +63,7 @@ func watch(e *env, c *cli.Context) error {
 	case !all && c.NArg() != 1:
 		return errors.New("watch: need one PID, or --all (usage: heapctl watch PID)")
 	}
-	w := &watcher{log: e.log, window: window.Seconds(), procs: map[int]*watched{}, warned: map[string]bool{}}
+	w := &watcher{log: e.log, window: window.Seconds(), procs: map[int]*watched{}, warned: map[string]bool{}, detached: map[string]bool{}}
 	if !all {
 		pid, err := target.ParsePID(c.Args().First())
 		if err != nil {
@@ -80,6 +82,12 @@ func watch(e *env, c *cli.Context) error {
 	defer stop()
 	scr := newScreen(e.stdout)
 	defer scr.close()
+	// A resized terminal is redrawn at once, in its new size.
+	winch := make(chan os.Signal, 1)
+	if scr.tty {
+		signal.Notify(winch, syscall.SIGWINCH)
+		defer signal.Stop(winch)
+	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for n := 1; ; n++ {
@@ -91,20 +99,25 @@ func watch(e *env, c *cli.Context) error {
 		ended := w.takeEnded()
 		if !all && len(ended) > 0 {
 			// The last view stays; the final line goes under it.
-			scr.final(ended, w.gone)
+			scr.final(ended)
 			return nil
 		}
 		var stay []string
 		for _, s := range ended {
-			stay = append(stay, endLine(s, ""))
+			stay = append(stay, endLine(s.s, s.why))
 		}
 		scr.frame(stay, w.rows(scr))
 		if count > 0 && n >= count {
 			return nil
 		}
+	wait:
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-winch:
+			scr.resize()
+			scr.frame(nil, w.rows(scr))
+			goto wait
 		case <-tick.C:
 		}
 	}
@@ -121,16 +134,29 @@ type watched struct {
 }
 
 type watcher struct {
-	log    *zap.Logger
-	pid    int // 0 with --all
-	window float64
-	procs  map[int]*watched
-	order  []int            // pids in the order they appeared
-	ended  []report.Summary // processes that ended since takeEnded
-	warned map[string]bool  // unreadable regions already logged
-	proc   *region.Process  // the one watched process
-	gone   string           // why its counters stopped, when not its end
-	rss    rss.Sampler
+	log      *zap.Logger
+	pid      int // 0 with --all
+	window   float64
+	procs    map[int]*watched
+	order    []int           // pids in the order they appeared
+	ended    []ended         // processes that ended since takeEnded
+	warned   map[string]bool // unreadable regions already logged
+	detached map[string]bool // regions of processes that exec'd without the shim, already said
+	proc     *region.Process // the one watched process
+	rss      rss.Sampler
+}
+
+// ended is a process whose counters stopped: its last counters, and why,
+// when it is not the process's end.
+type ended struct {
+	s   report.Summary
+	why string
+}
+
+// execdWithout is why a process's counters stopped when it exec'd a
+// program that does not load the shim (the region stays, frozen).
+func execdWithout(pid int) string {
+	return fmt.Sprintf("process %d exec'd a program without the shim and runs on: its counters stopped there", pid)
 }
 
 func (w *watcher) poll() error {
@@ -153,6 +179,12 @@ func (w *watcher) poll() error {
 				w.log.Debug("region not watched", zap.Error(ent.Err))
 			}
 		case ent.Stale:
+		case ent.Detached:
+			if !w.detached[ent.Path] {
+				w.detached[ent.Path] = true
+				w.update(ent.Summary)
+				w.endWhy(ent.Summary.PID, execdWithout(ent.Summary.PID))
+			}
 		default:
 			// Keyed as update keys it: by the pid we know the process by,
 			// which for another pid namespace's is not its name's.
@@ -180,8 +212,7 @@ func (w *watcher) pollOne(first bool) error {
 	}
 	switch {
 	case errors.Is(ent.Err, fs.ErrNotExist) && w.proc.Running():
-		w.gone = region.RemovedWhileRunning(w.pid).Error()
-		w.end(w.pid)
+		w.endWhy(w.pid, region.RemovedWhileRunning(w.pid).Error())
 	case errors.Is(ent.Err, fs.ErrNotExist):
 		w.end(w.pid)
 	case errors.Is(ent.Err, region.ErrBusy):
@@ -189,6 +220,9 @@ func (w *watcher) pollOne(first bool) error {
 		w.log.Debug("region busy", zap.Int("pid", w.pid), zap.Error(ent.Err))
 	case ent.Err != nil:
 		return target.RegionError(w.pid, ent, true)
+	case ent.Detached:
+		w.update(ent.Summary)
+		w.endWhy(w.pid, execdWithout(w.pid))
 	case ent.Stale || ent.Summary.Exited:
 		w.update(ent.Summary)
 		w.end(w.pid)
@@ -223,12 +257,16 @@ func (w *watcher) update(s report.Summary) {
 	p.hist = p.hist[i:]
 }
 
-func (w *watcher) end(pid int) {
+func (w *watcher) end(pid int) { w.endWhy(pid, "") }
+
+// endWhy ends pid's row; why says why its counters stopped, when it is
+// not the process's end.
+func (w *watcher) endWhy(pid int, why string) {
 	p := w.procs[pid]
 	if p == nil {
 		return
 	}
-	w.ended = append(w.ended, p.last)
+	w.ended = append(w.ended, ended{p.last, why})
 	delete(w.procs, pid)
 	w.rss.Forget(pid)
 	for i, x := range w.order {
@@ -239,38 +277,27 @@ func (w *watcher) end(pid int) {
 	}
 }
 
-func (w *watcher) takeEnded() []report.Summary {
+func (w *watcher) takeEnded() []ended {
 	e := w.ended
 	w.ended = nil
 	return e
 }
 
-// The table's columns on a terminal.
-const (
-	sparkWidth = 30
-	tableHead  = "PID       LIVE        BLOCKS      PEAK        MAPPED      PYTHON      RSS         ALLOCS/S   FREES/S    "
-)
-
-// rows renders the watched processes for scr: a table on a terminal, one
-// line each otherwise.
+// rows renders the watched processes for scr: a table that fits the
+// terminal (watchview), one line each otherwise.
 func (w *watcher) rows(scr *screen) []string {
-	var out []string
 	if scr.tty {
-		out = append(out, tableHead+fmt.Sprintf("%-*s", sparkWidth+2, "LAST "+fmtWindow(w.window))+"COMMAND")
-		if len(w.order) == 0 {
-			out = append(out, "(no process publishes a region you may read)")
+		var rows []watchview.Row
+		for _, pid := range w.order {
+			p := w.procs[pid]
+			rows = append(rows, watchview.Row{PID: pid, S: p.last, AllocsS: p.allocsS, FreesS: p.freesS, Hist: p.hist, RSS: p.rss.RSSBytes})
 		}
+		return watchview.Table(rows, w.window, scr.width, scr.height)
 	}
+	var out []string
 	for _, pid := range w.order {
 		p := w.procs[pid]
 		s := p.last
-		if scr.tty {
-			spark := timeline.Sparkline(p.hist, s.ElapsedS, w.window, sparkWidth)
-			out = append(out, fmt.Sprintf("%-9d %-11s %-11d %-11s %-11s %-11s %-11s %-10s %-10s %s  %s",
-				pid, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes), report.Bytes(s.MappedBytes),
-				pyObjects(s), rssCell(p.rss), report.Rate(p.allocsS), report.Rate(p.freesS), spark, report.Printable(s.Command)))
-			continue
-		}
 		line := fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, mapped %s%s, %s allocs, %s frees",
 			pid, s.ElapsedS, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
 			report.Bytes(s.MappedBytes), rssWords(p.rss), report.Rate(p.allocsS), report.Rate(p.freesS))
@@ -282,37 +309,12 @@ func (w *watcher) rows(scr *screen) []string {
 	return out
 }
 
-// pyObjects is the PYTHON column: CPython's small objects live, "–" for
-// a program that is not one.
-func pyObjects(s report.Summary) string {
-	if s.PyAllocs == 0 {
-		return "–"
-	}
-	return report.Bytes(s.PyLiveBytes())
-}
-
-// rssCell is the RSS column: "–" before a breakdown was read.
-func rssCell(b rss.Breakdown) string {
-	if b.RSSBytes == 0 {
-		return "–"
-	}
-	return report.Bytes(b.RSSBytes)
-}
-
 // rssWords ends a plain line with the RSS and what malloc retains of it.
 func rssWords(b rss.Breakdown) string {
 	if b.RSSBytes == 0 {
 		return ""
 	}
 	return ", rss " + report.Bytes(b.RSSBytes) + " (retained by malloc " + report.Bytes(b.RetainedBytes) + ")"
-}
-
-func fmtWindow(s float64) string {
-	d := time.Duration(s * float64(time.Second))
-	if d%time.Minute == 0 {
-		return strconv.Itoa(int(d/time.Minute)) + "m"
-	}
-	return d.String()
 }
 
 // endLine is the line printed for a process that ended, or whose region
@@ -333,22 +335,32 @@ func endLine(s report.Summary, why string) string {
 // screen draws frames on stdout: in place with ANSI escapes on a terminal,
 // as plain appended lines anywhere else (a file, a pipe, a test buffer).
 type screen struct {
-	w     io.Writer
-	tty   bool
-	width int
-	drawn int // lines of the last frame, to move back over
+	w      io.Writer
+	fd     int
+	tty    bool
+	width  int
+	height int  // 0: not known
+	drawn  int  // lines of the last frame, to move back over
+	moved  bool // resized since the last frame
 }
 
 func newScreen(w io.Writer) *screen {
 	s := &screen{w: w, width: 80}
 	if f, ok := w.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
-		s.tty = true
-		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
-			s.width = cols
-		}
+		s.tty, s.fd = true, int(f.Fd())
+		s.resize()
+		s.moved = false
 		io.WriteString(w, "\x1b[?25l") // hide the cursor while redrawing
 	}
 	return s
+}
+
+// resize takes the terminal's size again (SIGWINCH).
+func (s *screen) resize() {
+	if cols, rows, err := term.GetSize(s.fd); err == nil && cols > 0 {
+		s.width, s.height = cols, rows
+	}
+	s.moved = true
 }
 
 // frame writes lines that stay (processes that ended) and then the current
@@ -356,15 +368,23 @@ func newScreen(w io.Writer) *screen {
 func (s *screen) frame(stay, view []string) {
 	var b strings.Builder
 	if s.tty {
-		if s.drawn > 0 {
+		switch {
+		case s.moved:
+			// The terminal may have rewrapped the last frame: how many
+			// lines to move back over is not known. Start again at the top.
+			b.WriteString("\x1b[H\x1b[J")
+			s.moved = false
+		case s.drawn > 0:
 			fmt.Fprintf(&b, "\r\x1b[%dA", s.drawn) // back to the frame's first line
+			b.WriteString("\x1b[J")                // clear from there down
+		default:
+			b.WriteString("\x1b[J")
 		}
-		b.WriteString("\x1b[J") // clear from there down
 		for _, l := range stay {
 			b.WriteString(l + "\n")
 		}
 		// A line longer than the terminal would wrap and throw the count
-		// of lines to move back over off.
+		// of lines to move back over off (watchview keeps them shorter).
 		for _, l := range view {
 			b.WriteString(report.Clip(l, s.width-1) + "\x1b[K\n")
 		}
@@ -377,14 +397,11 @@ func (s *screen) frame(stay, view []string) {
 	io.WriteString(s.w, b.String())
 }
 
-// final writes the ended processes' lines under the last frame, for good.
-func (s *screen) final(ended []report.Summary, why string) {
+// final writes the ended processes' lines under the last frame, for good,
+// whole: the terminal wraps a long one, and nothing is redrawn after it.
+func (s *screen) final(ended []ended) {
 	for _, e := range ended {
-		l := endLine(e, why)
-		if s.tty {
-			l = report.Clip(l, s.width-1) // the line names its command: keep it in the frame
-		}
-		fmt.Fprintln(s.w, l)
+		fmt.Fprintln(s.w, endLine(e.s, e.why))
 	}
 	s.drawn = 0
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -125,8 +126,10 @@ func TestWatchTerminal(t *testing.T) {
 		}
 	}
 	// Nothing was written past the terminal's width: the frame stays
-	// where the redraw expects it.
-	for _, l := range strings.Split(s, "\n") {
+	// where the redraw expects it. The final line is whole: the terminal
+	// wraps it, and nothing is redrawn after it.
+	frames := s[:strings.LastIndex(s, end)]
+	for _, l := range strings.Split(frames, "\n") {
 		l = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`).ReplaceAllString(l, "")
 		if n := len([]rune(strings.TrimRight(l, "\r"))); n >= 150 {
 			t.Errorf("line of %d columns on a 150-column terminal: %q", n, l)
@@ -178,6 +181,11 @@ func TestWatchErrors(t *testing.T) {
 		{[]string{"--all", "1"}, "not both"},
 		{[]string{"--interval", "0s", "1"}, "--interval must be at least 1ms"},
 		{[]string{"--window", "1ms", "1"}, "--window must be at least --interval"},
+		// flags after the PID, as before it
+		{[]string{strconv.Itoa(self), "--count", "1"}, fmt.Sprintf("process %d publishes no heapline region", self)},
+		{[]string{"--interval", "5", "1"}, "--interval 5: not a duration (for example 10s, 1m; a number needs its unit)"},
+		{[]string{"1", "-i", "5"}, "--interval 5: not a duration (for example 10s, 1m"},
+		{[]string{"--interval", "100h", "1"}, "--interval 100h0m0s is longer than the sparkline's --window (1m0s by default): give --window too"},
 	} {
 		e, _, _ := hsApp(t)
 		err := newAppEnv(e).Run(append([]string{"heapctl", "watch"}, c.args...))
@@ -218,5 +226,86 @@ func TestWatchRegionRemoved(t *testing.T) {
 	if !strings.HasPrefix(last, "heapline[") || !strings.Contains(last, "(last sample; /dev/shm/heapline.") ||
 		!strings.HasSuffix(last, "runs on: its counters can no longer be read (the process itself goes on))") {
 		t.Errorf("last line %q: want the summary and that the region was removed", last)
+	}
+}
+
+// As a user meets it: heapctl watch in tmux at 80x24 shows the command
+// and what matters most, no line longer than the terminal; widened to 200
+// columns mid-run it shows every column; the final line is whole.
+func TestWatchTmux(t *testing.T) {
+	p := hsStart(t)
+	args := "HS_HEAPCTL_ARGS=" + strings.Join([]string{"watch", "--interval", "50ms", strconv.Itoa(p.pid)}, "\n")
+	m := testkit.NewTmux(t, 80, 24, []string{args}, os.Args[0], "-test.run=^TestHsHeapctlHelper$")
+	row := func(scr []string) (string, string) {
+		for i, l := range scr {
+			if strings.HasPrefix(l, "PID ") && i+1 < len(scr) {
+				return l, scr[i+1]
+			}
+		}
+		return "", ""
+	}
+	var scr []string
+	testkit.Poll(t, "the table at 80 columns", func() bool { scr = m.Screen(); h, _ := row(scr); return strings.Contains(h, "COMMAND") })
+	head, line := row(scr)
+	for _, w := range []string{"PID", "LIVE", "PEAK", "ALLOCS/S", "LAST 1m", "COMMAND"} {
+		if !strings.Contains(head, w) {
+			t.Errorf("80 columns: header %q has no %s", head, w)
+		}
+	}
+	if strings.Contains(head, "BLOCKS") || !strings.HasPrefix(line, strconv.Itoa(p.pid)+" ") || !strings.Contains(line, "heapsteps ") {
+		t.Errorf("80 columns:\n%s\nwant BLOCKS dropped, and the row with its command", strings.Join(scr, "\n"))
+	}
+	for _, l := range scr {
+		if n := len([]rune(l)); n >= 80 {
+			t.Errorf("80 columns: a line of %d: %q", n, l)
+		}
+	}
+
+	m.Resize(200, 50)
+	testkit.Poll(t, "every column at 200", func() bool {
+		scr = m.Screen()
+		h, _ := row(scr)
+		return strings.Contains(h, "BLOCKS") && strings.Contains(h, "MAPPED") && strings.Contains(h, "FREES/S")
+	})
+
+	m.Resize(80, 24)
+	testkit.Poll(t, "the table at 80 columns again", func() bool {
+		scr = m.Screen()
+		h, _ := row(scr)
+		return strings.Contains(h, "COMMAND") && !strings.Contains(h, "BLOCKS") && !strings.Contains(scr[0], "BLOCKS")
+	})
+	p.finish(t)
+	final := regexp.MustCompile(fmt.Sprintf(`(?m)^heapline\[%d\] \S+heapsteps \S+: \d+ allocs, \d+ frees, peak .*, live (at exit )?.*, \d+\.\d\d s( \(last sample; the process has ended\))?\n`, p.pid))
+	deadline := time.Now().Add(testkit.Timeout)
+	for !final.MatchString(m.Joined()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no final line, whole:\n%s", m.Joined())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A process that exec'd a program without the shim runs on with its
+// region frozen: watch says so and ends, instead of showing the frozen
+// counters for ever.
+func TestWatchExecWithoutShim(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := exec.Command("sh", "-c", `: > "$0"; read x; exec env -u LD_PRELOAD sleep 60`, ready)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_SUMMARY=0")
+	defer cmd.Process.Kill()
+	testkit.Poll(t, "the shell's start", func() bool { _, err := os.Stat(ready); return err == nil })
+	out := &hsBuffer{}
+	done, stderr := hsWatch(t, out, "--interval", "10ms", strconv.Itoa(pid))
+	testkit.Poll(t, "a line", func() bool { return strings.Contains(out.String(), "\n") })
+	in.Write([]byte("\n"))
+	hsDone(t, done, stderr)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := fmt.Sprintf("(last sample; process %d exec'd a program without the shim and runs on: its counters stopped there)", pid)
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, fmt.Sprintf("heapline[%d] ", pid)) || !strings.HasSuffix(last, want) {
+		t.Errorf("last line %q, want the summary ending %q", last, want)
 	}
 }

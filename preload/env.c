@@ -24,7 +24,7 @@ extern char **environ;
 #endif
 
 struct hl_config hl_config = {
-    .summary = 1,
+    .summary = HL_SUMMARY_ONE,
     .json = 0,
     .slots = HL_SLOTS_DEFAULT,
     .peak_batch = HL_PEAK_BATCH_DEFAULT,
@@ -114,11 +114,13 @@ static void setting(const char *kv)
     long long n;
     if (starts_with(kv, "HEAPLINE_SUMMARY=")) {
         if (one_of(v, "0", "off", "no", "false"))
-            hl_config.summary = 0;
+            hl_config.summary = HL_SUMMARY_OFF;
         else if (one_of(v, "1", "on", "yes", "true") || *v == 0)
-            hl_config.summary = 1;
+            hl_config.summary = HL_SUMMARY_ONE;
+        else if (strcmp(v, "all") == 0)
+            hl_config.summary = HL_SUMMARY_ALL;
         else
-            hl_say("HEAPLINE_SUMMARY=", v, " is neither 0 nor 1; summary on", NULL);
+            hl_say("HEAPLINE_SUMMARY=", v, " is neither 0, 1 nor all; summary on", NULL);
     } else if (starts_with(kv, "HEAPLINE_FORMAT=")) {
         if (strcmp(v, "json") == 0)
             hl_config.json = 1;
@@ -231,13 +233,13 @@ void hl_command_read(char *buf, size_t n)
     buf[got] = 0;
 }
 
-/* Field 22 of /proc/self/stat: clock ticks from boot to this process's
- * start. exec keeps it, a new process with a reused pid does not. The
- * command (field 2) may hold spaces and parentheses: count from the last ')'. */
-uint64_t hl_start_ticks(void)
+/* A numeric field (3 and up) of a /proc/<pid>/stat file, 0 if it cannot
+ * be read. The command (field 2) may hold spaces and parentheses: count
+ * from the last ')'. */
+uint64_t hl_stat_field(const char *path, int want)
 {
     char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     ssize_t got = read(fd, buf, sizeof buf - 1);
@@ -249,7 +251,7 @@ uint64_t hl_start_ticks(void)
     if (p == NULL)
         return 0;
     int field = 2;
-    for (; *p && field < 22; p++)
+    for (; *p && field < want; p++)
         if (*p == ' ')
             field++;
     uint64_t v = 0;
@@ -257,3 +259,7 @@ uint64_t hl_start_ticks(void)
         v = v * 10 + (uint64_t)(*p - '0');
     return v;
 }
+
+/* Field 22 of /proc/self/stat: clock ticks from boot to this process's
+ * start. exec keeps it, a new process with a reused pid does not. */
+uint64_t hl_start_ticks(void) { return hl_stat_field("/proc/self/stat", 22); }

@@ -4,7 +4,9 @@
  *
  * - Only to the stderr the program started with: a program that closed fd 2
  *   and opened a data file, which then got fd 2, must not find our line in
- *   its data. boot() notes fd 2's file; a write checks it is still the one.
+ *   its data. boot() notes fd 2's file and its path; a write checks it is
+ *   still the one, or opens the path again for the one write when the
+ *   program closed it (coreutils do, at exit).
  * - A reader that closed the pipe must not kill the program with SIGPIPE
  *   at exit: SIGPIPE is blocked around the write, and one it raised is
  *   taken back.
@@ -14,10 +16,12 @@
  * All with write(2) and a static line: stdio may allocate and lock.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include "shim.h"
 
@@ -26,6 +30,7 @@
 static dev_t err_dev;
 static ino_t err_ino;
 static int err_state; /* 0: not noted yet; 1: fd 2 noted; -1: fd 2 was not open */
+static char err_path[256]; /* what fd 2 named at start, "" when it has no path (a pipe) */
 
 void hl_stderr_note(void)
 {
@@ -34,6 +39,15 @@ void hl_stderr_note(void)
         err_dev = st.st_dev;
         err_ino = st.st_ino;
         err_state = 1;
+        /* Only a path can be opened again: a pipe or socket reads
+         * "pipe:[123]", and one deleted since ends in " (deleted)", which
+         * the inode check at exit turns away. */
+        /* syscall(), not readlink(): the shim calls syscall() at boot
+         * anyway, and a first call through readlink's PLT entry costs
+         * the dynamic linker's lookup, some 2,000 instructions at every
+         * program's start (callgrind). */
+        ssize_t n = syscall(SYS_readlink, "/proc/self/fd/2", err_path, sizeof err_path - 1);
+        err_path[n > 0 && err_path[0] == '/' ? n : 0] = 0;
     } else {
         err_state = -1;
     }
@@ -47,6 +61,36 @@ int hl_stderr_ok(void)
         return 1;
     struct stat st;
     return err_state == 1 && fstat(2, &st) == 0 && st.st_dev == err_dev && st.st_ino == err_ino;
+}
+
+/* Our line on the stderr the program started with. coreutils close fd 2
+ * at exit (gnulib's close_stdout), before our summary, and `ls` would
+ * print nothing: then the path fd 2 named at start is opened again, for
+ * this one write, if it still names that very file (a terminal, a log
+ * file). The descriptor lives for the write only, close-on-exec, and is
+ * never fd 2 itself: a closed fd 2 is the lowest free one, so it is moved
+ * up first. A pipe has no path: its line is lost. */
+void hl_stderr_write(const char *p, size_t n)
+{
+    if (hl_stderr_ok()) {
+        hl_write_all(2, p, n);
+        return;
+    }
+    if (err_state != 1 || err_path[0] == 0)
+        return;
+    int fd = open(err_path, O_WRONLY | O_APPEND | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0 && fd <= 2) {
+        /* the program's standard descriptors stay closed as it left them */
+        int up = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        close(fd);
+        fd = up;
+    }
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_dev == err_dev && st.st_ino == err_ino)
+        hl_write_all(fd, p, n);
+    close(fd);
 }
 
 void hl_write_all(int fd, const char *p, size_t n)
@@ -98,6 +142,5 @@ void hl_say(const char *first, ...)
             line[n++] = *s;
     va_end(ap);
     line[n++] = '\n';
-    if (hl_stderr_ok())
-        hl_write_all(2, line, n);
+    hl_stderr_write(line, n);
 }

@@ -169,6 +169,7 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
         return -1;
     }
     if (h.start_ticks == ticks) {
+        hl_summary_exec_from(h.command); /* our summary names what we were */
         if (ftruncate(fd, 0) == 0) /* an earlier image of us, before exec: start afresh */
             return fd;
     } else if (unlink(path) == 0) { /* left by a dead process with our pid */

@@ -119,6 +119,7 @@ extern HL_HIDDEN void *(*hl_realloc_first)(void *, size_t); /* the realloc the p
 void hl_say(const char *first, ...) __attribute__((sentinel)); /* one "heapline: " line on stderr */
 void hl_stderr_note(void);  /* at boot: fd 2 as the program starts */
 int  hl_stderr_ok(void);    /* fd 2 is still that file */
+void hl_stderr_write(const char *p, size_t n); /* to that file, through its path if fd 2 was closed */
 void hl_write_all(int fd, const char *p, size_t n); /* no SIGPIPE, no endless wait */
 
 /* count_glibc.c, count_generic.c */
@@ -213,7 +214,7 @@ uint64_t hl_sample_gap(void);               /* profile.c: the next gap of the th
 
 /* env.c */
 struct hl_config {
-    int summary;          /* 0: no exit summary */
+    int summary;          /* HEAPLINE_SUMMARY: HL_SUMMARY_* */
     int json;             /* summary as JSON */
     uint32_t slots;
     uint64_t peak_batch;
@@ -223,14 +224,19 @@ struct hl_config {
     char profile[512];    /* HEAPLINE_PROFILE: where the region goes at exit, empty for nowhere */
     int pymalloc;         /* HEAPLINE_PYMALLOC=1: wrap CPython's pymalloc (pymalloc.c); off by default */
 };
+/* HEAPLINE_SUMMARY: off; one line per run (a process whose parent runs
+ * the shim stays silent, summary.c); every process's line. */
+enum { HL_SUMMARY_OFF = 0, HL_SUMMARY_ONE = 1, HL_SUMMARY_ALL = 2 };
 extern struct hl_config hl_config;
 void hl_config_read(void);
 void hl_command_read(char *buf, size_t n);
 uint64_t hl_start_ticks(void);
+uint64_t hl_stat_field(const char *path, int field); /* a number of /proc/<pid>/stat, 0 if unknown */
 
 /* summary.c */
 void hl_summary_write(void);
 void hl_finish(int summary); /* once: the summary if asked, then the region's name goes */
 void hl_exit_hook(void);     /* at load: the summary after every library's destructors */
+void hl_summary_exec_from(const char *command); /* region.c: the image before exec ran this */
 
 #endif /* HEAPLINE_SHIM_H */

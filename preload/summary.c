@@ -5,6 +5,9 @@
  *
  *   heapline[4711] python3 x.py: 4153 allocs, 4123 frees, peak 18.3 MiB malloc (± 512.0 KiB) + 160.0 MiB mapped, live at exit 472.2 KiB + 0 B mapped, 1.21 s
  *
+ * After an exec, the command is followed by " (exec'd from <the image
+ * before>)". One line per run by default (see parent_runs_shim).
+ *
  * The mapped parts only when the program mapped memory of its own; the
  * peak's error bound only when there is one (docs/counting.md); Python's
  * objects (pymalloc's blocks, pymalloc.c) only when they are counted.
@@ -13,6 +16,7 @@
  * same line from the same counters (ctl/internal/report).
  */
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/syscall.h>
@@ -198,6 +202,76 @@ static void profile_write(void)
     }
 }
 
+/* ---- one line per run ---------------------------------------------------
+ * A wrapper chain (pyenv's python3 is a bash script: subshells, helper
+ * programs, then exec) once gave 33 lines for one `python3 -c 'x=1'`, the
+ * user's own last. By default a process whose parent runs the shim now
+ * stays silent: the parent's line is the run's. The one line then names
+ * the process the user started, as what it exec'd into, with the image
+ * before the exec (exec_from). HEAPLINE_SUMMARY=all prints every line.
+ * heapctl run sets all and sums the tree up itself. */
+
+static char exec_from[HL_COMMAND_MAX]; /* the command of our image before exec, "" if none */
+
+void hl_summary_exec_from(const char *command)
+{
+    size_t n = strnlen(command, sizeof exec_from - 1);
+    memcpy(exec_from, command, n);
+    exec_from[n] = 0;
+}
+
+/* "<prefix><n><suffix>" into buf (at least 64 bytes). */
+static const char *proc_path(char *buf, const char *prefix, uint64_t n, const char *suffix)
+{
+    struct buf d = {.n = 0};
+    put(&d, prefix);
+    put_u64(&d, n);
+    put(&d, suffix);
+    d.b[d.n] = 0;
+    memcpy(buf, d.b, d.n + 1);
+    return buf;
+}
+
+/* The region at path is the live region of process pid as /proc names it:
+ * its header names that pid, the process's start time and pid namespace,
+ * and the process has not taken its summary yet. */
+static int live_region_of(const char *path, uint64_t pid, uint64_t ticks, uint64_t ns)
+{
+    static struct hl_header h; /* static: a deep stack may be short at exit */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t got = pread(fd, &h, sizeof h, 0);
+    close(fd);
+    return got == (ssize_t)sizeof h && h.magic == HL_MAGIC && (uint64_t)(uint32_t)h.pid == pid &&
+           h.start_ticks == ticks && h.pid_ns == ns && !(__atomic_load_n(&h.flags, __ATOMIC_RELAXED) & HL_FLAG_EXITED);
+}
+
+/* Our parent runs the shim. The parent is read through /proc: its pid
+ * there (field 4 of our stat, 0 when the parent is outside the pid
+ * namespace that /proc shows, as for the first process of an `unshare
+ * --pid --fork --mount-proc`: that one prints), its start time and its
+ * pid namespace, which must be those its region's header names. A region
+ * published under another namespace's name (region.c) is tried too. */
+static int parent_runs_shim(void)
+{
+    char path[96];
+    uint64_t ppid = hl_stat_field("/proc/self/stat", 4);
+    if (ppid == 0)
+        return 0;
+    uint64_t ticks = hl_stat_field(proc_path(path, "/proc/", ppid, "/stat"), 22);
+    struct stat st;
+    if (ticks == 0 || stat(proc_path(path, "/proc/", ppid, "/ns/pid"), &st) != 0)
+        return 0;
+    uint64_t ns = (uint64_t)st.st_ino;
+    if (live_region_of(proc_path(path, HL_PATH_PREFIX, ppid, ""), ppid, ticks, ns))
+        return 1;
+    proc_path(path, HL_PATH_PREFIX, ppid, ".");
+    size_t at = strlen(path);
+    proc_path(path + at, "", ns, "");
+    return live_region_of(path, ppid, ticks, ns);
+}
+
 void hl_summary_write(void)
 {
     struct hl_header *r = hl_region;
@@ -208,7 +282,7 @@ void hl_summary_write(void)
     uint64_t now = hl_now_ns();
     __atomic_store_n(&r->exit_ns, now, __ATOMIC_RELAXED);
     __atomic_or_fetch(&r->flags, HL_FLAG_EXITED, __ATOMIC_RELEASE);
-    if (!hl_config.summary)
+    if (hl_config.summary == HL_SUMMARY_OFF || (hl_config.summary == HL_SUMMARY_ONE && parent_runs_shim()))
         return;
 
     uint64_t peak = __atomic_load_n(&r->peak_live, __ATOMIC_RELAXED);
@@ -222,6 +296,10 @@ void hl_summary_write(void)
         put_i64(&o, r->pid);
         put(&o, ",\"command\":");
         put_json_string(&o, r->command);
+        if (exec_from[0]) {
+            put(&o, ",\"exec_from\":");
+            put_json_string(&o, exec_from);
+        }
         put(&o, ",\"source\":\"preload\",\"elapsed_s\":");
         put_fixed(&o, elapsed, 1000000000u, 6);
         field_i64(&o, "live_bytes", live);
@@ -255,6 +333,11 @@ void hl_summary_write(void)
         if (r->command[0]) {
             put(&o, " ");
             put_command(&o, r->command);
+        }
+        if (exec_from[0]) {
+            put(&o, " (exec'd from ");
+            put_command(&o, exec_from);
+            put(&o, ")");
         }
         put(&o, ": ");
         put_u64(&o, t.allocs);
@@ -304,8 +387,8 @@ void hl_summary_write(void)
     if (fd >= 0) {
         hl_write_all(fd, o.b, o.n);
         close(fd);
-    } else if (hl_stderr_ok()) {
-        hl_write_all(2, o.b, o.n);
+    } else {
+        hl_stderr_write(o.b, o.n);
     }
 }
 

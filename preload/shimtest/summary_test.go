@@ -92,7 +92,7 @@ func TestBadSetting(t *testing.T) {
 		t.Fatal(err)
 	}
 	warned := "heapline: HEAPLINE_SUMARY is not a setting of the shim; ignored\n" +
-		"heapline: HEAPLINE_SUMMARY=maybe is neither 0 nor 1; summary on\n"
+		"heapline: HEAPLINE_SUMMARY=maybe is neither 0, 1 nor all; summary on\n"
 	rest, ok := strings.CutPrefix(e.String(), warned)
 	if o.String() != "hello 42\n" || !ok || !strings.HasPrefix(rest, `{"pid":`) || strings.Count(rest, "\n") != 1 {
 		t.Errorf("stdout %q, stderr %q; want %q, then a JSON summary", o.String(), e.String(), warned)

@@ -46,12 +46,25 @@ func Chart(scenario string, timed, instr []Point, maxCommits int) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	wt, err := p.WriterTo(ChartWidth, ChartHeight, "svg")
+	c, err := draw.NewFormattedCanvas(ChartWidth, ChartHeight, "svg")
 	if err != nil {
 		return nil, err
 	}
+	dc := draw.New(c)
+	// The legend gets a strip of its own under the plot (inside the plot
+	// it sat over the top-left corner's points), and the plot a margin on
+	// its right for the newest commit's label, centred on the last tick.
+	legend := p.Legend
+	p.Legend = plot.NewLegend()
+	legend.Left, legend.Top = true, false
+	legend.Padding = vg.Points(2)
+	legendH := legend.Rectangle(dc).Size().Y + vg.Points(8)
+	right := p.X.Tick.Label.Width("0000000-dirty") / 2
+	p.Draw(draw.Crop(dc, 0, -right, legendH, 0))
+	legend.XOffs, legend.YOffs = vg.Points(8), vg.Points(4)
+	legend.Draw(draw.Crop(dc, 0, 0, 0, legendH-ChartHeight))
 	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
+	if _, err := c.WriteTo(&buf); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -74,6 +87,7 @@ func chartPlot(scenario string, timed, instr []Point, maxCommits int) (*plot.Plo
 
 	p := plot.New()
 	p.Title.Text = ChartTitle(scenario)
+	p.Title.Padding = vg.Points(6) // off the picture's top edge
 	p.X.Label.Text = XLabel
 	p.Y.Label.Text = YLabel
 	p.Add(plotter.NewGrid())
@@ -107,11 +121,9 @@ func chartPlot(scenario string, timed, instr []Point, maxCommits int) (*plot.Plo
 	if p.Y.Max-p.Y.Min < 1 {
 		p.Y.Max = p.Y.Min + 1
 	}
-	// Headroom for the legend, which sits top left above the points.
-	p.Y.Max += 0.25 * (p.Y.Max - p.Y.Min)
+	// A little headroom: the highest error bar stays off the title.
+	p.Y.Max += 0.05 * (p.Y.Max - p.Y.Min)
 	p.Y.Tick.Marker = percentTicks{}
-	p.Legend.Top = true
-	p.Legend.Left = true
 	return p, nil
 }
 

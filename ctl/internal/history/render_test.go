@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"flag"
 	"fmt"
+	"github.com/heapline/heapline/ctl/internal/testkit"
 	"io"
 	"os"
 	"path/filepath"
@@ -328,5 +329,40 @@ func TestPercentTicksNoNegativeZero(t *testing.T) {
 		if !zero {
 			t.Errorf("Ticks(%v, %v): no 0 label", r[0], r[1])
 		}
+	}
+}
+
+// Every chart of the history page as a person sees it (rendered to PNG):
+// the title, legend, axis labels and every commit's label inside the
+// picture and apart from each other, the newest commit's too.
+func TestChartLabelsFit(t *testing.T) {
+	pts := loadFixture(t)
+	for _, sc := range []string{"churn-1t", "churn-4t", "python"} {
+		t.Run(sc, func(t *testing.T) {
+			timed, instr := Series(pts, sc, MeasureTime), Series(pts, sc, MeasureInstructions)
+			svg, err := Chart(sc, timed, instr, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			boxes, _, h := testkit.CheckChart(t, svg)
+			var title, legend, axis *testkit.Box
+			for i, b := range boxes {
+				switch b.Text {
+				case ChartTitle(sc):
+					title = &boxes[i]
+				case TimeLegend:
+					legend = &boxes[i]
+				case XLabel:
+					axis = &boxes[i]
+				}
+			}
+			if title == nil || legend == nil || axis == nil {
+				t.Fatalf("no title, legend or axis label in %v", boxes)
+			}
+			// The legend is under the axis label, off the plot.
+			if legend.MaxY > axis.MinY || title.MaxY > h {
+				t.Errorf("legend %+v, axis label %+v, title %+v", *legend, *axis, *title)
+			}
+		})
 	}
 }

@@ -93,7 +93,10 @@ func Start(o Options) (*Child, error) {
 			}
 			c.dir, c.temp = d, true
 		}
-		extra = append(append([]string(nil), extra...), "HEAPLINE_SUMMARY=1", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+Output(c.dir))
+		// Every process's summary, whatever the user's HEAPLINE_SUMMARY
+		// (the caller reads it from its own environment and sums the
+		// tree up: TreeLines).
+		extra = append(append([]string(nil), extra...), "HEAPLINE_SUMMARY=all", "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+Output(c.dir))
 	}
 	if o.Lib != "" || len(extra) > 0 {
 		env = shim.Env(env, o.Lib, extra...)

@@ -117,6 +117,15 @@ func leftRegion(log *zap.Logger, pid int, why error) (report.Summary, error) {
 	return ent.Summary, nil
 }
 
+// RemoveLeftRegion removes the region the command left when it was
+// killed (heapctl overhead, interrupted, kills the run it was timing).
+// Call it once it has ended and before Wait.
+func (c *Child) RemoveLeftRegion() {
+	if ent := region.Inspect(c.Pid); ent.Err == nil && !ent.Stale && ent.Proc == c.Pid {
+		_ = region.Remove(ent)
+	}
+}
+
 // Others are the exit summaries of the command's descendants that ran
 // under the shim and have written theirs (every one, once the command and
 // its children have ended), the biggest peak first.

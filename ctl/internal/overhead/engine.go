@@ -297,6 +297,10 @@ func (r *runner) run(ctx context.Context, s *Side, what string) (Sample, error) 
 	case <-c.Ended():
 	case <-ctx.Done():
 		c.Kill()
+		<-c.Ended()
+		// Killed, it left its region; ours to remove while its pid,
+		// not yet reaped, cannot be another's.
+		c.RemoveLeftRegion()
 	}
 	ps, _ := c.Wait()
 	wall := time.Since(start).Seconds()

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -415,6 +416,20 @@ func TestRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "table.golden", buf.String())
+
+	// The warnings are not in the results: heapctl overhead writes them
+	// on stderr, after the scenario's name when there are several.
+	want := []string{
+		"churn-4t: baseline: 1 outlier by MAD (run 3): another process probably interfered; the medians resist outliers, the CV does not",
+		"churn-4t: heapline: 1 outlier by MAD (run 3): another process probably interfered; the medians resist outliers, the CV does not",
+		"churn-1t: only 5 runs of each side: the interval is wide and an outlier weighs; use -n 10 or more",
+	}
+	if got := Warnings([]Result{r, r2}); !reflect.DeepEqual(got, want) {
+		t.Errorf("Warnings = %q\nwant %q", got, want)
+	}
+	if got := Warnings([]Result{r}); len(got) != 2 || strings.HasPrefix(got[0], "churn-4t:") {
+		t.Errorf("one scenario's Warnings = %q: want them without its name", got)
+	}
 }
 
 func TestSetGODEBUG(t *testing.T) {
@@ -446,6 +461,22 @@ func TestProgressTTY(t *testing.T) {
 	nilp.begin("x", 1) // a nil Progress reports nothing and does not panic
 	nilp.step()
 	nilp.finish()
+}
+
+// Off a terminal (a pipe: `make run | tee`), a line now and then, then
+// the scenario's line; here a line every step.
+func TestProgressPiped(t *testing.T) {
+	var b bytes.Buffer
+	p := NewProgress(&b, false)
+	p.every = 0
+	p.begin("churn-4t", 3)
+	for range 3 {
+		p.step()
+	}
+	p.finish()
+	if !regexp.MustCompile(`^churn-4t: run 1/3\nchurn-4t: run 2/3\nchurn-4t: 3 runs \(both sides, warm-ups included\) in \d+\.\d s\n$`).MatchString(b.String()) {
+		t.Errorf("progress = %q", b.String())
+	}
 }
 
 func TestInterrupted(t *testing.T) {

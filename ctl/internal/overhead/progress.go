@@ -9,9 +9,11 @@ import (
 )
 
 // Progress reports runs on stderr. On a terminal it redraws one line,
-// "churn-4t  run 7/20 ███████░░░░░░░░░░░░░"; elsewhere (a log file, a
-// test) it writes one line per scenario when it is done, so logs stay
-// readable. A nil *Progress reports nothing.
+// "churn-4t  run 7/20 ███████░░░░░░░░░░░░░"; elsewhere (a pipe, a log
+// file, a test) it writes "churn-4t: run 7/20" as a line of its own at
+// most every few seconds, so that a piped `make run` is not silent for
+// its first 15 s and logs stay readable, and one line per scenario when
+// it is done. A nil *Progress reports nothing.
 type Progress struct {
 	w     io.Writer
 	tty   bool
@@ -20,11 +22,16 @@ type Progress struct {
 	sides int // of the measurement begun; 0 for two
 	done  int
 	start time.Time
+	every time.Duration // off a terminal: the least time between two lines
+	last  time.Time     // off a terminal: when the last line was written
 }
+
+// pipedEvery is how often progress is reported off a terminal.
+const pipedEvery = 5 * time.Second
 
 // NewProgress reports on w; tty says whether w is a terminal.
 func NewProgress(w io.Writer, tty bool) *Progress {
-	return &Progress{w: w, tty: tty}
+	return &Progress{w: w, tty: tty, every: pipedEvery}
 }
 
 const barWidth = 20
@@ -38,6 +45,7 @@ func (p *Progress) begin(label string, total int) {
 		label = report.Clip(label, 32)
 	}
 	p.label, p.total, p.done, p.start = label, total, 0, time.Now()
+	p.last = p.start
 	p.draw()
 }
 
@@ -51,6 +59,10 @@ func (p *Progress) step() {
 
 func (p *Progress) draw() {
 	if !p.tty {
+		if now := time.Now(); p.done > 0 && p.done < p.total && now.Sub(p.last) >= p.every {
+			p.last = now
+			fmt.Fprintf(p.w, "%s: run %d/%d\n", p.label, p.done, p.total)
+		}
 		return
 	}
 	filled := 0

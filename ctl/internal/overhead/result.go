@@ -144,14 +144,12 @@ func WriteResult(w io.Writer, r Result) error {
 	}
 	tw.Flush()
 	b.WriteString(runsNote([]Result{r}, true) + "\n")
-	for _, wn := range r.Warnings {
-		fmt.Fprintf(&b, "warning: %s\n", wn)
-	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// WriteTable writes several scenarios as one table, then their warnings.
+// WriteTable writes several scenarios as one table (their warnings:
+// Warnings).
 func WriteTable(w io.Writer, rs []Result) error {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
@@ -196,13 +194,24 @@ func WriteTable(w io.Writer, rs []Result) error {
 	if len(rs) > 0 {
 		b.WriteString(runsNote(rs, false) + "\n")
 	}
-	for _, r := range rs {
-		for _, wn := range r.Warnings {
-			fmt.Fprintf(&b, "warning: %s: %s\n", r.Scenario, wn)
-		}
-	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// Warnings are the results' warnings for stderr (the text results leave
+// them out): each as it is for one scenario, after its scenario's name
+// for several.
+func Warnings(rs []Result) []string {
+	var out []string
+	for _, r := range rs {
+		for _, wn := range r.Warnings {
+			if len(rs) > 1 {
+				wn = r.Scenario + ": " + wn
+			}
+			out = append(out, wn)
+		}
+	}
+	return out
 }
 
 // WriteMarkdown writes the results as a GitHub-flavoured Markdown table

@@ -60,6 +60,15 @@ func (o *Output) Write(p *pprof.Profile) error {
 	}
 	if err != nil {
 		os.Remove(o.tmp.Name())
+		// the temporary file's name says nothing to the user
+		var pe *fs.PathError
+		var le *os.LinkError
+		switch {
+		case errors.As(err, &pe):
+			err = pe.Err
+		case errors.As(err, &le):
+			err = le.Err
+		}
 		return fmt.Errorf("writing %s: %w", o.path, err)
 	}
 	return nil

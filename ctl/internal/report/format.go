@@ -18,7 +18,8 @@ import (
 //
 //	heapline[4711] python3 x.py: 4153 allocs, 4123 frees, peak 18.3 MiB malloc (± 512.0 KiB) + 160.0 MiB mapped, live at exit 472.2 KiB + 1.0 MiB mapped, 1.21 s
 //
-// The mapped parts appear only when the program mapped memory of its own,
+// After an exec the command is followed by " (exec'd from <the image
+// before>)". The mapped parts appear only when the program mapped memory of its own,
 // the peak's error bound only when there is one. A process still running
 // says "live" instead of "live at exit".
 func Line(s Summary) string {
@@ -26,6 +27,9 @@ func Line(s Summary) string {
 	fmt.Fprintf(&b, "heapline[%d]", s.PID)
 	if s.Command != "" {
 		b.WriteString(" " + Command(s.Command))
+	}
+	if s.ExecFrom != "" {
+		b.WriteString(" (exec'd from " + Command(s.ExecFrom) + ")")
 	}
 	fmt.Fprintf(&b, ": %d allocs, %d frees, peak %s", s.Allocs, s.Frees, Bytes(s.PeakLiveBytes))
 	mapped := s.PeakMappedBytes != 0

@@ -7,8 +7,11 @@ package report
 
 // Summary is one process's heap counters at one moment.
 type Summary struct {
-	PID            int     `json:"pid"`
-	Command        string  `json:"command"`
+	PID     int    `json:"pid"`
+	Command string `json:"command"`
+	// ExecFrom is the command of the process's image before its last
+	// exec (a wrapper: pyenv's python3 shim, env), from the shim.
+	ExecFrom       string  `json:"exec_from,omitempty"`
 	Source         string  `json:"source"` // "preload" or "ebpf"
 	ElapsedS       float64 `json:"elapsed_s"`
 	LiveBytes      int64   `json:"live_bytes"`

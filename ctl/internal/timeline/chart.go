@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
@@ -36,9 +37,14 @@ func PeakLabel(peak Sample) string {
 // with PeakLabel, and when the shim's own high water mark
 // (peak_live_bytes, which also sees between samples) is above it, a dashed
 // line shows that too. An exec is a dotted vertical line, labelled with
-// the new program's name. Time starts at 0, the title wraps to the width
-// instead of running off it, and the legend sits under the chart, off the
-// data and the labels.
+// the new program's name. The time axis starts at the first sample (a
+// recording attached to a process that has run for minutes is not a
+// sliver at the right edge); the heap axis starts at 0 unless the heap
+// moved by less than a fifth of its size, where it starts near the lowest
+// value, so that small steps show. The title wraps to the width instead
+// of running off it, the legend sits under the chart, and the peak and
+// exec labels are laid out with their measured widths: inside the
+// picture, above the data and apart from each other (annotations).
 func (c Chart) WriteSVG(w io.Writer, samples []Sample) error { return c.write(w, samples, "svg") }
 
 // WritePNG draws the same chart as PNG.
@@ -82,34 +88,42 @@ func (c Chart) write(w io.Writer, samples []Sample, format string) error {
 	}
 	red := color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
 	marker.GlyphStyle = draw.GlyphStyle{Color: red, Radius: vg.Points(4), Shape: draw.CircleGlyph{}}
-	label, err := plotter.NewLabels(plotter.XYLabels{XYs: peakXY, Labels: []string{PeakLabel(at)}})
-	if err != nil {
-		return fmt.Errorf("chart: %w", err)
-	}
-	label.TextStyle[0].Color = red
-	label.Offset = vg.Point{X: vg.Points(6), Y: vg.Points(4)}
-	// A peak in the right half is labelled to its left, so the text stays
-	// on the chart.
-	last := samples[len(samples)-1].TimeS
-	if last > 0 && at.TimeS > last/2 {
-		label.TextStyle[0].XAlign = draw.XRight
-		label.Offset.X = -label.Offset.X
-	}
-	p.Add(marker, label)
+	first, last := samples[0].TimeS, samples[len(samples)-1].TimeS
+	p.Add(marker)
 	p.Legend.Add("live bytes", line)
+	lo, hi := at.LiveBytes, max(shimPeak, at.LiveBytes)
+	for _, s := range samples {
+		lo = min(lo, s.LiveBytes)
+	}
+	// The heap axis from 0, or, when the heap moved by less than a fifth
+	// of its size (a server's 64 KiB steps on 33 MiB), from a little
+	// under its lowest value: otherwise the steps are a flat line.
+	bottom := 0.0
+	if lo > 0 && hi-lo < hi/5 {
+		bottom = math.Max(0, (float64(lo)-float64(hi-lo)/4)/scale)
+		if hi == lo {
+			bottom = float64(lo) / scale * 0.9
+		}
+	}
 	if mappedMax > 0 {
-		// Memory the program maps itself (CPython's arenas): its own line.
+		// Memory the program maps itself (CPython's arenas): its own line,
+		// unless it lies under a zoomed axis, where the legend says so.
 		ml, err := stepLine(samples, func(s Sample) int64 { return s.MappedBytes }, scale, color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff})
 		if err != nil {
 			return err
 		}
-		p.Add(ml)
-		p.Legend.Add("mapped bytes", ml)
+		if bottom > 0 && float64(mappedMax)/scale < bottom {
+			p.Legend.Add(fmt.Sprintf("mapped bytes: at most %s, under the axis", report.Bytes(mappedMax)), ml)
+		} else {
+			p.Add(ml)
+			p.Legend.Add("mapped bytes", ml)
+			hi = max(hi, mappedMax)
+		}
 	}
 	p.Legend.Add("sampled peak", marker)
 
 	if shimPeak > at.LiveBytes {
-		hl, err := plotter.NewLine(plotter.XYs{{X: 0, Y: float64(shimPeak) / scale}, {X: last, Y: float64(shimPeak) / scale}})
+		hl, err := plotter.NewLine(plotter.XYs{{X: first, Y: float64(shimPeak) / scale}, {X: last, Y: float64(shimPeak) / scale}})
 		if err != nil {
 			return fmt.Errorf("chart: %w", err)
 		}
@@ -118,16 +132,19 @@ func (c Chart) write(w io.Writer, samples []Sample, format string) error {
 		p.Add(hl)
 		p.Legend.Add(fmt.Sprintf("peak_live_bytes %s (between samples)", report.Bytes(shimPeak)), hl)
 	}
-	p.X.Min, p.Y.Min = 0, 0
-	// Headroom above the peak for its label and the exec labels.
-	top := math.Max(p.Y.Max*1.25, 1)
-	p.Y.Max = top
+	p.X.Min, p.X.Max = first, last
 	if p.X.Max <= p.X.Min {
 		p.X.Max = p.X.Min + 1
 	}
-	if err := addExecs(p, samples, top); err != nil {
-		return err
+	p.Y.Min = bottom
+	// Headroom above the data for the peak's label and the exec labels.
+	dataTop := float64(hi) / scale
+	p.Y.Max = math.Max(p.Y.Min+(dataTop-p.Y.Min)*1.35, p.Y.Min+1e-9)
+	if dataTop <= 0 {
+		p.Y.Max = 1
 	}
+	p.Add(execLines(samples, p.Y.Max))
+	p.Add(&annotations{peak: peakXY[0], peakText: PeakLabel(at), peakColor: red, above: dataTop, execs: execLabels(samples, p.X.Max-p.X.Min)})
 
 	cw, err := draw.NewFormattedCanvas(width, height, format)
 	if err != nil {
@@ -138,6 +155,7 @@ func (c Chart) write(w io.Writer, samples []Sample, format string) error {
 	legend := p.Legend
 	p.Legend = plot.NewLegend() // empty: Draw would put it over the data
 	legend.Left, legend.Top = true, false
+	legend.Padding = vg.Points(2) // entries apart, not touching
 	legendH := legend.Rectangle(dc).Size().Y + vg.Points(8)
 	p.Draw(draw.Crop(dc, 0, 0, legendH, 0))
 	legend.XOffs, legend.YOffs = vg.Points(8), vg.Points(4)
@@ -154,43 +172,115 @@ func ExecLabel(command string) string {
 	return "exec " + filepath.Base(name)
 }
 
-// addExecs draws each exec as a dotted vertical line. Execs closer than a
-// twentieth of the time axis (a wrapper's chain of them) share one label,
-// the last one's: the program that ran on.
-func addExecs(p *plot.Plot, samples []Sample, top float64) error {
-	execs := Execs(samples)
+// execLines draws each exec as a dotted vertical line, up to under the
+// exec labels' rows.
+func execLines(samples []Sample, top float64) plot.Plotter {
+	var lines []plot.Plotter
 	gray := color.RGBA{R: 0x55, G: 0x55, B: 0x55, A: 0xff}
-	near := (p.X.Max - p.X.Min) / 20
-	var xys plotter.XYs
-	var texts []string
-	for i, e := range execs {
-		l, err := plotter.NewLine(plotter.XYs{{X: e.TimeS, Y: 0}, {X: e.TimeS, Y: top * 0.92}})
+	for _, e := range Execs(samples) {
+		l, err := plotter.NewLine(plotter.XYs{{X: e.TimeS, Y: 0}, {X: e.TimeS, Y: top}})
 		if err != nil {
-			return fmt.Errorf("chart: %w", err)
+			continue
 		}
 		l.Color = gray
 		l.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
-		p.Add(l)
-		if i+1 < len(execs) && execs[i+1].TimeS-e.TimeS < near {
+		lines = append(lines, l)
+	}
+	return plotters(lines)
+}
+
+// plotters draws several plotters as one.
+type plotters []plot.Plotter
+
+func (ps plotters) Plot(c draw.Canvas, p *plot.Plot) {
+	for _, x := range ps {
+		x.Plot(c, p)
+	}
+}
+
+// execLabel is an exec's label and where it is.
+type execLabel struct {
+	x    float64
+	text string
+}
+
+// execLabels are the execs' labels. Execs closer than a twentieth of the
+// time axis (a wrapper's chain of them) share one label, the last one's:
+// the program that ran on.
+func execLabels(samples []Sample, span float64) []execLabel {
+	execs := Execs(samples)
+	var out []execLabel
+	for i, e := range execs {
+		if i+1 < len(execs) && execs[i+1].TimeS-e.TimeS < span/20 {
 			continue
 		}
-		xys = append(xys, plotter.XY{X: e.TimeS, Y: top * 0.92})
-		texts = append(texts, ExecLabel(e.Exec))
+		out = append(out, execLabel{e.TimeS, ExecLabel(e.Exec)})
 	}
-	if len(xys) == 0 {
-		return nil
+	return out
+}
+
+// annotations draw the peak's label and the exec labels where they fit,
+// measured in the data area as drawn: the peak's above every line of the
+// chart (above, in data units), beside its marker; the execs' in rows
+// from the top, beside their line, on its left where the right would run
+// off. A label that fits nowhere apart from the others is left out (its
+// line stays).
+type annotations struct {
+	peak      plotter.XY
+	peakText  string
+	peakColor color.Color
+	above     float64
+	execs     []execLabel
+}
+
+func (a *annotations) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	st := text.Style{Font: font.From(plot.DefaultFont, vg.Points(10)), Handler: plot.DefaultTextHandler}
+	h := st.Height("M")
+	var taken []vg.Rectangle
+	free := func(r vg.Rectangle) bool {
+		if r.Min.X < c.Min.X || r.Max.X > c.Max.X || r.Min.Y < c.Min.Y || r.Max.Y > c.Max.Y {
+			return false
+		}
+		const gap = 4 // points between two labels of a row
+		for _, o := range taken {
+			if r.Min.X < o.Max.X+gap && o.Min.X < r.Max.X+gap && r.Min.Y < o.Max.Y && o.Min.Y < r.Max.Y {
+				return false
+			}
+		}
+		return true
 	}
-	labels, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
-	if err != nil {
-		return fmt.Errorf("chart: %w", err)
+	// beside is a label of width w at x, to its right or else its left.
+	beside := func(x vg.Length, w vg.Length, gap vg.Length) vg.Length {
+		if x+gap+w <= c.Max.X {
+			return x + gap
+		}
+		return max(c.Min.X, x-gap-w)
 	}
-	for i := range labels.TextStyle {
-		labels.TextStyle[i].Color = gray
-		labels.TextStyle[i].YAlign = draw.YCenter
+	put := func(s text.Style, col color.Color, r vg.Rectangle, txt string) {
+		s.Color = col
+		c.FillText(s, r.Min, txt)
+		taken = append(taken, r)
 	}
-	labels.Offset = vg.Point{X: vg.Points(3)}
-	p.Add(labels)
-	return nil
+
+	w := st.Width(a.peakText)
+	x := beside(trX(a.peak.X), w, vg.Points(6))
+	y := max(trY(a.peak.Y), trY(a.above)) + vg.Points(5)
+	put(st, a.peakColor, vg.Rectangle{Min: vg.Point{X: x, Y: y}, Max: vg.Point{X: x + w, Y: y + h}}, a.peakText)
+
+	gray := color.RGBA{R: 0x55, G: 0x55, B: 0x55, A: 0xff}
+	for _, e := range a.execs {
+		w := st.Width(e.text)
+		x := beside(trX(e.x), w, vg.Points(3))
+		for row := 1; row <= 3; row++ {
+			y := c.Max.Y - vg.Length(row)*(h+vg.Points(3))
+			r := vg.Rectangle{Min: vg.Point{X: x, Y: y}, Max: vg.Point{X: x + w, Y: y + h}}
+			if free(r) {
+				put(st, gray, r, e.text)
+				break
+			}
+		}
+	}
 }
 
 // wrap breaks s into lines no wider than width in style st, at spaces

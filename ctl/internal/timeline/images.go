@@ -31,7 +31,10 @@ func (im *Images) Point(s report.Summary, startNS, nowNS uint64) Sample {
 		}
 		im.origin, im.start, im.started = startNS, startNS, true
 	case startNS != 0 && startNS != im.start,
-		startNS == 0 && (s.Command != im.command || s.ElapsedS < im.lastRaw):
+		startNS == 0 && (s.Command != im.command || s.ElapsedS < im.lastRaw-1e-3):
+		// (a millisecond's slack: the exit summary's elapsed_s is rounded
+		// to microseconds, and the last sample, taken after the exit, may
+		// read a hair more; it once drew an exec at the end of the chart)
 		if startNS == 0 {
 			startNS = nowNS - min(elapsed, nowNS)
 		}

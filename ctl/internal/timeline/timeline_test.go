@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -267,7 +268,7 @@ func TestChart(t *testing.T) {
 }
 
 // TestChartLayout: a recording that starts late (the first sample at
-// 0.3 s) and execs. The x axis starts at 0; a title wider than the chart
+// 0.3 s) and execs. The x axis starts at the first sample; a title wider than the chart
 // is wrapped, whole, not cut; the legend is under the axis label, off the
 // data and the peak label; the exec is labelled; no tick reads "-0".
 func TestChartLayout(t *testing.T) {
@@ -305,9 +306,10 @@ func TestChartLayout(t *testing.T) {
 		t.Errorf("title lines %q: want the whole title on several lines", titleLines)
 	}
 	axis, ok := at["time (s)"]
-	zero, ok0 := at["0.0"]
-	if !ok || !ok0 {
-		t.Fatalf("no x axis label or 0.0 tick; texts %v", at)
+	// the first tick of the time axis: 0.4, right after the first sample
+	zero, ok0 := at["0.4"]
+	if _, at0 := at["0.0"]; !ok || !ok0 || at0 {
+		t.Fatalf("no x axis label, or a 0.0 tick, or no 0.4 tick; texts %v", at)
 	}
 	peak := at[PeakLabel(Sample{TimeS: 0.605, LiveBytes: 10 << 20})]
 	for _, l := range []string{"live bytes", "sampled peak", "peak_live_bytes 11.0 MiB (between samples)"} {
@@ -317,5 +319,67 @@ func TestChartLayout(t *testing.T) {
 	}
 	if x, ok := at["exec python3"]; !ok || x.Y <= peak.Y || x.X <= zero.X {
 		t.Errorf("exec label %+v: want it above the peak's label %+v", x, peak)
+	}
+}
+
+// Every chart as a person sees it (rendered to PNG): the title, the
+// legend, the axis, peak and exec labels inside the picture and apart
+// from each other, for a run from 0 with a chain of execs and one near the
+// end, and for a recording attached late (its first sample at 98 s) to a
+// server whose heap steps by 64 KiB on 33 MiB: that axis starts at the
+// first sample and the heap axis near the data, so the steps show.
+func TestChartLabelsFit(t *testing.T) {
+	var fromZero []Sample
+	for i := 0; i <= 200; i++ {
+		p := Sample{TimeS: float64(i) * 0.02, LiveBytes: int64(i%50+1) << 16, PeakLiveBytes: 4 << 20}
+		switch i {
+		case 2, 4, 9, 40, 45, 196, 198:
+			p.Exec = "/root/.pyenv/versions/3.11.7/bin/python3.11 -c x"
+		}
+		if i > 150 {
+			p.MappedBytes = 3 << 20
+		}
+		fromZero = append(fromZero, p)
+	}
+	fromZero[199].LiveBytes = 5 << 20 // the peak, at the right edge
+	var late []Sample
+	for i := 0; i <= 40; i++ {
+		late = append(late, Sample{TimeS: 98 + float64(i)*0.1, LiveBytes: 33<<20 + int64(i/10)<<16, PeakLiveBytes: 33<<20 + 3<<16, MappedBytes: 16 << 10})
+	}
+	title := "python3 server.py --port 8080 --a-long-option-that-wraps the title over two lines or more (pid 4711)"
+	for name, s := range map[string][]Sample{"from zero": fromZero, "attached late": late} {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := (Chart{Title: title}).WriteSVG(&b, s); err != nil {
+				t.Fatal(err)
+			}
+			boxes, _, h := testkit.CheckChart(t, b.Bytes())
+			var xTicks, yTicks []float64
+			found := map[string]bool{}
+			for _, x := range boxes {
+				found[x.Text] = true
+				v, err := strconv.ParseFloat(x.Text, 64)
+				switch {
+				case err != nil:
+				case x.MaxY < h/4 && x.MinX > 40: // under the plot, right of the y ticks
+					xTicks = append(xTicks, v)
+				case x.MinX < 40:
+					yTicks = append(yTicks, v)
+				}
+			}
+			at, _, _ := Peak(s)
+			if !found[PeakLabel(at)] || !found["live bytes"] || !found["time (s)"] {
+				t.Errorf("texts %v: want the peak's label, the legend and the axis label", found)
+			}
+			if len(xTicks) == 0 || xTicks[0] < s[0].TimeS-0.5 {
+				t.Errorf("x ticks %v: want the axis from the first sample, %.1f s", xTicks, s[0].TimeS)
+			}
+			if name == "attached late" && (len(yTicks) == 0 || yTicks[0] < 30 || !found["mapped bytes: at most 16.0 KiB, under the axis"]) {
+				t.Errorf("y ticks %v, texts %v: want the heap axis near the data (33 MiB), not from 0, and the mapped bytes under it said so", yTicks, found)
+			}
+			if name == "from zero" && !found["exec python3.11"] {
+				t.Errorf("no exec label: %v", found)
+			}
+		})
 	}
 }

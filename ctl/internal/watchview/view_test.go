@@ -1,0 +1,61 @@
+package watchview
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/timeline"
+)
+
+func rows(n int) []Row {
+	var out []Row
+	for i := range n {
+		s := report.Summary{PID: 100 + i, Command: "/root/.pyenv/versions/3.11.7/bin/python3 /srv/app/server.py --port 8080 --workers 4", LiveBytes: 5 << 20, PeakLiveBytes: 9 << 20, ElapsedS: 10}
+		out = append(out, Row{PID: s.PID, S: s, AllocsS: 1234, FreesS: math.NaN(), Hist: []timeline.Sample{{TimeS: 1, LiveBytes: 1}, {TimeS: 10, LiveBytes: 5 << 20}}})
+	}
+	return out
+}
+
+// At 80 columns the least important columns give way and the command
+// stays; at 200 every column is there; no line reaches the last column.
+func TestTableFits(t *testing.T) {
+	for _, c := range []struct {
+		width      int
+		want, gone []string
+	}{
+		{80, []string{"PID", "LIVE", "PEAK", "ALLOCS/S", "LAST 1m", "COMMAND"}, []string{"BLOCKS", "MAPPED", "FREES/S"}},
+		{200, []string{"PID", "LIVE", "BLOCKS", "PEAK", "MAPPED", "PYTHON", "ALLOCS/S", "FREES/S", "LAST 1m", "COMMAND"}, nil},
+		{40, []string{"PID", "COMMAND"}, []string{"LAST", "ALLOCS/S"}},
+	} {
+		lines := Table(rows(2), 60, c.width, 24)
+		for _, w := range c.want {
+			if !strings.Contains(lines[0], w) {
+				t.Errorf("%d columns: header %q has no %s", c.width, lines[0], w)
+			}
+		}
+		for _, g := range c.gone {
+			if strings.Contains(lines[0], g) {
+				t.Errorf("%d columns: header %q has %s", c.width, lines[0], g)
+			}
+		}
+		for _, l := range lines {
+			if n := utf8.RuneCountInString(l); n > c.width-1 {
+				t.Errorf("%d columns: line of %d: %q", c.width, n, l)
+			}
+		}
+		if !strings.Contains(lines[1], "python3 /srv/app") && !strings.Contains(lines[1], "python3 /sr…") {
+			t.Errorf("%d columns: row %q does not show the command", c.width, lines[1])
+		}
+	}
+}
+
+// More processes than lines: the rows that fit, and one line for the rest.
+func TestTableHeight(t *testing.T) {
+	lines := Table(rows(40), 60, 80, 24)
+	if len(lines) != 23 || lines[22] != "… and 19 more processes (a taller terminal shows them)" {
+		t.Errorf("%d lines, last %q", len(lines), lines[len(lines)-1])
+	}
+}
