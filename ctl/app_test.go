@@ -62,7 +62,7 @@ func TestErrorsSayOnlyWhatWentWrong(t *testing.T) {
 		{[]string{"overhead", "-n", "x"}, `-n x: not a whole number (heapctl overhead --help lists the flags)`},
 		{[]string{"run", "--nope"}, "unknown flag -nope (heapctl run --help lists the flags)"},
 		{[]string{"--nope"}, "unknown flag -nope (heapctl --help lists the flags)"},
-		{[]string{"record", "--", "true"}, "missing --output (heapctl record --help lists the flags)"},
+		{[]string{"record", "--", "true"}, "record: need -o FILE (the timeline), --profiles DIR, or both"},
 		{[]string{"history", "add", "x.json"}, "missing --store (heapctl history add --help lists the flags)"},
 		{[]string{"history", "check"}, "missing --store (heapctl history check --help lists the flags)"},
 		{[]string{"history", "render", "--store", "x"}, "missing --out (heapctl history render --help lists the flags)"},
