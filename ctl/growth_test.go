@@ -81,7 +81,11 @@ func TestRecordProfilesGrowth(t *testing.T) {
 	t.Run("pid", func(t *testing.T) {
 		cmd := exec.Command(bin, "4")
 		pid := rgStart(t, cmd, lib)
-		testkit.Poll(t, "the region", func() bool { _, err := os.Stat("/dev/shm/heapline." + strconv.Itoa(pid)); return err == nil })
+		// made: its magic is stored last, after the file exists
+		testkit.Poll(t, "the region", func() bool {
+			b, err := os.ReadFile("/dev/shm/heapline." + strconv.Itoa(pid))
+			return err == nil && len(b) >= 8 && string(b[:8]) == "HEAPLINE"
+		})
 		dir := t.TempDir()
 		csv := filepath.Join(t.TempDir(), "heap.csv")
 		if r := rgHeapctl(t, "record", "-o", csv, "--profiles", dir, "--every", "250ms", "--pid", strconv.Itoa(pid)); r.err != nil {
