@@ -196,6 +196,10 @@ static char *block_get(int cls)
     return b != NULL ? b : fresh_block(cls);
 }
 
+/* The smallest class whose blocks hold need bytes: 32 << cls >= need
+ * (NCLASS or more when none does). */
+static int class_of(size_t need) { return need <= 32 ? 0 : 64 - __builtin_clzll((unsigned long long)need - 1) - 5; }
+
 /* The block of the sample arena holding p, and its class. */
 static char *block_of(const void *p, int *cls)
 {
@@ -215,7 +219,7 @@ static void *replace(void *p, size_t usable, const struct record *rec)
     if (align > 65536)
         return NULL; /* (memalign's large alignments; a lost sample, counted) */
     size_t head = (sizeof *rec + 8 + align - 1) & ~(align - 1), need = head + usable;
-    int cls = need <= 32 ? 0 : 64 - __builtin_clzll((unsigned long long)need - 1) - 5; /* 32 << cls >= need */
+    int cls = class_of(need);
     char *b = cls < NCLASS ? block_get(cls) : NULL;
     if (b == NULL)
         return NULL;
@@ -490,24 +494,30 @@ static uint64_t gap(void)
     return g < 1 ? 1 : g > 0x1p62 ? (uint64_t)1 << 62 : (uint64_t)g;
 }
 
-static void *take(void *p, size_t usable, int in_arena)
+/* The calling thread's stack entry: the walk, less the shim's own frames,
+ * with Python's eval frames turned into the Python frames they run. */
+static uint32_t current_stack(void)
 {
     uint64_t frames[HL_STACK_FRAMES + 16];
     int n = hl_unwind(frames, NULL, HL_STACK_FRAMES + 16), skip = 0;
-    struct hl_header *r = hl_region;
     if (n < 0) {
         n = -n;
-        __atomic_add_fetch(&r->samples_cut, 1, RELAXED);
+        __atomic_add_fetch(&hl_region->samples_cut, 1, RELAXED);
     }
     while (skip < n && frames[skip] - self_lo < self_hi - self_lo)
         skip++; /* the shim's own frames */
     n -= skip;
-    /* Python's eval frames become the Python frames they run */
     n = hl_py_frames(frames + skip, n, HL_STACK_FRAMES);
     if (n > HL_STACK_FRAMES)
         n = HL_STACK_FRAMES;
+    return stack_entry(frames + skip, n);
+}
+
+static void *take(void *p, size_t usable, int in_arena)
+{
+    struct hl_header *r = hl_region;
     double c = (double)usable + HL_CHUNK_BIAS, w = 1.0 / one_minus_exp_neg(c / rate);
-    struct record rec = {stack_entry(frames + skip, n), 0, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
+    struct record rec = {current_stack(), 0, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
                          (uint64_t)((double)usable * w + 0.5)};
     void *q = p;
     if (in_arena ? (q = replace(p, usable, &rec)) == NULL : !place(p, &rec)) {
@@ -537,35 +547,16 @@ int hl_sampled_object(const void *p)
 
 /* The stack of this allocation: take()'s, for a block that is not there
  * yet. (The two could share it.) */
-static uint32_t object_stack(void)
-{
-    uint64_t frames[HL_STACK_FRAMES + 16];
-    int n = hl_unwind(frames, NULL, HL_STACK_FRAMES + 16), skip = 0;
-    if (n < 0) {
-        n = -n;
-        __atomic_add_fetch(&hl_region->samples_cut, 1, RELAXED);
-    }
-    while (skip < n && frames[skip] - self_lo < self_hi - self_lo)
-        skip++;
-    n -= skip;
-    n = hl_py_frames(frames + skip, n, HL_STACK_FRAMES);
-    if (n > HL_STACK_FRAMES)
-        n = HL_STACK_FRAMES;
-    return stack_entry(frames + skip, n);
-}
-
 void *hl_sample_object(size_t usable)
 {
     if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample || arena_size == 0)
         return NULL;
     hl_self.in_sample = 1;
     double c = (double)usable, w = 1.0 / one_minus_exp_neg(c / rate);
-    struct record rec = {object_stack(), 1, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
+    struct record rec = {current_stack(), 1, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
                          (uint64_t)((double)usable * w + 0.5)};
     size_t head = (sizeof rec + 8 + 15) & ~(size_t)15, need = head + usable; /* 16-aligned, as pymalloc's */
-    int cls = 0;
-    while (cls < NCLASS && ((size_t)32 << cls) < need)
-        cls++;
+    int cls = class_of(need);
     char *b = cls < NCLASS ? block_get(cls) : NULL;
     if (b == NULL) {
         __atomic_add_fetch(&hl_region->samples_lost, 1, RELAXED);
