@@ -106,17 +106,7 @@ func Note(r Result) string {
 	if p == "wall" {
 		what = "wall time"
 	}
-	warm := ""
-	if r.Warmup > 0 {
-		warm = fmt.Sprintf(" after %d uncounted warm-up", r.Warmup)
-		if r.Warmup > 1 {
-			warm += "s"
-		}
-	}
-	rounds := ""
-	if r.Rounds > 1 {
-		rounds = fmt.Sprintf(" in each of %d rounds", r.Rounds)
-	}
+	warm, rounds := overhead.WarmRounds(r.Warmup, r.Rounds, " ")
 	counts := "allocations not counted (--count-runs 0)"
 	if r.CountRuns > 0 {
 		runs := "1 run"

@@ -322,21 +322,27 @@ func runsNote(rs []Result, cpu bool) string {
 	case CPU:
 		what = "user+sys CPU time of each whole run"
 	}
-	warm := ""
-	if r.Warmup > 0 {
-		warm = fmt.Sprintf(", after %d uncounted warm-up", r.Warmup)
-		if r.Warmup > 1 {
-			warm += "s"
-		}
-	}
-	rounds := ""
-	if r.Rounds > 1 {
-		rounds = fmt.Sprintf(", in each of %d rounds", r.Rounds)
-	}
+	warm, rounds := WarmRounds(r.Warmup, r.Rounds, ", ")
 	return fmt.Sprintf("medians of %s counted runs a side%s%s; %s", runs, warm, rounds, what)
 }
 
 // signed formats a fraction as a signed percentage: 0.127 is "+12.7%".
+// WarmRounds words a table note's uncounted warm-ups and rounds, each
+// led by sep, or "" where there are none (overhead's and allocators' notes).
+func WarmRounds(warmup, rounds int, sep string) (string, string) {
+	warm, each := "", ""
+	if warmup > 0 {
+		warm = fmt.Sprintf("%safter %d uncounted warm-up", sep, warmup)
+		if warmup > 1 {
+			warm += "s"
+		}
+	}
+	if rounds > 1 {
+		each = fmt.Sprintf("%sin each of %d rounds", sep, rounds)
+	}
+	return warm, each
+}
+
 func signed(f float64) string {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return "?"
