@@ -399,6 +399,11 @@ func TestTraceReadErrors(t *testing.T) {
 // programs (a trace missing or doubling calls would show).
 func TestTraceAgreesWithShim(t *testing.T) {
 	traceNeedsRoot(t)
+	// Counting compared, not sampling: a sampled small block moves to the
+	// shim's arena, and the trace sees glibc free the block it replaced, a
+	// free the program never made when the block lives to the end
+	// (docs/profiling.md, Limits): one free more, now and then.
+	t.Setenv("HEAPLINE_SAMPLE", "0")
 	lib := testkit.Shim(t)
 	prog := traceKnown(t)
 	py, err := exec.LookPath("python3")
