@@ -164,6 +164,21 @@ var examples = map[string]func(e *ex) string{
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		return lines[len(lines)-1] + "\n"
 	},
+	"watching-ls": func(e *ex) string {
+		e.write("grow.py", "watching.md", "python", 0)
+		pid, wait := e.live()
+		out := e.run(nil, "heapctl", "ls")
+		wait()
+		// other processes' regions may be listed too: the header and ours.
+		lines := strings.Split(out, "\n")
+		mine := lines[:1]
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(l, fmt.Sprintf("%d ", pid)) {
+				mine = append(mine, l)
+			}
+		}
+		return strings.Join(mine, "\n")
+	},
 	"watching-show": func(e *ex) string {
 		e.write("grow.py", "watching.md", "python", 0)
 		pid, wait := e.live()
