@@ -2,16 +2,16 @@
 # cpython-suite.sh: CPython's own tests give the same results under the
 # shim as without it. Runs 50 modules of the interpreter's test package
 # (regrtest, two workers) once without and once under bin/libheap.so,
-# sampling at 64 KiB so that Python frames and pymalloc's objects are
-# exercised, and compares every test case's result (pass, skip, failure,
+# sampling at 64 KiB with pymalloc's wrapper on (HEAPLINE_PYMALLOC=1), so
+# that Python frames and pymalloc's objects are exercised, and compares every test case's result (pass, skip, failure,
 # error) from the two JUnit files.
 #
-#   bench/cpython-suite.sh [PYTHON]   # from the project root, after make
+#   bench/cpython-suite.sh [PYTHON]   # from the project root, after make (LIB= another build)
 # Debian's python3.11 needs libpython3.11-testsuite (make deps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${1:-/usr/bin/python3.11}
-lib=$PWD/bin/libheap.so
+lib=${LIB:-$PWD/bin/libheap.so}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 mods="test_list test_tuple test_dict test_set test_bytes test_int test_float test_complex test_bool
@@ -24,7 +24,7 @@ test_sort test_userdict"
 # shellcheck disable=SC2086
 "$py" -m test -j2 --junit-xml "$dir/plain.xml" $mods >"$dir/plain.log" 2>&1 || true
 # shellcheck disable=SC2086
-env LD_PRELOAD="$lib" HEAPLINE_SAMPLE=64k HEAPLINE_SUMMARY=0 "$py" -m test -j2 --junit-xml "$dir/shim.xml" $mods >"$dir/shim.log" 2>&1 || true
+env LD_PRELOAD="$lib" HEAPLINE_SAMPLE=64k HEAPLINE_PYMALLOC=1 HEAPLINE_SUMMARY=0 "$py" -m test -j2 --junit-xml "$dir/shim.xml" $mods >"$dir/shim.log" 2>&1 || true
 "$py" - "$dir/plain.xml" "$dir/shim.xml" <<'PY'
 import sys, collections, xml.etree.ElementTree as ET
 def results(path):
