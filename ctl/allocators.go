@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/heapline/heapline/ctl/internal/allocators"
+	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
 	"github.com/heapline/heapline/ctl/internal/shim"
 )
@@ -137,15 +138,12 @@ func runAllocators(c *cli.Context, e *env) error {
 
 	// The JSON file is checked before anything runs, and written whole at
 	// the end: a temporary file beside it, renamed.
-	var outFile *os.File
+	var outFile *outfile.File
 	if p := c.String("out"); p != "" {
-		if outFile, err = os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*"); err != nil {
+		if outFile, err = outfile.Create(p); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
-		defer func() {
-			outFile.Close()
-			os.Remove(outFile.Name())
-		}()
+		defer outFile.Abort()
 	}
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
@@ -203,7 +201,10 @@ func runAllocators(c *cli.Context, e *env) error {
 		}
 	}
 	if outFile != nil {
-		if err := writeOut(outFile, c.String("out"), doc); err != nil {
+		if err := allocators.WriteJSON(outFile, doc); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		if err := outFile.Commit(); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
 	}
@@ -280,18 +281,4 @@ func findRusage(layout overhead.Layout) string {
 		}
 	}
 	return ""
-}
-
-// writeOut writes doc into f, then renames it to path.
-func writeOut(f *os.File, path string, doc allocators.Document) error {
-	if err := allocators.WriteJSON(f, doc); err != nil {
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

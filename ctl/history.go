@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/history"
+	"github.com/heapline/heapline/ctl/internal/outfile"
 )
 
 // historyCommand keeps the overhead of every commit: `add` appends a result
@@ -271,44 +272,15 @@ func historyRender(e *env, c *cli.Context) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if err := writeFileAtomic(filepath.Join(out, name), files[name]); err != nil {
-			return fmt.Errorf("history render: %w", err)
+		// One rename a file: a reader (or a git add running beside us)
+		// never sees half a page.
+		p := filepath.Join(out, name)
+		if err := outfile.WriteFile(p, files[name]); err != nil {
+			return fmt.Errorf("history render: %s: %w", p, err)
 		}
 	}
 	fmt.Fprintf(e.stdout, "wrote %s and %d charts\n", filepath.Join(out, history.PageFile), len(files)-1)
 	return nil
-}
-
-// writeFileAtomic replaces path in one rename, so a reader (or a git add
-// running beside us) never sees half a page. Its errors name path, never
-// the temporary file.
-func writeFileAtomic(path string, data []byte) error {
-	if err := writeViaTemp(path, data); err != nil {
-		return fmt.Errorf("%s: %w", path, pathless(err))
-	}
-	return nil
-}
-
-func writeViaTemp(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func historyCheck(e *env, c *cli.Context) error {

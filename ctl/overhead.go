@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -302,18 +301,15 @@ func runOverhead(c *cli.Context, e *env) error {
 	// The JSON file is checked before anything runs, and written whole at
 	// the end: a temporary file beside it, renamed.
 	// Errors name the file the user gave, never the temporary one.
-	var out *os.File
+	var out *outfile.File
 	if p := c.String("out"); p != "" {
 		if err := outfile.Check("--out", p); err != nil {
 			return err
 		}
-		if out, err = os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*"); err != nil {
-			return fmt.Errorf("--out %s: %w", p, pathless(err))
+		if out, err = outfile.Create(p); err != nil {
+			return fmt.Errorf("--out %s: %w", p, err)
 		}
-		defer func() {
-			out.Close()
-			os.Remove(out.Name())
-		}()
+		defer out.Abort()
 	}
 	var valgrind string
 	if mode == overhead.Instructions {
@@ -393,16 +389,10 @@ func runOverhead(c *cli.Context, e *env) error {
 	}
 	if out != nil {
 		if err := overhead.WriteJSON(out, doc); err != nil {
-			return fmt.Errorf("--out %s: %w", c.String("out"), pathless(err))
+			return fmt.Errorf("--out %s: %w", c.String("out"), err)
 		}
-		if err := out.Chmod(0o644); err != nil {
-			return fmt.Errorf("--out %s: %w", c.String("out"), pathless(err))
-		}
-		if err := out.Close(); err != nil {
-			return fmt.Errorf("--out %s: %w", c.String("out"), pathless(err))
-		}
-		if err := os.Rename(out.Name(), c.String("out")); err != nil {
-			return fmt.Errorf("--out %s: %w", c.String("out"), pathless(err))
+		if err := out.Commit(); err != nil {
+			return fmt.Errorf("--out %s: %w", c.String("out"), err)
 		}
 	}
 	switch {
@@ -421,20 +411,6 @@ const (
 	maxRuns   = 10000
 	maxRounds = 1000
 )
-
-// pathless is err without the file name a *PathError or *LinkError adds:
-// that name is the temporary file's, not the one the user gave.
-func pathless(err error) error {
-	var pe *fs.PathError
-	var le *os.LinkError
-	switch {
-	case errors.As(err, &pe):
-		return pe.Err
-	case errors.As(err, &le):
-		return le.Err
-	}
-	return err
-}
 
 func fileExists(p string) bool {
 	st, err := os.Stat(p)
