@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/heapline/heapline/ctl/internal/allocators"
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
 	"github.com/heapline/heapline/ctl/internal/shim"
@@ -153,22 +153,12 @@ func runAllocators(c *cli.Context, e *env) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	tty := false
-	if f, ok := e.stderr.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
-	opts.Progress = overhead.NewProgress(e.stderr, tty)
+	opts.Progress = overhead.NewProgress(e.stderr, clikit.IsTerminal(e.stderr))
 	doc := allocators.Document{Env: overhead.CollectEnv(lib, filepath.Dir(layout.Scenarios), time.Now()), Skipped: skipped}
 	if doc.Skipped == nil {
 		doc.Skipped = []string{}
 	}
-	var line []string
-	for _, l := range c.Lineage() {
-		if a := l.Args().Slice(); len(a) > len(line) {
-			line = a
-		}
-	}
-	doc.Env.Args = append([]string{"heapctl"}, line...)
+	doc.Env.Args = clikit.CommandLine(c)
 
 	var failed []string
 	for _, t := range targets {

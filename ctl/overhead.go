@@ -17,8 +17,8 @@ import (
 	"github.com/mattn/go-shellwords"
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap/zapcore"
-	"golang.org/x/term"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
@@ -329,22 +329,12 @@ func runOverhead(c *cli.Context, e *env) error {
 	}
 	defer os.RemoveAll(dir)
 
-	tty := false
-	if f, ok := e.stderr.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
-	progress := overhead.NewProgress(e.stderr, tty)
+	progress := overhead.NewProgress(e.stderr, clikit.IsTerminal(e.stderr))
 	doc := overhead.Document{Env: overhead.CollectEnv(lib, filepath.Dir(layout.Scenarios), time.Now())}
 	doc.Env.BaselineLib = baseLib
 	doc.Env.Wrap = c.String("wrap")
 	// The app's context holds the command line from "overhead" on.
-	var line []string
-	for _, l := range c.Lineage() {
-		if a := l.Args().Slice(); len(a) > len(line) {
-			line = a
-		}
-	}
-	doc.Env.Args = append([]string{"heapctl"}, line...)
+	doc.Env.Args = clikit.CommandLine(c)
 
 	for _, t := range targets {
 		argv := t.argv

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/profile"
@@ -262,17 +263,17 @@ func (r *recorder) attach(pid int) error {
 	r.startSeries()
 	for {
 		ent := region.Inspect(pid)
+		read, err := clikit.Follow(pid, ent, proc, len(r.samples) == 0)
 		switch {
-		case errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0 && proc.Running():
+		case err != nil:
+			return err
+		case read == clikit.Removed:
 			r.e.log.Warn(region.RemovedWhileRunning(pid).Error() + "; the timeline ends at the last sample")
 			return nil
-		case errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0:
-			return nil // unlinked at exit
-		case errors.Is(ent.Err, region.ErrBusy) && len(r.samples) > 0:
-			// A fold outlasted the read's retries: no sample this time.
+		case read == clikit.Ended:
+			return nil
+		case read == clikit.Busy:
 			r.e.log.Debug("region busy", zap.Int("pid", pid), zap.Error(ent.Err))
-		case ent.Err != nil:
-			return target.RegionError(pid, ent, true)
 		default:
 			if err := r.add(ent.Summary, ent.StartNS); err != nil {
 				return err
