@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/history"
+	"github.com/heapline/heapline/ctl/internal/history/git"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 )
 
@@ -89,7 +88,7 @@ func historyAdd(e *env, c *cli.Context) error {
 		meta.Date = t
 	}
 	if meta.Ref == "" {
-		meta.Ref = gitRef(c.Context)
+		meta.Ref = git.Ref(c.Context)
 	}
 	now := time.Now()
 
@@ -112,11 +111,11 @@ func historyAdd(e *env, c *cli.Context) error {
 		}
 		m := meta
 		if m.Commit == "" {
-			m.Commit = pickCommit(res.Env.Commit, func() string { return gitHead(c.Context) })
+			m.Commit = pickCommit(res.Env.Commit, func() string { return git.Head(c.Context) })
 		}
 		if m.Commit != "" {
-			if m.Commit, err = fullCommit(c.Context, m.Commit); err != nil {
-				return fmt.Errorf("history add: %s: %w", name, err)
+			if m.Commit, err = git.FullCommit(c.Context, m.Commit, history.IsFullHash); err != nil {
+				return fmt.Errorf("history add: %s: %w: pass the full hash with --commit, or run inside the project's checkout", name, err)
 			}
 		}
 		if m.Date.IsZero() {
@@ -177,56 +176,6 @@ func pickCommit(stamp string, head func() string) string {
 		return stamp
 	}
 	return ""
-}
-
-// fullCommit names a commit by its full hash, so that one commit is one
-// key of the store: git resolves a short hash, a tag or a description
-// (v0.1.0-3-g0123abc) in the checkout of the working directory; a "-dirty"
-// suffix is kept. A full hash git does not know (a store fed from another
-// machine's results) is kept as it is; any other name is refused.
-func fullCommit(ctx context.Context, name string) (string, error) {
-	name = strings.TrimSpace(name)
-	base, dirty := strings.CutSuffix(name, "-dirty")
-	suffix := ""
-	if dirty {
-		suffix = "-dirty"
-	}
-	if full := git(ctx, "rev-parse", "--verify", "-q", base+"^{commit}"); full != "" {
-		return full + suffix, nil
-	}
-	if history.IsFullHash(base) {
-		return name, nil
-	}
-	return "", fmt.Errorf("commit %q: git cannot resolve it to a full hash here: pass the full hash with --commit, or run inside the project's checkout", name)
-}
-
-// gitHead is the commit checked out in the working directory, or "".
-func gitHead(ctx context.Context) string {
-	return git(ctx, "rev-parse", "--verify", "-q", "HEAD")
-}
-
-// gitRef is the branch checked out (refs/heads/main), else a tag pointing
-// at HEAD (refs/tags/v0.2.0: a detached tag checkout, as CI makes), else
-// "HEAD"; "" outside a git checkout.
-func gitRef(ctx context.Context) string {
-	if r := git(ctx, "symbolic-ref", "-q", "HEAD"); r != "" {
-		return r
-	}
-	if t := git(ctx, "describe", "--tags", "--exact-match", "HEAD"); t != "" {
-		return "refs/tags/" + t
-	}
-	if gitHead(ctx) != "" {
-		return "HEAD"
-	}
-	return ""
-}
-
-func git(ctx context.Context, args ...string) string {
-	out, err := exec.CommandContext(ctx, "git", args...).Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // loadStore reads the store and warns about damaged lines on stderr: they
