@@ -99,6 +99,12 @@ func runAllocators(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	if len(a.command) > 0 {
+		// Checked before any run: a missing command would fail every side.
+		if _, err := exec.LookPath(a.command[0]); err != nil {
+			return fmt.Errorf("-- %s: %w", a.command[0], err)
+		}
+	}
 	sides, skipped, err := allocators.Select(allocators.LibDirs(), c.StringSlice("lib"))
 	if err != nil {
 		return err
@@ -108,12 +114,7 @@ func runAllocators(c *cli.Context, e *env) error {
 	}
 	var lib string
 	if opts.CountRuns > 0 {
-		flag := c.String("shim")
-		if flag == "" && os.Getenv("HEAPLINE_LIB") == "" {
-			if p := filepath.Join(layout.Bin, shim.LibName); fileExists(p) {
-				flag = p
-			}
-		}
+		flag := projectLib(c.String("shim"), layout)
 		switch {
 		case flag != "":
 			lib, err = shim.Check(flag, "--shim")
@@ -211,50 +212,6 @@ func runAllocators(c *cli.Context, e *env) error {
 		return fmt.Errorf("%s failed; the other sides' results are above", strings.Join(failed, ", "))
 	}
 	return nil
-}
-
-// measureTarget is one command to measure: a named scenario or the one
-// given after "--".
-type measureTarget struct {
-	name, desc string
-	argv, env  []string
-}
-
-func resolveTargets(a overheadArgs, layout overhead.Layout) ([]measureTarget, error) {
-	if len(a.command) > 0 {
-		if len(a.names) > 0 {
-			return nil, fmt.Errorf("name scenarios or give a command after --, not both (%s)", strings.Join(a.names, " "))
-		}
-		// Checked before any run: a missing command would fail every side.
-		if _, err := exec.LookPath(a.command[0]); err != nil {
-			return nil, fmt.Errorf("-- %s: %w", a.command[0], err)
-		}
-		return []measureTarget{{name: strings.Join(a.command, " "), argv: a.command}}, nil
-	}
-	if len(a.names) == 0 {
-		return nil, fmt.Errorf("name a scenario (%s), all, or -- CMD ARGS", strings.Join(overhead.Names(), ", "))
-	}
-	var scens []overhead.Scenario
-	for _, name := range a.names {
-		if name == "all" {
-			scens = append(scens, overhead.Scenarios...)
-			continue
-		}
-		s, err := overhead.Lookup(name)
-		if err != nil {
-			return nil, err
-		}
-		scens = append(scens, s)
-	}
-	var out []measureTarget
-	for _, s := range scens {
-		argv, err := layout.Resolve(s.Argv)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.Name, err)
-		}
-		out = append(out, measureTarget{name: s.Name, desc: s.Description, argv: argv, env: s.Env})
-	}
-	return out, nil
 }
 
 // findRusage finds heapline-rusage: beside heapctl, else in the layout's
