@@ -91,7 +91,7 @@ func runAllocators(c *cli.Context, e *env) error {
 	case !(opts.Threshold >= 0):
 		return fmt.Errorf("--threshold must be at least 0, got %g", opts.Threshold)
 	}
-	layout, err := overhead.Locate(c.String("root"))
+	layout, err := locate(c)
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func runAllocators(c *cli.Context, e *env) error {
 		case os.Getenv("HEAPLINE_LIB") != "":
 			lib, err = shim.Check(os.Getenv("HEAPLINE_LIB"), "HEAPLINE_LIB")
 		default:
-			if lib, err = shim.Path(""); err != nil {
+			if lib, err = shim.Path("", "--shim"); err != nil {
 				err = fmt.Errorf("the count runs need %s, found neither beside heapctl nor in %s: build it with make, name it with --shim or HEAPLINE_LIB, or measure without counts with --count-runs 0", shim.LibName, layout.Bin)
 			}
 		}

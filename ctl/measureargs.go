@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
 )
 
@@ -138,11 +139,11 @@ func resolveTargets(a overheadArgs, layout overhead.Layout) ([]measureTarget, er
 	for _, s := range scens {
 		argv, err := layout.Resolve(s.Argv)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.Name, err)
+			return nil, fmt.Errorf("%s: %w", s.Name, missingHint(err))
 		}
 		short, err := layout.Resolve(s.Short)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.Name, err)
+			return nil, fmt.Errorf("%s: %w", s.Name, missingHint(err))
 		}
 		out = append(out, measureTarget{name: s.Name, desc: s.Description, argv: argv, short: short, env: s.Env})
 	}
@@ -154,3 +155,22 @@ const (
 	maxRuns   = 10000
 	maxRounds = 1000
 )
+
+// missingHint adds to a missing scenario file how to point at the project.
+func missingHint(err error) error {
+	var me *overhead.MissingError
+	if errors.As(err, &me) {
+		return fmt.Errorf("%s not found: build the scenarios with make, or point --root at the project: %w", me.Path, me.Err)
+	}
+	return err
+}
+
+// locate finds the scenarios' layout, under --root when given.
+func locate(c *cli.Context) (overhead.Layout, error) {
+	root := c.String("root")
+	layout, err := overhead.Locate(root)
+	if err != nil {
+		return layout, fmt.Errorf("--root %s: %w", root, outfile.Pathless(err))
+	}
+	return layout, nil
+}

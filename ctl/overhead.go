@@ -80,7 +80,7 @@ func runOverhead(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	layout, err := overhead.Locate(c.String("root"))
+	layout, err := locate(c)
 	if err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func overheadLibs(c *cli.Context, layout overhead.Layout, wrap []string) (overhe
 		if c.Bool("any-lib") && libFlag != "" {
 			libs.lib, err = shim.CheckLoadable(libFlag, "--lib")
 		} else {
-			libs.lib, err = shim.Path(libFlag)
+			libs.lib, err = shim.Path(libFlag, "--lib")
 		}
 		if err != nil {
 			return libs, err

@@ -126,7 +126,7 @@ func record(e *env, c *cli.Context) error {
 	var lib, path string
 	if pid == 0 {
 		var err error
-		if lib, err = shim.Path(c.String("lib")); err != nil {
+		if lib, err = shim.Path(c.String("lib"), "--lib"); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
 		if path, err = launch.Look("record", args[0]); err != nil {

@@ -16,12 +16,13 @@ import (
 // LibName is the file name of the shim.
 const LibName = "libheap.so"
 
-// Path returns the absolute path of the shim to preload: flag if set, else
+// Path returns the absolute path of the shim to preload: lib if set (what
+// names it in errors, as in Check: the flag that gave it), else
 // $HEAPLINE_LIB, else libheap.so beside the heapctl executable, else
 // bin/libheap.so under the working directory.
-func Path(flag string) (string, error) {
-	if flag != "" {
-		return Check(flag, "--lib")
+func Path(lib, what string) (string, error) {
+	if lib != "" {
+		return Check(lib, what)
 	}
 	if v := os.Getenv("HEAPLINE_LIB"); v != "" {
 		return Check(v, "HEAPLINE_LIB")
@@ -39,7 +40,7 @@ func Path(flag string) (string, error) {
 		return filepath.Abs(p)
 	}
 	tried = append(tried, p)
-	return "", fmt.Errorf("%s not found (tried %s): build it with make, or name it with --lib or HEAPLINE_LIB", LibName, strings.Join(tried, ", "))
+	return "", fmt.Errorf("%s not found (tried %s): build it with make, or name it with %s or HEAPLINE_LIB", LibName, strings.Join(tried, ", "), what)
 }
 
 // Check returns p's absolute path, or an error that names it as what. It
