@@ -25,6 +25,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // recordCommand samples a process's region from outside at a fixed
@@ -258,7 +259,7 @@ func (r *recorder) attach(pid int) error {
 	defer signal.Stop(sigs)
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
-	proc := region.OpenProcess(pid)
+	proc := procs.Open(pid)
 	defer proc.Close()
 	r.startSeries()
 	for {

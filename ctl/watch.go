@@ -19,6 +19,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 	"github.com/heapline/heapline/ctl/internal/watchview"
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // watchCommand shows the heap of running processes as it changes: live
@@ -71,7 +72,7 @@ func watch(e *env, c *cli.Context) error {
 		if err := w.pollOne(true); err != nil {
 			return fmt.Errorf("watch: %w", err)
 		}
-		w.proc = region.OpenProcess(pid)
+		w.proc = procs.Open(pid)
 		defer w.proc.Close()
 	}
 
@@ -135,7 +136,7 @@ type watcher struct {
 	ended    []ended         // processes that ended since takeEnded
 	warned   map[string]bool // unreadable regions already logged
 	detached map[string]bool // regions of processes that exec'd without the shim, already said
-	proc     *region.Process // the one watched process
+	proc     *procs.Process  // the one watched process
 	rss      rss.Sampler
 }
 
