@@ -49,20 +49,18 @@ func Path(lib, what string) (string, error) {
 // that does not define malloc: the child would then run unprofiled, and a
 // measurement would compare a program with itself.
 func Check(p, what string) (string, error) {
-	f, abs, err := open(p, what)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if definesMalloc(f) {
-		return abs, nil
-	}
-	return "", fmt.Errorf("%s: defines no malloc, so it would profile nothing", named(what, p))
+	return checkMalloc(p, what, "so it would profile nothing")
 }
 
 // CheckAllocator is Check for a library preloaded as the program's
 // allocator (heapctl allocators): the same refusals, said of an allocator.
 func CheckAllocator(p, what string) (string, error) {
+	return checkMalloc(p, what, "so it is no allocator: the program would run on glibc's")
+}
+
+// checkMalloc is Check and CheckAllocator: the loader's refusals, then a
+// library without malloc, said with why it matters.
+func checkMalloc(p, what, why string) (string, error) {
 	f, abs, err := open(p, what)
 	if err != nil {
 		return "", err
@@ -71,7 +69,7 @@ func CheckAllocator(p, what string) (string, error) {
 	if definesMalloc(f) {
 		return abs, nil
 	}
-	return "", fmt.Errorf("%s: defines no malloc, so it is no allocator: the program would run on glibc's", named(what, p))
+	return "", fmt.Errorf("%s: defines no malloc, %s", named(what, p), why)
 }
 
 func definesMalloc(f *elf.File) bool {
