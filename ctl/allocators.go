@@ -105,7 +105,7 @@ func runAllocators(c *cli.Context, e *env) error {
 			return fmt.Errorf("-- %s: %w", a.command[0], err)
 		}
 	}
-	sides, skipped, err := allocators.Select(allocators.LibDirs(), c.StringSlice("lib"))
+	sides, skipped, err := allocators.Select(allocators.LibDirs(), c.StringSlice("lib"), "--lib")
 	if err != nil {
 		return err
 	}

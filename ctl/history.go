@@ -125,6 +125,9 @@ func historyAdd(e *env, c *cli.Context) error {
 			m.Date = now
 		}
 		pts, err := history.Points(res, m)
+		if errors.Is(err, history.ErrNoCommit) {
+			return fmt.Errorf("history add: %s: %w: pass --commit or run inside a git checkout", name, err)
+		}
 		if err != nil {
 			return fmt.Errorf("history add: %s: %w", name, err)
 		}

@@ -114,7 +114,7 @@ func record(e *env, c *cli.Context) error {
 	}
 	if r.series != nil {
 		if err := profile.CheckSeriesDir(r.series.Dir); err != nil {
-			return fmt.Errorf("record: %w", err)
+			return fmt.Errorf("record: --profiles %w", err)
 		}
 	}
 	// Every file is checked before anything starts: the timeline and the
