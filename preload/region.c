@@ -337,10 +337,9 @@ static void fork_start(const struct hl_counters *totals, uint64_t peak)
         return;
     hl_region = NULL; /* until ours exists, nothing is counted */
     int made = hl_region_open();
-    if (made == 0) {
+    if (made == 0)
         hl_profile_inherit(old);
-        hl_pymalloc_inherit(old);
-    }
+    hl_pymalloc_inherit(old); /* before munmap: its words move here, or to none */
     munmap(old, old_len);
     if (made != 0) {
         hl_set_mode_off(NULL);

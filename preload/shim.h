@@ -80,8 +80,6 @@ struct hl_thread {
     /* Python (python.c, pymalloc.c) */
     uintptr_t py_tstate;    /* this thread's PyThreadState, as last found */
     uint32_t py_misses;     /* samples left before looking for one again */
-    uint32_t py_armed;      /* py_left holds a gap */
-    int64_t py_left;        /* pymalloc bytes before the thread's next sample point */
 };
 extern __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) HL_HIDDEN;
 
