@@ -30,24 +30,24 @@ def loop(n, x, y):
         s = x + y
 loop(int(sys.argv[1]), "abcdefgh", "ijklmnop")'
 
-ir() { # ir LIB N [VAR=VALUE...] -> Ir of the loop of N, with LIB preloaded
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. bench/measure.sh
+loop() { # loop LIB N [VAR=VALUE...] -> Ir of the loop of N, with LIB preloaded
 	local with=$1 n=$2
 	shift 2
-	valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out" \
-		env ${with:+LD_PRELOAD=$with} HEAPLINE_SUMMARY=0 PYTHONHASHSEED=0 "$@" "$py" -c "$prog" "$n" >/dev/null 2>&1
-	awk '/^totals:/ {print $2}' "$out"
+	ir "$out" "$with" -- PYTHONHASHSEED=0 "$@" "$py" -c "$prog" "$n"
 }
 
 added() { # added VAR=VALUE: per object, over the loop without the shim
 	local b0 b1
 	local with=$lib
 	if [ "$1" = floor ]; then with=$fwd; shift; fi
-	b0=$(ir "$with" $n0 HEAPLINE_PYMALLOC=1 "$@") b1=$(ir "$with" $n1 HEAPLINE_PYMALLOC=1 "$@")
+	b0=$(loop "$with" $n0 HEAPLINE_PYMALLOC=1 "$@") b1=$(loop "$with" $n1 HEAPLINE_PYMALLOC=1 "$@")
 	awk -v a0="$a0" -v a1="$a1" -v b0="$b0" -v b1="$b1" -v d=$((n1 - n0)) \
 		'BEGIN { printf "%.2f", ((b1 - a1) - (b0 - a0)) / d }'
 }
 
-a0=$(ir "" $n0) a1=$(ir "" $n1)
+a0=$(loop "" $n0) a1=$(loop "" $n1)
 base=$(awk -v a0="$a0" -v a1="$a1" -v d=$((n1 - n0)) 'BEGIN { printf "%.2f", (a1 - a0) / d }')
 echo "$py: instructions per object (a loop step: one str allocated and freed): alone $base"
 echo "added by a wrapper that only forwards (the floor): $(added floor HEAPLINE_SAMPLE=0)"

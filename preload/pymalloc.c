@@ -300,7 +300,7 @@ static void *py_realloc(void *ctx, void *p, size_t n)
 void hl_pymalloc_install(void)
 {
     uint32_t minor = hl_py_version >> 16;
-    if (!hl_config.pymalloc || hl_region == NULL || !(hl_glibc_mode || hl_generic_mode) || minor < 0x030b || minor > 0x030d ||
+    if (!hl_config.pymalloc || hl_region == NULL || !hl_counting() || minor < 0x030b || minor > 0x030d ||
         (hl_py_flags & HL_PY_FREETHREADED))
         return;
     void (*get)(int, pymem_allocator *) = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
