@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // Counts are the counters of one traced process since the probes were
@@ -77,7 +79,7 @@ var ErrPrivileges = errors.New("eBPF tracing needs root, or the capabilities CAP
 // may load BPF programs and open uprobe perf events: CAP_BPF and
 // CAP_PERFMON, or CAP_SYS_ADMIN (root).
 func CheckPrivileges() error {
-	v, found, err := procStatus("self", "CapEff")
+	v, found, err := procs.Status("self", "CapEff")
 	if err != nil {
 		return fmt.Errorf("reading capabilities: %w", err)
 	}

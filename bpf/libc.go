@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // libcName matches the file name of a C library in /proc/PID/maps:
@@ -95,12 +97,11 @@ func otherRoot(pid int) bool {
 
 // alive returns an error naming the state of pid when it is gone or a zombie.
 func alive(pid int) error {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procs.State(pid)
 	if err != nil {
 		return fmt.Errorf("no process with pid %d", pid)
 	}
-	// pid (comm) state ...: comm may hold spaces and parentheses.
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'Z' {
+	if st == 'Z' {
 		return fmt.Errorf("pid %d has exited (a zombie): nothing to trace", pid)
 	}
 	return nil
@@ -110,28 +111,12 @@ func alive(pid int) error {
 // to, from /proc/TID/status (a thread's directory is there, unlisted), or
 // 0 when it cannot tell.
 func ProcessOf(tid int) int {
-	v, ok, err := procStatus(strconv.Itoa(tid), "Tgid")
+	v, ok, err := procs.Status(strconv.Itoa(tid), "Tgid")
 	if err != nil || !ok {
 		return 0
 	}
 	n, _ := strconv.Atoi(v)
 	return n
-}
-
-// procStatus returns the value of key ("Tgid", "NSpid", "CapEff") in
-// /proc/PID/status, PID a number or "self", trimmed; ok is false when the
-// file has no such line.
-func procStatus(pid, key string) (v string, ok bool, err error) {
-	b, err := os.ReadFile("/proc/" + pid + "/status")
-	if err != nil {
-		return "", false, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, key+":"); ok {
-			return strings.TrimSpace(v), true, nil
-		}
-	}
-	return "", false, nil
 }
 
 // Comm returns the command name of pid, or "?".

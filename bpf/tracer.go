@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -15,7 +14,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
-	"golang.org/x/sys/unix"
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // Tracer holds the loaded programs and the probes of one traced process.
@@ -231,20 +230,18 @@ type pidNS struct {
 }
 
 func pidNamespace(pid int) (pidNS, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/pid", pid), &st); err != nil {
-		return pidNS{}, fmt.Errorf("reading the pid namespace of %d: %w", pid, err)
-	}
-	v, ok, err := procStatus(strconv.Itoa(pid), "NSpid")
+	dev, ino, err := procs.Namespace(strconv.Itoa(pid), "pid")
 	if err != nil {
 		return pidNS{}, fmt.Errorf("reading the pid namespace of %d: %w", pid, err)
 	}
-	if f := strings.Fields(v); ok && len(f) > 0 {
-		if n, err := strconv.ParseUint(f[len(f)-1], 10, 32); err == nil {
-			return pidNS{dev: st.Dev, ino: st.Ino, tgid: uint32(n)}, nil
-		}
+	ids, err := procs.NSpids(pid)
+	if err != nil {
+		return pidNS{}, fmt.Errorf("reading the pid namespace of %d: %w", pid, err)
 	}
-	return pidNS{}, fmt.Errorf("reading the pid namespace of %d: /proc/%d/status has no NSpid line", pid, pid)
+	if len(ids) == 0 {
+		return pidNS{}, fmt.Errorf("reading the pid namespace of %d: /proc/%d/status has no NSpid line", pid, pid)
+	}
+	return pidNS{dev: dev, ino: ino, tgid: uint32(ids[len(ids)-1])}, nil
 }
 
 // Read sums the per-CPU counters and reads the running total and its peak.

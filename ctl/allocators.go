@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/heapline/heapline/ctl/internal/allocators"
+	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
 	"github.com/heapline/heapline/ctl/internal/shim"
 )
@@ -90,7 +91,7 @@ func runAllocators(c *cli.Context, e *env) error {
 	case !(opts.Threshold >= 0):
 		return fmt.Errorf("--threshold must be at least 0, got %g", opts.Threshold)
 	}
-	layout, err := overhead.Locate(c.String("root"))
+	layout, err := locate(c)
 	if err != nil {
 		return err
 	}
@@ -98,7 +99,13 @@ func runAllocators(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	sides, skipped, err := allocators.Select(allocators.LibDirs(), c.StringSlice("lib"))
+	if len(a.command) > 0 {
+		// Checked before any run: a missing command would fail every side.
+		if _, err := exec.LookPath(a.command[0]); err != nil {
+			return fmt.Errorf("-- %s: %w", a.command[0], err)
+		}
+	}
+	sides, skipped, err := allocators.Select(allocators.LibDirs(), c.StringSlice("lib"), "--lib")
 	if err != nil {
 		return err
 	}
@@ -107,19 +114,14 @@ func runAllocators(c *cli.Context, e *env) error {
 	}
 	var lib string
 	if opts.CountRuns > 0 {
-		flag := c.String("shim")
-		if flag == "" && os.Getenv("HEAPLINE_LIB") == "" {
-			if p := filepath.Join(layout.Bin, shim.LibName); fileExists(p) {
-				flag = p
-			}
-		}
+		flag := projectLib(c.String("shim"), layout)
 		switch {
 		case flag != "":
 			lib, err = shim.Check(flag, "--shim")
 		case os.Getenv("HEAPLINE_LIB") != "":
 			lib, err = shim.Check(os.Getenv("HEAPLINE_LIB"), "HEAPLINE_LIB")
 		default:
-			if lib, err = shim.Path(""); err != nil {
+			if lib, err = shim.Path("", "--shim"); err != nil {
 				err = fmt.Errorf("the count runs need %s, found neither beside heapctl nor in %s: build it with make, name it with --shim or HEAPLINE_LIB, or measure without counts with --count-runs 0", shim.LibName, layout.Bin)
 			}
 		}
@@ -137,15 +139,12 @@ func runAllocators(c *cli.Context, e *env) error {
 
 	// The JSON file is checked before anything runs, and written whole at
 	// the end: a temporary file beside it, renamed.
-	var outFile *os.File
+	var outFile *outfile.File
 	if p := c.String("out"); p != "" {
-		if outFile, err = os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*"); err != nil {
+		if outFile, err = outfile.Create(p); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
-		defer func() {
-			outFile.Close()
-			os.Remove(outFile.Name())
-		}()
+		defer outFile.Abort()
 	}
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
@@ -155,22 +154,12 @@ func runAllocators(c *cli.Context, e *env) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	tty := false
-	if f, ok := e.stderr.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
-	opts.Progress = overhead.NewProgress(e.stderr, tty)
+	opts.Progress = overhead.NewProgress(e.stderr, clikit.IsTerminal(e.stderr))
 	doc := allocators.Document{Env: overhead.CollectEnv(lib, filepath.Dir(layout.Scenarios), time.Now()), Skipped: skipped}
 	if doc.Skipped == nil {
 		doc.Skipped = []string{}
 	}
-	var line []string
-	for _, l := range c.Lineage() {
-		if a := l.Args().Slice(); len(a) > len(line) {
-			line = a
-		}
-	}
-	doc.Env.Args = append([]string{"heapctl"}, line...)
+	doc.Env.Args = clikit.CommandLine(c)
 
 	var failed []string
 	for _, t := range targets {
@@ -203,7 +192,10 @@ func runAllocators(c *cli.Context, e *env) error {
 		}
 	}
 	if outFile != nil {
-		if err := writeOut(outFile, c.String("out"), doc); err != nil {
+		if err := allocators.WriteJSON(outFile, doc); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		if err := outFile.Commit(); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
 	}
@@ -222,50 +214,6 @@ func runAllocators(c *cli.Context, e *env) error {
 	return nil
 }
 
-// measureTarget is one command to measure: a named scenario or the one
-// given after "--".
-type measureTarget struct {
-	name, desc string
-	argv, env  []string
-}
-
-func resolveTargets(a overheadArgs, layout overhead.Layout) ([]measureTarget, error) {
-	if len(a.command) > 0 {
-		if len(a.names) > 0 {
-			return nil, fmt.Errorf("name scenarios or give a command after --, not both (%s)", strings.Join(a.names, " "))
-		}
-		// Checked before any run: a missing command would fail every side.
-		if _, err := exec.LookPath(a.command[0]); err != nil {
-			return nil, fmt.Errorf("-- %s: %w", a.command[0], err)
-		}
-		return []measureTarget{{name: strings.Join(a.command, " "), argv: a.command}}, nil
-	}
-	if len(a.names) == 0 {
-		return nil, fmt.Errorf("name a scenario (%s), all, or -- CMD ARGS", strings.Join(overhead.Names(), ", "))
-	}
-	var scens []overhead.Scenario
-	for _, name := range a.names {
-		if name == "all" {
-			scens = append(scens, overhead.Scenarios...)
-			continue
-		}
-		s, err := overhead.Lookup(name)
-		if err != nil {
-			return nil, err
-		}
-		scens = append(scens, s)
-	}
-	var out []measureTarget
-	for _, s := range scens {
-		argv, err := layout.Resolve(s.Argv)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.Name, err)
-		}
-		out = append(out, measureTarget{name: s.Name, desc: s.Description, argv: argv, env: s.Env})
-	}
-	return out, nil
-}
-
 // findRusage finds heapline-rusage: beside heapctl, else in the layout's
 // bin/; "" when neither has it.
 func findRusage(layout overhead.Layout) string {
@@ -280,18 +228,4 @@ func findRusage(layout overhead.Layout) string {
 		}
 	}
 	return ""
-}
-
-// writeOut writes doc into f, then renames it to path.
-func writeOut(f *os.File, path string, doc allocators.Document) error {
-	if err := allocators.WriteJSON(f, doc); err != nil {
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

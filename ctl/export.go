@@ -53,7 +53,7 @@ func export(e *env, c *cli.Context) error {
 	}
 	command, err := metrics.CommandLabel(c.String("command-label"))
 	if err != nil {
-		return fmt.Errorf("export: %w", err)
+		return fmt.Errorf("export: --command-label %w", err)
 	}
 	addr, flag, err := listenAddress(c)
 	if err != nil {

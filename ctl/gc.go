@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
 )
 
 // gcCommand removes the regions that processes left behind when they died
@@ -37,7 +38,7 @@ func gc(e *env, dryRun bool) error {
 	for _, ent := range removed {
 		what := "unreadable region"
 		if ent.Err == nil {
-			what = fmt.Sprintf("region of %q", shorten(ent.Summary.Command, 60))
+			what = fmt.Sprintf("region of %q", report.Clip(ent.Summary.Command, 60))
 		}
 		state := "gone"
 		if ent.Detached {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/growth"
 )
 
@@ -37,7 +38,7 @@ func growthCommand(e *env) *cli.Command {
 				return fmt.Errorf("growth: %w", err)
 			}
 			if c.Bool("json") {
-				return writeJSON(e, r)
+				return clikit.WriteJSON(e.stdout, r)
 			}
 			return growth.Text(e.stdout, r, c.Int("top"))
 		},

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -16,6 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/history"
+	"github.com/heapline/heapline/ctl/internal/history/git"
+	"github.com/heapline/heapline/ctl/internal/outfile"
 )
 
 // historyCommand keeps the overhead of every commit: `add` appends a result
@@ -88,7 +88,7 @@ func historyAdd(e *env, c *cli.Context) error {
 		meta.Date = t
 	}
 	if meta.Ref == "" {
-		meta.Ref = gitRef(c.Context)
+		meta.Ref = git.Ref(c.Context)
 	}
 	now := time.Now()
 
@@ -111,11 +111,11 @@ func historyAdd(e *env, c *cli.Context) error {
 		}
 		m := meta
 		if m.Commit == "" {
-			m.Commit = pickCommit(res.Env.Commit, func() string { return gitHead(c.Context) })
+			m.Commit = pickCommit(res.Env.Commit, func() string { return git.Head(c.Context) })
 		}
 		if m.Commit != "" {
-			if m.Commit, err = fullCommit(c.Context, m.Commit); err != nil {
-				return fmt.Errorf("history add: %s: %w", name, err)
+			if m.Commit, err = git.FullCommit(c.Context, m.Commit, history.IsFullHash); err != nil {
+				return fmt.Errorf("history add: %s: %w: pass the full hash with --commit, or run inside the project's checkout", name, err)
 			}
 		}
 		if m.Date.IsZero() {
@@ -125,6 +125,9 @@ func historyAdd(e *env, c *cli.Context) error {
 			m.Date = now
 		}
 		pts, err := history.Points(res, m)
+		if errors.Is(err, history.ErrNoCommit) {
+			return fmt.Errorf("history add: %s: %w: pass --commit or run inside a git checkout", name, err)
+		}
 		if err != nil {
 			return fmt.Errorf("history add: %s: %w", name, err)
 		}
@@ -178,56 +181,6 @@ func pickCommit(stamp string, head func() string) string {
 	return ""
 }
 
-// fullCommit names a commit by its full hash, so that one commit is one
-// key of the store: git resolves a short hash, a tag or a description
-// (v0.1.0-3-g0123abc) in the checkout of the working directory; a "-dirty"
-// suffix is kept. A full hash git does not know (a store fed from another
-// machine's results) is kept as it is; any other name is refused.
-func fullCommit(ctx context.Context, name string) (string, error) {
-	name = strings.TrimSpace(name)
-	base, dirty := strings.CutSuffix(name, "-dirty")
-	suffix := ""
-	if dirty {
-		suffix = "-dirty"
-	}
-	if full := git(ctx, "rev-parse", "--verify", "-q", base+"^{commit}"); full != "" {
-		return full + suffix, nil
-	}
-	if history.IsFullHash(base) {
-		return name, nil
-	}
-	return "", fmt.Errorf("commit %q: git cannot resolve it to a full hash here: pass the full hash with --commit, or run inside the project's checkout", name)
-}
-
-// gitHead is the commit checked out in the working directory, or "".
-func gitHead(ctx context.Context) string {
-	return git(ctx, "rev-parse", "--verify", "-q", "HEAD")
-}
-
-// gitRef is the branch checked out (refs/heads/main), else a tag pointing
-// at HEAD (refs/tags/v0.2.0: a detached tag checkout, as CI makes), else
-// "HEAD"; "" outside a git checkout.
-func gitRef(ctx context.Context) string {
-	if r := git(ctx, "symbolic-ref", "-q", "HEAD"); r != "" {
-		return r
-	}
-	if t := git(ctx, "describe", "--tags", "--exact-match", "HEAD"); t != "" {
-		return "refs/tags/" + t
-	}
-	if gitHead(ctx) != "" {
-		return "HEAD"
-	}
-	return ""
-}
-
-func git(ctx context.Context, args ...string) string {
-	out, err := exec.CommandContext(ctx, "git", args...).Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // loadStore reads the store and warns about damaged lines on stderr: they
 // are skipped, since the store is never rewritten to repair them.
 func loadStore(e *env, dir string) ([]history.Point, error) {
@@ -271,44 +224,15 @@ func historyRender(e *env, c *cli.Context) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if err := writeFileAtomic(filepath.Join(out, name), files[name]); err != nil {
-			return fmt.Errorf("history render: %w", err)
+		// One rename a file: a reader (or a git add running beside us)
+		// never sees half a page.
+		p := filepath.Join(out, name)
+		if err := outfile.WriteFile(p, files[name]); err != nil {
+			return fmt.Errorf("history render: %s: %w", p, err)
 		}
 	}
 	fmt.Fprintf(e.stdout, "wrote %s and %d charts\n", filepath.Join(out, history.PageFile), len(files)-1)
 	return nil
-}
-
-// writeFileAtomic replaces path in one rename, so a reader (or a git add
-// running beside us) never sees half a page. Its errors name path, never
-// the temporary file.
-func writeFileAtomic(path string, data []byte) error {
-	if err := writeViaTemp(path, data); err != nil {
-		return fmt.Errorf("%s: %w", path, pathless(err))
-	}
-	return nil
-}
-
-func writeViaTemp(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func historyCheck(e *env, c *cli.Context) error {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 )
@@ -56,7 +57,7 @@ func ls(e *env, asJSON bool) error {
 			}
 			out = append(out, j)
 		}
-		return writeJSON(e, out)
+		return clikit.WriteJSON(e.stdout, out)
 	}
 	if len(entries) == 0 {
 		fmt.Fprintf(e.stderr, "no heapline regions in %s\n", region.Dir)
@@ -81,7 +82,7 @@ func ls(e *env, asJSON bool) error {
 		}
 		s := ent.Summary
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", pid, report.Bytes(s.LiveBytes), report.Bytes(s.PeakLiveBytes),
-			report.Bytes(s.MappedBytes), s.Allocs, lsState(ent), shorten(report.Printable(s.Command), 60))
+			report.Bytes(s.MappedBytes), s.Allocs, lsState(ent), report.Clip(report.Printable(s.Command), 60))
 	}
 	return tw.Flush()
 }
@@ -107,13 +108,4 @@ func lsState(ent region.Entry) string {
 		return "exiting"
 	}
 	return "running"
-}
-
-// shorten shortens s to n runes, marking the cut.
-func shorten(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

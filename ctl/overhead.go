@@ -2,10 +2,7 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -18,8 +15,8 @@ import (
 	"github.com/mattn/go-shellwords"
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap/zapcore"
-	"golang.org/x/term"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
@@ -63,90 +60,12 @@ func overheadCommand(e *env) *cli.Command {
 	}
 }
 
-// overheadArgs are the command's arguments after its flags: scenario names,
-// or a command given after "--".
-type overheadArgs struct {
-	names   []string
-	command []string
-	help    bool // -h or --help after a name
-}
-
-// splitOverheadArgs separates names from a "--" command and parses flags
-// given after the names (`overhead churn-4t -n 10`), which urfave/cli
-// leaves in the arguments because Go's flag package stops at the first
-// non-flag.
-func splitOverheadArgs(c *cli.Context) (overheadArgs, error) {
-	var out overheadArgs
-	args := c.Args().Slice()
-	// flag.Parse drops a "--" that comes before any name; the parent
-	// context still holds it right before our arguments.
-	if lin := c.Lineage(); len(lin) > 1 {
-		p := lin[1].Args().Slice()
-		if i := len(p) - len(args) - 1; i >= 0 && p[i] == "--" {
-			out.command = args
-			return out, nil
-		}
-	}
-	for len(args) > 0 {
-		a := args[0]
-		switch {
-		case a == "--":
-			out.command = args[1:]
-			return out, nil
-		case strings.HasPrefix(a, "-") && a != "-":
-			fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			for _, f := range c.Command.Flags {
-				if err := f.Apply(fs); err != nil {
-					return out, err
-				}
-			}
-			err := fs.Parse(args)
-			if errors.Is(err, flag.ErrHelp) {
-				out.help = true
-				return out, nil
-			}
-			if err != nil {
-				return out, err
-			}
-			var setErr error
-			fs.Visit(func(f *flag.Flag) {
-				if f.Name == "help" || f.Name == "h" {
-					out.help = true
-				}
-				// Every name of the flag: c.Int("runs") does not see a
-				// value set as "n".
-				for _, name := range flagNames(c.Command.Flags, f.Name) {
-					if err := c.Set(name, f.Value.String()); err != nil && setErr == nil {
-						setErr = fmt.Errorf("-%s: %w", f.Name, err)
-					}
-				}
-			})
-			if setErr != nil {
-				return out, setErr
-			}
-			rest := fs.Args()
-			if i := len(args) - len(rest) - 1; i >= 0 && args[i] == "--" {
-				out.command = rest
-				return out, nil
-			}
-			args = rest
-		default:
-			out.names = append(out.names, a)
-			args = args[1:]
-		}
-	}
-	return out, nil
-}
-
-// flagNames are the names of the flag that name is one of.
-func flagNames(flags []cli.Flag, name string) []string {
-	for _, f := range flags {
-		if slices.Contains(f.Names(), name) {
-			return f.Names()
-		}
-	}
-	return []string{name}
+// overheadSettings are overhead's flags, checked.
+type overheadSettings struct {
+	n, warmup, rounds int
+	mode              overhead.Mode
+	format            string
+	wrap              []string // --wrap's command, split
 }
 
 func runOverhead(c *cli.Context, e *env) error {
@@ -157,61 +76,11 @@ func runOverhead(c *cli.Context, e *env) error {
 	if a.help { // "overhead all --help" asks for help, not for an hour of runs
 		return cli.ShowSubcommandHelp(c)
 	}
-	n, warmup, rounds := c.Int("runs"), c.Int("warmup"), c.Int("rounds")
-	mode := overhead.Mode(c.String("measure"))
-	format := c.String("format")
-	if c.Bool("json") {
-		if c.IsSet("format") && format != "json" {
-			return fmt.Errorf("--json and --format %s exclude each other", format)
-		}
-		format = "json"
+	set, err := overheadFlags(c)
+	if err != nil {
+		return err
 	}
-	switch {
-	case n < 1 || n > maxRuns:
-		return fmt.Errorf("-n must be at least 1 and at most %d, got %d", maxRuns, n)
-	case warmup < 0 || warmup > maxRuns:
-		return fmt.Errorf("--warmup must be at least 0 and at most %d, got %d", maxRuns, warmup)
-	case rounds < 1 || rounds > maxRounds:
-		return fmt.Errorf("--rounds must be at least 1 and at most %d, got %d", maxRounds, rounds)
-	case !slices.Contains(overhead.Modes, mode):
-		return fmt.Errorf("--measure must be time, instructions or cpu, not %q", mode)
-	case format != "text" && format != "json" && format != "markdown":
-		return fmt.Errorf("--format must be text, json or markdown, not %q", format)
-	case !(c.Float64("threshold") >= 0):
-		return fmt.Errorf("--threshold must be at least 0, got %g", c.Float64("threshold"))
-	}
-	if mode == overhead.Instructions {
-		// Instruction counts do not depend on caches being warm, nor
-		// vary from run to run: one run of each side is the figure.
-		if !c.IsSet("warmup") {
-			warmup = 0
-		}
-		if !c.IsSet("n") {
-			n = 1
-		}
-	}
-	var wrap []string
-	if w := c.String("wrap"); c.IsSet("wrap") { // --wrap '' is a mistake, not "no wrapper"
-		if wrap, err = shellwords.Parse(w); err != nil {
-			return fmt.Errorf("--wrap %q: %w", w, err)
-		}
-		if len(wrap) == 0 {
-			return errors.New("--wrap: empty command")
-		}
-		switch {
-		case c.IsSet("lib"):
-			return errors.New("--wrap and --lib exclude each other: --wrap profiles with the wrapping command, without libheap.so")
-		case c.IsSet("baseline-lib"):
-			return errors.New("--wrap and --baseline-lib exclude each other")
-		case mode == overhead.Instructions:
-			return errors.New("--wrap and --measure instructions exclude each other: callgrind would count the wrapper")
-		}
-		if _, err := exec.LookPath(wrap[0]); err != nil {
-			return fmt.Errorf("--wrap: %w", err)
-		}
-	}
-
-	layout, err := overhead.Locate(c.String("root"))
+	layout, err := locate(c)
 	if err != nil {
 		return err
 	}
@@ -219,104 +88,30 @@ func runOverhead(c *cli.Context, e *env) error {
 		if len(a.names) > 0 || len(a.command) > 0 {
 			return errors.New("--list takes no scenario or command")
 		}
-		return overhead.WriteList(e.stdout, layout, mode)
+		return overhead.WriteList(e.stdout, layout, set.mode)
 	}
-
-	// What to run: named scenarios, all of them, or one command.
-	type target struct {
-		name, desc  string
-		argv, short []string
-		env         []string
+	targets, err := resolveTargets(a, layout)
+	if err != nil {
+		return err
 	}
-	var targets []target
-	switch {
-	case len(a.command) > 0:
-		if len(a.names) > 0 {
-			return fmt.Errorf("name scenarios or give a command after --, not both (%s)", strings.Join(a.names, " "))
-		}
-		targets = append(targets, target{name: strings.Join(a.command, " "), argv: a.command, short: a.command})
-	case len(a.names) == 0:
-		return fmt.Errorf("name a scenario (%s), all, or -- CMD ARGS", strings.Join(overhead.Names(), ", "))
-	default:
-		var scens []overhead.Scenario
-		for _, name := range a.names {
-			if name == "all" {
-				scens = append(scens, overhead.Scenarios...)
-				continue
-			}
-			s, err := overhead.Lookup(name)
-			if err != nil {
-				return err
-			}
-			scens = append(scens, s)
-		}
-		for _, s := range scens {
-			argv, err := layout.Resolve(s.Argv)
-			if err != nil {
-				return fmt.Errorf("%s: %w", s.Name, err)
-			}
-			short, err := layout.Resolve(s.Short)
-			if err != nil {
-				return fmt.Errorf("%s: %w", s.Name, err)
-			}
-			targets = append(targets, target{name: s.Name, desc: s.Description, argv: argv, short: short, env: s.Env})
-		}
-	}
-
-	var lib, baseLib string
-	if len(wrap) == 0 {
-		libFlag := c.String("lib")
-		if libFlag == "" && os.Getenv("HEAPLINE_LIB") == "" {
-			// With --root, the project's own build comes first.
-			if p := filepath.Join(layout.Bin, shim.LibName); fileExists(p) {
-				libFlag = p
-			}
-		}
-		if c.Bool("any-lib") && libFlag != "" {
-			lib, err = shim.CheckLoadable(libFlag, "--lib")
-		} else {
-			lib, err = shim.Path(libFlag)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if p := c.String("baseline-lib"); p != "" {
-		check := shim.Check
-		if c.Bool("any-lib") {
-			check = shim.CheckLoadable
-		}
-		if baseLib, err = check(p, "--baseline-lib"); err != nil {
-			return err
-		}
-	}
-	var floorLib string
-	if c.Bool("floor") {
-		if len(wrap) > 0 {
-			return errors.New("--wrap and --floor exclude each other")
-		}
-		if floorLib, err = shim.Check(filepath.Join(layout.Bin, "libfloor.so"), "--floor"); err != nil {
-			return fmt.Errorf("%w (make builds it from bench/floor/packed.c)", err)
-		}
+	libs, err := overheadLibs(c, layout, set.wrap)
+	if err != nil {
+		return err
 	}
 	// The JSON file is checked before anything runs, and written whole at
-	// the end: a temporary file beside it, renamed.
-	// Errors name the file the user gave, never the temporary one.
-	var out *os.File
+	// the end.
+	var out *outfile.File
 	if p := c.String("out"); p != "" {
 		if err := outfile.Check("--out", p); err != nil {
 			return err
 		}
-		if out, err = os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*"); err != nil {
-			return fmt.Errorf("--out %s: %w", p, pathless(err))
+		if out, err = outfile.Create(p); err != nil {
+			return fmt.Errorf("--out %s: %w", p, err)
 		}
-		defer func() {
-			out.Close()
-			os.Remove(out.Name())
-		}()
+		defer out.Abort()
 	}
 	var valgrind string
-	if mode == overhead.Instructions {
+	if set.mode == overhead.Instructions {
 		if valgrind, err = exec.LookPath("valgrind"); err != nil {
 			return errors.New("--measure instructions needs valgrind: install it with `make deps` or apt-get install valgrind")
 		}
@@ -333,26 +128,15 @@ func runOverhead(c *cli.Context, e *env) error {
 	}
 	defer os.RemoveAll(dir)
 
-	tty := false
-	if f, ok := e.stderr.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
-	progress := overhead.NewProgress(e.stderr, tty)
-	doc := overhead.Document{Env: overhead.CollectEnv(lib, filepath.Dir(layout.Scenarios), time.Now())}
-	doc.Env.BaselineLib = baseLib
+	progress := overhead.NewProgress(e.stderr, clikit.IsTerminal(e.stderr))
+	doc := overhead.Document{Env: overhead.CollectEnv(libs.lib, filepath.Dir(layout.Scenarios), time.Now())}
+	doc.Env.BaselineLib = libs.baseline
 	doc.Env.Wrap = c.String("wrap")
-	// The app's context holds the command line from "overhead" on.
-	var line []string
-	for _, l := range c.Lineage() {
-		if a := l.Args().Slice(); len(a) > len(line) {
-			line = a
-		}
-	}
-	doc.Env.Args = append([]string{"heapctl"}, line...)
+	doc.Env.Args = clikit.CommandLine(c)
 
 	for _, t := range targets {
 		argv := t.argv
-		if mode == overhead.Instructions {
+		if set.mode == overhead.Instructions {
 			argv = t.short
 		}
 		jobDir, err := os.MkdirTemp(dir, "job-")
@@ -361,14 +145,14 @@ func runOverhead(c *cli.Context, e *env) error {
 		}
 		job, err := overhead.Plan(overhead.Spec{
 			Scenario: t.name, Description: t.desc, Argv: argv, Env: t.env,
-			Lib: lib, BaselineLib: baseLib, FloorLib: floorLib, Wrap: wrap, Measure: mode, Valgrind: valgrind, Dir: jobDir,
+			Lib: libs.lib, BaselineLib: libs.baseline, FloorLib: libs.floor, Wrap: set.wrap, Measure: set.mode, Valgrind: valgrind, Dir: jobDir,
 		}, os.Environ())
 		if err != nil {
 			return err
 		}
 		e.log.Debug("measuring " + t.name)
 		res, err := overhead.Measure(ctx, job, overhead.Options{
-			Runs: n, Warmup: warmup, Rounds: rounds, Measure: mode, Dir: jobDir, Progress: progress, Log: e.log,
+			Runs: set.n, Warmup: set.warmup, Rounds: set.rounds, Measure: set.mode, Dir: jobDir, Progress: progress, Log: e.log,
 		})
 		if err != nil && ctx.Err() != nil {
 			// One line, the status a shell gives an interrupted command;
@@ -380,12 +164,132 @@ func runOverhead(c *cli.Context, e *env) error {
 		}
 		doc.Scenarios = append(doc.Scenarios, res)
 		// One scenario prints its own block; several end with one table.
-		if format == "text" && len(targets) == 1 {
+		if set.format == "text" && len(targets) == 1 {
 			if err := overhead.WriteResult(e.stdout, res); err != nil {
 				return err
 			}
 		}
 	}
+	return writeOverhead(e, doc, set.format, c.Float64("threshold"), out, c.String("out"))
+}
+
+// overheadFlags checks the flags that say how to measure.
+func overheadFlags(c *cli.Context) (overheadSettings, error) {
+	set := overheadSettings{
+		n: c.Int("runs"), warmup: c.Int("warmup"), rounds: c.Int("rounds"),
+		mode: overhead.Mode(c.String("measure")), format: c.String("format"),
+	}
+	if c.Bool("json") {
+		if c.IsSet("format") && set.format != "json" {
+			return set, fmt.Errorf("--json and --format %s exclude each other", set.format)
+		}
+		set.format = "json"
+	}
+	switch {
+	case set.n < 1 || set.n > maxRuns:
+		return set, fmt.Errorf("-n must be at least 1 and at most %d, got %d", maxRuns, set.n)
+	case set.warmup < 0 || set.warmup > maxRuns:
+		return set, fmt.Errorf("--warmup must be at least 0 and at most %d, got %d", maxRuns, set.warmup)
+	case set.rounds < 1 || set.rounds > maxRounds:
+		return set, fmt.Errorf("--rounds must be at least 1 and at most %d, got %d", maxRounds, set.rounds)
+	case !slices.Contains(overhead.Modes, set.mode):
+		return set, fmt.Errorf("--measure must be time, instructions or cpu, not %q", set.mode)
+	case set.format != "text" && set.format != "json" && set.format != "markdown":
+		return set, fmt.Errorf("--format must be text, json or markdown, not %q", set.format)
+	case !(c.Float64("threshold") >= 0):
+		return set, fmt.Errorf("--threshold must be at least 0, got %g", c.Float64("threshold"))
+	}
+	if set.mode == overhead.Instructions {
+		// Instruction counts do not depend on caches being warm, nor
+		// vary from run to run: one run of each side is the figure.
+		if !c.IsSet("warmup") {
+			set.warmup = 0
+		}
+		if !c.IsSet("n") {
+			set.n = 1
+		}
+	}
+	if w := c.String("wrap"); c.IsSet("wrap") { // --wrap '' is a mistake, not "no wrapper"
+		wrap, err := shellwords.Parse(w)
+		if err != nil {
+			return set, fmt.Errorf("--wrap %q: %w", w, err)
+		}
+		if len(wrap) == 0 {
+			return set, errors.New("--wrap: empty command")
+		}
+		switch {
+		case c.IsSet("lib"):
+			return set, errors.New("--wrap and --lib exclude each other: --wrap profiles with the wrapping command, without libheap.so")
+		case c.IsSet("baseline-lib"):
+			return set, errors.New("--wrap and --baseline-lib exclude each other")
+		case set.mode == overhead.Instructions:
+			return set, errors.New("--wrap and --measure instructions exclude each other: callgrind would count the wrapper")
+		}
+		if _, err := exec.LookPath(wrap[0]); err != nil {
+			return set, fmt.Errorf("--wrap: %w", err)
+		}
+		set.wrap = wrap
+	}
+	return set, nil
+}
+
+// overheadLibraries are the libraries each side preloads: the profiled
+// side's (none with --wrap), the baseline's (none unless --baseline-lib)
+// and the floor's (--floor).
+type overheadLibraries struct{ lib, baseline, floor string }
+
+// overheadLibs finds the libraries. The profiled side's comes from --lib,
+// else $HEAPLINE_LIB, else the project's bin/ (so that --root measures the
+// project's own build), else beside heapctl (shim.Path).
+func overheadLibs(c *cli.Context, layout overhead.Layout, wrap []string) (overheadLibraries, error) {
+	var libs overheadLibraries
+	var err error
+	if len(wrap) == 0 {
+		libFlag := projectLib(c.String("lib"), layout)
+		if c.Bool("any-lib") && libFlag != "" {
+			libs.lib, err = shim.CheckLoadable(libFlag, "--lib")
+		} else {
+			libs.lib, err = shim.Path(libFlag, "--lib")
+		}
+		if err != nil {
+			return libs, err
+		}
+	}
+	if p := c.String("baseline-lib"); p != "" {
+		check := shim.Check
+		if c.Bool("any-lib") {
+			check = shim.CheckLoadable
+		}
+		if libs.baseline, err = check(p, "--baseline-lib"); err != nil {
+			return libs, err
+		}
+	}
+	if c.Bool("floor") {
+		if len(wrap) > 0 {
+			return libs, errors.New("--wrap and --floor exclude each other")
+		}
+		if libs.floor, err = shim.Check(filepath.Join(layout.Bin, "libfloor.so"), "--floor"); err != nil {
+			return libs, fmt.Errorf("%w (make builds it from bench/floor/packed.c)", err)
+		}
+	}
+	return libs, nil
+}
+
+// projectLib is the shim a flag names, else, when $HEAPLINE_LIB names
+// none either, the one in the project's bin/ if it is there; "" leaves
+// the choice to shim.Path.
+func projectLib(flag string, layout overhead.Layout) string {
+	if flag == "" && os.Getenv("HEAPLINE_LIB") == "" {
+		if p := filepath.Join(layout.Bin, shim.LibName); fileExists(p) {
+			return p
+		}
+	}
+	return flag
+}
+
+// writeOverhead writes the results: warnings on stderr, the --out file
+// (out, at path) whole, and the document in its format on stdout.
+func writeOverhead(e *env, doc overhead.Document, format string, threshold float64, out *outfile.File, path string) error {
 	// Warnings on stderr, as every command's, after the results they
 	// qualify; JSON and Markdown carry them in the document too.
 	for _, wn := range overhead.Warnings(doc.Scenarios) {
@@ -393,47 +297,21 @@ func runOverhead(c *cli.Context, e *env) error {
 	}
 	if out != nil {
 		if err := overhead.WriteJSON(out, doc); err != nil {
-			return fmt.Errorf("--out %s: %w", c.String("out"), pathless(err))
+			return fmt.Errorf("--out %s: %w", path, err)
 		}
-		if err := out.Chmod(0o644); err != nil {
-			return fmt.Errorf("--out %s: %w", c.String("out"), pathless(err))
-		}
-		if err := out.Close(); err != nil {
-			return fmt.Errorf("--out %s: %w", c.String("out"), pathless(err))
-		}
-		if err := os.Rename(out.Name(), c.String("out")); err != nil {
-			return fmt.Errorf("--out %s: %w", c.String("out"), pathless(err))
+		if err := out.Commit(); err != nil {
+			return fmt.Errorf("--out %s: %w", path, err)
 		}
 	}
 	switch {
 	case format == "json":
 		return overhead.WriteJSON(e.stdout, doc)
 	case format == "markdown":
-		return overhead.WriteMarkdown(e.stdout, doc, c.Float64("threshold"))
-	case len(targets) > 1:
+		return overhead.WriteMarkdown(e.stdout, doc, threshold)
+	case len(doc.Scenarios) > 1:
 		return overhead.WriteTable(e.stdout, doc.Scenarios)
 	}
 	return nil
-}
-
-// Bounds on the counts of runs: -n 99999999999 is a typo, not a plan.
-const (
-	maxRuns   = 10000
-	maxRounds = 1000
-)
-
-// pathless is err without the file name a *PathError or *LinkError adds:
-// that name is the temporary file's, not the one the user gave.
-func pathless(err error) error {
-	var pe *fs.PathError
-	var le *os.LinkError
-	switch {
-	case errors.As(err, &pe):
-		return pe.Err
-	case errors.As(err, &le):
-		return le.Err
-	}
-	return err
 }
 
 func fileExists(p string) bool {

@@ -47,6 +47,10 @@ func TestOverheadBadFlags(t *testing.T) {
 		{[]string{"-n", "99999999999", "churn-4t"}, "-n must be at least 1 and at most 10000, got 99999999999"},
 		{[]string{"--rounds", "5000", "churn-4t"}, "--rounds must be at least 1 and at most 1000"},
 		{[]string{"--list", "churn-4t"}, "--list takes no scenario or command"},
+		// The package finds the layout; the command names the flag.
+		{[]string{"--root", "/nonexistent/root", "churn-4t"}, "--root /nonexistent/root: no such file or directory"},
+		{[]string{"--root", "/etc/passwd", "churn-4t"}, "--root /etc/passwd: not a directory"},
+		{[]string{"--root", "/", "churn-4t"}, "churn-4t: /bin/malloc_churn not found: build the scenarios with make, or point --root at the project: "},
 		{[]string{"--floor", "--root", "/", "--lib", lib, "--", "true"}, "--floor /bin/libfloor.so: "},
 		{[]string{"churn-5t"}, `unknown scenario "churn-5t": known scenarios are churn-1t, churn-4t, resident-4t, large-4t, python, larson-4t, cxx-4t (or all, or -- CMD ARGS)`},
 		{[]string{}, "name a scenario (churn-1t, churn-4t, resident-4t, large-4t, python, larson-4t, cxx-4t), all, or -- CMD ARGS"},

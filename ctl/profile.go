@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
@@ -56,7 +57,7 @@ func writeProfile(e *env, args []string, from, output string, peak bool) error {
 		return errors.New("profile: missing PID (heapctl profile -o FILE PID, or -o FILE --from DUMP)")
 	case from == "":
 		var err error
-		if pid, err = onePID("profile", args); err != nil {
+		if pid, err = clikit.OnePID("profile", args); err != nil {
 			return err
 		}
 	}

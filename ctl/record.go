@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/profile"
@@ -24,6 +25,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // recordCommand samples a process's region from outside at a fixed
@@ -112,7 +114,7 @@ func record(e *env, c *cli.Context) error {
 	}
 	if r.series != nil {
 		if err := profile.CheckSeriesDir(r.series.Dir); err != nil {
-			return fmt.Errorf("record: %w", err)
+			return fmt.Errorf("record: --profiles %w", err)
 		}
 	}
 	// Every file is checked before anything starts: the timeline and the
@@ -125,7 +127,7 @@ func record(e *env, c *cli.Context) error {
 	var lib, path string
 	if pid == 0 {
 		var err error
-		if lib, err = shim.Path(c.String("lib")); err != nil {
+		if lib, err = shim.Path(c.String("lib"), "--lib"); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
 		if path, err = launch.Look("record", args[0]); err != nil {
@@ -257,22 +259,22 @@ func (r *recorder) attach(pid int) error {
 	defer signal.Stop(sigs)
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
-	proc := region.OpenProcess(pid)
+	proc := procs.Open(pid)
 	defer proc.Close()
 	r.startSeries()
 	for {
 		ent := region.Inspect(pid)
+		read, err := clikit.Follow(pid, ent, proc, len(r.samples) == 0)
 		switch {
-		case errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0 && proc.Running():
+		case err != nil:
+			return err
+		case read == clikit.Removed:
 			r.e.log.Warn(region.RemovedWhileRunning(pid).Error() + "; the timeline ends at the last sample")
 			return nil
-		case errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0:
-			return nil // unlinked at exit
-		case errors.Is(ent.Err, region.ErrBusy) && len(r.samples) > 0:
-			// A fold outlasted the read's retries: no sample this time.
+		case read == clikit.Ended:
+			return nil
+		case read == clikit.Busy:
 			r.e.log.Debug("region busy", zap.Int("pid", pid), zap.Error(ent.Err))
-		case ent.Err != nil:
-			return target.RegionError(pid, ent, true)
 		default:
 			if err := r.add(ent.Summary, ent.StartNS); err != nil {
 				return err

@@ -64,7 +64,7 @@ func run(e *env, o runOptions) error {
 	if len(o.args) == 0 {
 		return errors.New("run: missing command: heapctl run [--json] -- CMD [ARGS...]")
 	}
-	lib, err := shim.Path(o.lib)
+	lib, err := shim.Path(o.lib, "--lib")
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}

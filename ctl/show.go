@@ -1,13 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
@@ -30,7 +29,7 @@ func showCommand(e *env) *cli.Command {
 }
 
 func show(e *env, args []string, asJSON bool) error {
-	pid, err := onePID("show", args)
+	pid, err := clikit.OnePID("show", args)
 	if err != nil {
 		return err
 	}
@@ -55,7 +54,7 @@ func show(e *env, args []string, asJSON bool) error {
 		}
 	}
 	if asJSON {
-		return writeJSON(e, struct {
+		return clikit.WriteJSON(e.stdout, struct {
 			report.Summary
 			*rss.Breakdown
 		}{ent.Summary, b})
@@ -69,29 +68,4 @@ func show(e *env, args []string, asJSON bool) error {
 	}
 	_, err = fmt.Fprint(e.stdout, out)
 	return err
-}
-
-// onePID reads the single PID argument of cmd. urfave/cli stops parsing
-// flags at the first argument, so a flag after the PID gets a hint.
-func onePID(cmd string, args []string) (int, error) {
-	switch {
-	case len(args) == 0:
-		return 0, fmt.Errorf("%s: missing PID (heapctl %s [--json] PID)", cmd, cmd)
-	case len(args) > 1 && strings.HasPrefix(args[1], "-"):
-		return 0, fmt.Errorf("%s: flags go before the PID: heapctl %s %s %s", cmd, cmd, args[1], args[0])
-	case len(args) > 1:
-		return 0, fmt.Errorf("%s: want one PID, got %d arguments", cmd, len(args))
-	}
-	pid, err := target.ParsePID(args[0])
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", cmd, err)
-	}
-	return pid, nil
-}
-
-// writeJSON prints v as one JSON object on a line of its own.
-func writeJSON(e *env, v any) error {
-	enc := json.NewEncoder(e.stdout)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
 }

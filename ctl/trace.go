@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/heapline/heapline/bpf"
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
@@ -337,14 +338,14 @@ func (t *tracing) loop(ctx context.Context, exited <-chan struct{}, sigs <-chan 
 		timeout = timer.C
 	}
 	var tick <-chan time.Time
-	var scr *screen
+	var scr *clikit.Screen
 	if t.o.watch {
 		ticker := time.NewTicker(t.o.interval)
 		defer ticker.Stop()
 		tick = ticker.C
 		if !t.o.json {
-			scr = newScreen(t.e.stdout)
-			defer scr.close()
+			scr = clikit.NewScreen(t.e.stdout)
+			defer scr.Close()
 		}
 	}
 	for {
@@ -365,7 +366,7 @@ func (t *tracing) loop(ctx context.Context, exited <-chan struct{}, sigs <-chan 
 				continue
 			}
 			if scr != nil {
-				scr.frame(nil, []string{report.Line(s)})
+				scr.Frame(nil, []string{report.Line(s)})
 			} else if err := traceJSON(t.e.stdout, s, t.readErrors); err != nil {
 				t.e.log.Warn("writing", zap.Error(err))
 			}

@@ -3,25 +3,23 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"math"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
-	"golang.org/x/term"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 	"github.com/heapline/heapline/ctl/internal/watchview"
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // watchCommand shows the heap of running processes as it changes: live
@@ -74,17 +72,17 @@ func watch(e *env, c *cli.Context) error {
 		if err := w.pollOne(true); err != nil {
 			return fmt.Errorf("watch: %w", err)
 		}
-		w.proc = region.OpenProcess(pid)
+		w.proc = procs.Open(pid)
 		defer w.proc.Close()
 	}
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	scr := newScreen(e.stdout)
-	defer scr.close()
+	scr := clikit.NewScreen(e.stdout)
+	defer scr.Close()
 	// A resized terminal is redrawn at once, in its new size.
 	winch := make(chan os.Signal, 1)
-	if scr.tty {
+	if scr.TTY {
 		signal.Notify(winch, syscall.SIGWINCH)
 		defer signal.Stop(winch)
 	}
@@ -99,14 +97,10 @@ func watch(e *env, c *cli.Context) error {
 		ended := w.takeEnded()
 		if !all && len(ended) > 0 {
 			// The last view stays; the final line goes under it.
-			scr.final(ended)
+			scr.Final(endLines(ended))
 			return nil
 		}
-		var stay []string
-		for _, s := range ended {
-			stay = append(stay, endLine(s.s, s.why))
-		}
-		scr.frame(stay, w.rows(scr))
+		scr.Frame(endLines(ended), w.rows(scr))
 		if count > 0 && n >= count {
 			return nil
 		}
@@ -115,8 +109,8 @@ func watch(e *env, c *cli.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-winch:
-			scr.resize()
-			scr.frame(nil, w.rows(scr))
+			scr.Resize()
+			scr.Frame(nil, w.rows(scr))
 			goto wait
 		case <-tick.C:
 		}
@@ -142,7 +136,7 @@ type watcher struct {
 	ended    []ended         // processes that ended since takeEnded
 	warned   map[string]bool // unreadable regions already logged
 	detached map[string]bool // regions of processes that exec'd without the shim, already said
-	proc     *region.Process // the one watched process
+	proc     *procs.Process  // the one watched process
 	rss      rss.Sampler
 }
 
@@ -205,21 +199,17 @@ func (w *watcher) poll() error {
 // process was killed) means the process ended.
 func (w *watcher) pollOne(first bool) error {
 	ent := region.Inspect(w.pid)
-	if first {
-		if err := target.RegionError(w.pid, ent, true); err != nil {
-			return err
-		}
-	}
+	read, err := clikit.Follow(w.pid, ent, w.proc, first)
 	switch {
-	case errors.Is(ent.Err, fs.ErrNotExist) && w.proc.Running():
+	case err != nil:
+		return err
+	case read == clikit.Removed:
 		w.endWhy(w.pid, region.RemovedWhileRunning(w.pid).Error())
-	case errors.Is(ent.Err, fs.ErrNotExist):
+	case read == clikit.Ended:
 		w.end(w.pid)
-	case errors.Is(ent.Err, region.ErrBusy):
-		// A fold outlasted the read's retries: the view waits a refresh.
+	case read == clikit.Busy:
+		// The view waits a refresh.
 		w.log.Debug("region busy", zap.Int("pid", w.pid), zap.Error(ent.Err))
-	case ent.Err != nil:
-		return target.RegionError(w.pid, ent, true)
 	case ent.Detached:
 		w.update(ent.Summary)
 		w.endWhy(w.pid, execdWithout(w.pid))
@@ -285,14 +275,14 @@ func (w *watcher) takeEnded() []ended {
 
 // rows renders the watched processes for scr: a table that fits the
 // terminal (watchview), one line each otherwise.
-func (w *watcher) rows(scr *screen) []string {
-	if scr.tty {
+func (w *watcher) rows(scr *clikit.Screen) []string {
+	if scr.TTY {
 		var rows []watchview.Row
 		for _, pid := range w.order {
 			p := w.procs[pid]
 			rows = append(rows, watchview.Row{PID: pid, S: p.last, AllocsS: p.allocsS, FreesS: p.freesS, Hist: p.hist, RSS: p.rss.RSSBytes})
 		}
-		return watchview.Table(rows, w.window, scr.width, scr.height)
+		return watchview.Table(rows, w.window, scr.Width, scr.Height)
 	}
 	var out []string
 	for _, pid := range w.order {
@@ -317,6 +307,15 @@ func rssWords(b rss.Breakdown) string {
 	return ", rss " + report.Bytes(b.RSSBytes) + " (retained by malloc " + report.Bytes(b.RetainedBytes) + ")"
 }
 
+// endLines are the lines of processes that ended (endLine).
+func endLines(ended []ended) []string {
+	var l []string
+	for _, e := range ended {
+		l = append(l, endLine(e.s, e.why))
+	}
+	return l
+}
+
 // endLine is the line printed for a process that ended, or whose region
 // went (why says so): its counters as last seen. They are final only if
 // the last read caught the exit flag; otherwise the line says they come
@@ -330,84 +329,4 @@ func endLine(s report.Summary, why string) string {
 		l += " (last sample; the process has ended)"
 	}
 	return l
-}
-
-// screen draws frames on stdout: in place with ANSI escapes on a terminal,
-// as plain appended lines anywhere else (a file, a pipe, a test buffer).
-type screen struct {
-	w      io.Writer
-	fd     int
-	tty    bool
-	width  int
-	height int  // 0: not known
-	drawn  int  // lines of the last frame, to move back over
-	moved  bool // resized since the last frame
-}
-
-func newScreen(w io.Writer) *screen {
-	s := &screen{w: w, width: 80}
-	if f, ok := w.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
-		s.tty, s.fd = true, int(f.Fd())
-		s.resize()
-		s.moved = false
-		io.WriteString(w, "\x1b[?25l") // hide the cursor while redrawing
-	}
-	return s
-}
-
-// resize takes the terminal's size again (SIGWINCH).
-func (s *screen) resize() {
-	if cols, rows, err := term.GetSize(s.fd); err == nil && cols > 0 {
-		s.width, s.height = cols, rows
-	}
-	s.moved = true
-}
-
-// frame writes lines that stay (processes that ended) and then the current
-// view, which the next frame replaces on a terminal.
-func (s *screen) frame(stay, view []string) {
-	var b strings.Builder
-	if s.tty {
-		switch {
-		case s.moved:
-			// The terminal may have rewrapped the last frame: how many
-			// lines to move back over is not known. Start again at the top.
-			b.WriteString("\x1b[H\x1b[J")
-			s.moved = false
-		case s.drawn > 0:
-			fmt.Fprintf(&b, "\r\x1b[%dA", s.drawn) // back to the frame's first line
-			b.WriteString("\x1b[J")                // clear from there down
-		default:
-			b.WriteString("\x1b[J")
-		}
-		for _, l := range stay {
-			b.WriteString(l + "\n")
-		}
-		// A line longer than the terminal would wrap and throw the count
-		// of lines to move back over off (watchview keeps them shorter).
-		for _, l := range view {
-			b.WriteString(report.Clip(l, s.width-1) + "\x1b[K\n")
-		}
-		s.drawn = len(view)
-	} else {
-		for _, l := range append(stay, view...) {
-			b.WriteString(l + "\n")
-		}
-	}
-	io.WriteString(s.w, b.String())
-}
-
-// final writes the ended processes' lines under the last frame, for good,
-// whole: the terminal wraps a long one, and nothing is redrawn after it.
-func (s *screen) final(ended []ended) {
-	for _, e := range ended {
-		fmt.Fprintln(s.w, endLine(e.s, e.why))
-	}
-	s.drawn = 0
-}
-
-func (s *screen) close() {
-	if s.tty {
-		io.WriteString(s.w, "\x1b[?25h")
-	}
 }

@@ -298,6 +298,9 @@ func TestWatchExecWithoutShim(t *testing.T) {
 	pid := testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_SUMMARY=0")
 	defer cmd.Process.Kill()
 	testkit.Poll(t, "the shell's start", func() bool { _, err := os.Stat(ready); return err == nil })
+	// The file can be there before the shim has stored its magic (watch's
+	// first read then fails, as it should): wait for a readable region.
+	testkit.Poll(t, "the region's magic", func() bool { return region.Inspect(pid).Err == nil })
 	out := &hsBuffer{}
 	done, stderr := hsWatch(t, out, "--interval", "10ms", strconv.Itoa(pid))
 	testkit.Poll(t, "a line", func() bool { return strings.Contains(out.String(), "\n") })

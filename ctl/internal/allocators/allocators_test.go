@@ -49,7 +49,7 @@ func TestSelect(t *testing.T) {
 	dir := t.TempDir()
 	je := libAs(t, dir, "libjemalloc.so.2")
 	custom := libAs(t, t.TempDir(), "libcustom.so")
-	sides, skipped, err := Select([]string{"/nonexistent", dir}, []string{"custom=" + custom})
+	sides, skipped, err := Select([]string{"/nonexistent", dir}, []string{"custom=" + custom}, "--lib")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestSelect(t *testing.T) {
 		t.Errorf("skipped = %q, want %q", skipped, wantSkip)
 	}
 	// A builtin's name replaces its library, in the builtin's place.
-	sides, _, err = Select([]string{dir}, []string{"jemalloc=" + custom})
+	sides, _, err = Select([]string{dir}, []string{"jemalloc=" + custom}, "--lib")
 	if err != nil || !reflect.DeepEqual(sides, []Allocator{{Name: "glibc"}, {Name: "jemalloc", Lib: custom}}) {
 		t.Errorf("--lib jemalloc=: sides %+v, error %v", sides, err)
 	}
@@ -74,7 +74,7 @@ func TestSelect(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bad, "libmimalloc.so.2"), []byte("not ELF"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, skipped, _ = Select([]string{bad}, nil)
+	_, skipped, _ = Select([]string{bad}, nil, "--lib")
 	if len(skipped) != 3 || !strings.Contains(skipped[2], "mimalloc skipped: libmimalloc.so.2 "+filepath.Join(bad, "libmimalloc.so.2")+": not a shared library") {
 		t.Errorf("broken library: skipped = %q", skipped)
 	}
@@ -86,11 +86,11 @@ func TestSelect(t *testing.T) {
 		{"mine=/nonexistent/libmine.so", "--lib mine=/nonexistent/libmine.so: stat /nonexistent/libmine.so: no such file or directory"},
 		{"mine=" + nm, "--lib mine=" + nm + ": defines no malloc, so it is no allocator: the program would run on glibc's"},
 	} {
-		if _, _, err := Select(nil, []string{tc.lib}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := Select(nil, []string{tc.lib}, "--lib"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--lib %s: error %v, want %q", tc.lib, err, tc.want)
 		}
 	}
-	if _, _, err := Select(nil, []string{"a=" + custom, "a=" + custom}); err == nil || !strings.Contains(err.Error(), "a is named twice") {
+	if _, _, err := Select(nil, []string{"a=" + custom, "a=" + custom}, "--lib"); err == nil || !strings.Contains(err.Error(), "a is named twice") {
 		t.Errorf("a name twice: error %v", err)
 	}
 }
@@ -209,7 +209,7 @@ int main(int argc, char **argv) {
 // every one must be (make deps installs them).
 func installed(t *testing.T) []Allocator {
 	t.Helper()
-	sides, skipped, err := Select(LibDirs(), nil)
+	sides, skipped, err := Select(LibDirs(), nil, "--lib")
 	if err != nil {
 		t.Fatal(err)
 	}

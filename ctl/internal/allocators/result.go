@@ -3,7 +3,6 @@ package allocators
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/heapline/heapline/ctl/internal/overhead"
@@ -225,15 +224,7 @@ func warn(res *Result, opts Options) {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: CV %.1f%% is above 10%%: the machine is noisy; stop other work on it", sr.Name, 100*sr.CV))
 		}
 		if len(sr.Outliers) > 0 {
-			var rs []string
-			for _, i := range sr.Outliers {
-				rs = append(rs, strconv.Itoa(i+1))
-			}
-			what := fmt.Sprintf("1 outlier by MAD (run %s)", rs[0])
-			if len(rs) > 1 {
-				what = fmt.Sprintf("%d outliers by MAD (runs %s)", len(rs), strings.Join(rs, ", "))
-			}
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s: another process probably interfered; the medians resist outliers, the CV does not", sr.Name, what))
+			res.Warnings = append(res.Warnings, overhead.OutlierWarning(sr.Name, sr.Outliers))
 		}
 		if sr.RSSAtFloor {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: peak RSS is at most heapctl's own (%s), which the kernel counts into a child's ru_maxrss: the program's own peak is smaller and unknown", sr.Name, mib(sr.MedianPeakRSS)))

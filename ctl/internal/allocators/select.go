@@ -62,11 +62,12 @@ func LibDirs() []string {
 }
 
 // Select returns the sides to measure: glibc first, then each builtin
-// allocator found in dirs, then those of libs (NAME=PATH, --lib), which
-// replace a builtin of the same name. A builtin that is not installed is
-// left out with a one-line hint (skipped); a --lib that is not a loadable
-// allocator is an error, before anything runs.
-func Select(dirs []string, libs []string) (sides []Allocator, skipped []string, err error) {
+// allocator found in dirs, then those of libs (NAME=PATH, given with the
+// option flag, which the errors and hints name), which replace a builtin
+// of the same name. A builtin that is not installed is left out with a
+// one-line hint (skipped); a lib that is not a loadable allocator is an
+// error, before anything runs.
+func Select(dirs []string, libs []string, flag string) (sides []Allocator, skipped []string, err error) {
 	user := map[string]string{}
 	var order []string
 	for _, l := range libs {
@@ -74,13 +75,13 @@ func Select(dirs []string, libs []string) (sides []Allocator, skipped []string, 
 		name = strings.TrimSpace(name)
 		switch {
 		case !ok || name == "" || path == "":
-			return nil, nil, fmt.Errorf("--lib wants NAME=PATH (jemalloc=/opt/lib/libjemalloc.so), not %q", l)
+			return nil, nil, fmt.Errorf("%s wants NAME=PATH (jemalloc=/opt/lib/libjemalloc.so), not %q", flag, l)
 		case name == Reference:
-			return nil, nil, fmt.Errorf("--lib %s: %s is the side with nothing preloaded; give another name", l, Reference)
+			return nil, nil, fmt.Errorf("%s %s: %s is the side with nothing preloaded; give another name", flag, l, Reference)
 		case user[name] != "":
-			return nil, nil, fmt.Errorf("--lib %s: %s is named twice", l, name)
+			return nil, nil, fmt.Errorf("%s %s: %s is named twice", flag, l, name)
 		}
-		abs, err := shim.CheckAllocator(path, "--lib "+name+"=")
+		abs, err := shim.CheckAllocator(path, flag+" "+name+"=")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -95,8 +96,8 @@ func Select(dirs []string, libs []string) (sides []Allocator, skipped []string, 
 		}
 		p, err := Find(k.Soname, dirs)
 		if err != nil {
-			skipped = append(skipped, fmt.Sprintf("%s skipped: %v; install it with apt-get install %s (or make deps), or name it with --lib %s=PATH",
-				k.Name, err, k.Package, k.Name))
+			skipped = append(skipped, fmt.Sprintf("%s skipped: %v; install it with apt-get install %s (or make deps), or name it with %s %s=PATH",
+				k.Name, err, k.Package, flag, k.Name))
 			continue
 		}
 		sides = append(sides, Allocator{Name: k.Name, Lib: p})

@@ -68,10 +68,10 @@ func (r CheckReport) Regressions() []CheckRow {
 // A scenario with no earlier point passes ("no history").
 func Check(pts []Point, k int, threshold float64) (CheckReport, error) {
 	if k < 1 {
-		return CheckReport{}, fmt.Errorf("-k must be at least 1, got %d", k)
+		return CheckReport{}, fmt.Errorf("the number of earlier points to compare with must be at least 1, got %d", k)
 	}
 	if !(threshold > 0) {
-		return CheckReport{}, fmt.Errorf("--threshold must be above 0, got %g", threshold)
+		return CheckReport{}, fmt.Errorf("the threshold must be above 0, got %g", threshold)
 	}
 	rep := CheckReport{K: k, Threshold: threshold}
 	for _, sc := range Scenarios(pts) {

@@ -111,10 +111,10 @@ func TestCheckInstructionRegression(t *testing.T) {
 
 func TestCheckEdges(t *testing.T) {
 	pts := loadFixture(t)
-	if _, err := Check(pts, 0, 0.005); err == nil || !strings.Contains(err.Error(), "-k must be at least 1") {
+	if _, err := Check(pts, 0, 0.005); err == nil || !strings.Contains(err.Error(), "earlier points to compare with must be at least 1") {
 		t.Errorf("k=0: %v", err)
 	}
-	if _, err := Check(pts, 10, 0); err == nil || !strings.Contains(err.Error(), "--threshold") {
+	if _, err := Check(pts, 10, 0); err == nil || !strings.Contains(err.Error(), "the threshold must be above 0") {
 		t.Errorf("threshold 0: %v", err)
 	}
 	// k=1: the median of one point is that point.

@@ -162,11 +162,14 @@ type Meta struct {
 	Vs     string
 }
 
+// ErrNoCommit is Points' error for a point that names no commit.
+var ErrNoCommit = errors.New("no commit")
+
 // Points turns a result into store lines, one per scenario, in the
 // result's order.
 func Points(res overhead.Document, m Meta) ([]Point, error) {
 	if strings.TrimSpace(m.Commit) == "" {
-		return nil, errors.New("no commit: pass --commit or run inside a git checkout")
+		return nil, ErrNoCommit
 	}
 	if m.Date.IsZero() {
 		return nil, errors.New("no date")

@@ -41,13 +41,14 @@ const (
 	CommandFull = "full"
 )
 
-// CommandLabel checks a --command-label value.
+// CommandLabel checks the value of the command label option; its error
+// names the value, and the caller the option.
 func CommandLabel(v string) (string, error) {
 	switch v {
 	case CommandName, CommandFull:
 		return v, nil
 	}
-	return "", fmt.Errorf("--command-label %q: want %q (the program's name) or %q (the whole command line, arguments and all)", v, CommandName, CommandFull)
+	return "", fmt.Errorf("%q: want %q (the program's name) or %q (the whole command line, arguments and all)", v, CommandName, CommandFull)
 }
 
 // Collector is a prometheus.Collector over the regions a Lister returns.

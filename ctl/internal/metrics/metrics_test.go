@@ -202,7 +202,7 @@ func TestCommandLabel(t *testing.T) {
 		}
 	}
 	for _, v := range []string{"", "Full", "argv0", "comm"} {
-		if _, err := CommandLabel(v); err == nil || !strings.Contains(err.Error(), `--command-label "`+v+`"`) {
+		if _, err := CommandLabel(v); err == nil || !strings.Contains(err.Error(), `"`+v+`": want`) {
 			t.Errorf("CommandLabel(%q): %v", v, err)
 		}
 	}

@@ -3,6 +3,7 @@ package outfile
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -48,4 +49,35 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "page.html")
+	if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(p, []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	st, _ := os.Stat(p)
+	if string(b) != "new" || st.Mode().Perm() != 0o644 {
+		t.Errorf("got %q mode %v, want \"new\" 0644", b, st.Mode().Perm())
+	}
+	f, err := Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("half"))
+	f.Abort()
+	if b, _ := os.ReadFile(p); string(b) != "new" {
+		t.Errorf("an aborted write changed the file: %q", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("temporary files left: %v", ents)
+	}
+	if err := WriteFile(filepath.Join(dir, "no", "x"), nil); err == nil || strings.Contains(err.Error(), dir) {
+		t.Errorf("error for a missing directory: %v, want one without the temporary path", err)
+	}
 }

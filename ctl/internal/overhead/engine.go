@@ -483,15 +483,7 @@ func summarize(job Job, opts Options, base, prof []Sample, roundOverheads []floa
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: CV %.1f%% is above 10%%: the machine is noisy; stop other work on it, or count instructions with --measure instructions", sr.Label, 100*sr.CV))
 		}
 		if len(sr.Outliers) > 0 {
-			var runs []string
-			for _, i := range sr.Outliers {
-				runs = append(runs, strconv.Itoa(i+1))
-			}
-			what := fmt.Sprintf("1 outlier by MAD (run %s)", runs[0])
-			if len(runs) > 1 {
-				what = fmt.Sprintf("%d outliers by MAD (runs %s)", len(runs), strings.Join(runs, ", "))
-			}
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s: another process probably interfered; the medians resist outliers, the CV does not", sr.Label, what))
+			res.Warnings = append(res.Warnings, OutlierWarning(sr.Label, sr.Outliers))
 		}
 	}
 	if res.CILow <= 0 && res.CIHigh >= 0 {
@@ -551,4 +543,18 @@ func setGODEBUG(env []string, setting string) []string {
 		out = append(out, kv)
 	}
 	return append(out, "GODEBUG="+val)
+}
+
+// OutlierWarning says which runs of side (their indexes, from 0) were
+// outliers by MAD: the warning overhead and allocators give.
+func OutlierWarning(side string, outliers []int) string {
+	var runs []string
+	for _, i := range outliers {
+		runs = append(runs, strconv.Itoa(i+1))
+	}
+	what := fmt.Sprintf("1 outlier by MAD (run %s)", runs[0])
+	if len(runs) > 1 {
+		what = fmt.Sprintf("%d outliers by MAD (runs %s)", len(runs), strings.Join(runs, ", "))
+	}
+	return fmt.Sprintf("%s: %s: another process probably interfered; the medians resist outliers, the CV does not", side, what)
 }

@@ -1,11 +1,12 @@
 package overhead
 
 import (
+	"github.com/heapline/heapline/ctl/internal/history/git"
+
 	"bufio"
 	"context"
 	"debug/buildinfo"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"time"
@@ -74,8 +75,8 @@ func CollectEnv(lib, root string, now time.Time) Env {
 	if e.Commit == "unknown" && root != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if out, err := exec.CommandContext(ctx, "git", "-C", root, "describe", "--always", "--dirty", "--tags").Output(); err == nil {
-			e.Commit = strings.TrimSpace(string(out))
+		if d := git.Describe(ctx, root); d != "" {
+			e.Commit = d
 		}
 	}
 	return e

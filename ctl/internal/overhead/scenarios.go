@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -151,10 +153,10 @@ func Locate(root string) (Layout, error) {
 	if root != "" {
 		st, err := os.Stat(root)
 		if err != nil {
-			return Layout{}, fmt.Errorf("--root: %w", err)
+			return Layout{}, err
 		}
 		if !st.IsDir() {
-			return Layout{}, fmt.Errorf("--root %s: not a directory", root)
+			return Layout{}, &fs.PathError{Op: "root", Path: root, Err: syscall.ENOTDIR}
 		}
 		return absLayout(filepath.Join(root, "bin"), filepath.Join(root, "scenarios"))
 	}
@@ -216,12 +218,25 @@ func (l Layout) expand(argv []string, check bool) ([]string, error) {
 			continue
 		}
 		if _, err := os.Stat(p); err != nil && check {
-			return nil, fmt.Errorf("%s not found: build the scenarios with make, or point --root at the project: %w", p, err)
+			return nil, &MissingError{Path: p, Err: err}
 		}
 		out[i] = p
 	}
 	return out, nil
 }
+
+// MissingError is Resolve's error for a scenario file that is not there.
+// The command adds how to point at the project (its --root).
+type MissingError struct {
+	Path string
+	Err  error
+}
+
+func (e *MissingError) Error() string {
+	return e.Path + " not found: build the scenarios with make: " + e.Err.Error()
+}
+
+func (e *MissingError) Unwrap() error { return e.Err }
 
 // Python returns the interpreter of the python scenario: the
 // distribution's /usr/bin/python3 (what `make deps` installs), else the

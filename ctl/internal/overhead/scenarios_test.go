@@ -154,7 +154,7 @@ func TestLookupAndResolve(t *testing.T) {
 	if err != nil || strings.Join(got, " ") != "sh -c x" {
 		t.Errorf("Resolve of plain words = %q, %v", got, err)
 	}
-	if _, err := Locate("/nonexistent/root"); err == nil || !strings.HasPrefix(err.Error(), "--root: ") {
+	if _, err := Locate("/nonexistent/root"); err == nil || !strings.HasPrefix(err.Error(), "stat /nonexistent/root: ") {
 		t.Errorf("Locate of a missing root: %v", err)
 	}
 	root := t.TempDir()

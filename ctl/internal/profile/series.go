@@ -1,12 +1,12 @@
 package profile
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/region"
 )
 
@@ -28,17 +28,18 @@ func SeriesName(n int) string { return fmt.Sprintf("heap-%04d.pb.gz", n) }
 
 // CheckSeriesDir says whether dir can hold a series, before anything
 // runs: made if missing, writable, and holding no series already (a new
-// one would mix with it).
+// one would mix with it). Its errors name dir; the caller, where it came
+// from.
 func CheckSeriesDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--profiles: %w", err)
+		return fmt.Errorf("%s: %w", dir, outfile.Pathless(err))
 	}
 	if old, _ := filepath.Glob(filepath.Join(dir, "heap-*.pb.gz")); len(old) > 0 {
-		return fmt.Errorf("--profiles %s already holds a series (%s): give an empty directory", dir, filepath.Base(old[0]))
+		return fmt.Errorf("%s already holds a series (%s): give an empty directory", dir, filepath.Base(old[0]))
 	}
 	f, err := os.CreateTemp(dir, ".check-*")
 	if err != nil {
-		return fmt.Errorf("--profiles: cannot write in %s: %w", dir, errors.Unwrap(err))
+		return fmt.Errorf("%s: cannot write in it: %w", dir, outfile.Pathless(err))
 	}
 	f.Close()
 	return os.Remove(f.Name())

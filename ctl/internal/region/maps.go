@@ -3,87 +3,24 @@ package region
 import (
 	"os"
 	"strconv"
-	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // What processes map, from /proc/<pid>/maps: the detached check asks it of
 // one process, gc's last check of all of them.
 
-// mapping is one line of a maps file that maps a file.
-type mapping struct {
-	dev, ino uint64
-	path     string // "" when the line names none
-}
-
-// processMaps returns the files process pid maps: from its maps, or from
-// another thread's when the leader's are empty, as they are once the main
-// thread has called pthread_exit. ok is false when that cannot be told:
-// no /proc, the process is another user's and we are not root, or no
-// thread of it has an address space (a zombie, or a process exiting).
-func processMaps(pid string) (ms []mapping, ok bool) {
-	dir := procRoot + "/" + pid
-	ms, lines, err := readMaps(dir + "/maps")
-	if err != nil {
-		return nil, false
-	}
-	if lines > 0 {
-		return ms, true
-	}
-	tasks, _ := os.ReadDir(dir + "/task")
-	for _, t := range tasks {
-		if ms, lines, err := readMaps(dir + "/task/" + t.Name() + "/maps"); err == nil && lines > 0 {
-			return ms, true
-		}
-	}
-	return nil, false
-}
-
-// readMaps parses one maps file: start-end perms offset major:minor inode
-// [path], device in hex; the path may hold spaces, so it is all that
-// follows the fifth field. lines counts the lines, anonymous ones too.
-func readMaps(file string) (ms []mapping, lines int, err error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 5 {
-			continue
-		}
-		lines++
-		ino, err := strconv.ParseUint(fields[4], 10, 64)
-		if err != nil || ino == 0 {
-			continue // anonymous
-		}
-		m := mapping{ino: ino}
-		major, minor, ok := strings.Cut(fields[3], ":")
-		ma, err1 := strconv.ParseUint(major, 16, 32)
-		mi, err2 := strconv.ParseUint(minor, 16, 32)
-		if ok && err1 == nil && err2 == nil {
-			m.dev = unix.Mkdev(uint32(ma), uint32(mi))
-		}
-		if _, path, found := strings.Cut(line, " /"); found && len(fields) >= 6 {
-			m.path = "/" + path
-		}
-		ms = append(ms, m)
-	}
-	return ms, lines, nil
-}
-
 // mapsFile reports whether process pid maps the file at path, dev:ino: by
 // device and inode, or by path, since on overlayfs the maps name the
-// underlying file's device and inode. known is as processMaps' ok: a
+// underlying file's device and inode. known is as procs.Maps' ok: a
 // zombie's parent may yet read the region (heapctl run does).
 func mapsFile(pid int, path string, dev, ino uint64) (mapped, known bool) {
-	ms, ok := processMaps(strconv.Itoa(pid))
+	ms, ok := procs.Maps(strconv.Itoa(pid))
 	if !ok {
 		return false, false
 	}
 	for _, m := range ms {
-		if (m.dev == dev && m.ino == ino) || m.path == path {
+		if (m.Dev == dev && m.Ino == ino) || m.Path == path {
 			return true, true
 		}
 	}
@@ -101,21 +38,21 @@ type mappedFiles struct {
 
 func readMapped(dev uint64) *mappedFiles {
 	m := &mappedFiles{byIno: map[uint64]int{}, byPath: map[string]int{}}
-	ownMnt := nsOf("self", "mnt")
-	des, _ := os.ReadDir(procRoot)
+	ownMnt := procs.NamespaceIno("self", "mnt")
+	des, _ := os.ReadDir(procs.Root)
 	for _, de := range des {
 		p, err := strconv.Atoi(de.Name())
 		if err != nil || p <= 0 {
 			continue
 		}
-		ms, _ := processMaps(de.Name())
-		paths := ownMnt != 0 && nsOf(de.Name(), "mnt") == ownMnt
+		ms, _ := procs.Maps(de.Name())
+		paths := ownMnt != 0 && procs.NamespaceIno(de.Name(), "mnt") == ownMnt
 		for _, mp := range ms {
-			if mp.dev == dev {
-				m.byIno[mp.ino] = p
+			if mp.Dev == dev {
+				m.byIno[mp.Ino] = p
 			}
-			if paths && mp.path != "" {
-				m.byPath[mp.path] = p
+			if paths && mp.Path != "" {
+				m.byPath[mp.Path] = p
 			}
 		}
 	}

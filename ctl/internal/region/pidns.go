@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // A region's name holds the pid of its process in that process's own pid
@@ -21,16 +21,7 @@ const initPidNS = 0xEFFFFFFC
 
 // pidNSOf returns the inode of the pid namespace of /proc/<p> ("self" or
 // a pid), 0 when it cannot be read (no /proc, another user's process).
-func pidNSOf(p string) uint64 { return nsOf(p, "pid") }
-
-// nsOf returns the inode of /proc/<p>/ns/<kind>, 0 when it cannot be read.
-func nsOf(p, kind string) uint64 {
-	var st unix.Stat_t
-	if unix.Stat(procRoot+"/"+p+"/ns/"+kind, &st) != nil {
-		return 0
-	}
-	return st.Ino
-}
+func pidNSOf(p string) uint64 { return procs.NamespaceIno(p, "pid") }
 
 // ownPidNS is the reader's pid namespace; a variable for tests.
 var ownPidNS = func() uint64 { return pidNSOf("self") }
@@ -38,24 +29,6 @@ var ownPidNS = func() uint64 { return pidNSOf("self") }
 // OwnPidNS is the inode of our pid namespace, what the shim's %n expands
 // to in a child of ours; 0 when /proc cannot say.
 func OwnPidNS() uint64 { return pidNSOf("self") }
-
-// nsPIDs returns pid's NSpid line: its pid in our namespace, then in each
-// namespace below, down to its own.
-func nsPIDs(pid int) ([]int, error) {
-	v, err := procStatus(pid, "NSpid:")
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	for _, f := range strings.Fields(v) {
-		n, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
 
 // What nsIndex.find found.
 type nsFind int
@@ -80,7 +53,7 @@ type nsIndex struct {
 
 func readNSIndex() *nsIndex {
 	x := &nsIndex{byNS: map[uint64]map[int]int{}, unreadable: map[int]bool{}}
-	des, err := os.ReadDir(procRoot)
+	des, err := os.ReadDir(procs.Root)
 	if err != nil {
 		return x
 	}
@@ -90,7 +63,7 @@ func readNSIndex() *nsIndex {
 		if err != nil || p <= 0 {
 			continue
 		}
-		ids, err := nsPIDs(p)
+		ids, err := procs.NSpids(p)
 		if err != nil || len(ids) < 2 {
 			continue // gone, or of our namespace
 		}
@@ -149,12 +122,12 @@ func (l *lookup) index() *nsIndex {
 	return l.idx
 }
 
-// procOurs reports whether procRoot shows our own pid namespace. It does
+// procOurs reports whether procs.Root shows our own pid namespace. It does
 // not in a pid namespace whose /proc is its parent's (unshare -p without
 // --mount-proc): a pid there names another process than kill's, and
 // nothing read from it can judge a region. A variable for tests.
 var procOurs = func() bool {
-	self, err := os.Readlink(procRoot + "/self")
+	self, err := os.Readlink(procs.Root + "/self")
 	return err == nil && self == strconv.Itoa(os.Getpid())
 }
 
@@ -164,12 +137,12 @@ var procOurs = func() bool {
 // now, where that can be read, and is not known otherwise. A kernel
 // without time namespaces has only one.
 func sameTimeNS(ns uint64, pid int) bool {
-	own := nsOf("self", "time")
+	own := procs.NamespaceIno("self", "time")
 	if own == 0 {
 		return true
 	}
 	if ns == 0 {
-		ns = nsOf(strconv.Itoa(pid), "time") // 0, unreadable: not ours
+		ns = procs.NamespaceIno(strconv.Itoa(pid), "time") // 0, unreadable: not ours
 	}
 	return own == ns
 }
@@ -178,7 +151,7 @@ func sameTimeNS(ns uint64, pid int) bool {
 // hides other users' processes: then even the initial pid namespace does
 // not see every process. A variable for tests.
 var procHidesPids = func() bool {
-	b, err := os.ReadFile(procRoot + "/self/mountinfo")
+	b, err := os.ReadFile(procs.Root + "/self/mountinfo")
 	if err != nil {
 		return true // cannot tell: assume the worst
 	}

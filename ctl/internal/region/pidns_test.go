@@ -3,7 +3,6 @@ package region
 import (
 	"errors"
 	"fmt"
-	"github.com/heapline/heapline/ctl/internal/testkit"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -12,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // nsSleeper starts sleep as pid 1 of a new pid namespace and returns the
@@ -57,13 +59,13 @@ func TestOtherPidNamespace(t *testing.T) {
 	if ns == 0 || ns == ownPidNS() {
 		t.Fatalf("sleep's pid namespace %d, ours %d", ns, ownPidNS())
 	}
-	if ids, err := nsPIDs(pid); err != nil || len(ids) != 2 || ids[0] != pid || ids[1] != 1 {
+	if ids, err := procs.NSpids(pid); err != nil || len(ids) != 2 || ids[0] != pid || ids[1] != 1 {
 		t.Fatalf("NSpid of %d = %v, %v; want [%d 1]", pid, ids, err, pid)
 	}
 	f := sample(1)
 	f.pidNS = ns
 	var err error
-	if f.startTicks, err = procStartTicks(pid); err != nil {
+	if f.startTicks, err = procs.StartTicks(pid); err != nil {
 		t.Fatal(err)
 	}
 	writeRegion(t, "heapline.1", f.bytes())
@@ -89,12 +91,12 @@ func TestOtherPidNamespace(t *testing.T) {
 	// A process of that namespace whose namespace cannot be read (another
 	// user's, for a reader without CAP_SYS_PTRACE): cannot be told, never
 	// stale.
-	oldRoot := procRoot
-	procRoot = fakeProcNS(t, pid)
+	oldRoot := procs.Root
+	procs.Root = fakeProcNS(t, pid)
 	if _, found := readNSIndex().find(ns, 1, true); found != nsUnknown {
 		t.Errorf("find with the namespace unreadable = %v, want unknown", found)
 	}
-	procRoot = oldRoot
+	procs.Root = oldRoot
 
 	// Our pid's name taken by a region of that namespace (pid me there,
 	// which it does not have): ours is the name with our namespace after
@@ -105,7 +107,7 @@ func TestOtherPidNamespace(t *testing.T) {
 	writeRegion(t, "heapline."+strconv.Itoa(me), taken.bytes())
 	mine := sample(me)
 	mine.pidNS = ownPidNS()
-	if mine.startTicks, err = procStartTicks(me); err != nil {
+	if mine.startTicks, err = procs.StartTicks(me); err != nil {
 		t.Fatal(err)
 	}
 	minePath := writeRegion(t, "heapline."+strconv.Itoa(me)+"."+strconv.FormatUint(mine.pidNS, 10), mine.bytes())
@@ -180,12 +182,12 @@ func fakeProcNS(t *testing.T, pid int) string {
 // pid's holder's) is known to be ours; hidepid hides processes even from
 // the initial pid namespace.
 func TestProcViews(t *testing.T) {
-	old := procRoot
-	procRoot = t.TempDir()
-	t.Cleanup(func() { procRoot = old })
+	old := procs.Root
+	procs.Root = t.TempDir()
+	t.Cleanup(func() { procs.Root = old })
 	put := func(rel, text string) {
 		t.Helper()
-		p := filepath.Join(procRoot, rel)
+		p := filepath.Join(procs.Root, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +200,7 @@ func TestProcViews(t *testing.T) {
 	}
 	put("self/ns/time", "")
 	var own syscall.Stat_t
-	if err := syscall.Stat(filepath.Join(procRoot, "self/ns/time"), &own); err != nil {
+	if err := syscall.Stat(filepath.Join(procs.Root, "self/ns/time"), &own); err != nil {
 		t.Fatal(err)
 	}
 	if !sameTimeNS(own.Ino, 77) {

@@ -1,49 +1,6 @@
 package region
 
-import (
-	"fmt"
-
-	"golang.org/x/sys/unix"
-)
-
-// Process follows the process behind a region through a pidfd, which
-// tells its end apart from a later process reusing the pid. A region
-// file can vanish while its process runs on (someone deleted it; the shim
-// goes on counting into its mapping, out of sight): only the process says
-// whether it ended.
-type Process struct{ fd int }
-
-// OpenProcess opens pid; nil when it cannot (no pidfd, or no process), and
-// then Running answers true.
-func OpenProcess(pid int) *Process {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return nil
-	}
-	return &Process{fd: fd}
-}
-
-// Running reports whether the process has not ended.
-func (p *Process) Running() bool {
-	if p == nil {
-		return true
-	}
-	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		return err == nil && n == 0
-	}
-}
-
-// Close closes the pidfd.
-func (p *Process) Close() {
-	if p != nil {
-		unix.Close(p.fd)
-	}
-}
+import "fmt"
 
 // RemovedWhileRunning says what happened when pid's region file is gone
 // but the process is not.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // The sampled allocation profile: nstacks hl_stack entries at prof_offset,
@@ -132,7 +134,7 @@ func InspectProfile(pid int) (Entry, Profile) {
 	if e.Err == nil && e.prof != nil {
 		p = *e.prof
 		if !e.Stale && e.Proc > 0 {
-			p.Root = procRoot + "/" + strconv.Itoa(e.Proc) + "/root"
+			p.Root = procs.Root + "/" + strconv.Itoa(e.Proc) + "/root"
 		}
 	}
 	e.prof = nil

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // Entry is one region file as List found it.
@@ -94,7 +95,7 @@ func inspectPID(l *lookup, pid int) Entry {
 			alt = &in
 		}
 	}
-	if ids, err := nsPIDs(pid); err == nil && len(ids) > 1 && l.ours {
+	if ids, err := procs.NSpids(pid); err == nil && len(ids) > 1 && l.ours {
 		inner, ns := ids[len(ids)-1], pidNSOf(strconv.Itoa(pid))
 		for _, in := range []Entry{inspect(l, inner, 0, Path(inner)), inspect(l, inner, ns, pathNS(inner, ns))} {
 			if in.Err == nil && in.Proc == pid {
@@ -252,46 +253,10 @@ func checkOwner(proc int, owner uint32) error {
 	if owner == 0 {
 		return nil
 	}
-	if uids, err := procUIDs(proc); err == nil && !slices.Contains(uids, owner) {
+	if uids, err := procs.UIDs(proc); err == nil && !slices.Contains(uids, owner) {
 		return fmt.Errorf("owned by uid %d, but process %d runs as uid %d: not its region", owner, proc, uids[1])
 	}
 	return nil
-}
-
-// procStatus returns what follows key ("Uid:") on its line of
-// /proc/pid/status.
-func procStatus(pid int, key string) (string, error) {
-	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, key); ok {
-			return rest, nil
-		}
-	}
-	return "", fmt.Errorf("/proc/%d/status: no %s line", pid, key)
-}
-
-// procUIDs returns the real, effective, saved and file-system uids of pid,
-// from the Uid: line of /proc/pid/status.
-func procUIDs(pid int) ([]uint32, error) {
-	rest, err := procStatus(pid, "Uid:")
-	if err != nil {
-		return nil, err
-	}
-	var uids []uint32
-	for _, f := range strings.Fields(rest) {
-		u, err := strconv.ParseUint(f, 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("/proc/%d/status: Uid: %q", pid, rest)
-		}
-		uids = append(uids, uint32(u))
-	}
-	if len(uids) != 4 {
-		return nil, fmt.Errorf("/proc/%d/status: Uid: %q", pid, rest)
-	}
-	return uids, nil
 }
 
 // checkFile: a regular file, not writable by others (anyone who can write
@@ -332,36 +297,13 @@ func (l *lookup) alive(pid int, startTicks, timeNS uint64) bool {
 	if startTicks == 0 || !l.ours || !sameTimeNS(timeNS, pid) {
 		return true
 	}
-	t, err := procStartTicks(pid)
+	t, err := procs.StartTicks(pid)
 	if err != nil {
 		// Gone between kill and the read; any other failure (no /proc)
 		// leaves it alive: gc must never remove a live region.
 		return !errors.Is(err, os.ErrNotExist)
 	}
 	return t == startTicks
-}
-
-// procRoot is /proc; a variable for tests.
-var procRoot = "/proc"
-
-// procStartTicks returns field 22 (starttime, in clock ticks since boot)
-// of /proc/pid/stat. Field 2 is the command in parentheses and may itself
-// hold spaces and parentheses, so fields are counted after the last ')'.
-func procStartTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command field", pid)
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields, need 22", pid, len(f)+2)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // parseName returns the pid of a region file name heapline.<pid>, or

@@ -19,6 +19,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/region/cdefs"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // fake describes a region the way the shim would publish it; bytes lays it
@@ -194,7 +195,7 @@ func mapRegion(t *testing.T, p string) {
 
 func ownStartTicks(t *testing.T) uint64 {
 	t.Helper()
-	v, err := procStartTicks(os.Getpid())
+	v, err := procs.StartTicks(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,10 +552,10 @@ func TestFileChecks(t *testing.T) {
 			}
 		} else {
 			writeRegion(t, name, f.bytes())
-			old := procRoot
-			procRoot = t.TempDir()
-			defer func() { procRoot = old }()
-			dir := filepath.Join(procRoot, strconv.Itoa(pid))
+			old := procs.Root
+			procs.Root = t.TempDir()
+			defer func() { procs.Root = old }()
+			dir := filepath.Join(procs.Root, strconv.Itoa(pid))
 			os.MkdirAll(dir, 0o700)
 			u := strconv.Itoa(os.Geteuid() + 1)
 			os.WriteFile(filepath.Join(dir, "status"), []byte("Name:\tx\nUid:\t"+u+"\t"+u+"\t"+u+"\t"+u+"\n"), 0o600)
@@ -627,18 +628,18 @@ func TestStale(t *testing.T) {
 }
 
 func TestProcStartTicks(t *testing.T) {
-	old := procRoot
-	procRoot = t.TempDir()
-	t.Cleanup(func() { procRoot = old })
-	if err := os.MkdirAll(filepath.Join(procRoot, "77"), 0o700); err != nil {
+	old := procs.Root
+	procs.Root = t.TempDir()
+	t.Cleanup(func() { procs.Root = old })
+	if err := os.MkdirAll(filepath.Join(procs.Root, "77"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	// A command with spaces and parentheses: fields count from the last ')'.
 	stat := "77 (a) b (c) R 1 77 77 0 -1 4194304 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10\n"
-	if err := os.WriteFile(filepath.Join(procRoot, "77", "stat"), []byte(stat), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(procs.Root, "77", "stat"), []byte(stat), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := procStartTicks(77); err != nil || v != 987654 {
+	if v, err := procs.StartTicks(77); err != nil || v != 987654 {
 		t.Fatalf("procStartTicks = %d, %v, want 987654", v, err)
 	}
 }
@@ -650,13 +651,13 @@ func TestProcStartTicks(t *testing.T) {
 // called pthread_exit) another thread's say; when every thread's are (a
 // zombie), nothing can be told.
 func TestMapsFile(t *testing.T) {
-	old := procRoot
-	procRoot = t.TempDir()
-	t.Cleanup(func() { procRoot = old })
+	old := procs.Root
+	procs.Root = t.TempDir()
+	t.Cleanup(func() { procs.Root = old })
 	const path = "/dev/shm/heapline.77"
 	put := func(file, maps string) {
 		t.Helper()
-		p := filepath.Join(procRoot, "77", file)
+		p := filepath.Join(procs.Root, "77", file)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -731,7 +732,7 @@ func TestListAndGC(t *testing.T) {
 	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
 	detached := sample(sleeper.Process.Pid)
 	var err error
-	if detached.startTicks, err = procStartTicks(sleeper.Process.Pid); err != nil {
+	if detached.startTicks, err = procs.StartTicks(sleeper.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
 	writeRegion(t, "heapline."+strconv.Itoa(sleeper.Process.Pid), detached.bytes())
@@ -916,7 +917,7 @@ func TestGCLocked(t *testing.T) {
 	pid := sleeper.Process.Pid
 	f := sample(pid)
 	var err error
-	if f.startTicks, err = procStartTicks(pid); err != nil {
+	if f.startTicks, err = procs.StartTicks(pid); err != nil {
 		t.Fatal(err)
 	}
 	p := writeRegion(t, "heapline."+strconv.Itoa(pid), f.bytes())

@@ -16,12 +16,13 @@ import (
 // LibName is the file name of the shim.
 const LibName = "libheap.so"
 
-// Path returns the absolute path of the shim to preload: flag if set, else
+// Path returns the absolute path of the shim to preload: lib if set (what
+// names it in errors, as in Check: the flag that gave it), else
 // $HEAPLINE_LIB, else libheap.so beside the heapctl executable, else
 // bin/libheap.so under the working directory.
-func Path(flag string) (string, error) {
-	if flag != "" {
-		return Check(flag, "--lib")
+func Path(lib, what string) (string, error) {
+	if lib != "" {
+		return Check(lib, what)
 	}
 	if v := os.Getenv("HEAPLINE_LIB"); v != "" {
 		return Check(v, "HEAPLINE_LIB")
@@ -39,7 +40,7 @@ func Path(flag string) (string, error) {
 		return filepath.Abs(p)
 	}
 	tried = append(tried, p)
-	return "", fmt.Errorf("%s not found (tried %s): build it with make, or name it with --lib or HEAPLINE_LIB", LibName, strings.Join(tried, ", "))
+	return "", fmt.Errorf("%s not found (tried %s): build it with make, or name it with %s or HEAPLINE_LIB", LibName, strings.Join(tried, ", "), what)
 }
 
 // Check returns p's absolute path, or an error that names it as what. It
@@ -48,20 +49,18 @@ func Path(flag string) (string, error) {
 // that does not define malloc: the child would then run unprofiled, and a
 // measurement would compare a program with itself.
 func Check(p, what string) (string, error) {
-	f, abs, err := open(p, what)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if definesMalloc(f) {
-		return abs, nil
-	}
-	return "", fmt.Errorf("%s: defines no malloc, so it would profile nothing", named(what, p))
+	return checkMalloc(p, what, "so it would profile nothing")
 }
 
 // CheckAllocator is Check for a library preloaded as the program's
 // allocator (heapctl allocators): the same refusals, said of an allocator.
 func CheckAllocator(p, what string) (string, error) {
+	return checkMalloc(p, what, "so it is no allocator: the program would run on glibc's")
+}
+
+// checkMalloc is Check and CheckAllocator: the loader's refusals, then a
+// library without malloc, said with why it matters.
+func checkMalloc(p, what, why string) (string, error) {
 	f, abs, err := open(p, what)
 	if err != nil {
 		return "", err
@@ -70,7 +69,7 @@ func CheckAllocator(p, what string) (string, error) {
 	if definesMalloc(f) {
 		return abs, nil
 	}
-	return "", fmt.Errorf("%s: defines no malloc, so it is no allocator: the program would run on glibc's", named(what, p))
+	return "", fmt.Errorf("%s: defines no malloc, %s", named(what, p), why)
 }
 
 func definesMalloc(f *elf.File) bool {

@@ -44,16 +44,16 @@ func TestPathChecks(t *testing.T) {
 		{text, "not a shared library"},
 		{exe, "not a shared library for this machine"},
 	} {
-		if _, err := Path(c.path); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := Path(c.path, "--lib"); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Path(%s) = %v, want an error with %q", c.path, err, c.want)
 		}
 	}
 	libm := findLib(t, "libm.so.6") // a shared library with no malloc of its own
-	if _, err := Path(libm); err == nil || !strings.Contains(err.Error(), "defines no malloc") {
+	if _, err := Path(libm, "--lib"); err == nil || !strings.Contains(err.Error(), "defines no malloc") {
 		t.Errorf("Path(%s) = %v, want %q", libm, err, "defines no malloc")
 	}
 	libc := findLib(t, "libc.so.6") // defines malloc: accepted, whatever it is
-	if got, err := Path(libc); err != nil || got != libc {
+	if got, err := Path(libc, "--lib"); err != nil || got != libc {
 		t.Errorf("Path(%s) = %q, %v", libc, got, err)
 	}
 }

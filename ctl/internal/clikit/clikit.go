@@ -1,0 +1,63 @@
+// Package clikit holds what several heapctl commands share, so that each
+// command file reads as its flags plus calls (as tetragon's
+// cmd/tetra/common serves its commands): the PID argument, JSON output,
+// the command line as typed, and the terminal screen (screen.go). What a
+// read of a followed region means is in follow.go.
+package clikit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/heapline/heapline/ctl/internal/target"
+)
+
+// OnePID reads the single PID argument of cmd. urfave/cli stops parsing
+// flags at the first argument, so a flag after the PID gets a hint.
+func OnePID(cmd string, args []string) (int, error) {
+	switch {
+	case len(args) == 0:
+		return 0, fmt.Errorf("%s: missing PID (heapctl %s [--json] PID)", cmd, cmd)
+	case len(args) > 1 && strings.HasPrefix(args[1], "-"):
+		return 0, fmt.Errorf("%s: flags go before the PID: heapctl %s %s %s", cmd, cmd, args[1], args[0])
+	case len(args) > 1:
+		return 0, fmt.Errorf("%s: want one PID, got %d arguments", cmd, len(args))
+	}
+	pid, err := target.ParsePID(args[0])
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return pid, nil
+}
+
+// WriteJSON prints v as one JSON object on a line of its own.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// CommandLine is the command line as typed, "heapctl" first: the app's
+// context holds it from the command's name on.
+func CommandLine(c *cli.Context) []string {
+	var line []string
+	for _, l := range c.Lineage() {
+		if a := l.Args().Slice(); len(a) > len(line) {
+			line = a
+		}
+	}
+	return append([]string{"heapctl"}, line...)
+}
+
+// IsTerminal says whether w is a terminal (progress lines redraw in place
+// only there).
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

@@ -1,0 +1,44 @@
+package clikit
+
+import (
+	"errors"
+	"io/fs"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/target"
+)
+
+// Read is what one read of a followed process's region says (watch PID,
+// record --pid).
+type Read int
+
+const (
+	Sample  Read = iota // the entry holds counters
+	Ended               // the region is gone: unlinked at exit
+	Removed             // the region is gone while the process runs on (region.RemovedWhileRunning)
+	Busy                // a fold outlasted the read's retries: no counters this time
+)
+
+// Follow classifies ent, a read of pid's region (region.Inspect) by a
+// command that follows the process. On the first read any failure is the
+// answer, said in the user's terms (target.RegionError). Later, a region
+// that is gone means the process ended, or that its region was removed
+// while proc runs on; any other failure is an error.
+func Follow(pid int, ent region.Entry, proc interface{ Running() bool }, first bool) (Read, error) {
+	if first {
+		if err := target.RegionError(pid, ent, true); err != nil {
+			return 0, err
+		}
+	}
+	switch {
+	case errors.Is(ent.Err, fs.ErrNotExist) && proc.Running():
+		return Removed, nil
+	case errors.Is(ent.Err, fs.ErrNotExist):
+		return Ended, nil
+	case errors.Is(ent.Err, region.ErrBusy):
+		return Busy, nil
+	case ent.Err != nil:
+		return 0, target.RegionError(pid, ent, true)
+	}
+	return Sample, nil
+}

@@ -1,0 +1,176 @@
+package main
+
+// The operands overhead and allocators share: scenario names, or a command
+// after "--", with flags among them.
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/heapline/heapline/ctl/internal/outfile"
+	"github.com/heapline/heapline/ctl/internal/overhead"
+)
+
+// overheadArgs are the command's arguments after its flags: scenario names,
+// or a command given after "--".
+type overheadArgs struct {
+	names   []string
+	command []string
+	help    bool // -h or --help after a name
+}
+
+// splitOverheadArgs separates names from a "--" command and parses flags
+// given after the names (`overhead churn-4t -n 10`), which urfave/cli
+// leaves in the arguments because Go's flag package stops at the first
+// non-flag.
+func splitOverheadArgs(c *cli.Context) (overheadArgs, error) {
+	var out overheadArgs
+	args := c.Args().Slice()
+	// flag.Parse drops a "--" that comes before any name; the parent
+	// context still holds it right before our arguments.
+	if lin := c.Lineage(); len(lin) > 1 {
+		p := lin[1].Args().Slice()
+		if i := len(p) - len(args) - 1; i >= 0 && p[i] == "--" {
+			out.command = args
+			return out, nil
+		}
+	}
+	for len(args) > 0 {
+		a := args[0]
+		switch {
+		case a == "--":
+			out.command = args[1:]
+			return out, nil
+		case strings.HasPrefix(a, "-") && a != "-":
+			fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			for _, f := range c.Command.Flags {
+				if err := f.Apply(fs); err != nil {
+					return out, err
+				}
+			}
+			err := fs.Parse(args)
+			if errors.Is(err, flag.ErrHelp) {
+				out.help = true
+				return out, nil
+			}
+			if err != nil {
+				return out, err
+			}
+			var setErr error
+			fs.Visit(func(f *flag.Flag) {
+				if f.Name == "help" || f.Name == "h" {
+					out.help = true
+				}
+				// Every name of the flag: c.Int("runs") does not see a
+				// value set as "n".
+				for _, name := range flagNames(c.Command.Flags, f.Name) {
+					if err := c.Set(name, f.Value.String()); err != nil && setErr == nil {
+						setErr = fmt.Errorf("-%s: %w", f.Name, err)
+					}
+				}
+			})
+			if setErr != nil {
+				return out, setErr
+			}
+			rest := fs.Args()
+			if i := len(args) - len(rest) - 1; i >= 0 && args[i] == "--" {
+				out.command = rest
+				return out, nil
+			}
+			args = rest
+		default:
+			out.names = append(out.names, a)
+			args = args[1:]
+		}
+	}
+	return out, nil
+}
+
+// flagNames are the names of the flag that name is one of.
+func flagNames(flags []cli.Flag, name string) []string {
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return f.Names()
+		}
+	}
+	return []string{name}
+}
+
+// measureTarget is one command to measure: a named scenario or the one
+// given after "--".
+type measureTarget struct {
+	name, desc  string
+	argv, short []string // short: the shortened run --measure instructions makes
+	env         []string
+}
+
+// resolveTargets finds what to run: the named scenarios (all of them for
+// "all"), or the command given after "--".
+func resolveTargets(a overheadArgs, layout overhead.Layout) ([]measureTarget, error) {
+	if len(a.command) > 0 {
+		if len(a.names) > 0 {
+			return nil, fmt.Errorf("name scenarios or give a command after --, not both (%s)", strings.Join(a.names, " "))
+		}
+		return []measureTarget{{name: strings.Join(a.command, " "), argv: a.command, short: a.command}}, nil
+	}
+	if len(a.names) == 0 {
+		return nil, fmt.Errorf("name a scenario (%s), all, or -- CMD ARGS", strings.Join(overhead.Names(), ", "))
+	}
+	var scens []overhead.Scenario
+	for _, name := range a.names {
+		if name == "all" {
+			scens = append(scens, overhead.Scenarios...)
+			continue
+		}
+		s, err := overhead.Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		scens = append(scens, s)
+	}
+	var out []measureTarget
+	for _, s := range scens {
+		argv, err := layout.Resolve(s.Argv)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Name, missingHint(err))
+		}
+		short, err := layout.Resolve(s.Short)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Name, missingHint(err))
+		}
+		out = append(out, measureTarget{name: s.Name, desc: s.Description, argv: argv, short: short, env: s.Env})
+	}
+	return out, nil
+}
+
+// Bounds on the counts of runs: -n 99999999999 is a typo, not a plan.
+const (
+	maxRuns   = 10000
+	maxRounds = 1000
+)
+
+// missingHint adds to a missing scenario file how to point at the project.
+func missingHint(err error) error {
+	var me *overhead.MissingError
+	if errors.As(err, &me) {
+		return fmt.Errorf("%s not found: build the scenarios with make, or point --root at the project: %w", me.Path, me.Err)
+	}
+	return err
+}
+
+// locate finds the scenarios' layout, under --root when given.
+func locate(c *cli.Context) (overhead.Layout, error) {
+	root := c.String("root")
+	layout, err := overhead.Locate(root)
+	if err != nil {
+		return layout, fmt.Errorf("--root %s: %w", root, outfile.Pathless(err))
+	}
+	return layout, nil
+}

@@ -1,0 +1,82 @@
+package procs
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// TestSelf reads this process's own /proc entries, whose answers are known.
+func TestSelf(t *testing.T) {
+	me := os.Getpid()
+	if v, ok, err := Status("self", "Tgid"); err != nil || !ok || v != strconv.Itoa(me) {
+		t.Errorf("Status(self, Tgid) = %q, %v, %v; want %d", v, ok, err, me)
+	}
+	if _, ok, err := Status("self", "NoSuchKey"); err != nil || ok {
+		t.Errorf("Status(self, NoSuchKey) = %v, %v; want no line", ok, err)
+	}
+	if uids, err := UIDs(me); err != nil || len(uids) != 4 || int(uids[0]) != os.Getuid() || int(uids[1]) != os.Geteuid() {
+		t.Errorf("UIDs = %v, %v; want 4 with real %d, effective %d", uids, err, os.Getuid(), os.Geteuid())
+	}
+	if ids, err := NSpids(me); err != nil || len(ids) == 0 || ids[0] != me {
+		t.Errorf("NSpids = %v, %v; want %d first", ids, err, me)
+	}
+	if st, err := State(me); err != nil || st != 'R' {
+		t.Errorf("State = %q, %v; want R", st, err)
+	}
+	if v, err := StartTicks(me); err != nil || v == 0 {
+		t.Errorf("StartTicks = %d, %v", v, err)
+	}
+	if NamespaceIno("self", "pid") == 0 {
+		t.Error("no pid namespace of our own")
+	}
+	exe, _ := os.Executable()
+	ms, ok := Maps(strconv.Itoa(me))
+	found := false
+	for _, m := range ms {
+		found = found || m.Path == exe
+	}
+	if !ok || !found {
+		t.Errorf("Maps: ok %v, our executable %s mapped: %v", ok, exe, found)
+	}
+}
+
+// TestStatParsing: a command with spaces and parentheses is skipped by
+// the last ')', and a zombie reads as Z.
+func TestStatParsing(t *testing.T) {
+	old := Root
+	Root = t.TempDir()
+	t.Cleanup(func() { Root = old })
+	dir := filepath.Join(Root, "77")
+	os.MkdirAll(dir, 0o755)
+	fields := "Z 1 77 77 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 987654 1 2"
+	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte("77 (a) (b c) "+fields+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := StartTicks(77); err != nil || v != 987654 {
+		t.Errorf("StartTicks = %d, %v; want 987654", v, err)
+	}
+	if st, err := State(77); err != nil || st != 'Z' {
+		t.Errorf("State = %q, %v; want Z", st, err)
+	}
+}
+
+// TestProcess: a pidfd tells a running child from one that has exited.
+func TestProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := Open(cmd.Process.Pid)
+	defer p.Close()
+	if !p.Running() {
+		t.Error("a sleeping child is not running")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if p != nil && p.Running() {
+		t.Error("a reaped child still runs")
+	}
+}
