@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -158,7 +159,24 @@ func TestOverMallocDebug(t *testing.T) {
 
 // Under a small sampling interval many blocks move to the sample arena:
 // alignment, calloc's zeros, realloc's contents and the counts all hold.
+// Samples were taken: the live profile at the end of the churn has
+// sampled allocations (a sampled block is a moved one).
 func TestSampledBlocks(t *testing.T) {
 	prog := compile(t, "sampled.c")
-	known(t, []string{"HEAPLINE_SAMPLE=2k"}, prog, nil, nil)
+	known(t, []string{"HEAPLINE_SAMPLE=2k"}, prog, nil, func(s step, _ summary) {
+		if s.name != "churn" {
+			return
+		}
+		pb := filepath.Join(t.TempDir(), "p.pb.gz")
+		if b, err := exec.Command(testkit.Heapctl(t), "profile", "-o", pb, strconv.Itoa(s.pid)).CombinedOutput(); err != nil {
+			t.Fatalf("heapctl profile %d: %v\n%s", s.pid, err, b)
+		}
+		var sampled int64
+		for _, x := range parseProfile(t, pb).Sample {
+			sampled += x.Value[0] // alloc_objects
+		}
+		if sampled == 0 {
+			t.Error("no allocation was sampled: no block moved to the sample arena")
+		}
+	})
 }

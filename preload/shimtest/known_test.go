@@ -51,10 +51,21 @@ func TestManyShortThreads(t *testing.T) {
 }
 
 // Sixteen threads alive at once, four slots: the rest count through the
-// atomic path, exactly.
+// atomic path, exactly. The main thread holds one slot, so at least 13 of
+// the sixteen found none: the header's overflow_threads says they did.
 func TestMoreThreadsThanSlots(t *testing.T) {
 	prog := compile(t, "known.c")
-	known(t, []string{"HEAPLINE_SLOTS=4"}, prog, []string{"wide"}, nil)
+	var warm uint64
+	known(t, []string{"HEAPLINE_SLOTS=4"}, prog, []string{"wide"}, func(s step, _ summary) {
+		switch s.name {
+		case "warm":
+			warm = headerWord(t, s.pid, offOverflowThreads)
+		case "allocated":
+			if n := headerWord(t, s.pid, offOverflowThreads) - warm; n < 16-3 {
+				t.Errorf("%d threads took the overflow path with 16 alive and 3 slots free, want at least 13", n)
+			}
+		}
+	})
 }
 
 // fork: the child publishes its own region from the parent's totals, and

@@ -28,7 +28,13 @@ func sampledProfile(t *testing.T, extra []string, argv ...string) *profile.Profi
 	if b, err := exec.Command(testkit.Heapctl(t), "profile", "--from", dump, "-o", pb).CombinedOutput(); err != nil {
 		t.Fatalf("heapctl profile --from: %v\n%s", err, b)
 	}
-	f, err := os.Open(pb)
+	return parseProfile(t, pb)
+}
+
+// parseProfile reads the pprof profile at path.
+func parseProfile(t *testing.T, path string) *profile.Profile {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
