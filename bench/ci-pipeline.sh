@@ -26,12 +26,12 @@ if [ -n "${HISTORY_CI_RESULTS:-}" ]; then
 	read -r -a results <<<"$HISTORY_CI_RESULTS"
 	say "using ${results[*]} instead of measuring"
 else
-	say "heapctl overhead ${scenarios[*]} --measure cpu -n 3 --floor --json"
-	"$HEAPCTL" overhead "${scenarios[@]}" --measure cpu -n 3 --floor --json >"$tmp/cpu.json"
+	# shellcheck source-path=SCRIPTDIR source=measure.sh
+	. "$root/bench/measure.sh"
+	measure "$tmp/cpu.json" "${scenarios[@]}" --measure cpu -n 3 --floor >&2
 	results+=("$tmp/cpu.json")
 	if [ "${HISTORY_CI_INSTRUCTIONS:-1}" != 0 ]; then
-		say "heapctl overhead ${scenarios[0]} --measure instructions --floor --json"
-		"$HEAPCTL" overhead "${scenarios[0]}" --measure instructions --floor --json >"$tmp/instructions.json"
+		measure "$tmp/instructions.json" "${scenarios[0]}" --measure instructions --floor >&2
 		results+=("$tmp/instructions.json")
 	fi
 fi

@@ -38,6 +38,8 @@ git -C "$root" worktree add -q --detach "$tmp/base" "$rev"
 make -C "$tmp/base" bin/libheap.so >&2
 
 echo "compare: $(git -C "$root" rev-parse --short HEAD) against $rev" >&2
-"$HEAPCTL" overhead --baseline-lib "$tmp/base/bin/libheap.so" --lib "$root/bin/libheap.so" \
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. "$root/bench/measure.sh"
+measure "$out" --baseline-lib "$tmp/base/bin/libheap.so" --lib "$root/bin/libheap.so" \
 	--measure "${MEASURE:-cpu}" -n "${RUNS:-10}" --rounds "${ROUNDS:-1}" --threshold "${THRESHOLD:-0.05}" \
-	--out "$out" --format markdown "${scenarios[@]}"
+	"${scenarios[@]}"

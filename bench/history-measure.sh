@@ -28,17 +28,12 @@ scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(all)
 mkdir -p "$out"
 
-# measure NAME ARGS...: one overhead run into OUTDIR/NAME.json (--out
+# One overhead run a measure into OUTDIR/NAME.json (bench/measure.sh: --out
 # writes it whole or not at all, so a failed measurement never leaves half
 # a document for the publish step to refuse), its table on stdout.
-measure() {
-	local name=$1
-	shift
-	echo "history-measure: heapctl overhead ${scenarios[*]} $* --floor --out $out/$name.json" >&2
-	"$HEAPCTL" overhead "${scenarios[@]}" "$@" --floor --out "$out/$name.json" --format markdown
-}
-
-measure cpu --measure cpu -n "${RUNS:-10}"
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. "$root/bench/measure.sh"
+measure "$out/cpu.json" "${scenarios[@]}" --measure cpu -n "${RUNS:-10}" --floor
 if [ "${INSTRUCTIONS:-1}" != 0 ]; then
-	measure instructions --measure instructions
+	measure "$out/instructions.json" "${scenarios[@]}" --measure instructions --floor
 fi

@@ -19,20 +19,20 @@ ${CC:-gcc} -O2 -o "$bin/pair" bench/pair.c
 lib=${LIB:-$PWD/bin/libheap.so}
 n0=200000 n1=1200000 # long enough that the samples (one per 512 KiB, at random points) vary the figure by under 0.05
 
-ir() { # ir LIB N [CALLGRIND-OPTION...] -> Ir of pair N, with LIB preloaded
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. bench/measure.sh
+pair() { # pair LIB N [CALLGRIND-OPTION...] -> Ir of pair N, with LIB preloaded
 	local with=$1 n=$2
 	shift 2
-	valgrind --tool=callgrind "$@" --callgrind-out-file="$bin/out" \
-		--trace-children=yes env ${with:+LD_PRELOAD=$with} HEAPLINE_SUMMARY=0 ${HEAPLINE_SAMPLE:+HEAPLINE_SAMPLE=$HEAPLINE_SAMPLE} "$bin/pair" "$n" >/dev/null 2>&1
-	awk '/^totals:/ {print $2}' "$bin/out"
+	ir "$bin/out" "$with" "$@" -- ${HEAPLINE_SAMPLE:+HEAPLINE_SAMPLE=$HEAPLINE_SAMPLE} "$bin/pair" "$n"
 }
 
 main=--toggle-collect=main
-a0=$(ir "" $n0 $main) a1=$(ir "" $n1 $main) b0=$(ir "$lib" $n0 $main) b1=$(ir "$lib" $n1 $main)
+a0=$(pair "" $n0 $main) a1=$(pair "" $n1 $main) b0=$(pair "$lib" $n0 $main) b1=$(pair "$lib" $n1 $main)
 base=$(( (a1 - a0) / (n1 - n0) ))
 added=$(awk -v a0="$a0" -v a1="$a1" -v b0="$b0" -v b1="$b1" -v d=$((n1 - n0)) \
 	'BEGIN { printf "%.2f", ((b1 - a1) - (b0 - a0)) / d }')
 echo "instructions per malloc+free pair: glibc alone $base, added by libheap.so $added"
 
-w0=$(ir "" 0) w1=$(ir "$lib" 0) # the whole process
+w0=$(pair "" 0) w1=$(pair "$lib" 0) # the whole process
 echo "instructions of a process that allocates nothing: alone $w0, with libheap.so $w1 (added $((w1 - w0)))"

@@ -1,16 +1,61 @@
 # shellcheck shell=bash
-# measure.sh: sourced by bench/overhead.sh, overhead-instructions.sh and
-# release.sh, which differ only in their heapctl flags.
+# measure.sh: the one measuring helper of bench/, sourced by its scripts
+# (from the project root). Timed figures come from `heapctl overhead`
+# (interleaved runs, medians, bootstrap intervals: docs/methodology.md);
+# instruction counts from callgrind. No script takes medians of its own.
 #
-# measure NAME ARG...: runs `heapctl overhead ARG...` ($HEAPCTL), which
-# writes its JSON document to bench/results/NAME-DATE.json (--out: whole or
-# not at all) and prints its markdown table. Call it from the project root.
+# measure OUT ARG...: `heapctl overhead ARG...` ($HEAPCTL, default
+#   bin/heapctl), its markdown table on stdout; with OUT (not ""), also its
+#   JSON document in OUT, written whole or not at all (--out).
+# result NAME: prints bench/results/NAME-DATE.json, a fresh OUT for measure.
+# ab N BASE LIB... -- CMD...: each LIB against BASE ("-": no library), CPU
+#   time, N interleaved runs of each side after one warm-up, through
+#   measure; for libraries that are not profilers (--any-lib: bench/floor).
+# ir OUT LIB [CALLGRIND-OPTION...] -- CMD...: the instructions callgrind
+#   counts in CMD (and its children) with LIB preloaded ("" for none),
+#   HEAPLINE_SUMMARY=0; OUT is callgrind's scratch file.
+HEAPCTL=${HEAPCTL:-$PWD/bin/heapctl}
+
 measure() {
-	local name=$1
+	local out=$1
 	shift
+	local args=("$@" --format markdown)
+	[ -z "$out" ] || args+=(--out "$out")
+	echo "$(basename "$0"): heapctl overhead ${args[*]}" >&2
+	"$HEAPCTL" overhead "${args[@]}"
+}
+
+result() {
 	mkdir -p bench/results
-	local out
-	out=bench/results/$name-$(date -u +%Y%m%dT%H%M%SZ).json
-	echo "$(basename "$0"): heapctl overhead $* --out $out --format markdown" >&2
-	"$HEAPCTL" overhead --out "$out" --format markdown "$@"
+	echo "bench/results/$1-$(date -u +%Y%m%dT%H%M%SZ).json"
+}
+
+ab() {
+	local n=$1 base=$2
+	shift 2
+	local libs=() b=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		libs+=("$1")
+		shift
+	done
+	shift
+	[ "$base" = - ] || b=(--baseline-lib "$base")
+	local lib
+	for lib in "${libs[@]}"; do
+		measure "" --measure cpu -n "$n" --warmup 1 --any-lib "${b[@]}" --lib "$lib" -- "$@"
+	done
+}
+
+ir() {
+	local out=$1 with=$2
+	shift 2
+	local opts=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		opts+=("$1")
+		shift
+	done
+	shift
+	valgrind --tool=callgrind "${opts[@]}" --callgrind-out-file="$out" --trace-children=yes \
+		env ${with:+LD_PRELOAD=$with} HEAPLINE_SUMMARY=0 "$@" >/dev/null 2>&1
+	awk '/^totals:/ {print $2}' "$out"
 }

@@ -7,8 +7,10 @@
 # bin/libheap.so, at two loop lengths so that start-up cancels:
 # added = ((B1-A1) - (B0-A0)) / (N1-N0). With sampling off, the hook's
 # counting alone; with HEAPLINE_SAMPLE=512k, its samples too (one stack a
-# 512 KiB of objects on average). PYTHONHASHSEED=0: the same start-up in
-# every run, so that it cancels.
+# 512 KiB of objects on average). The floor: a wrapper that only forwards
+# (built with -DHL_PYMALLOC_FORWARD), what any wrapper of pymalloc's
+# domains costs before it counts anything. PYTHONHASHSEED=0: the same
+# start-up in every run, so that it cancels.
 #
 #   bench/pyobjects.sh [PYTHON]     # from the project root, after make
 set -euo pipefail
@@ -16,8 +18,10 @@ cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "pyobjects.sh: valgrind is missing (make deps)" >&2; exit 1; }
 py=${1:-/usr/bin/python3.11}
 lib=$PWD/bin/libheap.so
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+out=$(mktemp) fwd=$(mktemp --suffix=.so)
+trap 'rm -f "$out" "$fwd"' EXIT
+CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -DHL_PYMALLOC_FORWARD" go build -buildmode=c-shared \
+	-ldflags=-extldflags=-Wl,--version-script="$PWD/preload/exports.map" -o "$fwd" ./preload
 n0=200000 n1=600000
 prog='import sys
 from itertools import repeat
@@ -26,23 +30,26 @@ def loop(n, x, y):
         s = x + y
 loop(int(sys.argv[1]), "abcdefgh", "ijklmnop")'
 
-ir() { # ir LIB N [VAR=VALUE...] -> Ir of the loop of N, with LIB preloaded
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. bench/measure.sh
+loop() { # loop LIB N [VAR=VALUE...] -> Ir of the loop of N, with LIB preloaded
 	local with=$1 n=$2
 	shift 2
-	valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out" \
-		env ${with:+LD_PRELOAD=$with} HEAPLINE_SUMMARY=0 PYTHONHASHSEED=0 "$@" "$py" -c "$prog" "$n" >/dev/null 2>&1
-	awk '/^totals:/ {print $2}' "$out"
+	ir "$out" "$with" -- PYTHONHASHSEED=0 "$@" "$py" -c "$prog" "$n"
 }
 
 added() { # added VAR=VALUE: per object, over the loop without the shim
 	local b0 b1
-	b0=$(ir "$lib" $n0 "$@") b1=$(ir "$lib" $n1 "$@")
+	local with=$lib
+	if [ "$1" = floor ]; then with=$fwd; shift; fi
+	b0=$(loop "$with" $n0 HEAPLINE_PYMALLOC=1 "$@") b1=$(loop "$with" $n1 HEAPLINE_PYMALLOC=1 "$@")
 	awk -v a0="$a0" -v a1="$a1" -v b0="$b0" -v b1="$b1" -v d=$((n1 - n0)) \
 		'BEGIN { printf "%.2f", ((b1 - a1) - (b0 - a0)) / d }'
 }
 
-a0=$(ir "" $n0) a1=$(ir "" $n1)
+a0=$(loop "" $n0) a1=$(loop "" $n1)
 base=$(awk -v a0="$a0" -v a1="$a1" -v d=$((n1 - n0)) 'BEGIN { printf "%.2f", (a1 - a0) / d }')
 echo "$py: instructions per object (a loop step: one str allocated and freed): alone $base"
+echo "added by a wrapper that only forwards (the floor): $(added floor HEAPLINE_SAMPLE=0)"
 echo "added by libheap.so, sampling off: $(added HEAPLINE_SAMPLE=0)"
 echo "added by libheap.so, sampling at 512 KiB: $(added HEAPLINE_SAMPLE=512k)"

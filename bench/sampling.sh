@@ -29,5 +29,5 @@ args=("${scenarios[@]}" "$@")
 # shellcheck source-path=SCRIPTDIR source=measure.sh
 . bench/measure.sh
 for v in ${VARIANTS:-512k 64k}; do
-	measure "sampling-$v" "${args[@]}" --baseline-lib "$tmp/off.so" --lib "$tmp/$v.so"
+	measure "$(result "sampling-$v")" "${args[@]}" --baseline-lib "$tmp/off.so" --lib "$tmp/$v.so"
 done

@@ -3,7 +3,7 @@
 # noise `heapctl history check` must not mistake for a regression
 # (docs/history.md, "The check"). REPEATS separate measurements of churn-1t
 # and churn-4t, one after the other in turn (so both see the same moments of
-# the machine), each `heapctl overhead SCENARIO -n RUNS --json`.
+# the machine), each `heapctl overhead SCENARIO -n RUNS` (bench/measure.sh).
 #
 #   bench/spread.sh OUTDIR            # from the project root, after make
 #
@@ -18,10 +18,10 @@ if [ $# -ne 1 ]; then
 	exit 2
 fi
 mkdir -p "$1"
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. "$root/bench/measure.sh"
 for i in $(seq 1 "${REPEATS:-8}"); do
 	for sc in churn-1t churn-4t; do
-		echo "spread: $i: heapctl overhead $sc -n ${RUNS:-10} --json > $1/$sc-$i.json" >&2
-		"$HEAPCTL" overhead "$sc" -n "${RUNS:-10}" --json >"$1/$sc-$i.json.part"
-		mv "$1/$sc-$i.json.part" "$1/$sc-$i.json"
+		measure "$1/$sc-$i.json" "$sc" -n "${RUNS:-10}"
 	done
 done

@@ -139,10 +139,13 @@ func renderCLIDoc(app *cli.App) string {
 	p("```\n%s [GLOBAL FLAGS] COMMAND [FLAGS] [ARGUMENTS...]\n```\n\n", app.Name)
 	p("`heapctl --help` and `heapctl COMMAND --help` print the same from the binary.\n")
 	p("After `--` come the command to run and its arguments, which heapctl does not read.\n\n")
-	p("| command | what it does |\n|---|---|\n")
+	p("Commands:")
+	sep := ""
 	walkCommands(app.VisibleCommands(), app.Name, func(path string, cmd *cli.Command, _ int) {
-		p("| [`%s`](#%s) | %s |\n", strings.TrimPrefix(path, app.Name+" "), anchor(path), cell(cmd.Usage))
+		p("%s [`%s`](#%s)", sep, strings.TrimPrefix(path, app.Name+" "), anchor(path))
+		sep = ","
 	})
+	p(".\n")
 
 	p("\n## Global flags\n\n")
 	p("Accepted by every command, before or after its name (`heapctl -v record ...` and `heapctl record -v ...`).\n\n")
@@ -215,11 +218,11 @@ func walkCommands(cmds []*cli.Command, parent string, fn func(path string, cmd *
 	walk(cmds, parent, 0)
 }
 
-// flagTable writes one row a flag: its names and value, its default, what
-// it does. Usage texts mark the value's name in backquotes (`FILE`), as
-// urfave/cli's help reads them; a flag without one gets its type's.
+// flagTable writes one list item a flag: its names and value, what it
+// does, its default. Usage texts mark the value's name in backquotes
+// (`FILE`), as urfave/cli's help reads them; a flag without one gets its
+// type's. A list, not a table: the page is read in a terminal too.
 func flagTable(b *strings.Builder, flags []cli.Flag, required map[cli.Flag]bool) {
-	fmt.Fprintf(b, "| flag | default | what it does |\n|---|---|---|\n")
 	for _, f := range flags {
 		df, ok := f.(cli.DocGenerationFlag)
 		if !ok {
@@ -244,13 +247,13 @@ func flagTable(b *strings.Builder, flags []cli.Flag, required map[cli.Flag]bool)
 		def := df.GetDefaultText()
 		switch {
 		case required[f]:
-			def = "required"
+			def = " (required)"
 		case !df.TakesValue() || def == "":
 			def = ""
 		default:
-			def = "`" + strings.Trim(def, `"`) + "`"
+			def = " (default `" + strings.Trim(def, `"`) + "`)"
 		}
-		fmt.Fprintf(b, "| %s | %s | %s |\n", strings.Join(names, ", "), def, cell(usage))
+		fmt.Fprintf(b, "- %s: %s%s\n", strings.Join(names, ", "), cell(usage), def)
 	}
 }
 

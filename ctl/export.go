@@ -40,7 +40,7 @@ func exportCommand(e *env) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Aliases: []string{"l"}, Value: "127.0.0.1:9464", Usage: "`ADDRESS` to serve on (host:port)"},
 			&cli.StringFlag{Name: "web.listen-address", Usage: "`ADDRESS` to serve on: the conventional name of --listen (give one, or both the same)"},
-			&cli.StringFlag{Name: "web.config.file", Usage: "`FILE` of TLS and basic-auth settings (exporter-toolkit's web configuration); plain HTTP without"},
+			&cli.StringFlag{Name: "web.config.file", Usage: "`FILE` of TLS and basic-auth settings (exporter-toolkit's web configuration); without it, plain HTTP"},
 			&cli.StringFlag{Name: "command-label", Value: metrics.CommandName, Usage: "`WHAT` the command label holds: name (argv[0]'s base name) or full (the whole command line: arguments may be secrets)"},
 		},
 		Action: func(c *cli.Context) error { return export(e, c) },

@@ -303,3 +303,43 @@ func TestProfilePythonOlder(t *testing.T) {
 		}
 	}
 }
+
+// TestProfilePythonModuleLevel: code at a module's top level, and a
+// comprehension in it, are named as CPython names them ("<module>",
+// "<listcomp>") in what `go tool pprof -top` prints, beside a function's
+// comprehension. pprof once cut "<module>" to nothing, taking it for a
+// C++ template argument of a name still to demangle.
+func TestProfilePythonModuleLevel(t *testing.T) {
+	lib := testkit.Shim(t)
+	bin := pyInterpreter(t, "/usr/bin/python3.11")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "mod.py")
+	src := "x = [bytearray(1 << 20) for _ in range(64)]\n" +
+		"def f():\n    return [bytearray(1 << 20) for _ in range(64)]\n" +
+		"y = f()\n"
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "mod.pb.gz")
+	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	top, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=alloc_space", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, top)
+	}
+	names := map[string]bool{}
+	for _, l := range strings.Split(string(top), "\n") {
+		if f := strings.Fields(l); len(f) == 6 {
+			names[f[5]] = true
+		}
+	}
+	for _, want := range []string{"<module>", "<listcomp>", "f", "f.<locals>.<listcomp>"} {
+		if !names[want] {
+			t.Errorf("go tool pprof -top names no %q:\n%s", want, top)
+		}
+	}
+	if names["<unknown>"] {
+		t.Errorf("go tool pprof -top has an <unknown> function:\n%s", top)
+	}
+}

@@ -36,7 +36,7 @@ func runCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the summaries as JSON objects on stdout, one a line, every process's"},
 			&cli.BoolFlag{Name: "all", Usage: "print every process's summary line, the biggest peak first (HEAPLINE_SUMMARY=all)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the summary to `FILE` instead"},
-			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD: Python's objects in the malloc figures and their peak (CPython 3.11 to 3.13 counts them without it, as python objects; docs/watching.md)"},
+			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD: Python's objects in the malloc figures and their peak (with HEAPLINE_PYMALLOC=1 the shim counts them instead as python objects, on CPython 3.11 to 3.13; docs/watching.md)"},
 			&cli.StringFlag{Name: "profile", Usage: "write CMD's sampled allocation stacks at exit to `FILE`, a pprof heap profile (docs/profiling.md)"},
 		},
 		Action: func(c *cli.Context) error {

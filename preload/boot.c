@@ -84,121 +84,7 @@ static void die_missing(const char *sym)
 
 // ---- mode ---------------------------------------------------------------------------
 
-struct lookup {
-    uintptr_t addr;
-    const void *object;
-};
-
-static int find_object(struct dl_phdr_info *info, size_t size, void *data)
-{
-    struct lookup *l = data;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && l->addr - lo < ph->p_memsz) {
-            l->object = info->dlpi_phdr;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* The loaded object whose segments hold addr (its program headers stand for
- * it), or NULL. Not dladdr: that searches the object's whole symbol table
- * for the nearest symbol, about 85,000 instructions a call in libc, which
- * made boot's 28 calls 2.4 million instructions, most of the shim's
- * start-up. */
-const void *hl_object_of(const void *addr)
-{
-    struct lookup l = {(uintptr_t)addr, NULL};
-    if (addr != NULL)
-        dl_iterate_phdr(find_object, &l);
-    return l.object;
-}
-
-struct named {
-    uintptr_t addr;
-    char *buf;
-    size_t n;
-    int found;
-};
-
-static int find_name(struct dl_phdr_info *info, size_t size, void *data)
-{
-    struct named *l = data;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || l->addr - (info->dlpi_addr + ph->p_vaddr) >= ph->p_memsz)
-            continue;
-        hl_object_name(info->dlpi_name, l->buf, l->n);
-        l->found = 1;
-        return 1;
-    }
-    return 0;
-}
-
-/* A loaded object's path from its loader name into buf (n bytes, cut to
- * n - 1): the program itself, which the loader names "", from
- * /proc/self/exe. */
-void hl_object_name(const char *name, char *buf, size_t n)
-{
-    if (name == NULL || name[0] == 0) {
-        ssize_t k = readlink("/proc/self/exe", buf, n - 1);
-        buf[k > 0 ? k : 0] = 0;
-        return;
-    }
-    size_t k = strlen(name) < n - 1 ? strlen(name) : n - 1;
-    memcpy(buf, name, k);
-    buf[k] = 0;
-}
-
-/* The path of the loaded object holding addr (the program's own from
- * /proc/self/exe), cut to n - 1 bytes; 0 if found. */
-int hl_object_path(const void *addr, char *buf, size_t n)
-{
-    struct named l = {(uintptr_t)addr, buf, n, 0};
-    buf[0] = 0;
-    if (addr != NULL && n > 1)
-        dl_iterate_phdr(find_name, &l);
-    return l.found ? 0 : -1;
-}
-
-struct span {
-    uintptr_t addr, lo, hi;
-};
-
-static int span_of(struct dl_phdr_info *info, size_t size, void *data)
-{
-    struct span *s = data;
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
-    int hit = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
-        uintptr_t a = info->dlpi_addr + ph->p_vaddr, b = a + ph->p_memsz;
-        lo = a < lo ? a : lo;
-        hi = b > hi ? b : hi;
-        hit |= s->addr - a < ph->p_memsz;
-    }
-    if (!hit)
-        return 0;
-    s->lo = lo;
-    s->hi = hi;
-    return 1;
-}
-
-/* The address range of all the loaded segments of the object holding
- * addr; 0 if there is one. */
-int hl_object_span(const void *addr, uintptr_t *lo, uintptr_t *hi)
-{
-    struct span s = {(uintptr_t)addr, 0, 0};
-    if (addr == NULL || !dl_iterate_phdr(span_of, &s))
-        return -1;
-    *lo = s.lo;
-    *hi = s.hi;
-    return 0;
-}
+HL_HIDDEN unsigned char hl_mode; /* enum hl_mode (shim.h) */
 
 static int same_object(void *a, void *b)
 {
@@ -246,9 +132,8 @@ void hl_set_mode_off(const char *why)
     if (why != NULL)
         hl_say(why, "; running unprofiled", NULL);
     hl_off_fns_make(&off_fns);
-    if (hl_region == NULL) /* bypassed, with a region: mapped memory is still counted */
-        hl_mapped_stop();
-    hl_glibc_mode = 0;
+    /* bypassed, with a region: mapped memory is still counted (mapped.c) */
+    hl_mode = hl_region != NULL ? HL_MODE_BYPASSED : HL_MODE_OFF;
     hl_impl = off_fns;
 }
 
@@ -410,8 +295,7 @@ static void boot(void)
     } else {
         int glibc = next_is_glibc();
         hl_impl = glibc ? hl_glibc_fns : hl_generic_fns;
-        hl_glibc_mode = glibc;
-        hl_generic_mode = !glibc;
+        hl_mode = glibc ? HL_MODE_GLIBC : HL_MODE_GENERIC;
         if (!glibc)
             hl_mapped_skip((const void *)hl_next.malloc);
         hl_thread_init();

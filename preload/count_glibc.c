@@ -14,19 +14,8 @@
  */
 #include <string.h>
 #include "shim.h"
+#include "count_glibc.h"
 
-#define HDR(p)        (((const size_t *)(p))[-1])
-#define IS_MMAPPED    ((size_t)2)
-#define SIZE_BITS     ((size_t)7)
-
-/* Blocks the fast path takes: not mmapped (that bit also marks the
- * bootstrap pool's blocks) and chunks under 128 KiB, so that one add never
- * carries twice (HL_WORD_BATCH is 256 KiB). One test against the header
- * checks both. */
-#define SLOW_BITS     (~(size_t)(HL_WORD_BATCH / 2 - 1) | IS_MMAPPED)
-
-/* The fast word's increment: one operation and its chunk size (region.h). */
-#define INC(h)        ((((uint64_t)(h) >> 4) << HL_WORD_SHIFT) | 1)
 
 static inline size_t usable_of(size_t h)
 {
@@ -73,31 +62,18 @@ static inline void count_free(size_t h)
         hl_free_carry(s);
 }
 
-// ---- malloc and free ------------------------------------------------------------
-/* The pair docs/performance.md counts instructions of, and the exported
- * malloc and free themselves: a jump through hl_impl costs this hot pair
- * about 6% on a churn loop (a taken indirect branch each). A thread's fast
- * slot is NULL until its first call registers it, and always outside the
- * glibc mode: that one test sends boot, the other modes and a new thread
- * to the cold paths, and no word is ever shared between threads. Their
- * cold paths are tail calls that end the operation themselves (malloc's
- * return the block, free's free it), so the hot path keeps nothing across
- * a call: one load of the header, one test, one add to the thread's word,
- * which is also its store (hl_word_add). Recount (bench/instructions.sh)
- * after any change. */
+// ---- malloc and free: their cold paths (count_glibc.h has the hot ones) ----------
 
-HL_HIDDEN unsigned char hl_glibc_mode, hl_generic_mode;
+void *hl_glibc_malloc_cold(void *p) { return counted(p); }
 
-static HL_COLD void *malloc_cold(void *p) { return counted(p); }
-
-static HL_COLD void *malloc_carry(void *p, struct hl_slot *s) { return hl_alloc_carry(s, p); }
+void *hl_glibc_malloc_carry(void *p, struct hl_slot *s) { return hl_alloc_carry(s, p); }
 
 /* No fast slot: the next allocator's block, before boot the bootstrap's. */
-static HL_COLD void *malloc_noslot(void *p)
+void *hl_glibc_malloc_noslot(void *p)
 {
-    if (hl_glibc_mode)
+    if (hl_mode == HL_MODE_GLIBC)
         return hl_pool_owns(p) ? p : counted(p);
-    if (hl_generic_mode)
+    if (hl_mode == HL_MODE_GENERIC)
         return hl_generic_counted(p);
     return p; /* booting, or running unprofiled */
 }
@@ -105,7 +81,7 @@ static HL_COLD void *malloc_noslot(void *p)
 /* The header test sends here the blocks glibc mapped itself, chunks of
  * 128 KiB and more, the bootstrap pool's and the sample arena's (both
  * marked mmapped), and a large block may have been sampled in place. */
-static HL_COLD void free_cold(void *p)
+void hl_glibc_free_cold(void *p)
 {
     size_t h = HDR(p);
     if (h & IS_MMAPPED) {
@@ -123,56 +99,22 @@ static HL_COLD void free_cold(void *p)
     hl_next.free(p);
 }
 
-static HL_COLD void free_carry(void *p, struct hl_slot *s)
+void hl_glibc_free_carry(void *p, struct hl_slot *s)
 {
     hl_free_carry(s);
     hl_next.free(p);
 }
 
-static HL_COLD void free_noslot(void *p)
+void hl_glibc_free_noslot(void *p)
 {
-    if (hl_glibc_mode)
-        free_cold(p);
+    if (hl_mode == HL_MODE_GLIBC)
+        hl_glibc_free_cold(p);
     else
         hl_impl.free(p);
 }
 
-static inline __attribute__((always_inline)) void *g_malloc(size_t n)
-{
-    void *p = hl_next.malloc(n);
-    if (HL_UNLIKELY(p == NULL))
-        return p;
-    struct hl_slot *s = hl_self.slot;
-    if (HL_UNLIKELY(s == NULL))
-        return malloc_noslot(p);
-    size_t h = HDR(p);
-    if (HL_UNLIKELY(h & SLOW_BITS))
-        return malloc_cold(p);
-    if (HL_UNLIKELY(hl_word_add(&s->alloc_word, INC(h))))
-        return malloc_carry(p, s);
-    return p;
-}
-
-static inline __attribute__((always_inline)) void g_free(void *p)
-{
-    if (HL_UNLIKELY(p == NULL))
-        return;
-    struct hl_slot *s = hl_self.slot;
-    if (HL_UNLIKELY(s == NULL))
-        return free_noslot(p);
-    size_t h = HDR(p);
-    if (HL_UNLIKELY(h & SLOW_BITS))
-        return free_cold(p);
-    if (HL_UNLIKELY(hl_word_add(&s->free_word, INC(h))))
-        return free_carry(p, s);
-    hl_next.free(p);
-}
-
-HL_EXPORT void *malloc(size_t n) { return g_malloc(n); }
-HL_EXPORT void free(void *p) { g_free(p); }
-
-static void *g_malloc_fn(size_t n) { return g_malloc(n); }
-static void g_free_fn(void *p) { g_free(p); }
+static void *g_malloc_fn(size_t n) { return hl_glibc_malloc(n); }
+static void g_free_fn(void *p) { hl_glibc_free(p); }
 
 
 /* realloc of a block of the sample arena: glibc never saw it. */
@@ -180,7 +122,7 @@ static HL_COLD void *sampled_realloc(void *p, size_t n)
 {
     size_t h = HDR(p), usable = hl_sampled_usable(p);
     void *q = NULL;
-    if (n != 0 && (q = g_malloc(n)) == NULL)
+    if (n != 0 && (q = hl_glibc_malloc(n)) == NULL)
         return NULL; /* p stays, as glibc's realloc leaves it */
     if (q != NULL)
         memcpy(q, p, usable < n ? usable : n);
@@ -192,7 +134,7 @@ static HL_COLD void *sampled_realloc(void *p, size_t n)
 static void *g_realloc(void *p, size_t n)
 {
     if (p == NULL)
-        return g_malloc(n);
+        return hl_glibc_malloc(n);
     size_t h = HDR(p);
     if (HL_UNLIKELY(h & IS_MMAPPED)) {
         if (hl_pool_owns(p))

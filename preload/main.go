@@ -5,13 +5,10 @@
 //	    -ldflags=-extldflags=-Wl,--version-script=$PWD/preload/exports.map \
 //	    -o bin/libheap.so ./preload
 //
-// Everything that runs inside the profiled program is the C in this folder.
-// The Go side is deliberately empty: the Go runtime calls malloc from its own
-// threads, so an allocation function exported from Go would deadlock
-// (golang/go#26184), and the allocation path must never enter Go. This file
-// exists so that the shim builds with the same toolchain as heapctl. It
-// exports nothing, and its runtime never starts (goruntime.c): a Go function
-// exported from here would wait for ever. docs/shim.md says why.
+// Everything that runs inside the profiled program is the C in this folder
+// (override.c lists what it interposes). The Go side is empty, exports
+// nothing and its runtime never starts: goruntime.c says why. This file
+// exists so that the shim builds with the same toolchain as heapctl.
 package main
 
 /*

@@ -33,7 +33,6 @@
 #include <errno.h>
 #include <link.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
@@ -251,14 +250,12 @@ void hl_mapped_publish(void)
 
 // ---- whose call -------------------------------------------------------------------
 
-/* Set when the shim runs unprofiled: there is no region to publish to,
- * and no fork handler keeps the lock from a child. */
-static int stopped;
-void hl_mapped_stop(void) { __atomic_store_n(&stopped, 1, __ATOMIC_RELAXED); }
+/* Nothing is counted with the mode off: there is no region to publish
+ * to, and no fork handler keeps the lock from a child. */
 
 static int counts_caller(const void *ret)
 {
-    if (__atomic_load_n(&stopped, __ATOMIC_RELAXED))
+    if (__atomic_load_n(&hl_mode, __ATOMIC_RELAXED) == HL_MODE_OFF)
         return 0;
     uintptr_t a = (uintptr_t)ret;
     for (int i = 0; i < SKIPS; i++)
@@ -334,21 +331,16 @@ static void *mmap_counted(void *addr, size_t len, int prot, int flags, int fd, o
     return p;
 }
 
-HL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+/* The exported mmap family (override.c) comes here with its caller's
+ * return address: calls from an allocator's own code are its blocks. */
+void *hl_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, const void *ret)
 {
-    return mmap_counted(addr, len, prot, flags, fd, off, __builtin_return_address(0));
+    return mmap_counted(addr, len, prot, flags, fd, off, ret);
 }
 
-/* Large-file builds (CPython's among them) call mmap64: the same call on
- * 64-bit Linux. */
-HL_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+int hl_munmap(void *addr, size_t len, const void *ret)
 {
-    return mmap_counted(addr, len, prot, flags, fd, off, __builtin_return_address(0));
-}
-
-HL_EXPORT int munmap(void *addr, size_t len)
-{
-    int mine = counts_caller(__builtin_return_address(0)) && map_enter();
+    int mine = counts_caller(ret) && map_enter();
     int rc = next_munmap != NULL ? next_munmap(addr, len) : (int)syscall(SYS_munmap, addr, len);
     if (mine) {
         if (rc == 0)
@@ -358,16 +350,9 @@ HL_EXPORT int munmap(void *addr, size_t len)
     return rc;
 }
 
-HL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+void *hl_mremap(void *old, size_t old_len, size_t new_len, int flags, void *want, const void *ret)
 {
-    void *want = NULL;
-    if (flags & MREMAP_FIXED) {
-        va_list ap;
-        va_start(ap, flags);
-        want = va_arg(ap, void *);
-        va_end(ap);
-    }
-    int mine = counts_caller(__builtin_return_address(0)) && map_enter();
+    int mine = counts_caller(ret) && map_enter();
     void *p = next_mremap != NULL ? next_mremap(old, old_len, new_len, flags, want)
                                   : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, want);
     if (mine) {
@@ -388,9 +373,9 @@ HL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
     return p;
 }
 
-HL_EXPORT int mprotect(void *addr, size_t len, int prot)
+int hl_mprotect(void *addr, size_t len, int prot, const void *ret)
 {
-    int mine = counts_caller(__builtin_return_address(0)) && map_enter();
+    int mine = counts_caller(ret) && map_enter();
     int rc = next_mprotect != NULL ? next_mprotect(addr, len, prot) : (int)syscall(SYS_mprotect, addr, len, prot);
     if (mine) {
         if (rc == 0)

@@ -131,6 +131,20 @@ void hl_write_all(int fd, const char *p, size_t n)
 }
 
 /* One line on stderr. The parts end with NULL. */
+/* v in decimal at p (room for 20 digits); returns the end. */
+char *hl_decimal(char *p, uint64_t v)
+{
+    char digits[20];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = digits[--n];
+    return p;
+}
+
 void hl_say(const char *first, ...)
 {
     char line[512] = "heapline: ";

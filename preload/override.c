@@ -1,18 +1,27 @@
 /*
- * override.c: the exported malloc family but malloc and free. Each entry
- * point is one jump through hl_impl (shim.h says why); the work is in
- * count_glibc.c, count_generic.c and boot.c.
+ * override.c: every symbol the shim interposes, and nothing else; each a
+ * forward to the file that does the work. exports.map lists the same names
+ * for the linker. (goruntime.c's sigaction is hidden: runtime/cgo binds to
+ * it, the program never sees it.)
+ *
+ * The allocation functions but malloc and free jump through hl_impl, the
+ * mode's table (shim.h); malloc and free count inline (count_glibc.h), as a
+ * jump through the table would cost the hot pair about 6%.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include "shim.h"
+#include "count_glibc.h"
 
-// ---- override -------------------------------------------------------------
+// ---- the malloc family ------------------------------------------------------
 
-/* malloc and free are in count_glibc.c: see there why. */
+HL_EXPORT void *malloc(size_t n) { return hl_glibc_malloc(n); }
+HL_EXPORT void free(void *p) { hl_glibc_free(p); }
 HL_EXPORT void *calloc(size_t n, size_t size) { return hl_impl.calloc(n, size); }
 HL_EXPORT void *realloc(void *p, size_t n) { return hl_impl.realloc(p, n); }
 HL_EXPORT int posix_memalign(void **out, size_t align, size_t n) { return hl_impl.posix_memalign(out, align, n); }
@@ -51,14 +60,45 @@ HL_EXPORT size_t malloc_usable_size(void *p)
     return hl_next.usable(p);
 }
 
-// ---- quick exit -------------------------------------------------------------
+// ---- the mmap family (mapped.c) -----------------------------------------------
+
+HL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return hl_mmap(addr, len, prot, flags, fd, off, __builtin_return_address(0));
+}
+
+/* Large-file builds (CPython's among them) call mmap64: the same call on
+ * 64-bit Linux. */
+HL_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return hl_mmap(addr, len, prot, flags, fd, off, __builtin_return_address(0));
+}
+
+HL_EXPORT int munmap(void *addr, size_t len) { return hl_munmap(addr, len, __builtin_return_address(0)); }
+
+HL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+{
+    void *want = NULL;
+    if (flags & MREMAP_FIXED) {
+        va_list ap;
+        va_start(ap, flags);
+        want = va_arg(ap, void *);
+        va_end(ap);
+    }
+    return hl_mremap(old, old_len, new_len, flags, want, __builtin_return_address(0));
+}
+
+HL_EXPORT int mprotect(void *addr, size_t len, int prot) { return hl_mprotect(addr, len, prot, __builtin_return_address(0)); }
+
+// ---- processes: fork without handlers, quick exit (region.c, summary.c) ----------
+
+HL_EXPORT pid_t _Fork(void) { return hl_fork_unhandled(); }
 
 /* _exit skips atexit and destructors. Shells end with it (dash's exit is
  * _exit), so the process's summary is written here too; but a fork child
  * that never exec'd ends with _exit as a matter of course (Python's
  * multiprocessing workers, a failed exec in a child), and gets no summary:
  * its parent's is the one wanted. Either way the region goes. */
-
 HL_EXPORT void _exit(int status)
 {
     hl_finish(!hl_forked_child());
@@ -68,10 +108,10 @@ HL_EXPORT void _exit(int status)
 
 HL_EXPORT void _Exit(int status) { _exit(status); }
 
-// ---- loaded objects ---------------------------------------------------------
+// ---- loaded objects (unwind.c) -------------------------------------------------
 
 /* An object dlclose unmaps leaves its addresses to the next one loaded
- * there: the unwinder's cached rules for them go stale (unwind.c). */
+ * there: the unwinder's cached rules for them go stale. */
 static int (*next_dlclose)(void *);
 
 HL_EXPORT int dlclose(void *handle)

@@ -31,12 +31,12 @@
  * such). A Python initialised before our constructor runs (embedded in a
  * program whose own constructor starts it) is left alone.
  *
- * Counting: two atomic adds on the header's line 13 per operation
- * (objects are allocated under a GIL, so the line is rarely contended;
- * subinterpreters with a GIL of their own share it). Sampling: each
- * thread's pymalloc bytes are a stream of their own, with the sampler's
- * rate and stacks; a sampled object moves to the sample arena, so its
- * free is known by one address compare (profile.c).
+ * Counting: plain adds to the header's line 13, under the GIL (below);
+ * a small request is counted from its size before pymalloc is called, so
+ * the allocation is a tail call. Sampling: pymalloc's bytes are one
+ * stream for the process, at the sampler's rate and with its stacks; a
+ * sampled object moves to the sample arena, so its free is known by one
+ * address compare (profile.c).
  */
 #include <dlfcn.h>
 #include <string.h>
@@ -84,8 +84,10 @@ static inline int in_arena(const void *p)
  * pool_header: ref, freeblock, nextpool, prevpool, arenaindex, szidx). */
 static inline size_t block_size(const void *p)
 {
-    return ((size_t) * (const uint32_t *)(((uintptr_t)p & ~POOL_MASK) + 36) + 1) << 4;
+    return ((size_t) * (const uint32_t *)(((uintptr_t)p & ~POOL_MASK) + 36) << 4) + 16;
 }
+
+static void arena_failed(void);
 
 /* An arena aligned to its size, through our own mmap (still counted as
  * mapped memory): 2 MiB, its ends given back. */
@@ -94,8 +96,10 @@ static void *arena_alloc(void *ctx, size_t size)
     if (size != ARENA)
         return next_arena.alloc(next_arena.ctx, size); /* 3.12's frame chunks come here too */
     char *m = mmap(NULL, 2 * ARENA, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
+    if (m == MAP_FAILED) {
+        arena_failed();
         return NULL;
+    }
     char *a = (char *)(((uintptr_t)m + ARENA - 1) & ~(uintptr_t)(ARENA - 1));
     if (a > m)
         munmap(m, (size_t)(a - m));
@@ -120,14 +124,41 @@ static void arena_free(void *ctx, void *p, size_t size)
 
 // ---- counting ---------------------------------------------------------------------
 
+/* The header's py_* words (line 13), or `none` without a region: the fast
+ * paths add to them with no test. Plain adds, no lock prefix: every call
+ * of both domains runs under the GIL (CPython requires it since 3.6), so
+ * one thread at a time adds, and other processes only read. Interpreters
+ * with a GIL of their own (3.12's own_gil) share these words: their adds
+ * can be lost (docs/profiling.md, limits). */
+struct py_counts {
+    uint64_t allocs, frees, alloc_bytes, free_bytes;
+};
+static struct py_counts none, *counts = &none;
+_Static_assert(__builtin_offsetof(struct hl_header, py_frees) == __builtin_offsetof(struct hl_header, py_allocs) + 8 &&
+                   __builtin_offsetof(struct hl_header, py_alloc_bytes) == __builtin_offsetof(struct hl_header, py_allocs) + 16 &&
+                   __builtin_offsetof(struct hl_header, py_free_bytes) == __builtin_offsetof(struct hl_header, py_allocs) + 24,
+               "py_counts mirrors the header's line 13");
+
+/* Requests of 1 to `small` bytes are pymalloc's own blocks, of the request
+ * rounded up to 16 (its size classes): the fast path counts them from the
+ * request alone, with no look at the block. pymalloc sends them to malloc
+ * only when it cannot get an arena; arena_alloc then sets small to 0 for
+ * good (every block is then tested, as calloc's are) and takes back the
+ * count of the call in flight, `pending`. */
+static size_t small = 512; /* SMALL_REQUEST_THRESHOLD, 3.8 and later */
+static size_t pending;
+
+/* pymalloc's bytes are one stream for the whole process, sampled at the
+ * sampler's rate: under the GIL one thread allocates at a time, and a
+ * stream of bytes sampled as a Poisson process stays one when threads
+ * take turns in it. */
+static int64_t left = INT64_MAX;
+
 static HL_COLD void *sample(const pymem_allocator *o, void *p, size_t size, int zero)
 {
-    if (!hl_self.py_armed) { /* the thread's first: where the stream starts */
-        hl_self.py_armed = 1;
-        hl_self.py_left = (int64_t)hl_sample_gap();
-        return p;
-    }
-    hl_self.py_left = (int64_t)hl_sample_gap();
+    left = (int64_t)hl_sample_gap();
+    if (p == NULL)
+        return NULL;
     void *q = hl_sample_object(size);
     if (q == NULL)
         return p;
@@ -137,26 +168,36 @@ static HL_COLD void *sample(const pymem_allocator *o, void *p, size_t size, int 
     return q;
 }
 
-static inline void *counted(const pymem_allocator *o, void *p, int zero)
+/* A block the domain returned, not known to be pymalloc's: count it if it is. */
+static void *counted(const pymem_allocator *o, void *p, int zero)
 {
-    struct hl_header *r = hl_region;
+    if (!in_arena(p)) /* (NULL is in no arena) */
+        return p;
     size_t size = block_size(p);
-    if (r != NULL) {
-        __atomic_add_fetch(&r->py_allocs, 1, RELAXED);
-        __atomic_add_fetch(&r->py_alloc_bytes, size, RELAXED);
-    }
-    if (HL_UNLIKELY((hl_self.py_left -= (int64_t)size) < 0))
+    counts->allocs++;
+    counts->alloc_bytes += size;
+    if (HL_UNLIKELY((left -= (int64_t)size) < 0))
         return sample(o, p, size, zero);
     return p;
 }
 
+/* pymalloc falls back to malloc from here on: no request is known to be
+ * its own by its size alone, and the one in flight is not its own. */
+static void arena_failed(void)
+{
+    small = 0;
+    if (pending != 0) {
+        counts->allocs--;
+        counts->alloc_bytes -= pending;
+        left += (int64_t)pending;
+        pending = 0;
+    }
+}
+
 static inline void uncounted(size_t size)
 {
-    struct hl_header *r = hl_region;
-    if (r != NULL) {
-        __atomic_add_fetch(&r->py_frees, 1, RELAXED);
-        __atomic_add_fetch(&r->py_free_bytes, size, RELAXED);
-    }
+    counts->frees++;
+    counts->free_bytes += size;
 }
 
 static inline int sampled(const void *p)
@@ -166,30 +207,63 @@ static inline int sampled(const void *p)
 
 // ---- the wrappers -------------------------------------------------------------------
 
+static HL_COLD void *py_malloc_slow(const pymem_allocator *o, size_t n, size_t size)
+{
+    if (size == 0) { /* not a small request, or small is 0 */
+        pending = 0;
+        return counted(o, o->malloc(o->ctx, n), 0);
+    }
+    void *p = o->malloc(o->ctx, n); /* counted in py_malloc */
+    if (small == 0) /* its arena failed in the call: taken back, and p is malloc's */
+        return p;
+    return sample(o, p, size, 0);
+}
+
+/* The hot one: counted before the call, then a tail call to pymalloc. */
 static void *py_malloc(void *ctx, size_t n)
 {
     const pymem_allocator *o = ctx;
-    void *p = o->malloc(o->ctx, n);
-    return in_arena(p) ? counted(o, p, 0) : p; /* (NULL is in no arena) */
+#ifdef HL_PYMALLOC_FORWARD /* the floor of any wrapper: bench/pyobjects.sh floor */
+    return o->malloc(o->ctx, n);
+#endif
+    if (HL_UNLIKELY(n - 1 >= small))
+        return py_malloc_slow(o, n, 0);
+    size_t size = (n + 15) & ~(size_t)15;
+    counts->allocs++;
+    counts->alloc_bytes += size;
+    pending = size;
+    if (HL_UNLIKELY((left -= (int64_t)size) < 0))
+        return py_malloc_slow(o, n, size);
+    return o->malloc(o->ctx, n);
 }
 
 static void *py_calloc(void *ctx, size_t nelem, size_t elsize)
 {
     const pymem_allocator *o = ctx;
-    void *p = o->calloc(o->ctx, nelem, elsize);
-    return in_arena(p) ? counted(o, p, 1) : p;
+    pending = 0;
+    return counted(o, o->calloc(o->ctx, nelem, elsize), 1);
+}
+
+/* Not pymalloc's: a sampled object, or a block the domain had from malloc. */
+static HL_COLD void py_free_other(const pymem_allocator *o, void *p)
+{
+    if (sampled(p)) {
+        uncounted(hl_sampled_usable(p));
+        hl_sampled_free(p);
+        return;
+    }
+    o->free(o->ctx, p);
 }
 
 static void py_free(void *ctx, void *p)
 {
     const pymem_allocator *o = ctx;
-    if (HL_LIKELY(in_arena(p))) { /* (NULL is in no arena) */
-        uncounted(block_size(p)); /* before: the free may give its arena back */
-    } else if (sampled(p)) {
-        uncounted(hl_sampled_usable(p));
-        hl_sampled_free(p);
-        return;
-    }
+#ifdef HL_PYMALLOC_FORWARD
+    return o->free(o->ctx, p);
+#endif
+    if (HL_UNLIKELY(!in_arena(p))) /* (NULL is in no arena) */
+        return py_free_other(o, p);
+    uncounted(block_size(p)); /* before: the free may give its arena back */
     o->free(o->ctx, p);
 }
 
@@ -208,17 +282,15 @@ static void *py_realloc(void *ctx, void *p, size_t n)
         return q;
     }
     size_t was = in_arena(p) ? block_size(p) : 0;
+    pending = 0;
     void *q = o->realloc(o->ctx, p, n);
     if (q == NULL)
         return NULL;
     if (was != 0)
         uncounted(was);
     if (in_arena(q)) { /* counted, not sampled: a resize is no new object */
-        struct hl_header *r = hl_region;
-        if (r != NULL) {
-            __atomic_add_fetch(&r->py_allocs, 1, RELAXED);
-            __atomic_add_fetch(&r->py_alloc_bytes, block_size(q), RELAXED);
-        }
+        counts->allocs++;
+        counts->alloc_bytes += block_size(q);
     }
     return q;
 }
@@ -228,7 +300,7 @@ static void *py_realloc(void *ctx, void *p, size_t n)
 void hl_pymalloc_install(void)
 {
     uint32_t minor = hl_py_version >> 16;
-    if (!hl_config.pymalloc || hl_region == NULL || !(hl_glibc_mode || hl_generic_mode) || minor < 0x030b || minor > 0x030d ||
+    if (!hl_config.pymalloc || hl_region == NULL || !hl_counting() || minor < 0x030b || minor > 0x030d ||
         (hl_py_flags & HL_PY_FREETHREADED))
         return;
     void (*get)(int, pymem_allocator *) = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
@@ -248,20 +320,28 @@ void hl_pymalloc_install(void)
     get(DOMAIN_OBJ, &next_obj);
     pymem_allocator mem = {&next_mem, py_malloc, py_calloc, py_realloc, py_free};
     pymem_allocator obj = {&next_obj, py_malloc, py_calloc, py_realloc, py_free};
+    counts = (struct py_counts *)&hl_region->py_allocs;
+    left = (int64_t)hl_sample_gap();
     set(DOMAIN_MEM, &mem);
     set(DOMAIN_OBJ, &obj);
     hl_py_flags |= HL_PY_OBJECTS;
     hl_region->py_flags = hl_py_flags;
 }
 
-/* A fork child's region: the parent's blocks are the child's too. */
+/* A fork child's region, or none (region.c, fork_start): the parent's
+ * blocks are the child's too. */
 void hl_pymalloc_inherit(const struct hl_header *parent)
 {
     struct hl_header *r = hl_region;
-    if (r == NULL)
+    if (counts == &none)
+        return; /* not wrapped */
+    if (r == NULL) {
+        counts = &none;
         return;
+    }
     r->py_allocs = parent->py_allocs;
     r->py_frees = parent->py_frees;
     r->py_alloc_bytes = parent->py_alloc_bytes;
     r->py_free_bytes = parent->py_free_bytes;
+    counts = (struct py_counts *)&r->py_allocs;
 }

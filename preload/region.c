@@ -37,20 +37,6 @@ uint64_t hl_now_ns(void)
 
 static pid_t raw_getpid(void) { return (pid_t)syscall(SYS_getpid); }
 
-/* v in decimal at p; returns the end. */
-static char *put_decimal(char *p, uint64_t v)
-{
-    char digits[24];
-    int n = 0;
-    do {
-        digits[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = digits[--n];
-    return p;
-}
-
 /* "/dev/shm/heapline.<pid>" into buf (at least 64 bytes), or with ns not 0
  * "/dev/shm/heapline.<pid>.<ns>": the name of a process whose pid is taken
  * by a process of another pid namespace sharing this /dev/shm. */
@@ -58,10 +44,10 @@ static void region_path(char *buf, pid_t pid, uint64_t ns)
 {
     static const char prefix[] = HL_PATH_PREFIX;
     memcpy(buf, prefix, sizeof prefix - 1);
-    char *p = put_decimal(buf + sizeof prefix - 1, (uint32_t)pid);
+    char *p = hl_decimal(buf + sizeof prefix - 1, (uint32_t)pid);
     if (ns != 0) {
         *p++ = '.';
-        p = put_decimal(p, ns);
+        p = hl_decimal(p, ns);
     }
     *p = 0;
 }
@@ -337,10 +323,9 @@ static void fork_start(const struct hl_counters *totals, uint64_t peak)
         return;
     hl_region = NULL; /* until ours exists, nothing is counted */
     int made = hl_region_open();
-    if (made == 0) {
+    if (made == 0)
         hl_profile_inherit(old);
-        hl_pymalloc_inherit(old);
-    }
+    hl_pymalloc_inherit(old); /* before munmap: its words move here, or to none */
     munmap(old, old_len);
     if (made != 0) {
         hl_set_mode_off(NULL);
@@ -368,12 +353,13 @@ static void fork_child(void)
 }
 
 /* glibc's _Fork (2.34) forks without the atfork handlers: its child would
- * go on counting into its parent's slots, and have no region. Ours does
- * what the handlers do, with the totals on its stack. glibc's own fork
- * calls its _Fork directly, not through us. */
+ * go on counting into its parent's slots, and have no region. Ours
+ * (override.c's _Fork comes here) does what the handlers do, with the
+ * totals on its stack. glibc's own fork calls its _Fork directly, not
+ * through us. */
 static pid_t (*next_Fork)(void);
 
-HL_EXPORT pid_t _Fork(void)
+pid_t hl_fork_unhandled(void)
 {
     if (next_Fork == NULL)
         hl_boot();

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "region.h"
 
 #define HL_EXPORT   __attribute__((visibility("default")))
@@ -41,8 +42,18 @@ struct hl_fns {
 extern HL_HIDDEN struct hl_fns hl_next;
 extern HL_HIDDEN struct hl_fns hl_impl;
 extern HL_HIDDEN const struct hl_fns hl_glibc_fns, hl_generic_fns;
-extern HL_HIDDEN unsigned char hl_glibc_mode;   /* malloc and free count inline (count_glibc.c) */
-extern HL_HIDDEN unsigned char hl_generic_mode; /* counting over another allocator (count_generic.c) */
+/* What the shim does, chosen once at boot (boot.c), or off later (a fork
+ * child without a region). hl_impl follows it: the bootstrap's functions,
+ * then the mode's, or the next allocator's when off. */
+enum hl_mode {
+    HL_MODE_BOOT = 0,  /* nothing resolved yet */
+    HL_MODE_GLIBC,     /* counting over glibc's malloc; malloc and free count inline (count_glibc.c) */
+    HL_MODE_GENERIC,   /* counting over another allocator (count_generic.c) */
+    HL_MODE_BYPASSED,  /* another malloc comes first: not counted; mapped memory is, in the region */
+    HL_MODE_OFF,       /* no region: nothing counted */
+};
+extern HL_HIDDEN unsigned char hl_mode; /* enum hl_mode; read with a plain load, set before threads see it */
+static inline int hl_counting(void) { return hl_mode == HL_MODE_GLIBC || hl_mode == HL_MODE_GENERIC; }
 void *hl_generic_counted(void *p);
 
 /* ---- per-thread state -------------------------------------------------
@@ -80,8 +91,6 @@ struct hl_thread {
     /* Python (python.c, pymalloc.c) */
     uintptr_t py_tstate;    /* this thread's PyThreadState, as last found */
     uint32_t py_misses;     /* samples left before looking for one again */
-    uint32_t py_armed;      /* py_left holds a gap */
-    int64_t py_left;        /* pymalloc bytes before the thread's next sample point */
 };
 extern __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) HL_HIDDEN;
 
@@ -117,6 +126,7 @@ extern HL_HIDDEN void *(*hl_realloc_first)(void *, size_t); /* the realloc the p
 
 /* output.c */
 void hl_say(const char *first, ...) __attribute__((sentinel)); /* one "heapline: " line on stderr */
+char *hl_decimal(char *p, uint64_t v); /* v in decimal at p; the end */
 void hl_stderr_note(void);  /* at boot: fd 2 as the program starts */
 int  hl_stderr_ok(void);    /* fd 2 is still that file */
 void hl_stderr_write(const char *p, size_t n); /* to that file, through its path if fd 2 was closed */
@@ -135,10 +145,10 @@ void *hl_alloc_carry(struct hl_slot *s, void *p);
 void hl_free_carry(struct hl_slot *s);
 void hl_thread_init(void);
 void hl_thread_enter(void);  /* registers the calling thread now */
-const void *hl_object_of(const void *addr); /* boot.c: the loaded object holding addr, or NULL */
-int hl_object_path(const void *addr, char *buf, size_t n); /* boot.c: its path; 0 if found */
-void hl_object_name(const char *loader_name, char *buf, size_t n); /* boot.c: a loaded object's path */
-int hl_object_span(const void *addr, uintptr_t *lo, uintptr_t *hi); /* boot.c: its address range; 0 if found */
+const void *hl_object_of(const void *addr); /* objects.c: the loaded object holding addr, or NULL */
+int hl_object_path(const void *addr, char *buf, size_t n); /* objects.c: its path; 0 if found */
+void hl_object_name(const char *loader_name, char *buf, size_t n); /* objects.c: a loaded object's path */
+int hl_object_span(const void *addr, uintptr_t *lo, uintptr_t *hi); /* objects.c: its address range; 0 if found */
 void hl_thread_forget(void); /* in a fork child */
 void hl_totals(struct hl_header *r, struct hl_counters *out);
 void hl_peak_update(struct hl_header *r, int64_t live);
@@ -152,6 +162,7 @@ void hl_peak_sampled(size_t usable); /* profile.c, after a sample is recorded: i
 int  hl_region_open(void);
 void hl_fork_init(void);
 void hl_fork_resolve(void); /* at boot: the next _Fork, which region.c's wraps */
+pid_t hl_fork_unhandled(void); /* _Fork: a fork without atfork handlers, that still gives the child a region */
 uint64_t hl_pid_ns(void);    /* our pid namespace's inode, 0 if /proc cannot say */
 void hl_region_unlink_own(void);
 size_t hl_region_len(void);
@@ -163,9 +174,13 @@ void hl_reap_dead(uint64_t ns); /* at start: dead regions beyond the newest few 
 
 /* mapped.c */
 void hl_mapped_resolve(void);        /* at boot: the next mmap family */
+/* The exported mmap family's work (override.c): ret is the caller's return address. */
+void *hl_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, const void *ret);
+int hl_munmap(void *addr, size_t len, const void *ret);
+void *hl_mremap(void *old, size_t old_len, size_t new_len, int flags, void *want, const void *ret);
+int hl_mprotect(void *addr, size_t len, int prot, const void *ret);
 void hl_mapped_skip(const void *fn); /* at boot: an allocator's object, whose maps are its blocks */
 void hl_mapped_publish(void);        /* a new region gets the counters as they are */
-void hl_mapped_stop(void);           /* running unprofiled: pass everything through */
 void *hl_raw_map(size_t len);        /* memory of the shim's own (raw mmap), or NULL */
 void hl_mapped_fork_prepare(void);
 void hl_mapped_fork_done(void);      /* in parent and child */

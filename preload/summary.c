@@ -37,13 +37,8 @@ static void put(struct buf *o, const char *s)
 static void put_u64(struct buf *o, uint64_t v)
 {
     char d[24];
-    int n = 0;
-    do {
-        d[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n && o->n < sizeof o->b - 1)
-        o->b[o->n++] = d[--n];
+    *hl_decimal(d, v) = 0;
+    put(o, d);
 }
 
 static void put_i64(struct buf *o, int64_t v)

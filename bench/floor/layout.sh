@@ -3,10 +3,12 @@
 # (docs/performance.md, "What the Go runtime cost"). Builds larson as it was
 # before each lane got a cache line of its own (commit 9739fcd, from git) and
 # times it, and today's larson, with bench/floor/layout.c's libraries and an
-# empty Go c-shared library preloaded (bench/ab.py: interleaved runs, median
-# user+sys CPU time). From the project root of a git checkout, after make.
+# empty Go c-shared library preloaded (ab, bench/measure.sh: interleaved runs,
+# median user+sys CPU time). From the project root of a git checkout, after make.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source-path=SCRIPTDIR/../.. source=bench/measure.sh
+. bench/measure.sh
 runs=${1:-4}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -20,6 +22,6 @@ go build -buildmode=c-shared -o "$out/goempty.so" ./bench/floor/goempty
 libs=("$out/goempty.so" "$out"/{malloc4k,malloc200k,signals,tick10ms,idle6}.so)
 args=(-t 4 -g 50 -i 200000 -n 1000 -min 16 -max 512)
 echo "larson-4t before 09dc657 (lanes sharing cache lines)"
-python3 bench/ab.py "$runs" - "${libs[@]}" -- "$out/larson-old" "${args[@]}"
+ab "$runs" - "${libs[@]}" -- "$out/larson-old" "${args[@]}"
 echo "larson-4t now"
-python3 bench/ab.py "$runs" - "${libs[@]}" -- bin/larson "${args[@]}"
+ab "$runs" - "${libs[@]}" -- bin/larson "${args[@]}"

@@ -102,7 +102,10 @@ func (b *builder) pyLocation(v uint64) *pprof.Location {
 	k := [2]string{c.Name, c.File}
 	fn, ok := b.funcs[k]
 	if !ok {
-		fn = &pprof.Function{ID: uint64(len(b.out.Function) + 1), Name: c.Name, SystemName: c.Name, Filename: c.File, StartLine: int64(c.FirstLine)}
+		// No SystemName: pprof takes a name equal to its system name for one
+		// still to demangle, and cuts "<module>" and "<listcomp>" to nothing
+		// as if they were C++ template arguments.
+		fn = &pprof.Function{ID: uint64(len(b.out.Function) + 1), Name: c.Name, Filename: c.File, StartLine: int64(c.FirstLine)}
 		b.out.Function = append(b.out.Function, fn)
 		b.funcs[k] = fn
 	}

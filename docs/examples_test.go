@@ -1,0 +1,285 @@
+package docs
+
+// The examples of real output on the pages are checked as benchstat checks
+// its doc examples: each block marked <!-- example: ID --> is the output
+// of a command this test runs again, with the real bin/heapctl, bin/libheap.so
+// and python3. The output must have the example's shape: the same lines,
+// the same labels and columns, with the numbers (pids, sizes, counts, times,
+// rates) masked, since they vary from run to run. Lines of the block that
+// start with "$ " are the commands shown, not output.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var exampleBlock = regexp.MustCompile("(?m)^<!-- example: ([a-z0-9-]+) -->\n```[a-z]*\n((?s:.*?))```")
+
+// A size, a rate and a number vary; everything else must stay. Column
+// widths follow the numbers, so runs of spaces are one.
+var (
+	maskSize   = regexp.MustCompile(`-?\d+(\.\d+)? (B|KiB|MiB|GiB)\b`)
+	maskRate   = regexp.MustCompile(`(\d+(\.\d+)?k?/s|–)`)
+	maskNumber = regexp.MustCompile(`-?\d+(\.\d+)?(e[+-]?\d+)?`)
+	spaces     = regexp.MustCompile(`[ \t]+`)
+)
+
+func shape(line string) string {
+	line = maskSize.ReplaceAllString(line, "SIZE")
+	line = maskRate.ReplaceAllString(line, "RATE")
+	line = maskNumber.ReplaceAllString(line, "N")
+	return strings.TrimSpace(spaces.ReplaceAllString(line, " "))
+}
+
+// root builds the project (make is a no-op when bin/ is current) and
+// returns its directory.
+func root(t *testing.T) string {
+	t.Helper()
+	r, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("make", "-s", "-C", r, "all").CombinedOutput(); err != nil {
+		t.Fatalf("make: %v\n%s", err, out)
+	}
+	return r
+}
+
+// ex runs the examples' commands in one scratch directory, with bin/ first
+// on PATH and LIBHEAP set, as the tutorial's readers have them.
+type ex struct {
+	t   *testing.T
+	dir string
+	bin string
+}
+
+func (e *ex) cmd(env []string, name string, args ...string) *exec.Cmd {
+	if name == "heapctl" { // exec looks names up on the test's PATH, not c.Env's
+		name = filepath.Join(e.bin, name)
+	}
+	c := exec.Command(name, args...)
+	c.Dir = e.dir
+	c.Env = append(append(os.Environ(), "PATH="+e.bin+":"+os.Getenv("PATH"), "LIBHEAP="+filepath.Join(e.bin, "libheap.so")), env...)
+	return c
+}
+
+// run returns what the command wrote to stdout and stderr, stdout first.
+func (e *ex) run(env []string, name string, args ...string) string {
+	e.t.Helper()
+	c := e.cmd(env, name, args...)
+	var stdout, stderr strings.Builder
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err != nil {
+		e.t.Fatalf("%s %v: %v\n%s%s", name, args, err, stdout.String(), stderr.String())
+	}
+	return stdout.String() + stderr.String()
+}
+
+// write puts a file of a page's code block into the scratch directory.
+func (e *ex) write(name, page, lang string, nth int) {
+	e.t.Helper()
+	b, err := os.ReadFile(page)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```"+lang+"\n(.*?)```").FindAllStringSubmatch(string(b), -1)
+	if len(blocks) <= nth {
+		e.t.Fatalf("%s has no %s block %d", page, lang, nth)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, name), []byte(blocks[nth][1]), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// live starts the watching page's grow.py under the shim and returns its
+// pid once its region is there.
+func (e *ex) live() (int, func() string) {
+	e.t.Helper()
+	c := e.cmd([]string{"LD_PRELOAD=" + filepath.Join(e.bin, "libheap.so")}, "/usr/bin/python3", "grow.py")
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	if err := c.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	pid := c.Process.Pid
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(fmt.Sprintf("/dev/shm/heapline.%d", pid)); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	return pid, func() string {
+		if err := c.Wait(); err != nil {
+			e.t.Fatalf("grow.py: %v\n%s", err, stderr.String())
+		}
+		return stderr.String()
+	}
+}
+
+// examples runs the command behind each example.
+var examples = map[string]func(e *ex) string{
+	"tutorial-leak": func(e *ex) string {
+		e.write("leak.c", "tutorial.md", "c", 0)
+		e.run(nil, "gcc", "-o", "leak", "leak.c")
+		return e.run(nil, "heapctl", "run", "--", "./leak")
+	},
+	"tutorial-leak-json": func(e *ex) string {
+		e.write("leak.c", "tutorial.md", "c", 0)
+		e.run(nil, "gcc", "-o", "leak", "leak.c")
+		return e.run(nil, "heapctl", "run", "--json", "--", "./leak")
+	},
+	"tutorial-words": func(e *ex) string {
+		e.write("words.py", "tutorial.md", "python", 0)
+		return e.run([]string{"HEAPLINE_PYMALLOC=1"}, "heapctl", "run", "--", "/usr/bin/python3", "words.py") +
+			e.run(nil, "heapctl", "run", "--python-objects", "--", "/usr/bin/python3", "words.py")
+	},
+	"readme-words": func(e *ex) string {
+		e.write("words.py", "tutorial.md", "python", 0)
+		return e.run([]string{"LD_PRELOAD=" + filepath.Join(e.bin, "libheap.so"), "HEAPLINE_PYMALLOC=1"}, "/usr/bin/python3", "words.py")
+	},
+	"watching-plain": func(e *ex) string {
+		e.write("grow.py", "watching.md", "python", 0)
+		pid, wait := e.live()
+		out := e.run(nil, "heapctl", "watch", "--interval", "500ms", "--count", "3", fmt.Sprint(pid))
+		wait()
+		return out
+	},
+	"watching-end": func(e *ex) string {
+		e.write("grow.py", "watching.md", "python", 0)
+		pid, wait := e.live()
+		out := e.run(nil, "heapctl", "watch", fmt.Sprint(pid))
+		wait()
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		return lines[len(lines)-1] + "\n"
+	},
+	"watching-ls": func(e *ex) string {
+		e.write("grow.py", "watching.md", "python", 0)
+		pid, wait := e.live()
+		out := e.run(nil, "heapctl", "ls")
+		wait()
+		// other processes' regions may be listed too: the header and ours.
+		lines := strings.Split(out, "\n")
+		mine := lines[:1]
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(l, fmt.Sprintf("%d ", pid)) {
+				mine = append(mine, l)
+			}
+		}
+		return strings.Join(mine, "\n")
+	},
+	"watching-show": func(e *ex) string {
+		e.write("grow.py", "watching.md", "python", 0)
+		pid, wait := e.live()
+		out := e.run(nil, "heapctl", "show", fmt.Sprint(pid))
+		wait()
+		return out
+	},
+	"watching-record": func(e *ex) string {
+		e.write("grow.py", "watching.md", "python", 0)
+		out := e.run(nil, "heapctl", "record", "-o", "heap.csv", "--svg", "heap.svg", "--", "/usr/bin/python3", "grow.py")
+		csv, err := os.ReadFile(filepath.Join(e.dir, "heap.csv"))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		head := strings.SplitAfterN(string(csv), "\n", 4)[:3]
+		svg, err := os.ReadFile(filepath.Join(e.dir, "heap.svg"))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		label := regexp.MustCompile(`peak [0-9.]+ [KMG]?i?B at [0-9.]+ s`).Find(svg)
+		return out + strings.Join(head, "") + string(label) + "\n"
+	},
+	"watching-export": func(e *ex) string {
+		e.write("grow.py", "watching.md", "python", 0)
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		exp := exec.CommandContext(ctx, filepath.Join(e.bin, "heapctl"), "export", "--listen", addr)
+		if err := exp.Start(); err != nil {
+			cancel()
+			e.t.Fatal(err)
+		}
+		defer func() { cancel(); _ = exp.Wait() }()
+		pid, wait := e.live()
+		var body []byte
+		for i := 0; i < 100; i++ {
+			resp, err := http.Get("http://" + addr + "/metrics")
+			if err == nil {
+				body, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		wait()
+		var out strings.Builder
+		for sc := bufio.NewScanner(strings.NewReader(string(body))); sc.Scan(); {
+			l := sc.Text()
+			if strings.Contains(l, fmt.Sprintf(`pid="%d"`, pid)) && regexp.MustCompile(`^heapline_(live_bytes|mapped_bytes|allocations_total)\{`).MatchString(l) {
+				out.WriteString(l + "\n")
+			}
+		}
+		return out.String()
+	},
+}
+
+func TestExamples(t *testing.T) {
+	r := root(t)
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3, which the examples run")
+	}
+	found := map[string]bool{}
+	for page, text := range pages(t) {
+		for _, m := range exampleBlock.FindAllStringSubmatch(text, -1) {
+			id, block := m[1], m[2]
+			found[id] = true
+			t.Run(id, func(t *testing.T) {
+				fn, ok := examples[id]
+				if !ok {
+					t.Fatalf("%s: example %q has no command in examples_test.go", page, id)
+				}
+				dir := t.TempDir()
+				// the pages' own files are read from docs/, where this runs.
+				e := &ex{t: t, dir: dir, bin: filepath.Join(r, "bin")}
+				got := strings.Split(strings.TrimRight(fn(e), "\n"), "\n")
+				var want []string
+				for _, l := range strings.Split(strings.TrimRight(block, "\n"), "\n") {
+					if !strings.HasPrefix(l, "$ ") {
+						want = append(want, l)
+					}
+				}
+				if len(got) != len(want) {
+					t.Fatalf("%s, example %s: %d lines of output, the page shows %d\ngot:\n%s\npage:\n%s",
+						page, id, len(got), len(want), strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+				for i := range want {
+					if shape(got[i]) != shape(want[i]) {
+						t.Errorf("%s, example %s, line %d:\npage: %s\ngot:  %s\n(shapes %q and %q)",
+							page, id, i+1, want[i], got[i], shape(want[i]), shape(got[i]))
+					}
+				}
+			})
+		}
+	}
+	for id := range examples {
+		if !found[id] {
+			t.Errorf("example %q is on no page", id)
+		}
+	}
+}

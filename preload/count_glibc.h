@@ -1,0 +1,74 @@
+/*
+ * count_glibc.h: the glibc mode's malloc and free, inline in the exported
+ * ones (override.c); their cold paths and the rest of the mode are in
+ * count_glibc.c.
+ */
+#ifndef HEAPLINE_COUNT_GLIBC_H
+#define HEAPLINE_COUNT_GLIBC_H
+
+#include "shim.h"
+
+#define HDR(p)        (((const size_t *)(p))[-1])
+#define IS_MMAPPED    ((size_t)2)
+#define SIZE_BITS     ((size_t)7)
+
+/* Blocks the fast path takes: not mmapped (that bit also marks the
+ * bootstrap pool's blocks) and chunks under 128 KiB, so that one add never
+ * carries twice (HL_WORD_BATCH is 256 KiB). One test against the header
+ * checks both. */
+#define SLOW_BITS     (~(size_t)(HL_WORD_BATCH / 2 - 1) | IS_MMAPPED)
+
+/* The fast word's increment: one operation and its chunk size (region.h). */
+#define INC(h)        ((((uint64_t)(h) >> 4) << HL_WORD_SHIFT) | 1)
+
+/* The pair docs/performance.md counts instructions of, and the exported
+ * malloc and free themselves: a jump through hl_impl costs this hot pair
+ * about 6% on a churn loop (a taken indirect branch each). A thread's fast
+ * slot is NULL until its first call registers it, and always outside the
+ * glibc mode: that one test sends boot, the other modes and a new thread
+ * to the cold paths, and no word is ever shared between threads. Their
+ * cold paths are tail calls that end the operation themselves (malloc's
+ * return the block, free's free it), so the hot path keeps nothing across
+ * a call: one load of the header, one test, one add to the thread's word,
+ * which is also its store (hl_word_add). Recount (bench/instructions.sh)
+ * after any change. */
+
+void *hl_glibc_malloc_cold(void *p) HL_COLD;
+void *hl_glibc_malloc_carry(void *p, struct hl_slot *s) HL_COLD;
+void *hl_glibc_malloc_noslot(void *p) HL_COLD; /* no fast slot: the next allocator's block, before boot the bootstrap's */
+void hl_glibc_free_cold(void *p) HL_COLD;
+void hl_glibc_free_carry(void *p, struct hl_slot *s) HL_COLD;
+void hl_glibc_free_noslot(void *p) HL_COLD;
+
+static inline __attribute__((always_inline)) void *hl_glibc_malloc(size_t n)
+{
+    void *p = hl_next.malloc(n);
+    if (HL_UNLIKELY(p == NULL))
+        return p;
+    struct hl_slot *s = hl_self.slot;
+    if (HL_UNLIKELY(s == NULL))
+        return hl_glibc_malloc_noslot(p);
+    size_t h = HDR(p);
+    if (HL_UNLIKELY(h & SLOW_BITS))
+        return hl_glibc_malloc_cold(p);
+    if (HL_UNLIKELY(hl_word_add(&s->alloc_word, INC(h))))
+        return hl_glibc_malloc_carry(p, s);
+    return p;
+}
+
+static inline __attribute__((always_inline)) void hl_glibc_free(void *p)
+{
+    if (HL_UNLIKELY(p == NULL))
+        return;
+    struct hl_slot *s = hl_self.slot;
+    if (HL_UNLIKELY(s == NULL))
+        return hl_glibc_free_noslot(p);
+    size_t h = HDR(p);
+    if (HL_UNLIKELY(h & SLOW_BITS))
+        return hl_glibc_free_cold(p);
+    if (HL_UNLIKELY(hl_word_add(&s->free_word, INC(h))))
+        return hl_glibc_free_carry(p, s);
+    hl_next.free(p);
+}
+
+#endif
