@@ -311,7 +311,7 @@ func TestProfilePythonOlder(t *testing.T) {
 // C++ template argument of a name still to demangle.
 func TestProfilePythonModuleLevel(t *testing.T) {
 	lib := testkit.Shim(t)
-	bin := pyInterpreter(t, "/usr/bin/python3.11")
+	bin := testkit.Interpreter(t, "/usr/bin/python3.11")
 	dir := t.TempDir()
 	script := filepath.Join(dir, "mod.py")
 	src := "x = [bytearray(1 << 20) for _ in range(64)]\n" +
