@@ -16,13 +16,7 @@ import (
 func CC(t testing.TB, out, src string, args ...string) string {
 	t.Helper()
 	if out == "" {
-		name := strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))
-		for _, a := range args {
-			if a == "-shared" {
-				name = "lib" + name + ".so"
-			}
-		}
-		out = filepath.Join(t.TempDir(), name)
+		out = filepath.Join(t.TempDir(), outName(src, args))
 	}
 	cc := "gcc"
 	if ext := filepath.Ext(src); ext == ".cc" || ext == ".cpp" {
@@ -35,12 +29,27 @@ func CC(t testing.TB, out, src string, args ...string) string {
 }
 
 // CCode writes code to a file named name (hello.c) in a directory of the
-// test's own and compiles it as CC does.
+// test's own and compiles it as CC does, into the same directory (one
+// directory per call: overhead's tests tell two libraries of one name
+// apart by it).
 func CCode(t testing.TB, name, code string, args ...string) string {
 	t.Helper()
-	src := filepath.Join(t.TempDir(), name)
+	dir := t.TempDir()
+	src := filepath.Join(dir, name)
 	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return CC(t, "", src, args...)
+	return CC(t, filepath.Join(dir, outName(src, args)), src, args...)
+}
+
+// outName is the program's name for src: its base without the extension,
+// lib<name>.so with -shared.
+func outName(src string, args []string) string {
+	name := strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))
+	for _, a := range args {
+		if a == "-shared" {
+			name = "lib" + name + ".so"
+		}
+	}
+	return name
 }
