@@ -224,38 +224,10 @@ static void resolve(void)
 
 static char bypasser[HL_OBJECT_MAX];
 
-/* The function a call to `name` from the program reaches: the first
- * definition in the global scope, which is the link maps' order. Neither
- * dlsym(RTLD_DEFAULT) (libheap.so is linked -Bsymbolic by Go's c-shared
- * mode, so a lookup from it starts with its own) nor dlsym on the
- * program's handle alone: a program built without PIE that takes no
- * definition of malloc still has a symbol for it, its PLT entry, which
- * dlsym returns: its symbol is undefined (SHN_UNDEF). */
-static void *first_definition(const char *name)
-{
-    void *program = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
-    struct link_map *m = NULL;
-    if (program == NULL || dlinfo(program, RTLD_DI_LINKMAP, &m) != 0)
-        return NULL;
-    for (; m != NULL; m = m->l_next) {
-        int main_program = m->l_name == NULL || m->l_name[0] == 0;
-        void *h = main_program ? program : dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
-        void *f = h != NULL ? dlsym(h, name) : NULL;
-        if (h != NULL && h != program)
-            dlclose(h);
-        Dl_info info;
-        const ElfW(Sym) *sym = NULL;
-        if (f != NULL && (!main_program || (dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym != NULL &&
-                                            sym->st_shndx != SHN_UNDEF)))
-            return f;
-    }
-    return NULL;
-}
-
 /* The object whose malloc the program calls, when it is not ours. */
 static const char *find_bypasser(void)
 {
-    void *global = first_definition("malloc");
+    void *global = hl_first_definition("malloc");
     if (global == NULL || hl_object_of(global) == hl_object_of((const void *)hl_boot))
         return NULL;
     hl_mapped_skip(global);
@@ -280,7 +252,7 @@ static void boot(void)
     hl_fork_resolve();
     hl_mapped_resolve();
     hl_config_read();
-    *(void **)&hl_realloc_first = first_definition("realloc");
+    *(void **)&hl_realloc_first = hl_first_definition("realloc");
     const char *by = find_bypasser();
     hl_py_resolve(); /* the region's size depends on it */
     int made = hl_region_open();

@@ -1,9 +1,11 @@
 /*
  * objects.c: which loaded object holds an address, its path and its span,
- * from the loader's list (dl_iterate_phdr). boot.c asks whose malloc comes
- * first, mapped.c which calls come from an allocator's own code, and
- * profile.c what to name a stack's objects and where the shim itself is.
+ * from the loader's list (dl_iterate_phdr), and whose definition of a
+ * name the program's calls reach. boot.c asks whose malloc comes first,
+ * mapped.c which calls come from an allocator's own code, and profile.c
+ * what to name a stack's objects and where the shim itself is.
  */
+#include <dlfcn.h>
 #include <link.h>
 #include <stdint.h>
 #include <string.h>
@@ -124,4 +126,32 @@ int hl_object_span(const void *addr, uintptr_t *lo, uintptr_t *hi)
     *lo = s.lo;
     *hi = s.hi;
     return 0;
+}
+
+/* The function a call to `name` from the program reaches: the first
+ * definition in the global scope, which is the link maps' order. Neither
+ * dlsym(RTLD_DEFAULT) (libheap.so is linked -Bsymbolic by Go's c-shared
+ * mode, so a lookup from it starts with its own) nor dlsym on the
+ * program's handle alone: a program built without PIE that takes no
+ * definition of malloc still has a symbol for it, its PLT entry, which
+ * dlsym returns: its symbol is undefined (SHN_UNDEF). */
+void *hl_first_definition(const char *name)
+{
+    void *program = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
+    struct link_map *m = NULL;
+    if (program == NULL || dlinfo(program, RTLD_DI_LINKMAP, &m) != 0)
+        return NULL;
+    for (; m != NULL; m = m->l_next) {
+        int main_program = m->l_name == NULL || m->l_name[0] == 0;
+        void *h = main_program ? program : dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
+        void *f = h != NULL ? dlsym(h, name) : NULL;
+        if (h != NULL && h != program)
+            dlclose(h);
+        Dl_info info;
+        const ElfW(Sym) *sym = NULL;
+        if (f != NULL && (!main_program || (dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym != NULL &&
+                                            sym->st_shndx != SHN_UNDEF)))
+            return f;
+    }
+    return NULL;
 }

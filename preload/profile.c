@@ -37,8 +37,8 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include "shim.h"
+#include "sample.h"
 
 #define RELAXED __ATOMIC_RELAXED
 
@@ -48,189 +48,6 @@ static struct hl_stack *stacks;
 static struct hl_object *objects;
 static uint32_t nstacks, nobjects;
 static uintptr_t self_lo, self_hi; /* libheap.so: frames here are ours */
-
-// ---- the sample arena: replaced small blocks ---------------------------------------
-/* 128 MiB of address space, reserved (MAP_NORESERVE: pages only as they
- * are used), at most 1/64 of the program's RLIMIT_AS when it has one, since
- * it counts against that (a sample that finds the arena full, or none, is
- * lost, and counted), in pages of 256 KiB,
- * each of one size class (32 B to 256 KiB); a block's class is its page's. A block starts with
- * its sample's record; the program's pointer follows, aligned as the
- * block it replaces was, with a glibc-style header before it: usable + 16
- * with the mmap bit, so that glibc mode's usable_of() reads it right. */
-
-#define ARENA_SIZE ((uint64_t)128 << 20)
-#define PAGE_SHIFT 18
-#define NCLASS     14 /* 32 << 13 = 256 KiB */
-
-struct record {
-    uint32_t stack;
-    uint32_t _pad;
-    uint64_t objects;
-    uint64_t bytes;
-};
-_Static_assert(sizeof(struct record) == sizeof(struct hl_taken), "hl_taken holds a record");
-
-static char *arena;
-static uint64_t arena_size; /* 0 when there is none: hl_sampled_owns is one compare */
-static uint64_t pages_used;
-static uint8_t page_class[ARENA_SIZE >> PAGE_SHIFT];
-static uint64_t free_head[NCLASS]; /* Treiber stacks: tag << 32 | block index + 1 */
-
-int hl_sampled_owns(const void *p) { return (uintptr_t)p - (uintptr_t)arena < arena_size; }
-
-/* The same, for pymalloc.c's free to test inline. */
-uintptr_t hl_arena_lo;
-uint64_t hl_arena_len;
-
-static uint64_t block_index(const char *b) { return (uint64_t)(b - arena) >> 4; }
-
-static void push(int cls, char *b)
-{
-    uint64_t old = __atomic_load_n(&free_head[cls], __ATOMIC_ACQUIRE), next;
-    do {
-        *(uint64_t *)b = old & 0xffffffffu;
-        next = ((old >> 32) + 1) << 32 | (block_index(b) + 1);
-    } while (!__atomic_compare_exchange_n(&free_head[cls], &old, next, 1, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
-}
-
-static char *pop(int cls)
-{
-    uint64_t old = __atomic_load_n(&free_head[cls], __ATOMIC_ACQUIRE), next;
-    char *b;
-    do {
-        uint64_t i = old & 0xffffffffu;
-        if (i == 0)
-            return NULL;
-        b = arena + ((i - 1) << 4);
-        /* another thread may have taken b meanwhile: then the tag moved
-         * and the exchange fails, whatever this read gave */
-        next = ((old >> 32) + 1) << 32 | (*(volatile uint64_t *)b & 0xffffffffu);
-    } while (!__atomic_compare_exchange_n(&free_head[cls], &old, next, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-    return b;
-}
-
-/* A thread keeps the blocks it releases for its own next samples: the
- * shared lists' compare-and-swaps, contended by every sampling thread,
- * cost more than the sample (churn-4t). A handler that samples or frees
- * while its thread is in one of these lists uses the shared ones. */
-static char *local_pop(int cls)
-{
-    char *b = hl_self.arena_cache[cls];
-    if (b != NULL)
-        hl_self.arena_cache[cls] = *(char **)b;
-    return b;
-}
-
-static int local_push(int cls, char *b)
-{
-    /* after the thread's exit hook, nothing would give its blocks back */
-    if (hl_self.arena_busy || hl_self.arena_kept >= 64 || hl_self.state == HL_T_GONE)
-        return 0;
-    hl_self.arena_busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    *(char **)b = hl_self.arena_cache[cls];
-    hl_self.arena_cache[cls] = b;
-    hl_self.arena_kept++;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hl_self.arena_busy = 0;
-    return 1;
-}
-
-/* At thread exit: the thread's kept blocks go back to the shared lists. */
-void hl_arena_release(void)
-{
-    hl_self.arena_busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    for (int cls = 0; cls < NCLASS; cls++) {
-        char *b;
-        while ((b = local_pop(cls)) != NULL)
-            push(cls, b);
-    }
-    hl_self.arena_kept = 0;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hl_self.arena_busy = 0;
-}
-
-/* A block never used yet: the next of its class's current page, or the
- * first of a new page. Pages are handed out block by block, so that only
- * the blocks samples use are ever touched (resident): putting a new page's
- * blocks on the free list at once wrote to all of its 256 KiB. */
-static uint64_t fresh[NCLASS]; /* (page + 1) << 32 | the offset of its next unused block; 0: none */
-
-static char *fresh_block(int cls)
-{
-    const uint64_t size = (uint64_t)32 << cls, page_bytes = (uint64_t)1 << PAGE_SHIFT;
-    uint64_t cur = __atomic_load_n(&fresh[cls], __ATOMIC_ACQUIRE);
-    while (cur != 0 && (uint32_t)cur + size <= page_bytes) {
-        if (__atomic_compare_exchange_n(&fresh[cls], &cur, cur + size, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            return arena + (((cur >> 32) - 1) << PAGE_SHIFT) + (uint32_t)cur;
-    }
-    uint64_t page = __atomic_fetch_add(&pages_used, 1, RELAXED);
-    if (page >= (arena_size >> PAGE_SHIFT)) {
-        __atomic_store_n(&pages_used, arena_size >> PAGE_SHIFT, RELAXED); /* no wrap, however many ask */
-        return NULL;
-    }
-    __atomic_store_n(&page_class[page], (uint8_t)cls, __ATOMIC_RELEASE);
-    /* Another thread may have opened a page meanwhile: then this one gives
-     * its first block only, and the rest of it stays unused (address space,
-     * never touched). */
-    __atomic_compare_exchange_n(&fresh[cls], &cur, (page + 1) << 32 | size, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-    return arena + (page << PAGE_SHIFT);
-}
-
-static char *block_get(int cls)
-{
-    char *b = NULL;
-    if (!hl_self.arena_busy) {
-        hl_self.arena_busy = 1;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        if ((b = local_pop(cls)) != NULL)
-            hl_self.arena_kept--;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        hl_self.arena_busy = 0;
-        if (b != NULL)
-            return b;
-    }
-    b = pop(cls);
-    return b != NULL ? b : fresh_block(cls);
-}
-
-/* The smallest class whose blocks hold need bytes: 32 << cls >= need
- * (NCLASS or more when none does). */
-static int class_of(size_t need) { return need <= 32 ? 0 : 64 - __builtin_clzll((unsigned long long)need - 1) - 5; }
-
-/* The block of the sample arena holding p, and its class. */
-static char *block_of(const void *p, int *cls)
-{
-    uint64_t off = (uintptr_t)p - (uintptr_t)arena;
-    *cls = __atomic_load_n(&page_class[off >> PAGE_SHIFT], __ATOMIC_ACQUIRE);
-    size_t size = (size_t)32 << *cls;
-    return arena + off / size * size;
-}
-
-/* p's block moved into the arena, with its record; NULL if there is no
- * room (the sample is then lost, the block untouched). */
-static void *replace(void *p, size_t usable, const struct record *rec)
-{
-    uintptr_t align = (uintptr_t)p & -(uintptr_t)p; /* as aligned as p was */
-    if (align < 16)
-        align = 16;
-    if (align > 65536)
-        return NULL; /* (memalign's large alignments; a lost sample, counted) */
-    size_t head = (sizeof *rec + 8 + align - 1) & ~(align - 1), need = head + usable;
-    int cls = class_of(need);
-    char *b = cls < NCLASS ? block_get(cls) : NULL;
-    if (b == NULL)
-        return NULL;
-    memcpy(b, rec, sizeof *rec);
-    char *q = b + head;
-    ((size_t *)q)[-1] = (usable + 16) | 2; /* "mmapped": see the top */
-    if (hl_self.keep_contents)
-        memcpy(q, p, usable); /* calloc's zeros, realloc's data; a malloc's block holds nothing yet */
-    hl_next.free(p); /* counted as q now */
-    return q;
-}
 
 // ---- blocks sampled in place ----------------------------------------------------------
 /* Open addressing on the block's address; a released entry becomes a
@@ -323,7 +140,7 @@ void hl_unplace_done(const void *p, const struct hl_taken *t, int released)
 void hl_sampled_free(void *p)
 {
     int cls;
-    char *b = block_of(p, &cls);
+    char *b = hl_arena_block_of(p, &cls);
     struct record *r = (struct record *)b;
     uint64_t objects = __atomic_exchange_n(&r->objects, 0, RELAXED);
     if (objects == 0) {
@@ -333,8 +150,7 @@ void hl_sampled_free(void *p)
     struct record was = *r;
     was.objects = objects;
     account(&was, 1);
-    if (!local_push(cls, b))
-        push(cls, b);
+    hl_arena_put(cls, b);
 }
 
 size_t hl_sampled_usable(const void *p) { return (((const size_t *)p)[-1] & ~(size_t)7) - 16; }
@@ -520,7 +336,7 @@ static void *take(void *p, size_t usable, int in_arena)
     struct record rec = {current_stack(), 0, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
                          (uint64_t)((double)usable * w + 0.5)};
     void *q = p;
-    if (in_arena ? (q = replace(p, usable, &rec)) == NULL : !place(p, &rec)) {
+    if (in_arena ? (q = hl_arena_replace(p, usable, &rec)) == NULL : !place(p, &rec)) {
         __atomic_add_fetch(&r->samples_lost, 1, RELAXED);
         return p;
     }
@@ -542,22 +358,22 @@ uint64_t hl_sample_gap(void) { return rate > 0 ? gap() : (uint64_t)1 << 62; }
 int hl_sampled_object(const void *p)
 {
     int cls;
-    return ((const struct record *)block_of(p, &cls))->_pad == 1;
+    return ((const struct record *)hl_arena_block_of(p, &cls))->_pad == 1;
 }
 
 /* The stack of this allocation: take()'s, for a block that is not there
  * yet. (The two could share it.) */
 void *hl_sample_object(size_t usable)
 {
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample || arena_size == 0)
+    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample || hl_arena_len == 0)
         return NULL;
     hl_self.in_sample = 1;
     double c = (double)usable, w = 1.0 / one_minus_exp_neg(c / rate);
     struct record rec = {current_stack(), 1, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
                          (uint64_t)((double)usable * w + 0.5)};
     size_t head = (sizeof rec + 8 + 15) & ~(size_t)15, need = head + usable; /* 16-aligned, as pymalloc's */
-    int cls = class_of(need);
-    char *b = cls < NCLASS ? block_get(cls) : NULL;
+    int cls = hl_arena_class(need);
+    char *b = cls < NCLASS ? hl_arena_get(cls) : NULL;
     if (b == NULL) {
         __atomic_add_fetch(&hl_region->samples_lost, 1, RELAXED);
         hl_self.in_sample = 0;
@@ -686,16 +502,6 @@ void hl_profile_inherit(const struct hl_header *parent)
     r->objects_used = parent->objects_used;
 }
 
-/* The arena's size: ARENA_SIZE, or 1/64 of the address-space limit the
- * program runs under (ulimit -v), in whole pages. */
-static uint64_t arena_budget(void)
-{
-    struct rlimit lim;
-    if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur / 64 >= ARENA_SIZE)
-        return ARENA_SIZE;
-    return (lim.rlim_cur / 64) & ~(((uint64_t)1 << PAGE_SHIFT) - 1);
-}
-
 /* At boot, with the region made: the unwinder's cache, the arena, the
  * table of blocks sampled in place, and the loading thread's stream. */
 void hl_profile_boot(void)
@@ -705,17 +511,7 @@ void hl_profile_boot(void)
     hl_object_span((const void *)hl_profile_boot, &self_lo, &self_hi);
     if (hl_unwind_boot() != 0)
         return; /* no memory for it: no sampling */
-    /* Aligned to its pages, so that a block is as aligned as its class is
-     * large: replace() keeps alignments up to 64 KiB. */
-    uint64_t size = arena_budget();
-    char *m = size != 0 ? hl_raw_map(size + ((size_t)1 << PAGE_SHIFT)) : NULL;
-    if (m != NULL) {
-        arena = (char *)(((uintptr_t)m + ((uintptr_t)1 << PAGE_SHIFT) - 1) & ~(((uintptr_t)1 << PAGE_SHIFT) - 1));
-        arena_size = size;
-        hl_arena_lo = (uintptr_t)arena;
-        hl_arena_len = arena_size;
-        hl_peak_arena(arena, arena_size); /* peak.c: in the header, for readers of smaps */
-    }
+    hl_arena_boot();
     placed = hl_raw_map(PLACED_SIZE * sizeof *placed);
     rate = (double)hl_config.sample;
     hl_sample_rate = hl_config.sample;

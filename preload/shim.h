@@ -149,6 +149,7 @@ const void *hl_object_of(const void *addr); /* objects.c: the loaded object hold
 int hl_object_path(const void *addr, char *buf, size_t n); /* objects.c: its path; 0 if found */
 void hl_object_name(const char *loader_name, char *buf, size_t n); /* objects.c: a loaded object's path */
 int hl_object_span(const void *addr, uintptr_t *lo, uintptr_t *hi); /* objects.c: its address range; 0 if found */
+void *hl_first_definition(const char *name); /* objects.c: what the program's call to name reaches, or NULL */
 void hl_thread_forget(void); /* in a fork child */
 void hl_totals(struct hl_header *r, struct hl_counters *out);
 void hl_peak_update(struct hl_header *r, int64_t live);

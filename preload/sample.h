@@ -1,0 +1,28 @@
+/*
+ * sample.h: what the sampler (profile.c) and its arena (arena.c) share.
+ */
+#ifndef HEAPLINE_SAMPLE_H
+#define HEAPLINE_SAMPLE_H
+
+#include "shim.h"
+
+#define NCLASS 14 /* the arena's size classes: 32 B << 0..13, up to 256 KiB */
+
+/* A sample's record: before an arena block's object, or in the table of
+ * blocks sampled in place. */
+struct record {
+    uint32_t stack;
+    uint32_t _pad;
+    uint64_t objects;
+    uint64_t bytes;
+};
+_Static_assert(sizeof(struct record) == sizeof(struct hl_taken), "hl_taken holds a record");
+
+char *hl_arena_get(int cls);                  /* a free block of class cls, or NULL */
+void hl_arena_put(int cls, char *b);          /* a released one back */
+int hl_arena_class(size_t need);              /* the smallest class whose blocks hold need bytes (NCLASS or more: none) */
+char *hl_arena_block_of(const void *p, int *cls); /* the block holding p, and its class */
+void *hl_arena_replace(void *p, size_t usable, const struct record *rec); /* p moved in with its record, or NULL */
+void hl_arena_boot(void);
+
+#endif
