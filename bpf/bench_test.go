@@ -4,9 +4,7 @@ package bpf
 
 import (
 	"bufio"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/heapline/heapline/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -106,16 +105,8 @@ func timeHitsWith(b *testing.B, bin, kind string, n int, traced bool, o Options)
 // machine: `go test -run '^$' -bench ProbeHit -benchtime 3x ./bpf` (root).
 // Short on purpose: 100,000 calls a run.
 func BenchmarkProbeHit(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root: loads BPF programs and attaches uprobes")
-	}
-	dir := b.TempDir()
-	src := filepath.Join(dir, "hits.c")
-	os.WriteFile(src, []byte(hitsC), 0o644)
-	bin := filepath.Join(dir, "hits")
-	if out, err := exec.Command("gcc", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		b.Fatalf("gcc: %v\n%s", err, out)
-	}
+	testkit.NeedRoot(b, "to load BPF programs and attach uprobes")
+	bin := testkit.CCode(b, "hits.c", hitsC, "-O2")
 	const n = 100000
 	for _, k := range []struct {
 		kind string
@@ -147,19 +138,13 @@ func BenchmarkProbeHit(b *testing.B) {
 // over the samples taken, medians over the iterations.
 // `go test -run '^$' -bench SampleCost -benchtime 10x ./bpf` (root).
 func BenchmarkSampleCost(b *testing.B) {
-	needsRoot(b)
+	testkit.NeedRoot(b, "to load BPF programs and attach uprobes")
 	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err != nil {
 		b.Fatalf("enabling BPF statistics: %v", err)
 	}
 	defer stats.Close()
-	dir := b.TempDir()
-	src := filepath.Join(dir, "hits.c")
-	os.WriteFile(src, []byte(hitsC), 0o644)
-	bin := filepath.Join(dir, "hits")
-	if out, err := exec.Command("gcc", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		b.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := testkit.CCode(b, "hits.c", hitsC, "-O2")
 	const n = 200000
 	var offB, onB, perB, perW []float64
 	i := 0

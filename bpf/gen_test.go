@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // TestGeneratedMatchSources regenerates the BPF object and its Go loader
@@ -16,12 +18,7 @@ import (
 // Without clang the test skips (with the reason), except in CI.
 func TestGeneratedMatchSources(t *testing.T) {
 	for _, tool := range []string{"clang", "llvm-strip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is needed to check the generated BPF files (apt-get install clang llvm)", tool)
-			}
-			t.Skipf("needs %s to regenerate the BPF object (apt-get install clang llvm): %v", tool, err)
-		}
+		testkit.NeedTool(t, tool, "apt-get install clang llvm: they regenerate the BPF object")
 	}
 	src, err := os.ReadFile("gen.go")
 	if err != nil {

@@ -10,19 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// needsRoot skips a test that loads BPF programs when not root, and fails
-// it in CI, where a skip would hide a regression.
-func needsRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to load BPF programs and attach uprobes, and CI runs as root")
-		}
-		t.Skip("needs root: loads BPF programs and attaches uprobes")
-	}
-}
+	"github.com/heapline/heapline/internal/testkit"
+)
 
 // pairsC waits for a byte on stdin, then makes 500 malloc(100)/free pairs,
 // one calloc(3, 40) kept, and one realloc of it to 1000; then exits.
@@ -47,19 +37,12 @@ int main(void)
 
 func buildPairs(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "pairs.c")
-	os.WriteFile(src, []byte(pairsC), 0o644)
-	bin := filepath.Join(dir, "pairs")
-	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	return bin
+	return testkit.CCode(t, "pairs.c", pairsC, "-O1")
 }
 
 // TestAttachModes counts a known sequence through both ways of attaching.
 func TestAttachModes(t *testing.T) {
-	needsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	bin := buildPairs(t)
 	for _, mode := range []Mode{ModeMulti, ModePMU} {
 		t.Run(string(mode), func(t *testing.T) {
@@ -174,7 +157,7 @@ func TestLibcFor(t *testing.T) {
 }
 
 func TestCheckPrivilegesRoot(t *testing.T) {
-	needsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	if err := CheckPrivileges(); err != nil {
 		t.Errorf("root: %v", err)
 	}

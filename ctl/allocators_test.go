@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 func heapctlAllocators(t *testing.T, args ...string) (string, string, error) {
@@ -62,9 +61,7 @@ func TestAllocatorsCommand(t *testing.T) {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("cc", "-O2", "-o", filepath.Join(bin, "heapline-rusage"), filepath.Join(testkit.Root(), "helpers", "rusage.c")).CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testkit.CC(t, filepath.Join(bin, "heapline-rusage"), filepath.Join(testkit.Root(), "helpers", "rusage.c"), "-O2")
 	bad := filepath.Join(t.TempDir(), "libbad.so")
 	b, _ := os.ReadFile(testkit.NopLib(t))
 	if err := os.WriteFile(bad, b, 0o755); err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
-	"github.com/heapline/heapline/ctl/internal/testkit"
 	"github.com/heapline/heapline/ctl/internal/version"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // heapctl builds the app as main does (its own logger) and runs args.

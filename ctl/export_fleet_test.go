@@ -29,6 +29,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // Tests of export for a fleet: TLS and basic auth through a web
@@ -193,14 +194,7 @@ func TestExportBadWebConfig(t *testing.T) {
 // make deps installs it).
 func flPrometheus(t *testing.T, tool string) string {
 	t.Helper()
-	p, err := exec.LookPath(tool)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s: %v (make deps installs Debian's prometheus package)", tool, err)
-		}
-		t.Skipf("no %s: install Debian's prometheus package (make deps does)", tool)
-	}
-	return p
+	return testkit.NeedTool(t, tool, "make deps installs Debian's prometheus package")
 }
 
 // flFreePort is a loopback port free a moment ago.

@@ -23,7 +23,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // hsExport starts `heapctl export` on a free loopback port, with args
@@ -239,12 +239,7 @@ func TestHsHeapctlHelper(t *testing.T) {
 // uid 65533 may not read it: watch and record say so and fail, export
 // leaves it out.
 func TestOtherUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to run processes as other users")
-		}
-		t.Skip("needs root: runs processes as uids 65534 and 65533")
-	}
+	testkit.NeedRoot(t, "to run processes as uids 65534 and 65533")
 	// Everything the two users run must be reachable by them.
 	dir, err := os.MkdirTemp("", "heapctl-otheruser-")
 	if err != nil {

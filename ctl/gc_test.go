@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/heapline/heapline/ctl/internal/region"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // gc removes exactly the regions of gone and detached processes: a real

@@ -11,7 +11,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/growth"
 	"github.com/heapline/heapline/ctl/internal/profile"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // The growth ranking's known answer: testdata/growth.c has one leaking
@@ -24,10 +24,7 @@ import (
 func TestRecordProfilesGrowth(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", "16k") // 8 MiB is 512 samples: a plateau moves by 4% (one standard deviation)
 	lib := testkit.Shim(t)
-	bin := filepath.Join(t.TempDir(), "growth")
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, "testdata/growth.c").CombinedOutput(); err != nil {
-		t.Fatalf("compiling growth.c: %v\n%s", err, out)
-	}
+	bin := testkit.CC(t, "", "testdata/growth.c", "-O2", "-Wall", "-Werror")
 	check := func(t *testing.T, dir string) {
 		t.Helper()
 		r := rgHeapctl(t, "growth", "--json", dir)

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // ls sees a real running process as show does, and marks it running.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,7 +13,7 @@ import (
 	"time"
 
 	"github.com/heapline/heapline/ctl/internal/region"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -296,12 +295,7 @@ func TestOverheadMarkdownOut(t *testing.T) {
 // --measure instructions runs each side once unless -n says otherwise:
 // the count is deterministic.
 func TestOverheadInstructionsOnce(t *testing.T) {
-	if _, err := exec.LookPath("valgrind"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("valgrind is missing: make deps installs it")
-		}
-		t.Skip("needs valgrind (make deps installs it)")
-	}
+	testkit.NeedTool(t, "valgrind", "make deps installs it")
 	out, stderr, err := heapctlOverhead(t, "--measure", "instructions", "--json", "--lib", testkit.NopLib(t), "--", "true")
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // heaptrackPy is a real program's peak: CPython (a pyenv build, with its
@@ -33,12 +33,7 @@ d = [bytearray(5000) for _ in range(2000)]
 func TestProfilePeakHeaptrack(t *testing.T) {
 	py := "/root/.pyenv/versions/3.12.1/bin/python3"
 	for _, need := range []string{"heaptrack", "heaptrack_print", py} {
-		if _, err := exec.LookPath(need); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is needed (make deps; pyenv's 3.12.1)", need)
-			}
-			t.Skipf("%s is not installed: %v", need, err)
-		}
+		testkit.NeedTool(t, need, "make deps; pyenv's 3.12.1")
 	}
 	t.Setenv("HEAPLINE_SAMPLE", "16k") // 85 MB at the peak: about 5,000 samples
 	lib := testkit.Shim(t)

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heapline/heapline/ctl/internal/region"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // The profile at the peak's known answer: testdata/peak.c peaks at 80 MiB,
@@ -28,10 +28,7 @@ import (
 func TestProfilePeak(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", "64k")
 	lib := testkit.Shim(t)
-	bin := filepath.Join(t.TempDir(), "peak")
-	if out, err := exec.Command("gcc", "-O2", "-pthread", "-Wall", "-Werror", "-o", bin, "testdata/peak.c").CombinedOutput(); err != nil {
-		t.Fatalf("compiling peak.c: %v\n%s", err, out)
-	}
+	bin := testkit.CC(t, "", "testdata/peak.c", "-O2", "-pthread", "-Wall", "-Werror")
 	dir := t.TempDir()
 	atPeak := map[string]float64{"peak_site": 80, "keep_site": 20, "after_site": 0}
 	atEnd := map[string]float64{"peak_site": 0, "keep_site": 100.0 / 3, "after_site": 200.0 / 3}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // pyKnownScript allocates from three functions whose shares of the bytes
@@ -78,19 +78,6 @@ var pyInterpreters = []struct{ name, glob string }{
 	{"pyenv-3.13", "/root/.pyenv/versions/3.13*/bin/python3.13"},
 }
 
-// pyInterpreter is the interpreter of glob, or a skip (a failure in CI).
-func pyInterpreter(t *testing.T, glob string) string {
-	t.Helper()
-	m, _ := filepath.Glob(glob)
-	if len(m) == 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no interpreter at %s (the machine image carries it)", glob)
-		}
-		t.Skipf("no interpreter at %s", glob)
-	}
-	return m[len(m)-1]
-}
-
 // TestProfilePythonKnown: on each interpreter, each of the three functions'
 // share of alloc_space is within 5 points of what the script allocated,
 // and at least 95% of its bytes are at the line of its allocating
@@ -99,7 +86,7 @@ func TestProfilePythonKnown(t *testing.T) {
 	lib := testkit.Shim(t)
 	for _, py := range pyInterpreters {
 		t.Run(py.name, func(t *testing.T) {
-			bin := pyInterpreter(t, py.glob)
+			bin := testkit.Interpreter(t, py.glob)
 			dir := t.TempDir()
 			script := filepath.Join(dir, "app.py")
 			if err := os.WriteFile(script, []byte(pyKnownScript), 0o644); err != nil {
@@ -172,7 +159,7 @@ func TestProfilePythonThreads(t *testing.T) {
 	owner := map[string]string{"worker_a": "worker_a", "gen_b": "worker_b", "coro_c": "worker_c"}
 	for _, py := range pyInterpreters {
 		t.Run(py.name, func(t *testing.T) {
-			bin := pyInterpreter(t, py.glob)
+			bin := testkit.Interpreter(t, py.glob)
 			t.Setenv("HEAPLINE_SAMPLE", pfSample)
 			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
 			file := filepath.Join(t.TempDir(), "threads.pb.gz")
@@ -232,7 +219,7 @@ func TestProfilePythonInuse(t *testing.T) {
 	lib := testkit.Shim(t)
 	for _, py := range pyInterpreters {
 		t.Run(py.name, func(t *testing.T) {
-			bin := pyInterpreter(t, py.glob)
+			bin := testkit.Interpreter(t, py.glob)
 			dir := t.TempDir()
 			script := filepath.Join(dir, "app.py")
 			if err := os.WriteFile(script, []byte(pyKnownScript), 0o644); err != nil {
@@ -295,7 +282,7 @@ func TestProfilePythonInuse(t *testing.T) {
 // profile's comment says why.
 func TestProfilePythonOlder(t *testing.T) {
 	lib := testkit.Shim(t)
-	bin := pyInterpreter(t, "/root/.pyenv/versions/3.10*/bin/python3.10")
+	bin := testkit.Interpreter(t, "/root/.pyenv/versions/3.10*/bin/python3.10")
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
 	file := filepath.Join(t.TempDir(), "old.pb.gz")
 	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, "-c", "x = [str(i) * 9 for i in range(200000)]")
@@ -324,7 +311,7 @@ func TestProfilePythonOlder(t *testing.T) {
 // C++ template argument of a name still to demangle.
 func TestProfilePythonModuleLevel(t *testing.T) {
 	lib := testkit.Shim(t)
-	bin := pyInterpreter(t, "/usr/bin/python3.11")
+	bin := testkit.Interpreter(t, "/usr/bin/python3.11")
 	dir := t.TempDir()
 	script := filepath.Join(dir, "mod.py")
 	src := "x = [bytearray(1 << 20) for _ in range(64)]\n" +

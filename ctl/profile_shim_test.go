@@ -15,7 +15,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // pfProgSource allocates from three functions the compiler keeps apart,
@@ -60,16 +60,7 @@ const pfSample = "65536"
 // pfProg compiles pfProgSource as Debian builds: -O2, no frame pointers.
 func pfProg(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "pfprog.c")
-	if err := os.WriteFile(src, []byte(pfProgSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "pfprog")
-	if out, err := exec.Command("gcc", "-O2", "-g", "-fomit-frame-pointer", "-Wall", "-Werror", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("compiling pfprog: %v\n%s", err, out)
-	}
-	return bin
+	return testkit.CCode(t, "pfprog.c", pfProgSource, "-O2", "-g", "-fomit-frame-pointer", "-Wall", "-Werror")
 }
 
 // pfParse reads the profile file at path.
@@ -249,10 +240,7 @@ int main() { make_nodes(20000); return 0; }
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "nodes")
-	if out, err := exec.Command("g++", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("g++ (make deps installs it): %v\n%s", err, out)
-	}
+	bin := testkit.CC(t, filepath.Join(dir, "nodes"), src, "-O2")
 	file := filepath.Join(dir, "nodes.pb.gz")
 	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
 		t.Fatal(r.err)
@@ -276,10 +264,7 @@ int main() { make_nodes(20000); return 0; }
 func TestProfileShimSites(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", "512k") // the interval heapctl run --profile and HEAPLINE_PROFILE use
 	lib := testkit.Shim(t)
-	bin := filepath.Join(t.TempDir(), "sites")
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", bin, "testdata/sites.c").CombinedOutput(); err != nil {
-		t.Fatalf("compiling sites.c: %v\n%s", err, out)
-	}
+	bin := testkit.CC(t, "", "testdata/sites.c", "-O2", "-Wall", "-Werror")
 	cmd := exec.Command(bin)
 	in, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -415,10 +400,7 @@ int main(void) {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "busy")
-	if out, err := exec.Command("gcc", "-O2", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("compiling: %v\n%s", err, out)
-	}
+	bin := testkit.CC(t, filepath.Join(dir, "busy"), src, "-O2", "-pthread")
 	cmd := exec.Command(bin)
 	in, _ := cmd.StdinPipe()
 	defer in.Close()

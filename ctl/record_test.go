@@ -23,8 +23,8 @@ import (
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/testkit"
 	"github.com/heapline/heapline/ctl/internal/timeline"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // Helpers shared by the tests of record, watch and export, prefixed hs
@@ -33,12 +33,7 @@ import (
 // hsBuild compiles testdata/heapsteps.c into dir.
 func hsBuild(t *testing.T, dir string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "heapsteps")
-	out, err := exec.Command("cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", bin, filepath.Join("testdata", "heapsteps.c")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("compiling heapsteps: %v\n%s", err, out)
-	}
-	return bin
+	return testkit.CC(t, filepath.Join(dir, "heapsteps"), filepath.Join("testdata", "heapsteps.c"), "-O2", "-Wall", "-Wextra", "-Werror")
 }
 
 // hsFifo makes the fifo heapsteps waits on and opens it read-write, so

@@ -27,7 +27,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // rgProgSource is the known-answer program of the show/ls/gc/run tests.
@@ -144,16 +144,7 @@ int main(int argc, char **argv) {
 // rgProg compiles rgProgSource.
 func rgProg(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "rgprog.c")
-	if err := os.WriteFile(src, []byte(rgProgSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "rgprog")
-	if out, err := exec.Command("gcc", "-O1", "-pthread", "-Wall", "-Werror", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("compiling rgprog (gcc is needed, as for make): %v\n%s", err, out)
-	}
-	return bin
+	return testkit.CCode(t, "rgprog.c", rgProgSource, "-O1", "-pthread", "-Wall", "-Werror")
 }
 
 // rgResult is one in-process run of heapctl.
@@ -462,12 +453,7 @@ func TestRunKilledChild(t *testing.T) {
 // with a warning, where it used to print the program's summary as the
 // command's. Needs root, for the pid namespace.
 func TestRunNestedSummary(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root: a pid namespace needs it")
-		}
-		t.Skip("needs root to make a pid namespace")
-	}
+	testkit.NeedRoot(t, "to make a pid namespace")
 	lib, prog := testkit.Shim(t), rgProg(t)
 	script := `X=$$; unshare --pid --fork --mount-proc sh -c "echo $((X-1)) > /proc/sys/kernel/ns_last_pid && $0 exit 10 0; true"; kill -9 $$`
 	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", "sh", "-c", script, prog)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
-	"github.com/heapline/heapline/ctl/internal/testkit"
 	"github.com/heapline/heapline/ctl/internal/timeline"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // The RSS breakdown's known answer: testdata/retained.c frees a 320 MiB
@@ -31,10 +31,7 @@ func TestShowRSSKnownAnswer(t *testing.T) {
 			sample := c.sample
 			t.Setenv("HEAPLINE_SAMPLE", sample)
 			lib := testkit.Shim(t)
-			bin := filepath.Join(t.TempDir(), "retained")
-			if out, err := exec.Command("gcc", "-O2", "-pthread", "-Wall", "-Werror", "-o", bin, "testdata/retained.c").CombinedOutput(); err != nil {
-				t.Fatalf("compiling retained.c: %v\n%s", err, out)
-			}
+			bin := testkit.CC(t, "", "testdata/retained.c", "-O2", "-pthread", "-Wall", "-Werror")
 			cmd := exec.Command(bin)
 			if c.arg != "" {
 				cmd.Args = append(cmd.Args, c.arg)

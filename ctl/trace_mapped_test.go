@@ -11,7 +11,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // traceShimSummary runs argv under the shim alone and returns its exit
@@ -39,11 +39,8 @@ func traceShimSummary(t *testing.T, lib string, argv ...string) report.Summary {
 // and file mappings). The trace's figures are exactly what it says, and
 // the shim's, in another run, too.
 func TestTraceMapped(t *testing.T) {
-	traceNeedsRoot(t)
-	bin := filepath.Join(t.TempDir(), "maps")
-	if out, err := exec.Command("gcc", "-O2", "-pthread", "-Wall", "-Werror", "-o", bin, "testdata/maps.c").CombinedOutput(); err != nil {
-		t.Fatalf("compiling maps.c: %v\n%s", err, out)
-	}
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
+	bin := testkit.CC(t, "", "testdata/maps.c", "-O2", "-pthread", "-Wall", "-Werror")
 	got, said := traceCmdRun(t, []string{bin}, nil)
 	var want struct {
 		Mapped, Peak int64
@@ -90,7 +87,7 @@ func tracePython(t *testing.T) string {
 // most of its heap in pymalloc's arenas, which CPython maps itself. The
 // trace's mapped peak is within 5% of the shim's (separate runs).
 func TestTraceMappedPython(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	py := tracePython(t)
 	argv := []string{py, "-c", "x=[str(i) for i in range(2000000)]"}
 	got, _ := traceCmdRun(t, argv, nil)

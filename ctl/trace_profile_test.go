@@ -25,19 +25,15 @@ import (
 	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/testkit"
 	"github.com/heapline/heapline/ctl/internal/unwind"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // traceSites compiles testdata/sites.c as Debian builds: -O2, no frame
 // pointers.
 func traceSites(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sites")
-	if out, err := exec.Command("gcc", "-O2", "-fomit-frame-pointer", "-Wall", "-Werror", "-o", bin, "testdata/sites.c").CombinedOutput(); err != nil {
-		t.Fatalf("compiling sites.c: %v\n%s", err, out)
-	}
-	return bin
+	return testkit.CC(t, "", "testdata/sites.c", "-O2", "-fomit-frame-pointer", "-Wall", "-Werror")
 }
 
 // traceSitesTruth reads the "TRUTH a b c big nbig" line.
@@ -106,7 +102,7 @@ func traceSitesCheck(t *testing.T, file string, truth [4]int64) {
 // TestTraceProfileSites: the known answer of sampling for the trace's
 // profile, traced from the command's start.
 func TestTraceProfileSites(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	bin := traceSites(t)
 	file := filepath.Join(t.TempDir(), "sites.pb.gz")
 	var out bytes.Buffer
@@ -120,7 +116,7 @@ func TestTraceProfileSites(t *testing.T) {
 // TestTraceProfileSitesPID: the same, attached with --pid to the program
 // running (waiting before it allocates), until it exits.
 func TestTraceProfileSitesPID(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	cmd := exec.Command(traceSites(t), "wait")
 	in, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -182,7 +178,7 @@ func traceFunctionShares(t *testing.T, file string) map[string]float64 {
 // the eval loop's frames with Python frames (no address), which the
 // trace's has not: those are left out.
 func TestTraceProfilePythonNames(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	t.Setenv("HEAPLINE_SAMPLE", "512k")
 	t.Setenv("PYTHONMALLOC", "malloc")
 	const py = "/usr/bin/python3.11"
@@ -296,7 +292,7 @@ func traceCapture(b *testing.B, rate uint64, argv ...string) ([]bpf.Sample, *unw
 // cache empty (the first samples of a run; the objects' .eh_frame already
 // parsed), "warm" with it filled (a long run).
 func BenchmarkTraceUnwind(b *testing.B) {
-	traceNeedsRoot(b)
+	testkit.NeedRoot(b, "to load BPF programs and attach uprobes")
 	py := []string{"/usr/bin/python3.11", "-c", `import sys, runpy
 print("ready", flush=True); sys.stdin.readline()
 sys.argv = ["alloc_heavy.py", "1", "4000"]
@@ -318,10 +314,7 @@ int main(void) {
 	printf("done\n"); fflush(stdout); if (!fgets(line, sizeof line, stdin)) return 1;
 	return 0;
 }`), 0o644)
-	loop := filepath.Join(dir, "loop")
-	if out, err := exec.Command("gcc", "-O2", "-fomit-frame-pointer", "-o", loop, src).CombinedOutput(); err != nil {
-		b.Fatalf("gcc: %v\n%s", err, out)
-	}
+	loop := testkit.CC(b, "", src, "-O2", "-fomit-frame-pointer")
 	for _, c := range []struct {
 		name string
 		argv []string
@@ -368,7 +361,7 @@ int main(void) {
 // pairs (traced, each pair costs microseconds). With TRACE_COST_OUT set,
 // every run is written there as JSON.
 func BenchmarkTraceSampling(b *testing.B) {
-	traceNeedsRoot(b)
+	testkit.NeedRoot(b, "to load BPF programs and attach uprobes")
 	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err != nil {
 		b.Fatalf("enabling BPF statistics: %v", err)
@@ -455,7 +448,7 @@ func BenchmarkTraceSampling(b *testing.B) {
 // summary) and an unwritable --profile are clear errors, before anything
 // runs.
 func TestTraceProfileBadArgs(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	marker := filepath.Join(t.TempDir(), "ran")
 	for _, c := range []struct {
 		args []string

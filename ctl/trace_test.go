@@ -24,20 +24,8 @@ import (
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
-
-// traceNeedsRoot skips a test that loads BPF programs when not root, and
-// fails it in CI, where a skip would hide a regression.
-func traceNeedsRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to load BPF programs and attach uprobes, and CI runs as root")
-		}
-		t.Skip("needs root: loads BPF programs and attaches uprobes")
-	}
-}
 
 // traceCC compiles a C program into dir.
 func traceCC(t *testing.T, dir, name, src string, flags ...string) string {
@@ -46,12 +34,7 @@ func traceCC(t *testing.T, dir, name, src string, flags ...string) string {
 	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, name)
-	args := append([]string{"-O1", "-pthread", "-o", bin, c}, flags...)
-	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", name, err, out)
-	}
-	return bin
+	return testkit.CC(t, filepath.Join(dir, name), c, append([]string{"-O1", "-pthread"}, flags...)...)
 }
 
 // traceRun runs `heapctl trace` in process with opts, returning stdout.
@@ -307,7 +290,7 @@ func traceCmdRun(t *testing.T, argv, env []string) (report.Summary, string) {
 // program doing nothing but start a thread, is exactly what the program
 // says it allocated and freed.
 func TestTraceKnownAnswer(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	prog := traceKnown(t)
 	base, _ := traceCmdRun(t, []string{prog, "baseline"}, nil)
 	got, stderr := traceCmdRun(t, []string{prog, "known"}, nil)
@@ -376,7 +359,7 @@ type traceDiff struct{ allocs, frees, allocated, freed uint64 }
 // TestTraceReadErrors: a free whose chunk header cannot be read counts a
 // read error, in --json's read_errors.
 func TestTraceReadErrors(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	js, err := traceRun(t, traceOpts{argv: []string{traceKnown(t), "badfree"}, json: true})
 	if err != nil {
 		t.Fatal(err)
@@ -398,7 +381,7 @@ func TestTraceReadErrors(t *testing.T) {
 // Nothing else: the difference must be exactly those, the same for both
 // programs (a trace missing or doubling calls would show).
 func TestTraceAgreesWithShim(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	// Counting compared, not sampling: a sampled small block moves to the
 	// shim's arena, and the trace sees glibc free the block it replaced, a
 	// free the program never made when the block lives to the end
@@ -552,7 +535,7 @@ func traceBackground(t *testing.T, o traceOpts) (attached chan struct{}, result 
 // TestTracePIDUntilExit attaches to a running process, which then does two
 // rounds and exits: the trace ends with it and has counted exactly those.
 func TestTracePIDUntilExit(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	l := traceStartLoop(t, traceCC(t, t.TempDir(), "loop", traceLoopC)) // one round, before attach: not counted
 	attached, result := traceBackground(t, traceOpts{pid: l.cmd.Process.Pid, json: true})
 	<-attached
@@ -575,7 +558,7 @@ func TestTracePIDUntilExit(t *testing.T) {
 // TestTraceDetach: tracing ends at --duration, the probes go, and the
 // process goes on and exits 0.
 func TestTraceDetach(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	l := traceStartLoop(t, traceCC(t, t.TempDir(), "loop", traceLoopC))
 	attached, result := traceBackground(t, traceOpts{pid: l.cmd.Process.Pid, duration: 300 * time.Millisecond})
 	<-attached
@@ -596,7 +579,7 @@ func TestTraceDetach(t *testing.T) {
 
 // TestTraceWatch prints a JSON line at every refresh, then the summary.
 func TestTraceWatch(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	l := traceStartLoop(t, traceCC(t, t.TempDir(), "loop", traceLoopC))
 	attached, result := traceBackground(t, traceOpts{pid: l.cmd.Process.Pid, json: true, watch: true,
 		interval: 20 * time.Millisecond, duration: 500 * time.Millisecond})
@@ -621,7 +604,7 @@ func TestTraceWatch(t *testing.T) {
 
 // TestTraceCommandStatus: heapctl exits with the command's status.
 func TestTraceCommandStatus(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	out, err := traceRun(t, traceOpts{argv: []string{"sh", "-c", "exit 3"}})
 	var ee *launch.ExitError
 	if !errors.As(err, &ee) || ee.Code != 3 {
@@ -658,7 +641,7 @@ func TestTraceCommandStatus(t *testing.T) {
 
 // TestTraceErrors: what cannot be traced says why.
 func TestTraceErrors(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	dir := t.TempDir()
 
 	// A dead pid.
@@ -701,9 +684,7 @@ func TestTraceErrors(t *testing.T) {
 	} {
 		c := lib + ".c"
 		os.WriteFile(c, []byte(src), 0o644)
-		if out, err := exec.Command("gcc", "-shared", "-fPIC", "-fno-builtin", "-o", lib, c).CombinedOutput(); err != nil {
-			t.Fatalf("gcc: %v\n%s", err, out)
-		}
+		testkit.CC(t, lib, c, "-shared", "-fPIC", "-fno-builtin")
 	}
 	l = traceStartLoop(t, traceCC(t, dir, "loop", traceLoopC))
 	if _, err := traceRun(t, traceOpts{pid: l.cmd.Process.Pid, libc: partial}); err == nil ||
@@ -733,7 +714,7 @@ void free(void *p) {}
 // TestTraceUnprivileged runs heapctl as nobody: the error names what is
 // missing, the exit status is not 0, and a command is never started.
 func TestTraceUnprivileged(t *testing.T) {
-	traceNeedsRoot(t) // to become someone else
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes") // to become someone else
 	dir, err := os.MkdirTemp("", "heapline-trace-")
 	if err != nil {
 		t.Fatal(err)
@@ -792,7 +773,7 @@ func TestTraceBadArgs(t *testing.T) {
 // heapctl knows, and every count was 0; now the probes compare the pid in
 // the process's own namespace. The same known answer as outside.
 func TestTraceInPIDNamespace(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Fatal("unshare(1) is missing (util-linux)")
@@ -822,7 +803,7 @@ func TestTraceInPIDNamespace(t *testing.T) {
 // peak grew by blocks that were never live (up to a thousand here). Now
 // nothing counts until every probe is in place: a block or two either way.
 func TestTraceAttachBusy(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	prog := traceCC(t, t.TempDir(), "busy", `#include <stdlib.h>
 int main(void)
 {
@@ -859,7 +840,7 @@ int main(void)
 // looked up again under /proc/PID/root; now the path that holds the mapped
 // inode is taken.
 func TestTracePidChroot(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	root := t.TempDir()
 	prog := traceCC(t, t.TempDir(), "loop", traceLoopC)
 	// The program, its loader and its libraries, at the same paths inside.
@@ -906,7 +887,7 @@ func TestTracePidChroot(t *testing.T) {
 // DT_RPATH (a copy beside it, as bundled applications ship). The probes
 // went on the system's libc, and nothing was counted.
 func TestTraceRunpath(t *testing.T) {
-	traceNeedsRoot(t)
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	libc, err := bpf.LibcFor("/bin/sh", os.Environ())
 	if err != nil {
 		t.Fatal(err)

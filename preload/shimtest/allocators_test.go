@@ -6,8 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // Other allocators, Debian's packages (make deps installs them).
@@ -22,10 +25,7 @@ func allocator(t *testing.T, name string) string {
 	t.Helper()
 	p := allocators[name]
 	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s missing in CI: make deps installs it", p)
-		}
-		t.Skipf("needs %s (make deps): %v", name, err)
+		testkit.Unavailable(t, "needs %s (make deps installs it): %v", name, err)
 	}
 	return p
 }
@@ -34,10 +34,10 @@ func allocator(t *testing.T, name string) string {
 // allocator and takes usable sizes from its malloc_usable_size: the same
 // known answers hold.
 func TestOverOtherAllocators(t *testing.T) {
-	prog := compile(t, "gcc", "known.c")
+	prog := compile(t, "known.c")
 	for _, name := range []string{"jemalloc", "tcmalloc", "mimalloc"} {
 		t.Run(name, func(t *testing.T) {
-			extra := []string{"LD_PRELOAD=" + lib(t) + " " + allocator(t, name)}
+			extra := []string{"LD_PRELOAD=" + testkit.Shim(t) + " " + allocator(t, name)}
 			if name != "jemalloc" {
 				extra = append(extra, "KNOWN_ANY_ERRNO=1")
 			}
@@ -94,8 +94,8 @@ func TestProgramsWithOtherAllocators(t *testing.T) {
 					t.Fatalf("%s alone: exit %d: %s", name, alone.code, alone.err)
 				}
 				out := filepath.Join(t.TempDir(), "s.json")
-				after := runWith(t, lib(t)+" "+so, []string{"HEAPLINE_SUMMARY=0"}, argv...)
-				before := runWith(t, so+" "+lib(t), []string{"HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT=" + out}, argv...)
+				after := runWith(t, testkit.Shim(t)+" "+so, []string{"HEAPLINE_SUMMARY=0"}, argv...)
+				before := runWith(t, so+" "+testkit.Shim(t), []string{"HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT=" + out}, argv...)
 				for which, r := range map[string]ran{"shim first": after, "allocator first": before} {
 					if r.out != alone.out || r.code != alone.code {
 						t.Errorf("%s: exit %d, stdout %d bytes; alone: exit %d, %d bytes", which, r.code, len(r.out), alone.code, len(alone.out))
@@ -125,9 +125,9 @@ func TestProgramsWithOtherAllocators(t *testing.T) {
 // does not define, runs as it does without the shim, and the shim names
 // the program as what bypasses it.
 func TestOwnMalloc(t *testing.T) {
-	prog := compile(t, "gcc", "ownmalloc.c")
+	prog := compile(t, "ownmalloc.c")
 	out := filepath.Join(t.TempDir(), "s.json")
-	r := runWith(t, lib(t), []string{"HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT=" + out}, prog)
+	r := runWith(t, testkit.Shim(t), []string{"HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT=" + out}, prog)
 	if r.code != 0 || r.out != "sum 5050\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
 	}
@@ -149,17 +149,34 @@ func TestOverMallocDebug(t *testing.T) {
 	if _, err := os.Stat(debug); err != nil {
 		t.Skipf("no %s: %v", debug, err)
 	}
-	prog := compile(t, "gcc", "known.c")
+	prog := compile(t, "known.c")
 	for _, mode := range []string{"funcs", "threads", "fork"} {
 		t.Run(mode, func(t *testing.T) {
-			known(t, []string{"LD_PRELOAD=" + lib(t) + " " + debug, "GLIBC_TUNABLES=glibc.malloc.check=3"}, prog, []string{mode}, nil)
+			known(t, []string{"LD_PRELOAD=" + testkit.Shim(t) + " " + debug, "GLIBC_TUNABLES=glibc.malloc.check=3"}, prog, []string{mode}, nil)
 		})
 	}
 }
 
 // Under a small sampling interval many blocks move to the sample arena:
 // alignment, calloc's zeros, realloc's contents and the counts all hold.
+// Samples were taken: the live profile at the end of the churn has
+// sampled allocations (a sampled block is a moved one).
 func TestSampledBlocks(t *testing.T) {
-	prog := compile(t, "gcc", "sampled.c")
-	known(t, []string{"HEAPLINE_SAMPLE=2k"}, prog, nil, nil)
+	prog := compile(t, "sampled.c")
+	known(t, []string{"HEAPLINE_SAMPLE=2k"}, prog, nil, func(s step, _ summary) {
+		if s.name != "churn" {
+			return
+		}
+		pb := filepath.Join(t.TempDir(), "p.pb.gz")
+		if b, err := exec.Command(testkit.Heapctl(t), "profile", "-o", pb, strconv.Itoa(s.pid)).CombinedOutput(); err != nil {
+			t.Fatalf("heapctl profile %d: %v\n%s", s.pid, err, b)
+		}
+		var sampled int64
+		for _, x := range parseProfile(t, pb).Sample {
+			sampled += x.Value[0] // alloc_objects
+		}
+		if sampled == 0 {
+			t.Error("no allocation was sampled: no block moved to the sample arena")
+		}
+	})
 }

@@ -11,12 +11,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // exportsMap is the list of preload/exports.map's global names.
 func exportsMap(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root(t), "preload", "exports.map"))
+	b, err := os.ReadFile(filepath.Join(testkit.Root(), "preload", "exports.map"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +37,7 @@ func exportsMap(t *testing.T) []string {
 // malloc family, _exit and _Fork, and nothing else (preload/exports.map
 // says why).
 func TestExports(t *testing.T) {
-	f, err := elf.Open(lib(t))
+	f, err := elf.Open(testkit.Shim(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +76,7 @@ func TestEmbeddedGoLibrary(t *testing.T) {
 	if out, err := exec.Command("gcc", "-shared", "-o", so, "-Wl,--whole-archive", archive, "-Wl,--no-whole-archive", "-pthread").CombinedOutput(); err != nil {
 		t.Fatalf("gcc -shared: %v\n%s", err, out)
 	}
-	prog := compile(t, "gcc", "goarchive.c", so, "-Wl,-rpath,"+dir)
+	prog := compile(t, "goarchive.c", so, "-Wl,-rpath,"+dir)
 	for _, preload := range []bool{false, true} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cmd := exec.CommandContext(ctx, prog)

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // The Go runtime inside libheap.so never starts (preload/goruntime.c): a
@@ -24,9 +26,7 @@ func TestNoRuntimeThreads(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
 	cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
 	pid := started(t, cmd)
-	if !poll(10*time.Second, func() bool { _, err := os.Stat(regionPath(pid)); return err == nil }) {
-		t.Fatal("sleep under the shim: no region after 10 s")
-	}
+	testkit.Poll(t, "the region of sleep under the shim", func() bool { _, err := os.Stat(regionPath(pid)); return err == nil })
 	// A runtime started the old way had its five threads up within a few
 	// milliseconds of the region; look for a while.
 	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
@@ -44,7 +44,7 @@ func TestNoRuntimeThreads(t *testing.T) {
 // SIGSEGV itself gets its handler. The runtime's loader entry installs
 // handlers for these; the shim puts back what was there before.
 func TestFaultsAsWithout(t *testing.T) {
-	prog := compile(t, "gcc", "fault.c")
+	prog := compile(t, "fault.c")
 	for _, c := range []struct {
 		mode string
 		sig  syscall.Signal

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // The shim's own words (the exit summary, its one-line messages) must never
@@ -21,7 +23,7 @@ import (
 // A reader that closed stderr before the program exits: without the shim
 // the program exits 0; the summary's write must not kill it with SIGPIPE.
 func TestClosedStderr(t *testing.T) {
-	prog := compile(t, "gcc", "quietexit.c")
+	prog := compile(t, "quietexit.c")
 	cmd := exec.Command(prog, "wait")
 	cmd.Env = env(t)
 	stderr, err := cmd.StderrPipe()
@@ -47,7 +49,7 @@ func TestClosedStderr(t *testing.T) {
 // which has just filled the pipe (64 KiB): the summary cannot be written,
 // and must not hold the program at exit for ever (about a second at most).
 func TestFullStderr(t *testing.T) {
-	prog := compile(t, "gcc", "quietexit.c")
+	prog := compile(t, "quietexit.c")
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +74,7 @@ func TestFullStderr(t *testing.T) {
 // A program that closed fd 2 and opened a file, which got fd 2: the file
 // is the program's data, and the summary stays out of it.
 func TestStderrReplaced(t *testing.T) {
-	prog := compile(t, "gcc", "quietexit.c")
+	prog := compile(t, "quietexit.c")
 	data := filepath.Join(t.TempDir(), "data")
 	cmd := exec.Command(prog, "reopen", data)
 	cmd.Env = env(t)
@@ -116,12 +118,9 @@ func TestOutputFIFO(t *testing.T) {
 // the same live bytes. A destructor that ends the process with _exit
 // gives one summary, with its own last allocation counted.
 func TestLibraryDestructors(t *testing.T) {
-	lib := compile(t, "gcc", "dtorlib.c", "-shared", "-fPIC")
-	base := compile(t, "gcc", "usedtor.c")
-	with := filepath.Join(t.TempDir(), "usedtor-lib")
-	if b, err := exec.Command("gcc", "-o", with, filepath.Join("testdata", "usedtor.c"), "-Wl,--no-as-needed", lib).CombinedOutput(); err != nil {
-		t.Fatalf("linking with dtorlib: %v\n%s", err, b)
-	}
+	lib := compile(t, "dtorlib.c", "-shared", "-fPIC")
+	base := compile(t, "usedtor.c")
+	with := testkit.CC(t, "", filepath.Join("testdata", "usedtor.c"), "-Wl,--no-as-needed", lib)
 	run := func(prog string, wantStatus int, extra ...string) summary {
 		t.Helper()
 		cmd := exec.Command(prog)
@@ -164,12 +163,7 @@ func TestLibraryDestructors(t *testing.T) {
 // once raised SIGBUS at its first store. Needs root: a private mount
 // namespace with a 4 KiB tmpfs, already full, on /dev/shm.
 func TestFullDevShm(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root: mounting a full tmpfs on /dev/shm needs it")
-		}
-		t.Skip("needs root to mount a tmpfs on /dev/shm in a private mount namespace")
-	}
+	testkit.NeedRoot(t, "to mount a tmpfs on /dev/shm in a private mount namespace")
 	prog := writeHello(t)
 	// Only the program is preloaded: unshare and sh would make regions in
 	// the real /dev/shm and then remove their names from the new one.
@@ -177,7 +171,7 @@ func TestFullDevShm(t *testing.T) {
 		dd if=/dev/zero of=/dev/shm/fill bs=4k count=1 2>/dev/null &&
 		LD_PRELOAD="$HL_LIB" exec "$HL_PROG"`
 	cmd := exec.Command("unshare", "-m", "sh", "-c", script)
-	cmd.Env = append(os.Environ(), "HL_LIB="+lib(t), "HL_PROG="+prog)
+	cmd.Env = append(os.Environ(), "HL_LIB="+testkit.Shim(t), "HL_PROG="+prog)
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {

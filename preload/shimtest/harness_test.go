@@ -2,18 +2,19 @@ package shimtest
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // summary is the JSON document of `heapctl show --json`, as a user sees it.
@@ -41,7 +42,7 @@ type summary struct {
 // show runs `heapctl show --json PID`.
 func show(t testing.TB, pid int) (summary, error) {
 	var s summary
-	out, err := exec.Command(heapctl(t), "show", "--json", strconv.Itoa(pid)).CombinedOutput()
+	out, err := exec.Command(testkit.Heapctl(t), "show", "--json", strconv.Itoa(pid)).CombinedOutput()
 	if err != nil {
 		return s, fmt.Errorf("heapctl show --json %d: %v: %s", pid, err, out)
 	}
@@ -54,55 +55,39 @@ func show(t testing.TB, pid int) (summary, error) {
 // regionPath is where the shim publishes pid's counters.
 func regionPath(pid int) string { return "/dev/shm/heapline." + strconv.Itoa(pid) }
 
-// env is the environment of a program run under the shim.
+// offOverflowThreads is hl_header.overflow_threads' offset (preload/region.h;
+// ctl/internal/region's layout test holds the Go mirror to it), a counter
+// heapctl does not show.
+const offOverflowThreads = 104
+
+// headerWord reads the 8-byte word at off of pid's region header.
+func headerWord(t testing.TB, pid, off int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(regionPath(pid))
+	if err != nil || len(b) < off+8 {
+		t.Fatalf("reading the region of %d: %d bytes, %v", pid, len(b), err)
+	}
+	return binary.LittleEndian.Uint64(b[off:])
+}
+
+// env is the environment of a program run under the shim: ours, without
+// the HEAPLINE_ settings of whoever runs the tests.
 func env(t testing.TB, extra ...string) []string {
 	var e []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LD_PRELOAD=") && !strings.HasPrefix(kv, "HEAPLINE_") {
+		if !strings.HasPrefix(kv, "HEAPLINE_") {
 			e = append(e, kv)
 		}
 	}
-	return append(append(e, "LD_PRELOAD="+lib(t)), extra...)
+	return testkit.Env(e, testkit.Shim(t), extra...)
 }
 
-// root is the project root, two folders up from this package.
-func root(t testing.TB) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-var (
-	buildOnce sync.Once
-	buildErr  error
-)
-
-// build makes bin/libheap.so and bin/heapctl (make knows what is stale).
-func build(t testing.TB) {
-	buildOnce.Do(func() {
-		out, err := exec.Command("make", "-C", root(t), "bin/libheap.so", "bin/heapctl").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("make: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-}
-
-func lib(t testing.TB) string     { build(t); return filepath.Join(root(t), "bin", "libheap.so") }
-func heapctl(t testing.TB) string { build(t); return filepath.Join(root(t), "bin", "heapctl") }
-
-// compile builds testdata/src with cc (gcc or g++) into a temporary folder.
-func compile(t testing.TB, cc, src string, flags ...string) string {
+// compile builds testdata/src (C, or C++ for .cc) into a temporary folder.
+func compile(t testing.TB, src string, flags ...string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), filepath.Ext(src)))
 	// -fno-builtin: the compiler must not delete a malloc whose block is
 	// unused; those are the calls being counted.
-	args := append([]string{"-O1", "-w", "-pthread", "-fno-builtin", "-o", out, filepath.Join("testdata", src)}, flags...)
-	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", cc, src, err, b)
-	}
-	return out
+	return testkit.CC(t, "", filepath.Join("testdata", src), append([]string{"-O1", "-w", "-pthread", "-fno-builtin"}, flags...)...)
 }
 
 // step is one "STEP" line of a known-answer program: what the shim must
@@ -206,9 +191,10 @@ func known(t *testing.T, extra []string, prog string, args []string, check func(
 		t.Errorf("the shim or the program wrote on stderr: %s", stderr.String())
 	}
 	for pid := range pids {
-		if !waitGone(regionPath(pid)) {
-			t.Errorf("region of %d still there after exit", pid)
-		}
+		testkit.Poll(t, fmt.Sprintf("the region of %d to go after its exit", pid), func() bool {
+			_, err := os.Lstat(regionPath(pid))
+			return os.IsNotExist(err)
+		})
 	}
 	return seen
 }
@@ -244,22 +230,6 @@ func pythonExe(t testing.TB) string {
 		t.Fatalf("python3: %v", err)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// poll calls ok every 5 ms until it holds, for d at most, and says whether
-// it did.
-func poll(d time.Duration, ok func() bool) bool {
-	for deadline := time.Now().Add(d); !ok(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
-}
-
-// waitGone waits for a file to disappear (a region after its process).
-func waitGone(path string) bool {
-	return poll(time.Second, func() bool { _, err := os.Lstat(path); return os.IsNotExist(err) })
 }
 
 func abs(v int64) int64 {

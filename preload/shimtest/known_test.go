@@ -7,14 +7,14 @@ import (
 
 // Every interposed function and every failure path, one step each.
 func TestEveryFunction(t *testing.T) {
-	prog := compile(t, "gcc", "known.c")
+	prog := compile(t, "known.c")
 	known(t, nil, prog, []string{"funcs"}, nil)
 }
 
 // Allocations on four threads, frees on other threads than the allocation,
 // threads that exit with blocks still live, freed by main afterwards.
 func TestThreadsAcross(t *testing.T) {
-	prog := compile(t, "gcc", "known.c")
+	prog := compile(t, "known.c")
 	seen := known(t, nil, prog, []string{"threads"}, nil)
 	if got := seen["allocated"].Threads; got < 5 {
 		t.Errorf("threads = %d after four workers and main counted, want at least 5", got)
@@ -23,7 +23,7 @@ func TestThreadsAcross(t *testing.T) {
 
 // With HEAPLINE_PEAK_BATCH=0 every operation publishes: the peak is exact.
 func TestPeakExact(t *testing.T) {
-	prog := compile(t, "gcc", "known.c")
+	prog := compile(t, "known.c")
 	seen := known(t, []string{"HEAPLINE_PEAK_BATCH=0"}, prog, []string{"peak"}, nil)
 	if e := seen["peak"].PeakErrorBytes; e != 0 {
 		t.Errorf("peak_error_bytes = %d with a batch of 0, want 0", e)
@@ -33,7 +33,7 @@ func TestPeakExact(t *testing.T) {
 // With the default batch the peak is within its stated error bound, which
 // is the batch times the most threads that held a slot at once.
 func TestPeakWithinBound(t *testing.T) {
-	prog := compile(t, "gcc", "known.c")
+	prog := compile(t, "known.c")
 	seen := known(t, nil, prog, []string{"peak"}, nil)
 	if e := seen["peak"].PeakErrorBytes; e == 0 || e%(256<<10) != 0 {
 		t.Errorf("peak_error_bytes = %d, want a non-zero multiple of the 256 KiB batch", e)
@@ -43,7 +43,7 @@ func TestPeakWithinBound(t *testing.T) {
 // 10,000 short-lived threads, 50 at a time: slots are folded and reused,
 // and nothing is lost.
 func TestManyShortThreads(t *testing.T) {
-	prog := compile(t, "gcc", "known.c")
+	prog := compile(t, "known.c")
 	seen := known(t, nil, prog, []string{"many", "10000"}, nil)
 	if got := seen["threads"].Threads; got < 10000 {
 		t.Errorf("threads = %d, want at least 10000", got)
@@ -51,10 +51,21 @@ func TestManyShortThreads(t *testing.T) {
 }
 
 // Sixteen threads alive at once, four slots: the rest count through the
-// atomic path, exactly.
+// atomic path, exactly. The main thread holds one slot, so at least 13 of
+// the sixteen found none: the header's overflow_threads says they did.
 func TestMoreThreadsThanSlots(t *testing.T) {
-	prog := compile(t, "gcc", "known.c")
-	known(t, []string{"HEAPLINE_SLOTS=4"}, prog, []string{"wide"}, nil)
+	prog := compile(t, "known.c")
+	var warm uint64
+	known(t, []string{"HEAPLINE_SLOTS=4"}, prog, []string{"wide"}, func(s step, _ summary) {
+		switch s.name {
+		case "warm":
+			warm = headerWord(t, s.pid, offOverflowThreads)
+		case "allocated":
+			if n := headerWord(t, s.pid, offOverflowThreads) - warm; n < 16-3 {
+				t.Errorf("%d threads took the overflow path with 16 alive and 3 slots free, want at least 13", n)
+			}
+		}
+	})
 }
 
 // fork: the child publishes its own region from the parent's totals, and
@@ -62,7 +73,7 @@ func TestMoreThreadsThanSlots(t *testing.T) {
 // exits expects no change). The same for glibc's _Fork, which runs no
 // atfork handler: the shim wraps it.
 func TestFork(t *testing.T) {
-	prog := compile(t, "gcc", "known.c")
+	prog := compile(t, "known.c")
 	for _, mode := range []string{"fork", "_Fork"} {
 		t.Run(mode, func(t *testing.T) {
 			pids := map[string]int{}
@@ -76,7 +87,7 @@ func TestFork(t *testing.T) {
 
 // exec: the new image publishes again under the same pid, from zero.
 func TestExec(t *testing.T) {
-	prog := compile(t, "gcc", "known.c")
+	prog := compile(t, "known.c")
 	seen := known(t, nil, prog, []string{"exec"}, nil)
 	before, after := seen["before-exec"], seen["after-exec"]
 	if before.PID != after.PID {

@@ -19,7 +19,7 @@ import (
 // opened and closed by mprotect; and glibc's own mmap for a large block is
 // a block, not mapped memory. testdata/maps.c says what each step reads.
 func TestMappedExact(t *testing.T) {
-	prog := compile(t, "gcc", "maps.c")
+	prog := compile(t, "maps.c")
 	cmd := exec.Command(prog)
 	cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
 	stdin, _ := cmd.StdinPipe()
@@ -109,7 +109,7 @@ func TestPythonArenas(t *testing.T) {
 // lock, held by another thread: the child must not inherit a lock nobody in
 // it holds (3 of 3 runs hung a child before the lock knew its holder).
 func TestMapForkFromHandler(t *testing.T) {
-	prog := compile(t, "gcc", "mapfork.c")
+	prog := compile(t, "mapfork.c")
 	cmd := exec.Command(prog)
 	cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
 	out, err := cmd.CombinedOutput()

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // plantAndRun plants something at the region's name of the process that
@@ -15,7 +17,7 @@ func plantAndRun(t *testing.T, plant, prog string) (stdout, stderr string) {
 	// The shell runs unprofiled (it would take the name itself); the
 	// program it execs keeps its pid and gets the shim.
 	script := plant + ` && exec env LD_PRELOAD="$1" "$0"`
-	cmd := exec.Command("sh", "-c", script, prog, lib(t))
+	cmd := exec.Command("sh", "-c", script, prog, testkit.Shim(t))
 	var o, e strings.Builder
 	cmd.Stdout, cmd.Stderr = &o, &e
 	if err := cmd.Run(); err != nil {
@@ -28,7 +30,7 @@ const hello = "hello.c"
 
 func writeHello(t *testing.T) string {
 	src := filepath.Join("testdata", hello)
-	return compile(t, "gcc", filepath.Base(src))
+	return compile(t, filepath.Base(src))
 }
 
 // A symlink planted at the region's name is never followed: the target is

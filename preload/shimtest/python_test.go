@@ -2,12 +2,12 @@ package shimtest
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // The machine's python3 runs a script under the shim with its output,
@@ -55,19 +55,6 @@ var pyInterpreters = []struct{ name, glob string }{
 	{"pyenv-3.13", "/root/.pyenv/versions/3.13*/bin/python3.13"},
 }
 
-// pyInterpreter is the interpreter of glob, or a skip (a failure in CI).
-func pyInterpreter(t *testing.T, glob string) string {
-	t.Helper()
-	m, _ := filepath.Glob(glob)
-	if len(m) == 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no interpreter at %s (the machine image carries it)", glob)
-		}
-		t.Skipf("no interpreter at %s", glob)
-	}
-	return m[len(m)-1]
-}
-
 // TestPythonObjectsExact: with no PYTHONMALLOC and no flag, the shim's
 // count of pymalloc's live blocks moves exactly as CPython's own
 // (sys.getallocatedblocks, which also counts the domains' blocks that
@@ -78,7 +65,7 @@ func pyInterpreter(t *testing.T, glob string) string {
 func TestPythonObjectsExact(t *testing.T) {
 	for _, py := range pyInterpreters {
 		t.Run(py.name, func(t *testing.T) {
-			bin := pyInterpreter(t, py.glob)
+			bin := testkit.Interpreter(t, py.glob)
 			cmd := exec.Command(bin, "testdata/pyobjects.py")
 			cmd.Env = env(t, "HEAPLINE_SAMPLE=0", "HEAPLINE_SUMMARY=0", "HEAPLINE_PYMALLOC=1")
 			out, err := cmd.Output()

@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // Dead processes' regions are bounded: a new region removes the dead
@@ -11,12 +13,7 @@ import (
 // run is the newest dead, not the oldest. In a private mount namespace
 // with a /dev/shm of its own, so that no other test's regions are near.
 func TestDeadRegionsBounded(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root: mounting a tmpfs on /dev/shm needs it")
-		}
-		t.Skip("needs root to mount a tmpfs on /dev/shm in a private mount namespace")
-	}
+	testkit.NeedRoot(t, "to mount a tmpfs on /dev/shm in a private mount namespace")
 	// regions: how many regions /dev/shm holds; until N: wait for N.
 	script := `mount -t tmpfs tmpfs /dev/shm || exit 1
 		regions() { ls /dev/shm | grep -c '^heapline\.'; }
@@ -35,7 +32,7 @@ func TestDeadRegionsBounded(t *testing.T) {
 		echo "after the long one $(regions)"
 		[ -e /dev/shm/heapline.$long ] && echo "long kept"`
 	cmd := exec.Command("unshare", "-m", "sh", "-c", script)
-	cmd.Env = append(os.Environ(), "HL_LIB="+lib(t), "HEAPLINE_SUMMARY=0")
+	cmd.Env = append(os.Environ(), "HL_LIB="+testkit.Shim(t), "HEAPLINE_SUMMARY=0")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

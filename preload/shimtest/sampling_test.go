@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // sampledProfile runs argv under the shim with HEAPLINE_PROFILE and the
@@ -24,10 +25,16 @@ func sampledProfile(t *testing.T, extra []string, argv ...string) *profile.Profi
 		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, b)
 	}
 	pb := filepath.Join(dir, "p.pb.gz")
-	if b, err := exec.Command(heapctl(t), "profile", "--from", dump, "-o", pb).CombinedOutput(); err != nil {
+	if b, err := exec.Command(testkit.Heapctl(t), "profile", "--from", dump, "-o", pb).CombinedOutput(); err != nil {
 		t.Fatalf("heapctl profile --from: %v\n%s", err, b)
 	}
-	f, err := os.Open(pb)
+	return parseProfile(t, pb)
+}
+
+// parseProfile reads the pprof profile at path.
+func parseProfile(t *testing.T, path string) *profile.Profile {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +68,7 @@ func allocSpace(p *profile.Profile, fn string) (all, under int64) {
 // one allocation is an 8 MiB block (16 times the default interval) has it
 // in its profile, under the function that made it, every time.
 func TestDefaultSamplesFirstBlock(t *testing.T) {
-	prog := compile(t, "gcc", "oneblock.c")
+	prog := compile(t, "oneblock.c")
 	for i := 0; i < 10; i++ {
 		p := sampledProfile(t, nil, prog, "8388608")
 		if all, under := allocSpace(p, "the_block"); under < 8<<20 || under != all {
@@ -74,7 +81,7 @@ func TestDefaultSamplesFirstBlock(t *testing.T) {
 // allocate one 64 KiB block, at a 64 KiB interval, weigh in at what they
 // allocated. Armed only at a thread's first carry, none of them was.
 func TestShortThreadsSampled(t *testing.T) {
-	prog := compile(t, "gcc", "threads.c")
+	prog := compile(t, "threads.c")
 	p := sampledProfile(t, []string{"HEAPLINE_SAMPLE=64k"}, prog, "400", "65536")
 	_, under := allocSpace(p, "one_block")
 	want := int64(400 * 65536)
@@ -89,7 +96,7 @@ func TestShortThreadsSampled(t *testing.T) {
 // stay its own, byte for byte, and it has no fd it did not open. With
 // libunwind, the first sample reopened its pipe over the program's files.
 func TestDaemonFiles(t *testing.T) {
-	prog := compile(t, "gcc", "daemon.c")
+	prog := compile(t, "daemon.c")
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in")
 	data := bytes.Repeat([]byte("0123456789"), 100)
@@ -125,7 +132,7 @@ func TestDaemonFiles(t *testing.T) {
 // A program started with fd 0, 1 or 2 closed finds it closed, sampled or
 // not (libunwind's pipe took the lowest free fd).
 func TestStdioStaysClosed(t *testing.T) {
-	prog := compile(t, "gcc", "daemon.c")
+	prog := compile(t, "daemon.c")
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in")
 	if err := os.WriteFile(in, bytes.Repeat([]byte("x"), 300), 0o644); err != nil {
@@ -166,7 +173,7 @@ func parse3(s string, v *[3]int) {
 // threads allocate, sampled at 4 KiB. libunwind's global mutex, held by a
 // parent thread the child did not have, hung 2 to 3 of 1,500.
 func TestForkChildrenNeverHang(t *testing.T) {
-	prog := compile(t, "gcc", "forks.c")
+	prog := compile(t, "forks.c")
 	cmd := exec.Command(prog, "1500")
 	cmd.Env = env(t, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE=4k")
 	out, err := cmd.CombinedOutput()
@@ -181,7 +188,7 @@ func TestForkChildrenNeverHang(t *testing.T) {
 // A double free of a sampled block aborts with a message, as glibc's
 // check does for its own blocks (HEAPLINE_SAMPLE=1 samples every block).
 func TestDoubleFreeSampled(t *testing.T) {
-	prog := compile(t, "gcc", "doublefree.c")
+	prog := compile(t, "doublefree.c")
 	for _, sample := range []string{"0", "1"} {
 		cmd := exec.Command(prog)
 		cmd.Env = env(t, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE="+sample)
@@ -200,7 +207,7 @@ func TestDoubleFreeSampled(t *testing.T) {
 // C++ that throws and catches from five threads while its allocations are
 // sampled: every exception reaches its catch.
 func TestThrowFromThreads(t *testing.T) {
-	prog := compile(t, "g++", "throw.cc", "-O2")
+	prog := compile(t, "throw.cc", "-O2")
 	cmd := exec.Command(prog)
 	cmd.Env = env(t, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE=4k")
 	out, err := cmd.CombinedOutput()
@@ -213,7 +220,7 @@ func TestThrowFromThreads(t *testing.T) {
 // most 1/64 of it for its arena, and a program that needs most of the rest
 // still gets it.
 func TestSmallAddressSpace(t *testing.T) {
-	prog := compile(t, "gcc", "oneblock.c")
+	prog := compile(t, "oneblock.c")
 	// One 200 MiB block: beside a 128 MiB arena it would not fit.
 	for _, preload := range []bool{false, true} {
 		cmd := exec.Command("sh", "-c", `ulimit -v 262144 && exec "$@"`, "sh", prog, "209715200")
@@ -231,7 +238,7 @@ func TestSmallAddressSpace(t *testing.T) {
 // signal handler's on sigaltstack. The walk stops where it cannot tell the
 // stack's bounds or meets a signal frame; the program runs as without it.
 func TestForeignStacks(t *testing.T) {
-	prog := compile(t, "gcc", "stacks.c", "-O2")
+	prog := compile(t, "stacks.c", "-O2")
 	cmd := exec.Command(prog)
 	cmd.Env = env(t, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE=1")
 	out, err := cmd.CombinedOutput()

@@ -113,7 +113,7 @@ func TestShellTrapsTERM(t *testing.T) {
 // (SIGCHLD, SIGURG, SIGPROF, SIGSTKFLT and SIGRTMIN, 34 with glibc) stayed
 // lost: SIGCHLD and SIGURG discarded, the other three fatal.
 func TestSigwaitServer(t *testing.T) {
-	prog := compile(t, "gcc", "sigwait.c")
+	prog := compile(t, "sigwait.c")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGPROF, syscall.SIGSTKFLT, syscall.Signal(34)} {
 		for i := 0; i < 3; i++ {
 			sigwaitOnce(t, prog, sig, i)
@@ -184,7 +184,7 @@ func sigwaitOnce(t *testing.T, prog string, sig syscall.Signal, try int) {
 // runs, about ten thousand signals each; before that, one run in a few
 // lost or doubled counts.
 func TestHandlerAllocates(t *testing.T) {
-	prog := compile(t, "gcc", "sigchurn.c")
+	prog := compile(t, "sigchurn.c")
 	for run := 0; run < 10; run++ {
 		known(t, nil, prog, []string{"2000000"}, nil)
 	}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // lockedBuffer is a strings.Builder that a process's stderr may write to
@@ -62,13 +64,12 @@ func TestExecTakeOverLocked(t *testing.T) {
 			cmd.Stderr = &stderr
 			pid := started(t, cmd)
 			path := regionPath(pid)
-			until := func(what string, ok func() bool) {
-				t.Helper()
-				if !poll(30*time.Second, ok) {
-					t.Fatalf("never: %s (stderr %q)", what, stderr.String())
+			defer func() {
+				if t.Failed() {
+					t.Logf("stderr: %q", stderr.String())
 				}
-			}
-			until("the shell's region", func() bool { _, err := show(t, pid); return err == nil })
+			}()
+			testkit.Poll(t, "the shell's region", func() bool { _, err := show(t, pid); return err == nil })
 			var before syscall.Stat_t
 			if err := syscall.Stat(path, &before); err != nil {
 				t.Fatal(err)
@@ -83,7 +84,7 @@ func TestExecTakeOverLocked(t *testing.T) {
 			if _, err := in.Write([]byte("\n")); err != nil {
 				t.Fatal(err)
 			}
-			until("the exec", func() bool {
+			testkit.Poll(t, "the exec", func() bool {
 				comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
 				return string(comm) == "sleep\n"
 			})
@@ -96,7 +97,7 @@ func TestExecTakeOverLocked(t *testing.T) {
 			lock.Close()
 
 			if c.unlink {
-				until("sleep's own region", func() bool { s, err := show(t, pid); return err == nil && s.Command == "sleep 30" })
+				testkit.Poll(t, "sleep's own region", func() bool { s, err := show(t, pid); return err == nil && s.Command == "sleep 30" })
 				var after syscall.Stat_t
 				if err := syscall.Stat(path, &after); err != nil || after.Ino == before.Ino {
 					t.Errorf("region inode %d, before %d (%v): want a new file", after.Ino, before.Ino, err)
@@ -107,7 +108,7 @@ func TestExecTakeOverLocked(t *testing.T) {
 				return
 			}
 			if c.hold < time.Second {
-				until("sleep's region, taken over", func() bool { s, err := show(t, pid); return err == nil && s.Command == "sleep 30" })
+				testkit.Poll(t, "sleep's region, taken over", func() bool { s, err := show(t, pid); return err == nil && s.Command == "sleep 30" })
 				var after syscall.Stat_t
 				if err := syscall.Stat(path, &after); err != nil || after.Ino != before.Ino {
 					t.Errorf("region inode %d, before %d (%v): want the file taken over", after.Ino, before.Ino, err)
@@ -126,7 +127,7 @@ func TestExecTakeOverLocked(t *testing.T) {
 				return
 			}
 			want := "heapline: " + path + ": the region's file is locked by another process; running unprofiled\n"
-			until("the line on stderr", func() bool { return stderr.String() != "" })
+			testkit.Poll(t, "the line on stderr", func() bool { return stderr.String() != "" })
 			if got := stderr.String(); got != want {
 				t.Errorf("stderr %q, want %q", got, want)
 			}

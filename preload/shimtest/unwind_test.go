@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // checker builds testdata/unwindcheck.c with the shim's unwinder compiled
@@ -15,19 +17,11 @@ import (
 func checker(t *testing.T) string {
 	t.Helper()
 	if err := exec.Command("dpkg", "-s", "libunwind-dev").Run(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("libunwind-dev missing in CI: make deps installs it")
-		}
-		t.Skip("libunwind-dev is not installed (make deps installs it): it is the oracle")
+		testkit.Unavailable(t, "libunwind-dev is not installed (make deps installs it): it is the oracle")
 	}
-	out := filepath.Join(t.TempDir(), "unwindcheck.so")
-	pre := filepath.Join(root(t), "preload")
-	b, err := exec.Command("gcc", "-O2", "-g", "-shared", "-fPIC", "-D_GNU_SOURCE", "-I", pre, "-o", out,
-		filepath.Join("testdata", "unwindcheck.c"), filepath.Join(pre, "unwind.c"), "-lunwind").CombinedOutput()
-	if err != nil {
-		t.Fatalf("building the checker: %v\n%s", err, b)
-	}
-	return out
+	pre := filepath.Join(testkit.Root(), "preload")
+	return testkit.CC(t, "", filepath.Join("testdata", "unwindcheck.c"), "-O2", "-g", "-shared", "-fPIC", "-D_GNU_SOURCE", "-I", pre,
+		filepath.Join(pre, "unwind.c"), "-lunwind")
 }
 
 // oracle runs argv under the checker and returns its walks and how many
@@ -69,7 +63,7 @@ func pythons(t *testing.T) []string {
 	var found []string
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
 		found = append(found, "/usr/bin/python3")
-	} else if os.Getenv("CI") == "true" {
+	} else if testkit.CI() {
 		t.Fatal("Debian's python3 missing in CI: make deps installs it")
 	}
 	if out, err := exec.Command("pyenv", "root").Output(); err == nil {
@@ -90,8 +84,8 @@ func TestUnwinderMatchesLibunwind(t *testing.T) {
 		env  []string
 		argv []string
 	}
-	walk := compile(t, "gcc", "walk.c", "-O2", "-fomit-frame-pointer")
-	throw := compile(t, "g++", "throw.cc", "-O2")
+	walk := compile(t, "walk.c", "-O2", "-fomit-frame-pointer")
+	throw := compile(t, "throw.cc", "-O2")
 	targets := []target{{"c-O2", nil, []string{walk}}, {"c++-throw", nil, []string{throw}}}
 	script := filepath.Join("testdata", "walk.py")
 	for _, py := range pythons(t) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,7 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/heapline/heapline/ctl/internal/overhead"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // libAs copies a malloc interposer (testkit.NopLib) into dir under name.
@@ -33,16 +32,7 @@ func libAs(t *testing.T, dir, name string) string {
 // noMalloc builds a shared library that defines no malloc.
 func noMalloc(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "x.c")
-	if err := os.WriteFile(src, []byte("int heapline_test_x(void) { return 1; }\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	lib := filepath.Join(dir, "libx.so")
-	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	return lib
+	return testkit.CCode(t, "x.c", "int heapline_test_x(void) { return 1; }\n", "-shared", "-fPIC")
 }
 
 func TestSelect(t *testing.T) {
@@ -97,11 +87,7 @@ func TestSelect(t *testing.T) {
 
 func rusage(t *testing.T) string {
 	t.Helper()
-	helper := filepath.Join(t.TempDir(), RusageName)
-	if out, err := exec.Command("cc", "-O2", "-o", helper, filepath.Join(testkit.Root(), "helpers", "rusage.c")).CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", RusageName, err, out)
-	}
-	return helper
+	return testkit.CC(t, filepath.Join(t.TempDir(), RusageName), filepath.Join(testkit.Root(), "helpers", "rusage.c"), "-O2")
 }
 
 func measure(t *testing.T, spec Spec, opts Options) Result {
@@ -198,11 +184,7 @@ int main(int argc, char **argv) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	prog := filepath.Join(dir, "hold")
-	if out, err := exec.Command("cc", "-O1", "-o", prog, src).CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	return prog
+	return testkit.CC(t, filepath.Join(dir, "hold"), src, "-O1")
 }
 
 // installed returns glibc and the builtin allocators installed here; in CI
@@ -214,7 +196,7 @@ func installed(t *testing.T) []Allocator {
 		t.Fatal(err)
 	}
 	for _, s := range skipped {
-		if os.Getenv("CI") == "true" {
+		if testkit.CI() {
 			t.Errorf("%s", s)
 		} else {
 			t.Logf("%s", s)

@@ -5,13 +5,14 @@ import (
 	"encoding/xml"
 	"flag"
 	"fmt"
-	"github.com/heapline/heapline/ctl/internal/testkit"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")

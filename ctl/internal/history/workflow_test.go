@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 	"github.com/rhysd/actionlint"
 )
 
@@ -33,7 +33,7 @@ func repoRoot(t *testing.T) string {
 func shellcheckPath(t *testing.T) string {
 	p, err := exec.LookPath("shellcheck")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
+		if testkit.CI() {
 			t.Fatal("shellcheck is missing (make deps installs it)")
 		}
 		t.Log("shellcheck not installed: run steps and bench scripts are not shell-checked")
@@ -149,12 +149,7 @@ func heapctl(t *testing.T) string {
 func needTools(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is missing", tool)
-			}
-			t.Skipf("needs %s", tool)
-		}
+		testkit.NeedTool(t, tool, "make deps installs it")
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // The child's summary is summary.<pid namespace>.<pid>.json; a shim from

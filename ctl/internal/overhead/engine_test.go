@@ -8,7 +8,6 @@ import (
 	"flag"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -16,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -237,13 +236,7 @@ func TestBaselineLib(t *testing.T) {
 }
 
 func TestInstructions(t *testing.T) {
-	vg, err := exec.LookPath("valgrind")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("valgrind is missing: make deps installs it")
-		}
-		t.Skip("needs valgrind (make deps installs it)")
-	}
+	vg := testkit.NeedTool(t, "valgrind", "make deps installs it")
 	job := plan(t, Spec{Scenario: "true", Argv: []string{"/bin/true"}, Lib: testkit.NopLib(t), Measure: Instructions, Valgrind: vg})
 	if job.Prof.Argv[0] != vg || !slicesContains(job.Prof.Argv, "--trace-children=no") || job.Prof.Argv[len(job.Prof.Argv)-1] != "/bin/true" {
 		t.Fatalf("profiled argv = %q", job.Prof.Argv)

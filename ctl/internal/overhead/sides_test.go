@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -14,7 +13,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // TestInterleaveKeepGoing: three sides in turn (A B C, then C B A in the
@@ -81,10 +80,7 @@ func TestIsHeapline(t *testing.T) {
 // below this test binary's resident memory, which a direct start from Go
 // carries into it.
 func TestRusage(t *testing.T) {
-	helper := filepath.Join(t.TempDir(), "heapline-rusage")
-	if out, err := exec.Command("cc", "-O2", "-o", helper, filepath.Join(testkit.Root(), "helpers", "rusage.c")).CombinedOutput(); err != nil {
-		t.Fatalf("building heapline-rusage: %v\n%s", err, out)
-	}
+	helper := testkit.CC(t, filepath.Join(t.TempDir(), "heapline-rusage"), filepath.Join(testkit.Root(), "helpers", "rusage.c"), "-O2")
 	ballast := make([]byte, 64<<20) // keep this process well above /bin/true
 	for i := range ballast {
 		ballast[i] = 1
@@ -118,10 +114,7 @@ func TestRusage(t *testing.T) {
 // TestRusageInterrupted: an interruption kills heapline-rusage, and the
 // command it started dies with it (PR_SET_PDEATHSIG), never left running.
 func TestRusageInterrupted(t *testing.T) {
-	helper := filepath.Join(t.TempDir(), "heapline-rusage")
-	if out, err := exec.Command("cc", "-O2", "-o", helper, filepath.Join(testkit.Root(), "helpers", "rusage.c")).CombinedOutput(); err != nil {
-		t.Fatalf("building heapline-rusage: %v\n%s", err, out)
-	}
+	helper := testkit.CC(t, filepath.Join(t.TempDir(), "heapline-rusage"), filepath.Join(testkit.Root(), "helpers", "rusage.c"), "-O2")
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	s := &Side{Label: "sleep", Argv: []string{"sh", "-c", `echo $$ > "$1"; exec sleep 30`, "sh", pidFile}, Env: os.Environ(), Rusage: helper}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -16,6 +16,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 const w = 1 << region.WeightShift // one object in the shim's units
@@ -151,12 +152,7 @@ func compile(t *testing.T, dir string, flags ...string) string {
 	if err := os.WriteFile(src, []byte(symSource), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "sym")
-	args := append([]string{"-O2", "-Wl,--build-id=0x" + testBuildID, "-o", bin, src}, flags...)
-	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %v (gcc is needed, as for make): %v\n%s", args, err, out)
-	}
-	return bin
+	return testkit.CC(t, filepath.Join(dir, "sym"), src, append([]string{"-O2", "-Wl,--build-id=0x" + testBuildID}, flags...)...)
 }
 
 func run(t *testing.T, name string, args ...string) string {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // liveSource prints where alloc_small and libc's malloc and
@@ -72,8 +73,7 @@ func TestSymbolizeLiveProcess(t *testing.T) {
 	if err := os.WriteFile(src, []byte(liveSource), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "live")
-	run(t, "gcc", "-O2", "-o", bin, src)
+	bin := testkit.CC(t, filepath.Join(dir, "live"), src, "-O2")
 	cmd := exec.Command(bin)
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()

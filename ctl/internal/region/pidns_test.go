@@ -12,20 +12,15 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/heapline/heapline/ctl/internal/testkit"
 	"github.com/heapline/heapline/internal/procs"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // nsSleeper starts sleep as pid 1 of a new pid namespace and returns the
 // pid we know it by. Needs root.
 func nsSleeper(t *testing.T) (pid int, cmd *exec.Cmd) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root: a new pid namespace needs it")
-		}
-		t.Skip("needs root to make a pid namespace")
-	}
+	testkit.NeedRoot(t, "to make a pid namespace")
 	cmd = exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sleep", "60")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

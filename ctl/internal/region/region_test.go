@@ -18,8 +18,8 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region/cdefs"
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/testkit"
 	"github.com/heapline/heapline/internal/procs"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // fake describes a region the way the shim would publish it; bytes lays it
@@ -204,10 +204,7 @@ func ownStartTicks(t *testing.T) uint64 {
 
 func TestLayoutMatchesC(t *testing.T) {
 	if !cdefs.Available {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("cdefs built without cgo: the Go/C layout agreement is not checked")
-		}
-		t.Skip("needs cgo to compile preload/region.h")
+		testkit.Unavailable(t, "needs cgo to compile preload/region.h: the Go/C layout agreement is not checked")
 	}
 	seen := map[string]bool{}
 	for _, f := range cdefs.Fields() {
@@ -831,12 +828,7 @@ func TestListAndGC(t *testing.T) {
 }
 
 func TestGCLeavesOtherOwners(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to chown a region to another user")
-		}
-		t.Skip("needs root: chowns a region to another user")
-	}
+	testkit.NeedRoot(t, "to chown a region to another user")
 	useDir(t)
 	dead := testkit.DeadPID(t)
 	f := sample(dead)

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 func TestRates(t *testing.T) {

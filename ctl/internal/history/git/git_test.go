@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/heapline/heapline/ctl/internal/testkit"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 func isFull(s string) bool { return len(s) == 40 }

@@ -80,7 +80,7 @@ func CheckChart(t testing.TB, svg []byte) (boxes []Box, w, h float64) {
 func renderPNG(t testing.TB, svg []byte) image.Image {
 	t.Helper()
 	if _, err := exec.LookPath("rsvg-convert"); err != nil {
-		if os.Getenv("CI") == "true" {
+		if CI() {
 			t.Fatal("no rsvg-convert: `make deps` installs librsvg2-bin")
 		}
 		t.Log("no rsvg-convert (librsvg2-bin): the chart is not rendered")

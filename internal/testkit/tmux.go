@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -21,12 +20,7 @@ type Tmux struct {
 // DEBS has it); the server is killed at cleanup.
 func NewTmux(t testing.TB, cols, rows int, env []string, argv ...string) *Tmux {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no tmux: `make deps` installs it")
-		}
-		t.Skip("no tmux (make deps installs it)")
-	}
+	NeedTool(t, "tmux", "make deps installs it")
 	m := &Tmux{t: t, sock: filepath.Join(t.TempDir(), "tmux.sock")}
 	args := []string{"-f", "/dev/null", "new-session", "-d", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows)}
 	for _, kv := range env {

@@ -1,5 +1,9 @@
 // Package testkit holds the helpers that tests of more than one package
-// need: processes, a stand-in library, git and SVG. Only tests import it.
+// need (ctl's, bpf's and preload/shimtest's): the shim and heapctl built
+// as make builds them, processes, polling, the guard of tests that need
+// root or a tool, C programs, a stand-in library, git and SVG. Only
+// tests import it. It is not under ctl/ so that preload/shimtest may
+// import it too (Go's internal rule).
 package testkit
 
 import (
@@ -9,7 +13,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,18 +34,9 @@ func DeadPID(t testing.TB) int {
 // the shim being built (heapctl refuses a library without malloc).
 func NopLib(t testing.TB) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "nop.c")
-	if err := os.WriteFile(src, []byte("#include <stddef.h>\n"+
+	return CCode(t, "nop.c", "#include <stddef.h>\n"+
 		"void *__libc_malloc(size_t);\n"+
-		"void *malloc(size_t n) { return __libc_malloc(n); }\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	lib := filepath.Join(dir, "libnop.so")
-	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
-		t.Fatalf("building a test library (cc is needed, as for make): %v\n%s", err, out)
-	}
-	return lib
+		"void *malloc(size_t n) { return __libc_malloc(n); }\n", "-shared", "-fPIC")
 }
 
 // Git runs git in dir with a fixed identity and returns its trimmed output.

@@ -1,0 +1,55 @@
+package testkit
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// CC compiles the C source at src (C++ for .cc and .cpp: g++) into out
+// and returns out. An empty out is a file of a directory of the test's
+// own named for the source without its extension (lib<name>.so with
+// -shared). args go after the source, so that they hold more sources and
+// libraries (-ldl) as well as flags.
+func CC(t testing.TB, out, src string, args ...string) string {
+	t.Helper()
+	if out == "" {
+		out = filepath.Join(t.TempDir(), outName(src, args))
+	}
+	cc := "gcc"
+	if ext := filepath.Ext(src); ext == ".cc" || ext == ".cpp" {
+		cc = "g++"
+	}
+	if b, err := exec.Command(cc, append([]string{"-o", out, src}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("compiling %s (%s is needed, as for make): %v\n%s", src, cc, err, b)
+	}
+	return out
+}
+
+// CCode writes code to a file named name (hello.c) in a directory of the
+// test's own and compiles it as CC does, into the same directory (one
+// directory per call: overhead's tests tell two libraries of one name
+// apart by it).
+func CCode(t testing.TB, name, code string, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, name)
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return CC(t, filepath.Join(dir, outName(src, args)), src, args...)
+}
+
+// outName is the program's name for src: its base without the extension,
+// lib<name>.so with -shared.
+func outName(src string, args []string) string {
+	name := strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))
+	for _, a := range args {
+		if a == "-shared" {
+			name = "lib" + name + ".so"
+		}
+	}
+	return name
+}

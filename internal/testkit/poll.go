@@ -1,0 +1,17 @@
+package testkit
+
+import (
+	"testing"
+	"time"
+)
+
+// Poll checks ok every 5 ms until it holds, and fails the test with what
+// it waited for after Timeout.
+func Poll(t testing.TB, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(Timeout); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", Timeout, what)
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package testkit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Timeout bounds every wait on a real process: a deadline for a hung
+// test, not a speed assertion (on a slow machine the tests only take
+// longer).
+const Timeout = 90 * time.Second
+
+// LibName is the shim's file name (ctl/internal/shim.LibName, which
+// testkit cannot import: it is internal to ctl).
+const LibName = "libheap.so"
+
+// Root is the project's root directory.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// built is one target of the Makefile, built at most once per test binary.
+type built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var shimBuilt, heapctlBuilt built
+
+// Shim returns libheap.so built from this tree by the Makefile's own
+// recipe (its version script, preload/exports.map, included), once per
+// test binary, so a test runs the shim of its own commit built the way
+// users build it. See makeTarget for where it is built.
+func Shim(t testing.TB) string {
+	t.Helper()
+	return shimBuilt.get(t, LibName, "the shim; these tests run real processes under it",
+		[]string{"preload/*"}, "Makefile", "go.mod", "go.sum")
+}
+
+// Heapctl returns heapctl built from this tree by the Makefile's recipe,
+// once per test binary, for tests that run it as a user does (a command
+// of its own, in another namespace); see Shim.
+func Heapctl(t testing.TB) string {
+	t.Helper()
+	return heapctlBuilt.get(t, "heapctl", "the control plane these tests run as a user does",
+		[]string{"ctl/...", "bpf/..."}, "Makefile", "go.mod", "go.sum")
+}
+
+func (b *built) get(t testing.TB, target, what string, trees []string, files ...string) string {
+	t.Helper()
+	b.once.Do(func() { b.path, b.err = makeTarget(target, trees, files) })
+	if b.err != nil {
+		t.Fatalf("building %s (%s): %v", target, what, b.err)
+	}
+	return b.path
+}
+
+// makeTarget builds the Makefile's target into a directory of the system's
+// temporary one named for the hash of the sources, never into bin/ (a
+// concurrent `make` there would swap the file under a running test), and
+// the directory is world-readable: tests run the shim as other users, and
+// the clone may be in a directory they cannot enter. A target already
+// built from the same sources is used as it is.
+func makeTarget(target string, trees, files []string) (string, error) {
+	root := Root()
+	sum, err := sourcesSum(root, trees, files)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("heapline-test-%s-%d-%s", target, os.Getuid(), sum))
+	out := filepath.Join(dir, target)
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	// Built beside, then renamed: another test binary may be building or
+	// using the same one.
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.Command("make", "-s", "BIN="+tmp, filepath.Join(tmp, target))
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("make %s: %v\n%s", target, err, b)
+	}
+	if err := os.Chmod(filepath.Join(tmp, target), 0o755); err != nil {
+		return "", err
+	}
+	return out, os.Rename(filepath.Join(tmp, target), out)
+}
+
+// sourcesSum hashes what a target is built from: the files of each tree
+// ("dir/*": the directory's own files; "dir/...": with its subdirectories,
+// but not tests, which no target is built from) and the named files.
+func sourcesSum(root string, trees, names []string) (string, error) {
+	var files []string
+	for _, tr := range trees {
+		if d, ok := strings.CutSuffix(tr, "/..."); ok {
+			err := filepath.WalkDir(filepath.Join(root, d), func(p string, e fs.DirEntry, err error) error {
+				if err == nil && !e.IsDir() && !strings.HasSuffix(p, "_test.go") {
+					files = append(files, p)
+				}
+				return err
+			})
+			if err != nil {
+				return "", err
+			}
+			continue
+		}
+		m, err := filepath.Glob(filepath.Join(root, tr))
+		if err != nil {
+			return "", err
+		}
+		files = append(files, m...)
+	}
+	for _, n := range names {
+		files = append(files, filepath.Join(root, n))
+	}
+	sort.Strings(files)
+	h := sha256.New()
+	for _, f := range files {
+		if st, err := os.Stat(f); err != nil || st.IsDir() {
+			continue
+		}
+		fd, err := os.Open(f)
+		if err != nil {
+			return "", err
+		}
+		rel, _ := filepath.Rel(root, f)
+		fmt.Fprintf(h, "%s\x00", rel)
+		_, err = io.Copy(h, fd)
+		fd.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// Env returns base without its LD_PRELOAD, with lib preloaded and env
+// (KEY=VALUE, which override base's: os/exec keeps the last) added.
+func Env(base []string, lib string, env ...string) []string {
+	out := make([]string, 0, len(base)+len(env)+1)
+	for _, kv := range base {
+		if !strings.HasPrefix(kv, "LD_PRELOAD=") {
+			out = append(out, kv)
+		}
+	}
+	return append(append(out, "LD_PRELOAD="+lib), env...)
+}
+
+// Start starts cmd under lib with env (KEY=VALUE) added and returns its
+// pid. When the test ends it is killed unless it has been waited for, and
+// the region a killed process leaves behind (regionPath, region.Path:
+// testkit cannot import region, whose tests use it) is removed.
+func Start(t testing.TB, cmd *exec.Cmd, lib string, regionPath func(int) string, env ...string) int {
+	t.Helper()
+	base := cmd.Env
+	if base == nil {
+		base = os.Environ()
+	}
+	cmd.Env = Env(base, lib, env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	path := regionPath(pid) // now: a test may move the regions' directory
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			_ = os.Remove(path)
+		}
+	})
+	return pid
+}
