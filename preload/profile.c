@@ -44,9 +44,6 @@
 
 uint64_t hl_sample_rate; /* 0: sampling off */
 static double rate;
-static struct hl_stack *stacks;
-static struct hl_object *objects;
-static uint32_t nstacks, nobjects;
 static uintptr_t self_lo, self_hi; /* libheap.so: frames here are ours */
 
 // ---- blocks sampled in place ----------------------------------------------------------
@@ -82,14 +79,7 @@ static int place(const void *p, const struct record *rec)
     return 0;
 }
 
-// ---- stacks and objects --------------------------------------------------------------
-
-static void account(const struct record *r, int freed)
-{
-    struct hl_stack *s = &stacks[r->stack];
-    __atomic_add_fetch(freed ? &s->free_objects : &s->alloc_objects, r->objects, RELAXED);
-    __atomic_add_fetch(freed ? &s->free_bytes : &s->alloc_bytes, r->bytes, RELAXED);
-}
+// ---- blocks sampled: their release ----------------------------------------------------
 
 /* Take p's record out of the table, if it was sampled in place. */
 static int unplace(const void *p, struct record *out)
@@ -114,7 +104,7 @@ void hl_unplace(const void *p)
 {
     struct record r;
     if (unplace(p, &r))
-        account(&r, 1);
+        hl_account(&r, 1);
 }
 
 /* realloc: the record leaves the table before the block goes back to the
@@ -129,9 +119,9 @@ void hl_unplace_done(const void *p, const struct hl_taken *t, int released)
 {
     const struct record *r = (const struct record *)t;
     if (released)
-        account(r, 1);
+        hl_account(r, 1);
     else if (!place(p, r))
-        account(r, 1); /* no room again: its release is at least counted */
+        hl_account(r, 1); /* no room again: its release is at least counted */
 }
 
 /* A released block's record keeps objects 0 (a live one's is at least
@@ -149,102 +139,11 @@ void hl_sampled_free(void *p)
     }
     struct record was = *r;
     was.objects = objects;
-    account(&was, 1);
+    hl_account(&was, 1);
     hl_arena_put(cls, b);
 }
 
 size_t hl_sampled_usable(const void *p) { return (((const size_t *)p)[-1] & ~(size_t)7) - 16; }
-
-static uint32_t objects_lock;
-
-/* In a fork child: a thread of the parent may have held the object
- * table's lock; it does not exist here. What it was filling is not yet
- * counted in objects_used, so the child fills that entry again. */
-void hl_profile_fork_child(void) { objects_lock = 0; }
-
-static int known_object(uintptr_t a, uint64_t used)
-{
-    for (uint64_t i = 0; i < used; i++)
-        if (a - objects[i].start < objects[i].end - objects[i].start)
-            return 1;
-    return 0;
-}
-
-/* The loaded objects the frames are in, for a reader after the process is
- * gone: once each. _dl_find_object takes no lock (glibc 2.35). */
-static void note_objects(const uint64_t *frames, int n)
-{
-    struct hl_header *r = hl_region;
-    for (int i = 0; i < n; i++) {
-        uintptr_t a = (uintptr_t)frames[i];
-        if ((a >> 63) != 0)
-            continue; /* not an address (shim.h) */
-        if (known_object(a, __atomic_load_n(&r->objects_used, __ATOMIC_ACQUIRE)))
-            continue;
-        struct dl_find_object found;
-        if (_dl_find_object((void *)a, &found) != 0)
-            continue;
-        while (__atomic_exchange_n(&objects_lock, 1, __ATOMIC_ACQUIRE))
-            sched_yield();
-        uint64_t used = r->objects_used;
-        if (!known_object(a, used) && used < nobjects) {
-            struct hl_object *o = &objects[used];
-            const struct link_map *map = found.dlfo_link_map;
-            o->start = (uintptr_t)found.dlfo_map_start;
-            o->end = (uintptr_t)found.dlfo_map_end;
-            o->bias = map != NULL ? map->l_addr : 0;
-            hl_object_name(map != NULL ? map->l_name : NULL, o->path, sizeof o->path);
-            __atomic_store_n(&r->objects_used, used + 1, __ATOMIC_RELEASE);
-        }
-        __atomic_store_n(&objects_lock, 0, __ATOMIC_RELEASE);
-    }
-}
-
-static uint64_t hash_frames(const uint64_t *frames, int n)
-{
-    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)n;
-    for (int i = 0; i < n; i++) {
-        h ^= frames[i];
-        h *= 0x100000001b3ull;
-        h ^= h >> 29;
-    }
-    return h < 2 ? h + 2 : h; /* 0 is empty, 1 is entry 0's */
-}
-
-/* The entry of this stack, made if new; 0 (the catch-all) when the table
- * has no room near its hash. Two threads making the same stack at once
- * may make two entries: readers merge them. */
-static int same_frames(const uint64_t *a, const uint64_t *b, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (a[i] != b[i])
-            return 0;
-    return 1;
-}
-
-static uint32_t stack_entry(const uint64_t *frames, int n)
-{
-    if (nstacks < 2)
-        return 0; /* HEAPLINE_STACKS=1: the catch-all only */
-    uint64_t h = hash_frames(frames, n);
-    uint32_t at = (uint32_t)(h % (nstacks - 1)) + 1;
-    for (int i = 0; i < 32; i++, at = at + 1 < nstacks ? at + 1 : 1) {
-        struct hl_stack *s = &stacks[at];
-        uint64_t sh = __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE);
-        if (sh == h && s->nframes == (uint32_t)n && same_frames(s->frames, frames, n))
-            return at;
-        uint32_t free_state = 0;
-        if (sh == 0 && __atomic_load_n(&s->state, RELAXED) == 0 &&
-            __atomic_compare_exchange_n(&s->state, &free_state, 1, 0, __ATOMIC_ACQUIRE, RELAXED)) {
-            s->nframes = (uint32_t)n;
-            memcpy(s->frames, frames, (size_t)n * sizeof *frames);
-            note_objects(frames, n);
-            __atomic_store_n(&s->hash, h, __ATOMIC_RELEASE);
-            return at;
-        }
-    }
-    return 0;
-}
 
 // ---- taking a sample -------------------------------------------------------------------
 
@@ -326,7 +225,7 @@ static uint32_t current_stack(void)
     n = hl_py_frames(frames + skip, n, HL_STACK_FRAMES);
     if (n > HL_STACK_FRAMES)
         n = HL_STACK_FRAMES;
-    return stack_entry(frames + skip, n);
+    return hl_stack_entry(frames + skip, n);
 }
 
 static void *take(void *p, size_t usable, int in_arena)
@@ -340,10 +239,10 @@ static void *take(void *p, size_t usable, int in_arena)
         __atomic_add_fetch(&r->samples_lost, 1, RELAXED);
         return p;
     }
-    account(&rec, 0);
+    hl_account(&rec, 0);
     /* The header's total would be one more word every sampling thread
      * writes: readers add up the stacks' counts instead. */
-    __atomic_add_fetch(&stacks[rec.stack].samples, 1, RELAXED);
+    __atomic_add_fetch(&hl_stacks[rec.stack].samples, 1, RELAXED);
     return q;
 }
 
@@ -382,8 +281,8 @@ void *hl_sample_object(size_t usable)
     memcpy(b, &rec, sizeof rec);
     char *q = b + head;
     ((size_t *)q)[-1] = (usable + 16) | 2;
-    account(&rec, 0);
-    __atomic_add_fetch(&stacks[rec.stack].samples, 1, RELAXED);
+    hl_account(&rec, 0);
+    __atomic_add_fetch(&hl_stacks[rec.stack].samples, 1, RELAXED);
     hl_self.in_sample = 0;
     return q;
 }
@@ -476,17 +375,17 @@ void hl_profile_attach(struct hl_header *r, uint64_t off)
         hl_py_attach(r, NULL);
         return;
     }
-    nstacks = hl_config.stacks;
-    nobjects = HL_OBJECTS_DEFAULT;
-    stacks = (struct hl_stack *)((char *)r + off);
-    objects = (struct hl_object *)(stacks + nstacks);
-    stacks[0].hash = 1; /* the catch-all: readable, never matched */
-    stacks[0].state = 1;
+    hl_nstacks = hl_config.stacks;
+    hl_nobjects = HL_OBJECTS_DEFAULT;
+    hl_stacks = (struct hl_stack *)((char *)r + off);
+    hl_objects = (struct hl_object *)(hl_stacks + hl_nstacks);
+    hl_stacks[0].hash = 1; /* the catch-all: readable, never matched */
+    hl_stacks[0].state = 1;
     r->prof_offset = off;
     r->sample_rate = hl_config.sample;
-    r->nstacks = nstacks;
-    r->nobjects = nobjects;
-    hl_py_attach(r, hl_py_codes_size() ? (struct hl_pycode *)(objects + nobjects) : NULL);
+    r->nstacks = hl_nstacks;
+    r->nobjects = hl_nobjects;
+    hl_py_attach(r, hl_py_codes_size() ? (struct hl_pycode *)(hl_objects + hl_nobjects) : NULL);
 }
 
 /* A fork child's region starts with its parent's profile: the blocks it
@@ -494,9 +393,9 @@ void hl_profile_attach(struct hl_header *r, uint64_t off)
 void hl_profile_inherit(const struct hl_header *parent)
 {
     struct hl_header *r = hl_region;
-    if (stacks == NULL || parent->prof_offset == 0 || parent->nstacks != nstacks)
+    if (hl_stacks == NULL || parent->prof_offset == 0 || parent->nstacks != hl_nstacks)
         return;
-    memcpy(stacks, (const char *)parent + parent->prof_offset, hl_profile_size());
+    memcpy(hl_stacks, (const char *)parent + parent->prof_offset, hl_profile_size());
     r->samples = parent->samples;
     r->samples_lost = parent->samples_lost;
     r->objects_used = parent->objects_used;
@@ -506,7 +405,7 @@ void hl_profile_inherit(const struct hl_header *parent)
  * table of blocks sampled in place, and the loading thread's stream. */
 void hl_profile_boot(void)
 {
-    if (hl_config.sample == 0 || stacks == NULL)
+    if (hl_config.sample == 0 || hl_stacks == NULL)
         return;
     hl_object_span((const void *)hl_profile_boot, &self_lo, &self_hi);
     if (hl_unwind_boot() != 0)

@@ -25,4 +25,11 @@ char *hl_arena_block_of(const void *p, int *cls); /* the block holding p, and it
 void *hl_arena_replace(void *p, size_t usable, const struct record *rec); /* p moved in with its record, or NULL */
 void hl_arena_boot(void);
 
+/* stacks.c: the region's tables, laid out by hl_profile_attach */
+extern HL_HIDDEN struct hl_stack *hl_stacks;
+extern HL_HIDDEN struct hl_object *hl_objects;
+extern HL_HIDDEN uint32_t hl_nstacks, hl_nobjects;
+void hl_account(const struct record *r, int freed); /* r's weight to its stack's totals, allocated or freed */
+uint32_t hl_stack_entry(const uint64_t *frames, int n); /* the stack's entry, made if new; 0 (the catch-all) when no room */
+
 #endif

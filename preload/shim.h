@@ -204,7 +204,7 @@ void hl_unplace_done(const void *p, const struct hl_taken *t, int released);
 size_t hl_profile_size(void);
 void hl_profile_attach(struct hl_header *r, uint64_t off);
 void hl_profile_inherit(const struct hl_header *parent);
-void hl_profile_fork_child(void);
+void hl_profile_fork_child(void); /* stacks.c: the object table's lock, which a parent's thread may have held */
 void hl_profile_boot(void);
 
 /* unwind.c: the sampler's stack walk (no per-thread state, no lock) */
