@@ -49,6 +49,7 @@ func TestFollow(t *testing.T) {
 	gone := region.Entry{Path: "/dev/shm/heapline.7", Err: fs.ErrNotExist}
 	busy := region.Entry{Err: fmt.Errorf("x: %w", region.ErrBusy)}
 	bad := region.Entry{Err: errors.New("magic not set")}
+	starting := region.Entry{Err: fmt.Errorf("x: %w", region.ErrStarting)}
 	for _, c := range []struct {
 		name  string
 		ent   region.Entry
@@ -62,6 +63,9 @@ func TestFollow(t *testing.T) {
 		{"removed", gone, true, false, Removed, ""},
 		{"busy", busy, true, false, Busy, ""},
 		{"unreadable", bad, true, false, 0, "reading the region of process 7: magic not set"},
+		{"starting (exec'd)", starting, true, false, Busy, ""},
+		{"starting, process gone", starting, false, false, 0, "reading the region of process 7"},
+		{"first, starting", starting, true, true, 0, "reading the region of process 7"},
 		{"first, none", gone, true, true, 0, "process 7 publishes no heapline region"},
 		{"first, busy", busy, true, true, 0, "reading the region of process 7"},
 		{"first, stale", region.Entry{Stale: true, Path: "/dev/shm/heapline.7"}, false, true, 0, "process 7 is gone"},

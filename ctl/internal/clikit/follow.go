@@ -23,7 +23,9 @@ const (
 // command that follows the process. On the first read any failure is the
 // answer, said in the user's terms (target.RegionError). Later, a region
 // that is gone means the process ended, or that its region was removed
-// while proc runs on; any other failure is an error.
+// while proc runs on; one still being created (the process exec'd, and
+// its new image is making its own) is read again next time; any other
+// failure is an error.
 func Follow(pid int, ent region.Entry, proc interface{ Running() bool }, first bool) (Read, error) {
 	if first {
 		if err := target.RegionError(pid, ent, true); err != nil {
@@ -36,6 +38,8 @@ func Follow(pid int, ent region.Entry, proc interface{ Running() bool }, first b
 	case errors.Is(ent.Err, fs.ErrNotExist):
 		return Ended, nil
 	case errors.Is(ent.Err, region.ErrBusy):
+		return Busy, nil
+	case errors.Is(ent.Err, region.ErrStarting) && proc.Running():
 		return Busy, nil
 	case ent.Err != nil:
 		return 0, target.RegionError(pid, ent, true)

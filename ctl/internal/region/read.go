@@ -214,6 +214,9 @@ func readFile(e *Entry, pid int, withProfile bool) (h header, s report.Summary, 
 	if err := checkFile(&fst); err != nil {
 		return h, s, err
 	}
+	if fst.Size == 0 {
+		return h, s, startingError(fmt.Sprintf("truncated: 0 bytes, need %d", HeaderSize))
+	}
 	if fst.Size < HeaderSize {
 		return h, s, fmt.Errorf("truncated: %d bytes, need %d", fst.Size, HeaderSize)
 	}

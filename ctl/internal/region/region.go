@@ -39,6 +39,18 @@ var Dir = "/dev/shm"
 // whole retry budget, or the process died in the middle of a fold.
 var ErrBusy = errors.New("counters kept changing under the fold seqlock")
 
+// ErrStarting is matched (errors.Is) by a read of a region the shim is
+// still creating: an empty file (before its ftruncate) or one whose magic,
+// stored last, is not set yet. A process that exec'd under the shim makes
+// a new region in place of the old one, so a reader that follows it can
+// meet one for a moment.
+var ErrStarting = errors.New("region still being created")
+
+type startingError string
+
+func (e startingError) Error() string        { return string(e) }
+func (e startingError) Is(target error) bool { return target == ErrStarting }
+
 // The seqlock retry budget. A fold is a handful of stores, so a few yields
 // are normally enough; the sleeps cover a folding thread that was preempted
 // (the budget is about 50 ms). Variables so tests can count the retries.
@@ -108,13 +120,16 @@ func validate(v view, pid int) (header, error) {
 	if pid <= 0 || pid > math.MaxInt32 {
 		return h, fmt.Errorf("pid %d out of range", pid)
 	}
+	if len(v.b) == 0 {
+		return h, startingError(fmt.Sprintf("truncated: 0 bytes, need %d", HeaderSize))
+	}
 	if len(v.b) < HeaderSize {
 		return h, fmt.Errorf("truncated: %d bytes, need %d", len(v.b), HeaderSize)
 	}
 	if m := v.u64(offMagic); m == 0 {
 		// The shim stores the magic last: zero is a region being created
 		// (or a file of zeros).
-		return h, errors.New("magic not set: region still being created, or not a heapline region")
+		return h, startingError("magic not set: region still being created, or not a heapline region")
 	} else if m != Magic {
 		return h, fmt.Errorf("bad magic %#016x, want %#016x: not a heapline region", m, uint64(Magic))
 	}

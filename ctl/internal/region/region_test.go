@@ -389,6 +389,37 @@ func TestSeqlockRetrySeesFoldEnd(t *testing.T) {
 	}
 }
 
+// TestStarting: a region the shim is still creating (an empty file, or
+// its magic not yet stored) is ErrStarting through Parse and through a read
+// of the file; a short or damaged one is not.
+func TestStarting(t *testing.T) {
+	useDir(t)
+	pid := os.Getpid()
+	good := sample(pid).bytes()
+	zeroMagic := append([]byte(nil), good...)
+	binary.LittleEndian.PutUint64(zeroMagic[offMagic:], 0)
+	badMagic := append([]byte(nil), good...)
+	badMagic[0] ^= 1
+	for _, c := range []struct {
+		name     string
+		b        []byte
+		starting bool
+	}{
+		{"empty", []byte{}, true},
+		{"magic not set", zeroMagic, true},
+		{"short header", good[:300], false},
+		{"bad magic", badMagic, false},
+	} {
+		if _, err := Parse(c.b, pid); errors.Is(err, ErrStarting) != c.starting {
+			t.Errorf("%s: Parse: err %v, ErrStarting %v", c.name, err, c.starting)
+		}
+		writeRegion(t, "heapline."+strconv.Itoa(pid), c.b)
+		if _, err := Read(pid); errors.Is(err, ErrStarting) != c.starting {
+			t.Errorf("%s: Read: err %v, ErrStarting %v", c.name, err, c.starting)
+		}
+	}
+}
+
 // A region truncated while it is mapped faults on access (SIGBUS): the
 // read must report it, not crash.
 func TestTruncatedWhileMapped(t *testing.T) {
