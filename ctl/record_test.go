@@ -615,15 +615,7 @@ func TestRecordCommandRegionRemoved(t *testing.T) {
 // record --pid on a process that exec'd a program without the shim says so
 // as soon as it sees it, and ends the timeline there.
 func TestRecordExecWithoutShim(t *testing.T) {
-	ready := filepath.Join(t.TempDir(), "ready")
-	cmd := exec.Command("sh", "-c", `: > "$0"; read x; exec env -u LD_PRELOAD sleep 60`, ready)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_SUMMARY=0")
-	defer cmd.Process.Kill()
-	testkit.Poll(t, "the shell's start", func() bool { _, err := os.Stat(ready); return err == nil })
+	pid, in := rgStartExecWithoutShim(t)
 	out := filepath.Join(t.TempDir(), "x.csv")
 	done := make(chan rgResult, 1)
 	go func() { done <- rgHeapctl(t, "record", "--interval", "10ms", "-o", out, "--pid", strconv.Itoa(pid)) }()

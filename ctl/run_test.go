@@ -207,6 +207,25 @@ func rgStart(t *testing.T, cmd *exec.Cmd, lib string) int {
 	return testkit.Start(t, cmd, lib, region.Path, "HEAPLINE_SUMMARY=0")
 }
 
+// rgStartExecWithoutShim starts a shell under the shim that, given a line
+// on in, execs a program without it (env -u LD_PRELOAD sleep 60: env's
+// shim makes a region of its own, which sleep leaves frozen), and returns
+// once the shell's region is readable: the file can be there before the
+// shim has stored its magic, and a first read then fails, as it should.
+func rgStartExecWithoutShim(t *testing.T) (pid int, in io.WriteCloser) {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := exec.Command("sh", "-c", `: > "$0"; read x; exec env -u LD_PRELOAD sleep 60`, ready)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid = testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_SUMMARY=0")
+	testkit.Poll(t, "the shell's start", func() bool { _, err := os.Stat(ready); return err == nil })
+	testkit.Poll(t, "the region's magic", func() bool { return region.Inspect(pid).Err == nil })
+	return pid, in
+}
+
 func rgStartSteps(t *testing.T, lib, prog string) *rgSteps {
 	t.Helper()
 	cmd := exec.Command(prog, "steps")

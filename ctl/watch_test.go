@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -289,18 +288,7 @@ func TestWatchTmux(t *testing.T) {
 // region frozen: watch says so and ends, instead of showing the frozen
 // counters for ever.
 func TestWatchExecWithoutShim(t *testing.T) {
-	ready := filepath.Join(t.TempDir(), "ready")
-	cmd := exec.Command("sh", "-c", `: > "$0"; read x; exec env -u LD_PRELOAD sleep 60`, ready)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_SUMMARY=0")
-	defer cmd.Process.Kill()
-	testkit.Poll(t, "the shell's start", func() bool { _, err := os.Stat(ready); return err == nil })
-	// The file can be there before the shim has stored its magic (watch's
-	// first read then fails, as it should): wait for a readable region.
-	testkit.Poll(t, "the region's magic", func() bool { return region.Inspect(pid).Err == nil })
+	pid, in := rgStartExecWithoutShim(t)
 	out := &hsBuffer{}
 	done, stderr := hsWatch(t, out, "--interval", "10ms", strconv.Itoa(pid))
 	testkit.Poll(t, "a line", func() bool { return strings.Contains(out.String(), "\n") })
