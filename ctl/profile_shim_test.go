@@ -269,15 +269,7 @@ func TestProfileShimSites(t *testing.T) {
 	in, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	pid := rgStart(t, cmd, lib)
-	lines := bufio.NewReader(stdout)
-	next := func(want string) string {
-		t.Helper()
-		l, err := lines.ReadString('\n')
-		if err != nil || !strings.HasPrefix(l, want) {
-			t.Fatalf("sites said %q, %v; want %s", l, err, want)
-		}
-		return strings.TrimSpace(l)
-	}
+	next := sitesSaid(t, stdout)
 	var truth [4]int64
 	for i, f := range strings.Fields(next("TRUTH "))[1:5] {
 		truth[i], _ = strconv.ParseInt(f, 10, 64)
@@ -448,5 +440,19 @@ func TestProfileShimSamplingOff(t *testing.T) {
 	}
 	if n := countDir(t, filepath.Dir(file)); n != 0 {
 		t.Errorf("%d files written", n)
+	}
+}
+
+// sitesSaid reads testdata/sites.c's lines from its stdout: each call is
+// the next line, which must start with want, trimmed.
+func sitesSaid(t *testing.T, stdout io.Reader) func(want string) string {
+	lines := bufio.NewReader(stdout)
+	return func(want string) string {
+		t.Helper()
+		l, err := lines.ReadString('\n')
+		if err != nil || !strings.HasPrefix(l, want) {
+			t.Fatalf("sites said %q, %v; want %s", l, err, want)
+		}
+		return strings.TrimSpace(l)
 	}
 }

@@ -124,15 +124,7 @@ func TestTraceProfileSitesPID(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := bufio.NewReader(stdout)
-	next := func(want string) string {
-		t.Helper()
-		l, err := lines.ReadString('\n')
-		if err != nil || !strings.HasPrefix(l, want) {
-			t.Fatalf("sites said %q, %v; want %s", l, err, want)
-		}
-		return strings.TrimSpace(l)
-	}
+	next := sitesSaid(t, stdout)
 	next("READY")
 	file := filepath.Join(t.TempDir(), "sites.pb.gz")
 	attached, result := traceBackground(t, traceOpts{pid: cmd.Process.Pid, profile: file, duration: 2 * time.Minute})
