@@ -19,7 +19,7 @@ import (
 	"go.yaml.in/yaml/v2"
 
 	"github.com/heapline/heapline/ctl/internal/metrics"
-	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/version"
 )
 
@@ -64,7 +64,7 @@ func export(e *env, c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("export: --web.config.file: %w", err)
 	}
-	h, err := metrics.Handler(metrics.New(region.List, command, e.log), version.Get())
+	h, err := metrics.Handler(metrics.New(regions.List, command, e.log), version.Get())
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 )
 
 // pprofHeapPath is where Go programs serve their heap profile
@@ -47,7 +48,7 @@ func pprofHandler(log *zap.Logger) http.Handler {
 			http.Error(w, "peak must be 0 or 1: "+pprofHeapPath+"?pid=N&peak=1", http.StatusBadRequest)
 			return
 		}
-		ent, p := region.InspectProfile(pid)
+		ent, p := regions.InspectProfile(pid)
 		switch {
 		case errors.Is(ent.Err, fs.ErrNotExist):
 			http.Error(w, "no region for pid "+q, http.StatusNotFound)

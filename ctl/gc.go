@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 )
 
@@ -30,7 +31,7 @@ func gcCommand(e *env) *cli.Command {
 }
 
 func gc(e *env, dryRun bool) error {
-	removed, err := region.GC(dryRun)
+	removed, err := regions.GC(dryRun)
 	verb := "removed"
 	if dryRun {
 		verb = "would remove"

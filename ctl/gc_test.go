@@ -110,7 +110,7 @@ func TestGC(t *testing.T) {
 }
 
 // rgUseShmDir points region.Dir at a fresh directory in /dev/shm, where a
-// process's region can be hard-linked (rgUseDir's is on another file
+// process's region can be hard-linked (regiontest.UseDir's is on another file
 // system). Its name does not start with heapline., so no ls lists it.
 func rgUseShmDir(t *testing.T) string {
 	t.Helper()

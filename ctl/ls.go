@@ -9,6 +9,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 )
 
@@ -41,7 +42,7 @@ type lsEntry struct {
 }
 
 func ls(e *env, asJSON bool) error {
-	entries, err := region.List()
+	entries, err := regions.List()
 	if err != nil {
 		return fmt.Errorf("ls: %w", err)
 	}
@@ -89,14 +90,14 @@ func ls(e *env, asJSON bool) error {
 
 // lsPID is the pid to act on: the process as we know it, which for a
 // process of another pid namespace is not the pid in its region's name.
-func lsPID(ent region.Entry) int {
+func lsPID(ent regions.Entry) int {
 	if ent.Err == nil && ent.Proc > 0 {
 		return ent.Proc
 	}
 	return ent.PID
 }
 
-func lsState(ent region.Entry) string {
+func lsState(ent regions.Entry) string {
 	switch {
 	case ent.Stale && ent.OtherNS():
 		return "gone (pid of another pid namespace)"

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heapline/heapline/ctl/internal/region/regiontest"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/internal/testkit"
 )
@@ -67,7 +68,7 @@ func TestLsRealProcess(t *testing.T) {
 // Unreadable files are listed with their error; a directory without
 // regions says so on stderr.
 func TestLsUnreadable(t *testing.T) {
-	d := rgUseDir(t)
+	d := regiontest.UseDir(t)
 	r := rgHeapctl(t, "ls")
 	if r.err != nil || r.stdout != "" || r.stderr != "no heapline regions in "+d+"\n" {
 		t.Fatalf("empty ls: %q %q %v", r.stdout, r.stderr, r.err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/internal/testkit"
 	"go.uber.org/zap/zaptest"
 )
@@ -338,7 +339,7 @@ func TestOverheadInterrupted(t *testing.T) {
 	}()
 	var pid int
 	testkit.Poll(t, "a run under the shim", func() bool {
-		ents, _ := region.List()
+		ents, _ := regions.List()
 		for _, e := range ents {
 			if e.Err == nil && !e.OtherNS() && e.Summary.Command == "sleep "+nap {
 				pid = e.PID

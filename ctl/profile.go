@@ -14,6 +14,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/target"
 )
 
@@ -75,7 +76,7 @@ func writeProfile(e *env, args []string, from, output string, peak bool) error {
 			return fmt.Errorf("profile: %w", err)
 		}
 	} else {
-		ent, prof := region.InspectProfile(pid)
+		ent, prof := regions.InspectProfile(pid)
 		switch {
 		case errors.Is(ent.Err, region.ErrNoProfile):
 			return fmt.Errorf("profile: process %d takes no samples: it was started with HEAPLINE_SAMPLE=0 (the default samples every 512 KiB)", pid)
@@ -133,7 +134,7 @@ func childProfile(dir string, pid int) (region.Profile, error) {
 	if _, err := os.Stat(dump); err == nil {
 		return readDump(dump)
 	}
-	ent, p := region.InspectProfile(pid)
+	ent, p := regions.InspectProfile(pid)
 	switch {
 	case errors.Is(ent.Err, region.ErrNoProfile):
 		return p, errors.New("the command took no samples (HEAPLINE_SAMPLE=0)")

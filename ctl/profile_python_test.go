@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/heapline/heapline/ctl/internal/profile"
-	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -247,7 +247,7 @@ func TestProfilePythonInuse(t *testing.T) {
 			if r := rgHeapctl(t, "profile", strconv.Itoa(pid), "-o", file); r.err != nil {
 				t.Fatal(r.err)
 			}
-			e := region.Inspect(pid)
+			e := regions.Inspect(pid)
 			if e.Err != nil {
 				t.Fatal(e.Err)
 			}

@@ -14,7 +14,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/heapline/heapline/ctl/internal/profile"
-	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -402,7 +402,7 @@ int main(void) {
 		t.Fatalf("busy said %q, %v", l, err)
 	}
 	allocSpace := func(i int) int64 {
-		ent, p := region.InspectProfile(pid)
+		ent, p := regions.InspectProfile(pid)
 		if ent.Err != nil {
 			t.Fatalf("read %d: %v", i, ent.Err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/region/regiontest"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -69,7 +70,7 @@ var pfWant = fmt.Sprint(map[string][4]int64{
 func TestProfileFromDump(t *testing.T) {
 	dir := t.TempDir()
 	dump := filepath.Join(dir, "profile.1.4711")
-	if err := os.WriteFile(dump, region.EncodeProfile(pfProfile(4711), 0), 0o600); err != nil {
+	if err := os.WriteFile(dump, regiontest.EncodeProfile(pfProfile(4711), 0), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "heap.pb.gz")
@@ -96,7 +97,7 @@ func TestProfileFromDump(t *testing.T) {
 	}
 
 	// Sampling off: the dump has no profile.
-	if err := os.WriteFile(dump, region.EncodeProfile(region.Profile{PID: 4711}, 0), 0o600); err != nil {
+	if err := os.WriteFile(dump, regiontest.EncodeProfile(region.Profile{PID: 4711}, 0), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r = rgHeapctl(t, "profile", "--from", dump, "-o", out)
@@ -108,9 +109,9 @@ func TestProfileFromDump(t *testing.T) {
 // A live region (here: one a dead process left, as after SIGKILL, which is
 // read the same way) and the errors around it.
 func TestProfileOfPID(t *testing.T) {
-	d := rgUseDir(t)
+	d := regiontest.UseDir(t)
 	dead := testkit.DeadPID(t)
-	if err := os.WriteFile(filepath.Join(d, "heapline."+strconv.Itoa(dead)), region.EncodeProfile(pfProfile(dead), uint32(os.Geteuid())), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(d, "heapline."+strconv.Itoa(dead)), regiontest.EncodeProfile(pfProfile(dead), uint32(os.Geteuid())), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "now.pb.gz")
@@ -131,7 +132,7 @@ func TestProfileOfPID(t *testing.T) {
 	}
 
 	// A region without a profile: sampling is off.
-	noProf := region.EncodeProfile(region.Profile{PID: dead}, uint32(os.Geteuid()))
+	noProf := regiontest.EncodeProfile(region.Profile{PID: dead}, uint32(os.Geteuid()))
 	if err := os.WriteFile(filepath.Join(d, "heapline."+strconv.Itoa(dead)), noProf, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestRunProfileDump(t *testing.T) {
 	lib := testkit.NopLib(t)
 	dir := t.TempDir()
 	dump := filepath.Join(dir, "dump")
-	if err := os.WriteFile(dump, region.EncodeProfile(pfProfile(4711), 0), 0o600); err != nil {
+	if err := os.WriteFile(dump, regiontest.EncodeProfile(pfProfile(4711), 0), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	marker := filepath.Join(dir, "ran")
@@ -230,9 +231,9 @@ func TestRunProfileDump(t *testing.T) {
 
 // export serves each region's profile at Go's pprof path.
 func TestExportPprof(t *testing.T) {
-	d := rgUseDir(t)
+	d := regiontest.UseDir(t)
 	dead := testkit.DeadPID(t)
-	if err := os.WriteFile(filepath.Join(d, "heapline."+strconv.Itoa(dead)), region.EncodeProfile(pfProfile(dead), uint32(os.Geteuid())), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(d, "heapline."+strconv.Itoa(dead)), regiontest.EncodeProfile(pfProfile(dead), uint32(os.Geteuid())), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	base := strings.TrimSuffix(hsExport(t), "/metrics")

@@ -20,6 +20,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/shim"
@@ -105,10 +106,10 @@ func record(e *env, c *cli.Context) error {
 	// With --pid, a process that cannot be recorded is said before any
 	// file is created.
 	if pid > 0 {
-		if err := target.RegionError(pid, region.Inspect(pid), true); err != nil {
+		if err := target.RegionError(pid, regions.Inspect(pid), true); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
-		if ent, _ := region.InspectProfile(pid); r.series != nil && errors.Is(ent.Err, region.ErrNoProfile) {
+		if ent, _ := regions.InspectProfile(pid); r.series != nil && errors.Is(ent.Err, region.ErrNoProfile) {
 			return fmt.Errorf("record: --profiles: process %d takes no samples: it was started with HEAPLINE_SAMPLE=0", pid)
 		}
 	}
@@ -263,13 +264,13 @@ func (r *recorder) attach(pid int) error {
 	defer proc.Close()
 	r.startSeries()
 	for {
-		ent := region.Inspect(pid)
+		ent := regions.Inspect(pid)
 		read, err := clikit.Follow(pid, ent, proc, len(r.samples) == 0)
 		switch {
 		case err != nil:
 			return err
 		case read == clikit.Removed:
-			r.e.log.Warn(region.RemovedWhileRunning(pid).Error() + "; the timeline ends at the last sample")
+			r.e.log.Warn(regions.RemovedWhileRunning(pid).Error() + "; the timeline ends at the last sample")
 			return nil
 		case read == clikit.Ended:
 			return nil
@@ -366,12 +367,12 @@ loop:
 // warning, once: the program then runs unrecorded, as it does when the
 // shim itself cannot publish.
 func (r *recorder) sample(pid int) error {
-	ent := region.Inspect(pid)
+	ent := regions.Inspect(pid)
 	if errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0 {
 		// Between an exec and the new image's shim there is none for a
 		// moment; a region that stays away was removed under the command.
 		if r.missing++; r.missing == unreadableAfter {
-			r.e.log.Warn(region.RemovedWhileRunning(pid).Error() + "; its exit summary is still read when it ends")
+			r.e.log.Warn(regions.RemovedWhileRunning(pid).Error() + "; its exit summary is still read when it ends")
 		}
 		return nil
 	}
@@ -408,7 +409,7 @@ func (r *recorder) profile(pid int) error {
 	if r.series == nil || !r.series.Due(now) {
 		return nil
 	}
-	ent, p := region.InspectProfile(pid)
+	ent, p := regions.InspectProfile(pid)
 	if ent.Err != nil || ent.Stale {
 		r.e.log.Debug("no profile this time", zap.Int("pid", pid), zap.Error(ent.Err))
 		return nil

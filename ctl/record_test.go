@@ -22,6 +22,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 	"github.com/heapline/heapline/internal/testkit"
@@ -149,7 +150,7 @@ func hsStart(t *testing.T, args ...string) *hsProc {
 // hsRead reads pid's region, which must be there.
 func hsRead(t *testing.T, pid int) report.Summary {
 	t.Helper()
-	s, err := region.Read(pid)
+	s, err := regions.Read(pid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/internal/testkit"
@@ -222,7 +223,7 @@ func rgStartExecWithoutShim(t *testing.T) (pid int, in io.WriteCloser) {
 	}
 	pid = testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_SUMMARY=0")
 	testkit.Poll(t, "the shell's start", func() bool { _, err := os.Stat(ready); return err == nil })
-	testkit.Poll(t, "the region's magic", func() bool { return region.Inspect(pid).Err == nil })
+	testkit.Poll(t, "the region's magic", func() bool { return regions.Inspect(pid).Err == nil })
 	return pid, in
 }
 

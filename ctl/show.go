@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
-	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/target"
@@ -33,7 +33,7 @@ func show(e *env, args []string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	ent := region.Inspect(pid)
+	ent := regions.Inspect(pid)
 	if ent.Err != nil {
 		return fmt.Errorf("show: %w", target.RegionError(pid, ent, false))
 	}

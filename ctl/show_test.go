@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/region/regiontest"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/internal/testkit"
 )
@@ -197,7 +197,7 @@ func TestShowErrors(t *testing.T) {
 		}
 	}
 	// A corrupt region: the reader's error, naming the file.
-	d := rgUseDir(t)
+	d := regiontest.UseDir(t)
 	me := os.Getpid()
 	if err := os.WriteFile(filepath.Join(d, "heapline."+strconv.Itoa(me)), make([]byte, 300), 0o600); err != nil {
 		t.Fatal(err)
@@ -206,14 +206,4 @@ func TestShowErrors(t *testing.T) {
 	if want := fmt.Sprintf("show: reading the region of process %d: ", me) + filepath.Join(d, "heapline."+strconv.Itoa(me)) + ": truncated: 300 bytes, need 1024"; r.err == nil || r.err.Error() != want {
 		t.Errorf("corrupt region: err %v, want %q", r.err, want)
 	}
-}
-
-// rgUseDir points region.Dir at a fresh directory for one test.
-func rgUseDir(t *testing.T) string {
-	t.Helper()
-	d := t.TempDir()
-	old := region.Dir
-	region.Dir = d
-	t.Cleanup(func() { region.Dir = old })
-	return d
 }

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
-	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/target"
@@ -157,7 +157,7 @@ func (w *watcher) poll() error {
 	if w.pid != 0 {
 		return w.pollOne(false)
 	}
-	entries, err := region.List()
+	entries, err := regions.List()
 	if err != nil {
 		return err
 	}
@@ -198,13 +198,13 @@ func (w *watcher) poll() error {
 // answer; later, a region that is gone (unlinked at exit) or stale (the
 // process was killed) means the process ended.
 func (w *watcher) pollOne(first bool) error {
-	ent := region.Inspect(w.pid)
+	ent := regions.Inspect(w.pid)
 	read, err := clikit.Follow(w.pid, ent, w.proc, first)
 	switch {
 	case err != nil:
 		return err
 	case read == clikit.Removed:
-		w.endWhy(w.pid, region.RemovedWhileRunning(w.pid).Error())
+		w.endWhy(w.pid, regions.RemovedWhileRunning(w.pid).Error())
 	case read == clikit.Ended:
 		w.end(w.pid)
 	case read == clikit.Busy:

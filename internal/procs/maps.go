@@ -69,3 +69,63 @@ func ReadMaps(file string) (ms []Mapping, lines int, err error) {
 	}
 	return ms, lines, nil
 }
+
+// MapsFile reports whether process pid maps the file at path, dev:ino: by
+// device and inode, or by path, since on overlayfs the maps name the
+// underlying file's device and inode. known is as Maps' ok: a zombie's
+// parent may yet read a file it mapped (heapctl run reads its child's
+// region).
+func MapsFile(pid int, path string, dev, ino uint64) (mapped, known bool) {
+	ms, ok := Maps(strconv.Itoa(pid))
+	if !ok {
+		return false, false
+	}
+	for _, m := range ms {
+		if (m.Dev == dev && m.Ino == ino) || m.Path == path {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// MappedFiles is, for one device, the files that a process we can read
+// maps: by inode, and by path (overlayfs, see MapsFile) for processes of
+// our mount namespace only, since another's /dev/shm is another
+// directory.
+type MappedFiles struct {
+	byIno  map[uint64]int // inode -> a process mapping it
+	byPath map[string]int
+}
+
+// ReadMapped reads the maps of every process under Root.
+func ReadMapped(dev uint64) *MappedFiles {
+	m := &MappedFiles{byIno: map[uint64]int{}, byPath: map[string]int{}}
+	ownMnt := NamespaceIno("self", "mnt")
+	des, _ := os.ReadDir(Root)
+	for _, de := range des {
+		p, err := strconv.Atoi(de.Name())
+		if err != nil || p <= 0 {
+			continue
+		}
+		ms, _ := Maps(de.Name())
+		paths := ownMnt != 0 && NamespaceIno(de.Name(), "mnt") == ownMnt
+		for _, mp := range ms {
+			if mp.Dev == dev {
+				m.byIno[mp.Ino] = p
+			}
+			if paths && mp.Path != "" {
+				m.byPath[mp.Path] = p
+			}
+		}
+	}
+	return m
+}
+
+// By returns a process that maps the file ino of the device, or path; 0
+// for none.
+func (m *MappedFiles) By(ino uint64, path string) int {
+	if p := m.byIno[ino]; p > 0 {
+		return p
+	}
+	return m.byPath[path]
+}

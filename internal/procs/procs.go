@@ -1,8 +1,10 @@
 // Package procs reads what /proc says of a process: its status lines, its
 // uids, its pid in each pid namespace, its namespaces, its start time, its
-// state and the files it maps; and it follows a process through a pidfd.
-// heapctl's region discovery (ctl/internal/region) and the eBPF tracer
-// (bpf/) both ask these; what the answers mean for a region stays there.
+// state and the files it maps; whether it still runs, and which of ours a
+// process of another pid namespace is; and it follows a process through a
+// pidfd. heapctl's region discovery (ctl/internal/regions) and the eBPF
+// tracer (bpf/) both ask these; what the answers mean for a region stays
+// there.
 package procs
 
 import (

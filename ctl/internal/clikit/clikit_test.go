@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 )
 
 func TestOnePID(t *testing.T) {
@@ -46,19 +47,19 @@ func (r running) Running() bool { return bool(r) }
 
 // TestFollow: what each read of a followed region means, first and later.
 func TestFollow(t *testing.T) {
-	gone := region.Entry{Path: "/dev/shm/heapline.7", Err: fs.ErrNotExist}
-	busy := region.Entry{Err: fmt.Errorf("x: %w", region.ErrBusy)}
-	bad := region.Entry{Err: errors.New("magic not set")}
-	starting := region.Entry{Err: fmt.Errorf("x: %w", region.ErrStarting)}
+	gone := regions.Entry{Path: "/dev/shm/heapline.7", Err: fs.ErrNotExist}
+	busy := regions.Entry{Err: fmt.Errorf("x: %w", region.ErrBusy)}
+	bad := regions.Entry{Err: errors.New("magic not set")}
+	starting := regions.Entry{Err: fmt.Errorf("x: %w", region.ErrStarting)}
 	for _, c := range []struct {
 		name  string
-		ent   region.Entry
+		ent   regions.Entry
 		run   running
 		first bool
 		want  Read
 		err   string
 	}{
-		{"sample", region.Entry{}, true, false, Sample, ""},
+		{"sample", regions.Entry{}, true, false, Sample, ""},
 		{"exited", gone, false, false, Ended, ""},
 		{"removed", gone, true, false, Removed, ""},
 		{"busy", busy, true, false, Busy, ""},
@@ -68,7 +69,7 @@ func TestFollow(t *testing.T) {
 		{"first, starting", starting, true, true, 0, "reading the region of process 7"},
 		{"first, none", gone, true, true, 0, "process 7 publishes no heapline region"},
 		{"first, busy", busy, true, true, 0, "reading the region of process 7"},
-		{"first, stale", region.Entry{Stale: true, Path: "/dev/shm/heapline.7"}, false, true, 0, "process 7 is gone"},
+		{"first, stale", regions.Entry{Stale: true, Path: "/dev/shm/heapline.7"}, false, true, 0, "process 7 is gone"},
 	} {
 		got, err := Follow(7, c.ent, c.run, c.first)
 		if got != c.want || (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {

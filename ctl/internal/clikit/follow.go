@@ -5,6 +5,7 @@ import (
 	"io/fs"
 
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/target"
 )
 
@@ -15,18 +16,18 @@ type Read int
 const (
 	Sample  Read = iota // the entry holds counters
 	Ended               // the region is gone: unlinked at exit
-	Removed             // the region is gone while the process runs on (region.RemovedWhileRunning)
+	Removed             // the region is gone while the process runs on (regions.RemovedWhileRunning)
 	Busy                // a fold outlasted the read's retries: no counters this time
 )
 
-// Follow classifies ent, a read of pid's region (region.Inspect) by a
+// Follow classifies ent, a read of pid's region (regions.Inspect) by a
 // command that follows the process. On the first read any failure is the
 // answer, said in the user's terms (target.RegionError). Later, a region
 // that is gone means the process ended, or that its region was removed
 // while proc runs on; one still being created (the process exec'd, and
 // its new image is making its own) is read again next time; any other
 // failure is an error.
-func Follow(pid int, ent region.Entry, proc interface{ Running() bool }, first bool) (Read, error) {
+func Follow(pid int, ent regions.Entry, proc interface{ Running() bool }, first bool) (Read, error) {
 	if first {
 		if err := target.RegionError(pid, ent, true); err != nil {
 			return 0, err

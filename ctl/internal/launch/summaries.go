@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 )
 
@@ -37,7 +37,7 @@ func PerProcess(dir, stem, ext string) string {
 // PerProcessPath is the file PerProcess names for pid, a process of our
 // own pid namespace.
 func PerProcessPath(dir, stem, ext string, pid int) string {
-	return filepath.Join(dir, fmt.Sprintf("%s.%d.%d%s", stem, region.OwnPidNS(), pid, ext))
+	return filepath.Join(dir, fmt.Sprintf("%s.%d.%d%s", stem, regions.OwnPidNS(), pid, ext))
 }
 
 // oldSummaryPath is where a shim from before %n puts the summary under
@@ -100,17 +100,17 @@ func (c *Child) Own() (s report.Summary, left bool, err error) {
 // child's own (same pid, same start time). why is returned when there is
 // no such region.
 func leftRegion(log *zap.Logger, pid int, why error) (report.Summary, error) {
-	ent := region.Inspect(pid)
+	ent := regions.Inspect(pid)
 	switch {
 	case errors.Is(ent.Err, os.ErrNotExist):
 		return report.Summary{}, why
 	case ent.Stale, ent.Proc != pid:
 		return report.Summary{}, why // an older process's, left for gc, or another pid namespace's
 	case ent.Err != nil:
-		_ = region.Remove(ent)
+		_ = regions.Remove(ent)
 		return report.Summary{}, fmt.Errorf("%w; its region was unreadable: %v", why, ent.Err)
 	}
-	if err := region.Remove(ent); err != nil {
+	if err := regions.Remove(ent); err != nil {
 		log.Warn("leaving the region of the dead child", zap.Error(err))
 	}
 	log.Warn("the command ended without its exit summary: these are the counters it last published", zap.Int("pid", pid))
@@ -121,8 +121,8 @@ func leftRegion(log *zap.Logger, pid int, why error) (report.Summary, error) {
 // killed (heapctl overhead, interrupted, kills the run it was timing).
 // Call it once it has ended and before Wait.
 func (c *Child) RemoveLeftRegion() {
-	if ent := region.Inspect(c.Pid); ent.Err == nil && !ent.Stale && ent.Proc == c.Pid {
-		_ = region.Remove(ent)
+	if ent := regions.Inspect(c.Pid); ent.Err == nil && !ent.Stale && ent.Proc == c.Pid {
+		_ = regions.Remove(ent)
 	}
 }
 

@@ -18,14 +18,14 @@ import (
 	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
-	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/version"
 )
 
-// Lister returns the regions to export; region.List in heapctl, a fake in
+// Lister returns the regions to export; regions.List in heapctl, a fake in
 // tests.
-type Lister func() ([]region.Entry, error)
+type Lister func() ([]regions.Entry, error)
 
 // Command labels: what the command label of every series carries.
 const (
@@ -176,7 +176,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // Linux ABI whatever the kernel's own HZ.
 const userHZ = 100
 
-func (c *Collector) collect(ch chan<- prometheus.Metric, e region.Entry, boot uint64, bootOK bool) {
+func (c *Collector) collect(ch chan<- prometheus.Metric, e regions.Entry, boot uint64, bootOK bool) {
 	s := e.Summary
 	// e.Proc is the pid we know the process by, and /proc shows it under:
 	// for a region of another pid namespace (a container's pid 1) not

@@ -12,14 +12,14 @@ import (
 	"github.com/prometheus/procfs"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/version"
 )
 
-func entries() []region.Entry {
-	return []region.Entry{
+func entries() []regions.Entry {
+	return []regions.Entry{
 		{PID: 4711, Proc: 4711, Path: "/dev/shm/heapline.4711", Summary: report.Summary{
 			PID: 4711, Command: "/usr/bin/python3 script.py --password=hunter2", Source: "preload", ElapsedS: 1.5,
 			LiveBytes: 483533, LiveBlocks: 30, PeakLiveBytes: 302305689, PeakErrorBytes: 1048576,
@@ -133,7 +133,7 @@ heapline_threads{command="python3",pid="4711"} 4
 `
 
 func TestCollect(t *testing.T) {
-	c := newFake(t, func() ([]region.Entry, error) { return entries(), nil }, CommandName)
+	c := newFake(t, func() ([]regions.Entry, error) { return entries(), nil }, CommandName)
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
@@ -144,7 +144,7 @@ func TestCollect(t *testing.T) {
 
 // --command-label=full: the whole command line, arguments and all.
 func TestCollectFullCommand(t *testing.T) {
-	c := newFake(t, func() ([]region.Entry, error) { return entries(), nil }, CommandFull)
+	c := newFake(t, func() ([]regions.Entry, error) { return entries(), nil }, CommandFull)
 	full := strings.ReplaceAll(want, `command="python3"`, `command="/usr/bin/python3 script.py --password=hunter2"`)
 	if err := testutil.CollectAndCompare(c, strings.NewReader(full), "heapline_live_bytes", "heapline_start_time_seconds"); err != nil {
 		t.Error(err)
@@ -179,7 +179,7 @@ func TestCollectWithoutCommand(t *testing.T) {
 	other.PID, other.Proc, other.Summary.PID, other.Summary.Command = 4712, 4712, 4712, ""
 	e = append(e, other)
 	for _, mode := range []string{CommandName, CommandFull} {
-		c := newFake(t, func() ([]region.Entry, error) { return e, nil }, mode)
+		c := newFake(t, func() ([]regions.Entry, error) { return e, nil }, mode)
 		wantCommand := map[string]string{CommandName: "python3", CommandFull: " --token=secret"}[mode]
 		if err := testutil.CollectAndCompare(c, strings.NewReader(`
 # HELP heapline_live_bytes Usable bytes of the blocks allocated and not yet freed.
@@ -211,7 +211,7 @@ func TestCommandLabel(t *testing.T) {
 // A region that vanished between two scrapes is gone from the second.
 func TestVanished(t *testing.T) {
 	list := entries()[:1]
-	c := newFake(t, func() ([]region.Entry, error) { return list, nil }, CommandName)
+	c := newFake(t, func() ([]regions.Entry, error) { return list, nil }, CommandName)
 	if n := testutil.CollectAndCount(c, "heapline_live_bytes"); n != 1 {
 		t.Fatalf("first scrape: %d series, want 1", n)
 	}
@@ -223,7 +223,7 @@ func TestVanished(t *testing.T) {
 
 func TestHandler(t *testing.T) {
 	fail := false
-	c := newFake(t, func() ([]region.Entry, error) {
+	c := newFake(t, func() ([]regions.Entry, error) {
 		if fail {
 			return nil, errors.New("open /dev/shm: permission denied")
 		}

@@ -16,6 +16,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/region/regiontest"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -74,7 +75,7 @@ func TestBuildCounters(t *testing.T) {
 		},
 		Objects: []region.Object{{Start: 0x1000, End: 0x5000, Path: "/nonexistent/heapline-test"}},
 	}
-	read, err := region.ParseProfile(region.EncodeProfile(in, 0))
+	read, err := region.ParseProfile(regiontest.EncodeProfile(in, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +363,7 @@ func TestBuildPython(t *testing.T) {
 		},
 		PyCodes: map[uint32]region.PyCode{0: {Name: "Loader.load_records", File: "/srv/app.py", FirstLine: 2}, 1: {Name: "<module>", File: "/srv/app.py", FirstLine: 1}},
 	}
-	read, err := region.ParseProfile(region.EncodeProfile(in, 0))
+	read, err := region.ParseProfile(regiontest.EncodeProfile(in, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

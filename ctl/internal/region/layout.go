@@ -312,3 +312,15 @@ var goConstants = map[string]uint64{
 	"HL_PY_OBJECTS":      PyFlagObjects,
 	"HL_PY_FREETHREADED": PyFlagFreeThreaded,
 }
+
+// Offset is where region.h puts member, named "struct.member" as in
+// goFields. It is for encoders outside this package (regiontest), which
+// write regions by region.h's names; it panics on a name this package
+// does not mirror.
+func Offset(member string) int {
+	f, ok := goFields[member]
+	if !ok {
+		panic("region: no member " + member + " in layout.go")
+	}
+	return int(f.off)
+}

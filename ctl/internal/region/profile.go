@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
-
-	"github.com/heapline/heapline/internal/procs"
 )
 
 // The sampled allocation profile: nstacks hl_stack entries at prof_offset,
@@ -120,25 +117,6 @@ func ParseProfile(b []byte) (Profile, error) {
 		return Profile{}, err
 	}
 	return readProfile(v, h, pid)
-}
-
-// InspectProfile finds pid's region as Inspect does and reads its profile
-// through the same checks and the same mapping. The Entry says whether the
-// process is gone; its Err is set for a region that cannot be read and
-// wraps ErrNoProfile when the region has no profile.
-func InspectProfile(pid int) (Entry, Profile) {
-	l := newLookup()
-	l.profile = true
-	e := inspectPID(l, pid)
-	var p Profile
-	if e.Err == nil && e.prof != nil {
-		p = *e.prof
-		if !e.Stale && e.Proc > 0 {
-			p.Root = procs.Root + "/" + strconv.Itoa(e.Proc) + "/root"
-		}
-	}
-	e.prof = nil
-	return e, p
 }
 
 // readProfile reads the tables that validate sized. A live region's
@@ -289,103 +267,4 @@ func readPeak(v view, p *Profile, base int, where []int) {
 			return
 		}
 	}
-}
-
-// AppendProfile appends p's tables to the region in b (header and slots,
-// without a profile) and sets the header's profile fields, as the shim
-// lays them out: entry 0 holds p.Overflow, p.Stacks follow as they are
-// (equal stacks stay two entries), then one empty entry; the objects
-// table has one unused entry after p.Objects. p.Samples is not written:
-// the stacks' counts are the samples. It is the inverse of the
-// reader, for tests here and in the packages that read profiles.
-func AppendProfile(b []byte, p Profile) []byte {
-	le := binary.LittleEndian
-	ns, no := len(p.Stacks)+2, len(p.Objects)+1
-	npc := 0
-	for i := range p.PyCodes {
-		npc = max(npc, int(i)+1)
-	}
-	po := len(b)
-	b = append(b, make([]byte, ns*StackSize+no*ObjectSize+npc*PyCodeSize)...)
-	le.PutUint32(b[offPyVersion:], p.PyVersion)
-	le.PutUint32(b[offPyFlags:], p.PyFlags)
-	if npc > 0 {
-		pyo := po + ns*StackSize + no*ObjectSize
-		le.PutUint64(b[offPyCodeOffset:], uint64(pyo))
-		le.PutUint32(b[offNPyCodes:], uint32(npc))
-		for i, c := range p.PyCodes {
-			e := b[pyo+int(i)*PyCodeSize:]
-			le.PutUint64(e[offPyCodeCode:], 0x1000+uint64(i)*16)
-			le.PutUint32(e[offPyCodeState:], 1)
-			le.PutUint32(e[offPyCodeFirstLine:], c.FirstLine)
-			copy(e[offPyCodeName:offPyCodeName+PyCodeNameMax-1], c.Name)
-			copy(e[offPyCodeFile:offPyCodeFile+PyCodeFileMax-1], c.File)
-		}
-	}
-	le.PutUint64(b[offProfOffset:], uint64(po))
-	le.PutUint64(b[offSampleRate:], p.SampleRate)
-	le.PutUint32(b[offNStacks:], uint32(ns))
-	le.PutUint32(b[offNObjects:], uint32(no))
-	le.PutUint64(b[offSamplesLost:], p.SamplesLost)
-	le.PutUint64(b[offSamplesCut:], p.SamplesCut)
-	le.PutUint64(b[offObjectsUsed:], uint64(len(p.Objects)))
-	le.PutUint64(b[offPeakCopyLive:], p.Peak.Live)
-	le.PutUint64(b[offPeakCopyStep:], p.Peak.Step)
-	le.PutUint64(b[offPeakCopies:], p.Peak.Copies)
-	le.PutUint64(b[offPeakCopyNS:], p.Peak.NS)
-	le.PutUint64(b[offRegionSize:], uint64(len(b)))
-	put := func(off int, s Stack, hash uint64) {
-		e := b[off:]
-		le.PutUint64(e[offStackHash:], hash)
-		le.PutUint32(e[offStackState:], 1)
-		le.PutUint32(e[offStackNFrames:], uint32(len(s.Frames)))
-		le.PutUint64(e[offStackAllocObjects:], s.AllocObjects)
-		le.PutUint64(e[offStackAllocBytes:], s.AllocBytes)
-		le.PutUint64(e[offStackFreeObjects:], s.FreeObjects)
-		le.PutUint64(e[offStackFreeBytes:], s.FreeBytes)
-		le.PutUint64(e[offStackSamples:], s.Samples)
-		le.PutUint64(e[offStackPeakBytes:], s.PeakBytes)
-		for j, f := range s.Frames {
-			le.PutUint64(e[offStackFrames+8*j:], f)
-		}
-	}
-	put(po, p.Overflow, 0)
-	for i, s := range p.Stacks {
-		h := uint64(0x9e3779b97f4a7c15)
-		for _, f := range s.Frames {
-			h = (h ^ f) * 0x100000001b3
-		}
-		put(po+(i+1)*StackSize, s, h|1)
-	}
-	objs := po + ns*StackSize
-	for i, o := range p.Objects {
-		e := b[objs+i*ObjectSize:]
-		le.PutUint64(e[offObjectStart:], o.Start)
-		le.PutUint64(e[offObjectEnd:], o.End)
-		le.PutUint64(e[offObjectBias:], o.Bias)
-		copy(e[offObjectPath:offObjectPath+ObjectPathMax-1], o.Path)
-	}
-	return b
-}
-
-// EncodeProfile is a whole exited region of p.PID with one empty slot,
-// owned by uid, holding p: what the shim dumps at exit, for tests. With
-// p.SampleRate 0 it has no profile, as with sampling off.
-func EncodeProfile(p Profile, uid uint32) []byte {
-	le := binary.LittleEndian
-	b := make([]byte, HeaderSize+SlotSize)
-	le.PutUint64(b[offMagic:], Magic)
-	le.PutUint32(b[offVersion:], Version)
-	le.PutUint32(b[offHeaderSize:], HeaderSize)
-	le.PutUint32(b[offSlotSize:], SlotSize)
-	le.PutUint32(b[offNSlots:], 1)
-	le.PutUint32(b[offPID:], uint32(int32(p.PID)))
-	le.PutUint32(b[offUID:], uid)
-	le.PutUint32(b[offFlags:], FlagExited)
-	copy(b[offCommand:offCommand+CommandMax-1], p.Command)
-	le.PutUint64(b[offRegionSize:], uint64(len(b)))
-	if p.SampleRate == 0 {
-		return b
-	}
-	return AppendProfile(b, p)
 }

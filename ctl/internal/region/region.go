@@ -1,12 +1,14 @@
-// Package region reads the shared-memory regions that libheap.so publishes at
-// /dev/shm/heapline.<pid> (layout: preload/region.h, mirrored in layout.go).
+// Package region reads one of the shared-memory regions that libheap.so
+// publishes at /dev/shm/heapline.<pid> (layout: preload/region.h, mirrored
+// in layout.go): a file (ReadFile), a copy (Parse) or a dump (ParseProfile).
+// Finding regions and judging their processes is package regions' job.
 //
 // A region is written by another process, possibly another user's, possibly
 // a corrupt or hostile file planted at that name, so the reader trusts
 // nothing: it checks the file (regular, not a symlink, owned by the reader),
 // then every identity and size field of the header before it reads a slot,
 // and it never indexes past what it checked. Any bad input gives an error
-// that names the file and what is wrong; none gives a panic. docs/regions.md
+// that says what is wrong (its callers name the file); none gives a panic. docs/regions.md
 // describes the format and these rules.
 package region
 

@@ -9,7 +9,7 @@ import (
 	"io/fs"
 	"strconv"
 
-	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 )
 
 // pidMax is the kernel's PID_MAX_LIMIT on 64-bit systems.
@@ -24,12 +24,12 @@ func ParsePID(s string) (int, error) {
 	return pid, nil
 }
 
-// RegionError says why pid's region (ent, from region.Inspect) cannot be
+// RegionError says why pid's region (ent, from regions.Inspect) cannot be
 // read: a pid with no process is not a region problem, and a process
 // without a region was not started under the shim. A region left by a
 // process that is gone is an error too when gone is true (watch and
 // record follow a live process; show prints what it left).
-func RegionError(pid int, ent region.Entry, gone bool) error {
+func RegionError(pid int, ent regions.Entry, gone bool) error {
 	switch {
 	case errors.Is(ent.Err, fs.ErrNotExist) && ent.Stale:
 		return fmt.Errorf("no process %d", pid)

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"testing"
 
-	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 )
 
 func TestParsePID(t *testing.T) {
@@ -34,16 +34,16 @@ func TestRegionError(t *testing.T) {
 	path := "/dev/shm/heapline.42"
 	missing := fmt.Errorf("%s: %w", path, fs.ErrNotExist)
 	for _, c := range []struct {
-		ent  region.Entry
+		ent  regions.Entry
 		gone bool
 		want string
 	}{
-		{region.Entry{Path: path, Err: missing, Stale: true}, false, "no process 42"},
-		{region.Entry{Path: path, Err: missing}, false, "process 42 publishes no heapline region (/dev/shm/heapline.42): start it with `heapctl run` or with LD_PRELOAD=libheap.so"},
-		{region.Entry{Path: path, Err: errors.New(path + ": bad magic")}, false, "reading the region of process 42: /dev/shm/heapline.42: bad magic"},
-		{region.Entry{Path: path, Stale: true}, true, "process 42 is gone; /dev/shm/heapline.42 is the region it left behind (heapctl gc removes it)"},
-		{region.Entry{Path: path, Stale: true}, false, "<nil>"},
-		{region.Entry{Path: path}, true, "<nil>"},
+		{regions.Entry{Path: path, Err: missing, Stale: true}, false, "no process 42"},
+		{regions.Entry{Path: path, Err: missing}, false, "process 42 publishes no heapline region (/dev/shm/heapline.42): start it with `heapctl run` or with LD_PRELOAD=libheap.so"},
+		{regions.Entry{Path: path, Err: errors.New(path + ": bad magic")}, false, "reading the region of process 42: /dev/shm/heapline.42: bad magic"},
+		{regions.Entry{Path: path, Stale: true}, true, "process 42 is gone; /dev/shm/heapline.42 is the region it left behind (heapctl gc removes it)"},
+		{regions.Entry{Path: path, Stale: true}, false, "<nil>"},
+		{regions.Entry{Path: path}, true, "<nil>"},
 	} {
 		if got := fmt.Sprint(RegionError(42, c.ent, c.gone)); got != c.want {
 			t.Errorf("RegionError(%+v, %v) = %q, want %q", c.ent, c.gone, got, c.want)

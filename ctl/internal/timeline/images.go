@@ -17,7 +17,7 @@ type Images struct {
 }
 
 // Point is the sample that snapshot s makes. startNS is when s's image
-// started counting (region.Entry.StartNS); 0 when unknown (an exit
+// started counting (regions.Entry.StartNS); 0 when unknown (an exit
 // summary), and then the image is told apart by its command and its time
 // going backwards, and its start is nowNS (CLOCK_MONOTONIC when s was
 // taken) less its elapsed time.

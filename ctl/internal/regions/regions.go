@@ -1,4 +1,9 @@
-package region
+// Package regions finds the regions published on this machine and tells
+// the process behind each: whether it still runs, under which pid of ours
+// (pid namespaces), and whether it still maps its region. ls, gc and every
+// command that takes a pid read regions through it; package region reads
+// the bytes of one.
+package regions
 
 import (
 	"errors"
@@ -12,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/internal/procs"
 )
@@ -45,9 +51,9 @@ type Entry struct {
 
 	regular  bool // a regular file (not a symlink, fifo, ...)
 	dev, ino uint64
-	nameNS   uint64   // the pid namespace in the file's name (pathNS), or 0
-	foreign  bool     // published in another pid namespace than ours
-	prof     *Profile // read with the summary when the lookup asks (InspectProfile)
+	nameNS   uint64          // the pid namespace in the file's name (pathNS), or 0
+	foreign  bool            // published in another pid namespace than ours
+	prof     *region.Profile // read with the summary when the lookup asks (InspectProfile)
 }
 
 // OtherNS reports whether the region was published in another pid
@@ -81,7 +87,7 @@ func Read(pid int) (report.Summary, error) {
 func Inspect(pid int) Entry { return inspectPID(newLookup(), pid) }
 
 func inspectPID(l *lookup, pid int) Entry {
-	e := inspect(l, pid, 0, Path(pid))
+	e := inspect(l, pid, 0, region.Path(pid))
 	if e.Err == nil && e.Proc == pid && !e.Stale {
 		return e
 	}
@@ -96,8 +102,8 @@ func inspectPID(l *lookup, pid int) Entry {
 		}
 	}
 	if ids, err := procs.NSpids(pid); err == nil && len(ids) > 1 && l.ours {
-		inner, ns := ids[len(ids)-1], pidNSOf(strconv.Itoa(pid))
-		for _, in := range []Entry{inspect(l, inner, 0, Path(inner)), inspect(l, inner, ns, pathNS(inner, ns))} {
+		inner, ns := ids[len(ids)-1], procs.PidNS(strconv.Itoa(pid))
+		for _, in := range []Entry{inspect(l, inner, 0, region.Path(inner)), inspect(l, inner, ns, pathNS(inner, ns))} {
 			if in.Err == nil && in.Proc == pid {
 				return in
 			}
@@ -114,21 +120,40 @@ func inspectPID(l *lookup, pid int) Entry {
 		Err: fmt.Errorf("%s: %w: it is the region of pid %d of another pid namespace", e.Path, fs.ErrNotExist, pid)}
 }
 
+// InspectProfile finds pid's region as Inspect does and reads its profile
+// through the same checks and the same mapping. The Entry says whether the
+// process is gone; its Err is set for a region that cannot be read and
+// wraps region.ErrNoProfile when the region has no profile.
+func InspectProfile(pid int) (Entry, region.Profile) {
+	l := newLookup()
+	l.profile = true
+	e := inspectPID(l, pid)
+	var p region.Profile
+	if e.Err == nil && e.prof != nil {
+		p = *e.prof
+		if !e.Stale && e.Proc > 0 {
+			p.Root = procs.Root + "/" + strconv.Itoa(e.Proc) + "/root"
+		}
+	}
+	e.prof = nil
+	return e, p
+}
+
 // pathNS is the region file of pid published in pid namespace ns when
-// another namespace's process with the same pid has Path(pid).
+// another namespace's process with the same pid has region.Path(pid).
 func pathNS(pid int, ns uint64) string {
-	return Path(pid) + "." + strconv.FormatUint(ns, 10)
+	return region.Path(pid) + "." + strconv.FormatUint(ns, 10)
 }
 
 // inspect reads the region file at path, named for pid (and nameNS, when
 // the name has a namespace: pathNS).
 func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 	e = Entry{PID: pid, Proc: pid, Path: path, UID: -1, nameNS: nameNS}
-	var h header
-	h, e.Summary, e.Err = readFile(&e, pid, l.profile)
-	e.StartNS = h.startNS
-	if e.Err == nil && nameNS != 0 && h.pidNS != nameNS {
-		e.Err = fmt.Errorf("the name says pid namespace %d, the header %d", nameNS, h.pidNS)
+	var h region.File
+	h, e.Err = region.ReadFile(path, pid, l.profile)
+	e.Summary, e.StartNS, e.UID, e.dev, e.ino, e.regular, e.prof = h.Summary, h.StartNS, h.UID, h.Dev, h.Ino, h.Regular, h.Profile
+	if e.Err == nil && nameNS != 0 && h.PidNS != nameNS {
+		e.Err = fmt.Errorf("the name says pid namespace %d, the header %d", nameNS, h.PidNS)
 	}
 	defer func() {
 		if e.Err != nil {
@@ -136,22 +161,22 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 			e.Err = fmt.Errorf("%s: %w", path, e.Err)
 		}
 	}()
-	if e.Err == nil && h.pidNS != 0 && l.own != 0 && h.pidNS != l.own {
-		// The name's pid is a pid of another namespace (pidns.go).
+	if e.Err == nil && h.PidNS != 0 && l.own != 0 && h.PidNS != l.own {
+		// The name's pid is a pid of another namespace (lookup.go).
 		e.foreign = true
-		p, found := l.index().find(h.pidNS, pid, l.own == initPidNS && !procHidesPids())
+		p, found := l.index().Find(h.PidNS, pid, l.own == procs.InitPidNS && !procHidesPids())
 		if !l.ours {
-			found = nsUnknown
+			found = procs.NSUnknown
 		}
 		switch found {
-		case nsFound:
+		case procs.NSFound:
 			e.Proc, e.Summary.PID = p, p
-		case nsAbsent:
+		case procs.NSAbsent:
 			e.Proc, e.Stale = 0, true // its namespace has no such process now
 			return e
 		default:
 			e.Proc = 0
-			e.Err = fmt.Errorf("published by pid %d of another pid namespace (pid:[%d]), whose processes cannot be seen or read from here", pid, h.pidNS)
+			e.Err = fmt.Errorf("published by pid %d of another pid namespace (pid:[%d]), whose processes cannot be seen or read from here", pid, h.PidNS)
 			return e
 		}
 	}
@@ -160,90 +185,18 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 	}
 	// Without a readable header the start time is unknown (0): only a
 	// vanished pid then marks the region stale.
-	e.Stale = !l.alive(e.Proc, h.startTicks, h.timeNS)
+	e.Stale = !l.alive(e.Proc, h.StartTicks, h.TimeNS)
 	// Only a valid header can be detached: an image taking the region over
 	// after exec empties it before it maps it, so an unmapped but valid
 	// region is either an image's that is gone, or one in the moment
 	// between exec and the new image's open (region.c copes with gc
 	// removing it then).
 	if !e.Stale && e.Err == nil && l.ours {
-		if mapped, known := mapsFile(e.Proc, path, e.dev, e.ino); known && !mapped {
+		if mapped, known := procs.MapsFile(e.Proc, path, e.dev, e.ino); known && !mapped {
 			e.Detached = true
 		}
 	}
 	return e
-}
-
-// readFile opens e.Path without following links, checks the file, maps it
-// read-only and takes a snapshot, and with withProfile reads the profile
-// from the same mapping. It fills e's file facts as it learns them.
-func readFile(e *Entry, pid int, withProfile bool) (h header, s report.Summary, err error) {
-	if pid <= 0 || pid > 1<<31-1 {
-		return h, s, fmt.Errorf("pid %d out of range", pid)
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(e.Path, &st); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return h, s, fmt.Errorf("%w (is pid %d running under libheap.so?)", err, pid)
-		}
-		return h, s, err
-	}
-	e.UID, e.dev, e.ino = int(st.Uid), st.Dev, st.Ino
-	e.regular = st.Mode&unix.S_IFMT == unix.S_IFREG
-	if err := checkFile(&st); err != nil {
-		return h, s, err
-	}
-	// O_NOFOLLOW and the identity check below close the window between
-	// lstat and open in which the file could be swapped for a link;
-	// O_NONBLOCK keeps a fifo swapped in from blocking the open.
-	fd, err := unix.Open(e.Path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return h, s, errors.New("is a symbolic link: not followed")
-		}
-		return h, s, fmt.Errorf("open: %w", err)
-	}
-	defer unix.Close(fd)
-	var fst unix.Stat_t
-	if err := unix.Fstat(fd, &fst); err != nil {
-		return h, s, fmt.Errorf("fstat: %w", err)
-	}
-	if fst.Dev != st.Dev || fst.Ino != st.Ino {
-		return h, s, errors.New("replaced while being opened")
-	}
-	if err := checkFile(&fst); err != nil {
-		return h, s, err
-	}
-	if fst.Size == 0 {
-		return h, s, startingError(fmt.Sprintf("truncated: 0 bytes, need %d", HeaderSize))
-	}
-	if fst.Size < HeaderSize {
-		return h, s, fmt.Errorf("truncated: %d bytes, need %d", fst.Size, HeaderSize)
-	}
-	// Map no more than the largest valid region: a huge file costs nothing.
-	n := int(min(fst.Size, MaxRegionSize))
-	b, err := unix.Mmap(fd, 0, n, unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return h, s, fmt.Errorf("mmap: %w", err)
-	}
-	defer unix.Munmap(b)
-	defer setPanicOnFault()()
-	defer guardFaults(&err)
-	s, h, err = snapshot(view{b: b, shared: true}, pid)
-	if err != nil {
-		return h, s, err
-	}
-	if h.uid != fst.Uid {
-		return h, report.Summary{}, fmt.Errorf("header says uid %d, file owned by uid %d", h.uid, fst.Uid)
-	}
-	if withProfile {
-		p, err := readProfile(view{b: b, shared: true}, h, pid)
-		if err != nil {
-			return h, report.Summary{}, err
-		}
-		e.prof = &p
-	}
-	return h, s, nil
 }
 
 // checkOwner: anyone can create heapline.<pid> for a pid of another user's
@@ -262,58 +215,11 @@ func checkOwner(proc int, owner uint32) error {
 	return nil
 }
 
-// checkFile: a regular file, not writable by others (anyone who can write
-// it can make it say anything), owned by the reader unless the reader is
-// root.
-func checkFile(st *unix.Stat_t) error {
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-	case unix.S_IFLNK:
-		return errors.New("is a symbolic link: not followed")
-	default:
-		return fmt.Errorf("not a regular file (mode %#o)", st.Mode&unix.S_IFMT)
-	}
-	if perm := st.Mode & 0o7777; perm&0o022 != 0 {
-		return fmt.Errorf("mode %#o is writable by group or others (the shim creates 0600)", perm)
-	}
-	if euid := geteuid(); euid != 0 && int(st.Uid) != euid {
-		return fmt.Errorf("owned by uid %d, not you (uid %d)", st.Uid, euid)
-	}
-	return nil
-}
-
-// alive reports whether the process that published pid's region still
-// runs. kill(pid, 0) failing with ESRCH means no such process (EPERM means
-// it exists but is another user's). A pid can be reused, so when the
-// region recorded its start time (field 22 of /proc/pid/stat), the process
-// now holding the pid must have started at the same tick, where /proc can
-// say so: it shows our pid namespace, and the publisher's time namespace
-// (timeNS; sameTimeNS) is ours, since /proc shows a start time shifted by
-// the reader's namespace's boot-time offset.
-func (l *lookup) alive(pid int, startTicks, timeNS uint64) bool {
-	if pid <= 0 {
-		return false // never kill(0) or kill(-1): those name groups
-	}
-	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-		return false
-	}
-	if startTicks == 0 || !l.ours || !sameTimeNS(timeNS, pid) {
-		return true
-	}
-	t, err := procs.StartTicks(pid)
-	if err != nil {
-		// Gone between kill and the read; any other failure (no /proc)
-		// leaves it alive: gc must never remove a live region.
-		return !errors.Is(err, os.ErrNotExist)
-	}
-	return t == startTicks
-}
-
 // parseName returns the pid of a region file name heapline.<pid>, or
 // heapline.<pid>.<ns> (pathNS), in their canonical spelling only (no sign,
 // no leading zero), so Path and pathNS name the same file.
 func parseName(name string) (pid int, ns uint64, ok bool) {
-	rest, ok := strings.CutPrefix(name, PathPrefix)
+	rest, ok := strings.CutPrefix(name, region.PathPrefix)
 	if !ok {
 		return 0, 0, false
 	}
@@ -334,12 +240,12 @@ func parseName(name string) (pid int, ns uint64, ok bool) {
 	return pid, ns, true
 }
 
-// List returns every heapline.* file in Dir that the caller may read
+// List returns every heapline.* file in region.Dir that the caller may read
 // (its own, or all of them for root), sorted by pid. A file that is not a
 // valid region is listed with its error, a name that is not
 // heapline.<pid>[.<pid namespace>] with PID 0.
 func List() ([]Entry, error) {
-	des, err := os.ReadDir(Dir)
+	des, err := os.ReadDir(region.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("listing regions: %w", err)
 	}
@@ -348,10 +254,10 @@ func List() ([]Entry, error) {
 	l := newLookup()
 	for _, de := range des {
 		name := de.Name()
-		if !strings.HasPrefix(name, PathPrefix) {
+		if !strings.HasPrefix(name, region.PathPrefix) {
 			continue
 		}
-		path := Dir + "/" + name
+		path := region.Dir + "/" + name
 		var st unix.Stat_t
 		if err := unix.Lstat(path, &st); err != nil {
 			continue // removed since ReadDir
@@ -363,7 +269,7 @@ func List() ([]Entry, error) {
 		if !ok {
 			out = append(out, Entry{Path: path, UID: int(st.Uid), dev: st.Dev, ino: st.Ino,
 				regular: st.Mode&unix.S_IFMT == unix.S_IFREG,
-				Err:     fmt.Errorf("%s: not a region name (want %s<pid>, or %s<pid>.<pid namespace>)", path, PathPrefix, PathPrefix)})
+				Err:     fmt.Errorf("%s: not a region name (want %s<pid>, or %s<pid>.<pid namespace>)", path, region.PathPrefix, region.PathPrefix)})
 			continue
 		}
 		e := inspect(l, pid, ns, path)
@@ -397,15 +303,15 @@ func GC(dryRun bool) ([]Entry, error) {
 	euid := geteuid()
 	var removed []Entry
 	var errs []error
-	var mapped *mappedFiles // read once, if there is anything to remove
+	var mapped *procs.MappedFiles // read once, if there is anything to remove
 	for _, e := range entries {
 		if e.PID == 0 || !(e.Stale || e.Detached) || !e.regular || e.UID != euid {
 			continue
 		}
 		if mapped == nil {
-			mapped = readMapped(e.dev)
+			mapped = procs.ReadMapped(e.dev)
 		}
-		if p := mapped.by(e); p > 0 {
+		if p := mapped.By(e.ino, e.Path); p > 0 {
 			errs = append(errs, fmt.Errorf("%s: mapped by process %d: left alone", e.Path, p))
 			continue
 		}
@@ -484,3 +390,7 @@ func Remove(ent Entry) error {
 	}
 	return nil
 }
+
+// OwnPidNS is the inode of our pid namespace, what the shim's %n expands
+// to in a child of ours; 0 when /proc cannot say.
+func OwnPidNS() uint64 { return procs.OwnPidNS() }

@@ -1,4 +1,4 @@
-package region
+package regions
 
 import (
 	"errors"
@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/region/regiontest"
 	"github.com/heapline/heapline/internal/procs"
 	"github.com/heapline/heapline/internal/testkit"
 )
@@ -48,24 +50,24 @@ func nsSleeper(t *testing.T) (pid int, cmd *exec.Cmd) {
 // region is stale. A namespace that cannot be seen gives an error, never
 // a stale region that gc would remove.
 func TestOtherPidNamespace(t *testing.T) {
-	useDir(t)
+	regiontest.UseDir(t)
 	pid, cmd := nsSleeper(t)
-	ns := pidNSOf(strconv.Itoa(pid))
+	ns := procs.PidNS(strconv.Itoa(pid))
 	if ns == 0 || ns == ownPidNS() {
 		t.Fatalf("sleep's pid namespace %d, ours %d", ns, ownPidNS())
 	}
 	if ids, err := procs.NSpids(pid); err != nil || len(ids) != 2 || ids[0] != pid || ids[1] != 1 {
 		t.Fatalf("NSpid of %d = %v, %v; want [%d 1]", pid, ids, err, pid)
 	}
-	f := sample(1)
-	f.pidNS = ns
+	f := regiontest.Sample(1)
+	f.PidNS = ns
 	var err error
-	if f.startTicks, err = procs.StartTicks(pid); err != nil {
+	if f.StartTicks, err = procs.StartTicks(pid); err != nil {
 		t.Fatal(err)
 	}
-	writeRegion(t, "heapline.1", f.bytes())
+	regiontest.Write(t, "heapline.1", f.Bytes())
 
-	want := sampleWant(1)
+	want := regiontest.SampleWant(1)
 	want.PID = pid
 	e := Inspect(pid)
 	// Nobody maps this file: detached, as the process runs on.
@@ -77,10 +79,10 @@ func TestOtherPidNamespace(t *testing.T) {
 		!strings.Contains(e.Err.Error(), "it is the region of pid 1 of another pid namespace") {
 		t.Errorf("Inspect(1) = Proc %d stale %v err %v; want none: init publishes nothing", e.Proc, e.Stale, e.Err)
 	}
-	if _, found := readNSIndex().find(ns, 1, true); found != nsFound {
+	if _, found := procs.ReadNSIndex().Find(ns, 1, true); found != procs.NSFound {
 		t.Errorf("find(sleep's namespace, 1) = %v", found)
 	}
-	if _, found := readNSIndex().find(ns, 2, true); found != nsAbsent {
+	if _, found := procs.ReadNSIndex().Find(ns, 2, true); found != procs.NSAbsent {
 		t.Errorf("find(sleep's namespace, 2) = %v, want absent", found)
 	}
 	// A process of that namespace whose namespace cannot be read (another
@@ -88,7 +90,7 @@ func TestOtherPidNamespace(t *testing.T) {
 	// stale.
 	oldRoot := procs.Root
 	procs.Root = fakeProcNS(t, pid)
-	if _, found := readNSIndex().find(ns, 1, true); found != nsUnknown {
+	if _, found := procs.ReadNSIndex().Find(ns, 1, true); found != procs.NSUnknown {
 		t.Errorf("find with the namespace unreadable = %v, want unknown", found)
 	}
 	procs.Root = oldRoot
@@ -97,21 +99,21 @@ func TestOtherPidNamespace(t *testing.T) {
 	// which it does not have): ours is the name with our namespace after
 	// it, and the header must say the same namespace as the name.
 	me := os.Getpid()
-	taken := sample(me)
-	taken.pidNS = ns
-	writeRegion(t, "heapline."+strconv.Itoa(me), taken.bytes())
-	mine := sample(me)
-	mine.pidNS = ownPidNS()
-	if mine.startTicks, err = procs.StartTicks(me); err != nil {
+	taken := regiontest.Sample(me)
+	taken.PidNS = ns
+	regiontest.Write(t, "heapline."+strconv.Itoa(me), taken.Bytes())
+	mine := regiontest.Sample(me)
+	mine.PidNS = ownPidNS()
+	if mine.StartTicks, err = procs.StartTicks(me); err != nil {
 		t.Fatal(err)
 	}
-	minePath := writeRegion(t, "heapline."+strconv.Itoa(me)+"."+strconv.FormatUint(mine.pidNS, 10), mine.bytes())
-	mapRegion(t, minePath)
-	if e := Inspect(me); e.Err != nil || e.Stale || e.Detached || e.Path != minePath || e.Proc != me || e.Summary != sampleWant(me) {
+	minePath := regiontest.Write(t, "heapline."+strconv.Itoa(me)+"."+strconv.FormatUint(mine.PidNS, 10), mine.Bytes())
+	regiontest.Map(t, minePath)
+	if e := Inspect(me); e.Err != nil || e.Stale || e.Detached || e.Path != minePath || e.Proc != me || e.Summary != regiontest.SampleWant(me) {
 		t.Errorf("Inspect(%d) = %s: Proc %d stale %v detached %v err %v", me, e.Path, e.Proc, e.Stale, e.Detached, e.Err)
 	}
-	mine.pidNS = 0
-	writeRegion(t, filepath.Base(minePath), mine.bytes())
+	mine.PidNS = 0
+	regiontest.Write(t, filepath.Base(minePath), mine.Bytes())
 	want0 := fmt.Sprintf("%s: the name says pid namespace %d, the header 0", minePath, ownPidNS())
 	if e := Inspect(me); e.Err == nil || e.Err.Error() != want0 {
 		t.Errorf("name and header disagree: %v, want %s", e.Err, want0)
@@ -119,7 +121,7 @@ func TestOtherPidNamespace(t *testing.T) {
 	if err := os.Remove(minePath); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(Path(me)); err != nil {
+	if err := os.Remove(region.Path(me)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -127,9 +129,9 @@ func TestOtherPidNamespace(t *testing.T) {
 	// no visible process cannot be judged.
 	oldOwn := ownPidNS
 	ownPidNS = func() uint64 { return 4242 }
-	f.pidNS = 4243
-	writeRegion(t, "heapline.1", f.bytes())
-	e = inspect(newLookup(), 1, 0, Path(1))
+	f.PidNS = 4243
+	regiontest.Write(t, "heapline.1", f.Bytes())
+	e = inspect(newLookup(), 1, 0, region.Path(1))
 	if e.Err == nil || !strings.Contains(e.Err.Error(), "published by pid 1 of another pid namespace (pid:[4243]), whose processes cannot be seen or read from here") || e.Stale || e.Detached {
 		t.Errorf("invisible namespace: stale %v detached %v err %v", e.Stale, e.Detached, e.Err)
 	}
@@ -139,13 +141,13 @@ func TestOtherPidNamespace(t *testing.T) {
 	ownPidNS = oldOwn
 
 	// The namespace empties: from the initial namespace that is certain.
-	f.pidNS = ns
-	writeRegion(t, "heapline.1", f.bytes())
+	f.PidNS = ns
+	regiontest.Write(t, "heapline.1", f.Bytes())
 	_ = syscall.Kill(pid, syscall.SIGKILL) // unshare then reaps it and exits
 	_ = cmd.Wait()
 	// The namespace's init is being reaped.
-	testkit.Poll(t, "the namespace's end", func() bool { return pidNSOf(strconv.Itoa(pid)) == 0 })
-	if e := inspect(newLookup(), 1, 0, Path(1)); e.Err != nil || !e.Stale || e.Detached || e.Proc != 0 {
+	testkit.Poll(t, "the namespace's end", func() bool { return procs.PidNS(strconv.Itoa(pid)) == 0 })
+	if e := inspect(newLookup(), 1, 0, region.Path(1)); e.Err != nil || !e.Stale || e.Detached || e.Proc != 0 {
 		t.Errorf("empty namespace: Proc %d stale %v detached %v err %v", e.Proc, e.Stale, e.Detached, e.Err)
 	}
 	if gone, err := GC(false); err != nil || len(gone) != 1 || gone[0].PID != 1 {
@@ -170,56 +172,4 @@ func fakeProcNS(t *testing.T, pid int) string {
 		t.Fatal(err)
 	}
 	return root
-}
-
-// What /proc can be trusted to say: start times compare only when the
-// publisher's time namespace (in the header, or for an older shim the
-// pid's holder's) is known to be ours; hidepid hides processes even from
-// the initial pid namespace.
-func TestProcViews(t *testing.T) {
-	old := procs.Root
-	procs.Root = t.TempDir()
-	t.Cleanup(func() { procs.Root = old })
-	put := func(rel, text string) {
-		t.Helper()
-		p := filepath.Join(procs.Root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !sameTimeNS(4242, 77) {
-		t.Error("no time namespaces here: not the same")
-	}
-	put("self/ns/time", "")
-	var own syscall.Stat_t
-	if err := syscall.Stat(filepath.Join(procs.Root, "self/ns/time"), &own); err != nil {
-		t.Fatal(err)
-	}
-	if !sameTimeNS(own.Ino, 77) {
-		t.Error("the publisher's time namespace is ours: not the same")
-	}
-	if sameTimeNS(own.Ino+1, 77) {
-		t.Error("another time namespace: taken as ours")
-	}
-	// From a shim before time_ns: the pid's holder's, if it can be read.
-	if sameTimeNS(0, 77) {
-		t.Error("no time_ns, and 77's namespace unreadable: taken as ours")
-	}
-	put("77/ns/time", "")
-	if sameTimeNS(0, 77) {
-		t.Error("no time_ns, and 77 in another namespace: taken as ours")
-	}
-
-	if !procHidesPids() {
-		t.Error("no mountinfo: not taken as hiding")
-	}
-	for opts, want := range map[string]bool{"rw,hidepid=2": true, "rw,hidepid=invisible": true, "rw": false, "rw,hidepid=0": false} {
-		put("self/mountinfo", "22 1 0:5 / /sys rw - sysfs sysfs rw,hidepid=2\n25 1 0:21 / /proc rw,nosuid - proc proc "+opts+"\n")
-		if got := procHidesPids(); got != want {
-			t.Errorf("proc options %q: hides %v, want %v", opts, got, want)
-		}
-	}
 }

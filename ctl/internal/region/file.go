@@ -1,0 +1,133 @@
+package region
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/heapline/heapline/ctl/internal/report"
+)
+
+// File is what one read of a region file learned: the file's owner and
+// identity, the header's facts that tell its process, and the snapshot.
+type File struct {
+	UID      int    // owner of the file; -1 before it is found
+	Dev, Ino uint64 // the file's identity, to tell it from a file put in its place
+	Regular  bool   // a regular file (not a symlink, fifo, ...)
+	// From the header (region.h), 0 when it was not read or the shim
+	// that wrote it predates the field.
+	StartNS    uint64 // CLOCK_MONOTONIC when the publishing image started counting
+	StartTicks uint64 // the process's start time (field 22 of /proc/pid/stat)
+	TimeNS     uint64 // the publisher's time namespace (inode)
+	PidNS      uint64 // the publisher's pid namespace (inode)
+	Summary    report.Summary
+	Profile    *Profile // with withProfile only
+}
+
+// ReadFile opens path, the region file of pid, without following links,
+// checks the file, maps it read-only and takes a snapshot; with
+// withProfile it also reads the profile from the same mapping. The File
+// holds what was learned before an error too: the owner and identity once
+// the file is found, the header's facts once the header is checked.
+func ReadFile(path string, pid int, withProfile bool) (File, error) {
+	f := File{UID: -1}
+	h, s, err := readFile(&f, path, pid, withProfile)
+	f.Summary = s
+	f.StartNS, f.StartTicks, f.TimeNS, f.PidNS = h.startNS, h.startTicks, h.timeNS, h.pidNS
+	return f, err
+}
+
+func readFile(e *File, path string, pid int, withProfile bool) (h header, s report.Summary, err error) {
+	if pid <= 0 || pid > 1<<31-1 {
+		return h, s, fmt.Errorf("pid %d out of range", pid)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return h, s, fmt.Errorf("%w (is pid %d running under libheap.so?)", err, pid)
+		}
+		return h, s, err
+	}
+	e.UID, e.Dev, e.Ino = int(st.Uid), st.Dev, st.Ino
+	e.Regular = st.Mode&unix.S_IFMT == unix.S_IFREG
+	if err := checkFile(&st); err != nil {
+		return h, s, err
+	}
+	// O_NOFOLLOW and the identity check below close the window between
+	// lstat and open in which the file could be swapped for a link;
+	// O_NONBLOCK keeps a fifo swapped in from blocking the open.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return h, s, errors.New("is a symbolic link: not followed")
+		}
+		return h, s, fmt.Errorf("open: %w", err)
+	}
+	defer unix.Close(fd)
+	var fst unix.Stat_t
+	if err := unix.Fstat(fd, &fst); err != nil {
+		return h, s, fmt.Errorf("fstat: %w", err)
+	}
+	if fst.Dev != st.Dev || fst.Ino != st.Ino {
+		return h, s, errors.New("replaced while being opened")
+	}
+	if err := checkFile(&fst); err != nil {
+		return h, s, err
+	}
+	if fst.Size == 0 {
+		return h, s, startingError(fmt.Sprintf("truncated: 0 bytes, need %d", HeaderSize))
+	}
+	if fst.Size < HeaderSize {
+		return h, s, fmt.Errorf("truncated: %d bytes, need %d", fst.Size, HeaderSize)
+	}
+	// Map no more than the largest valid region: a huge file costs nothing.
+	n := int(min(fst.Size, MaxRegionSize))
+	b, err := unix.Mmap(fd, 0, n, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return h, s, fmt.Errorf("mmap: %w", err)
+	}
+	defer unix.Munmap(b)
+	defer setPanicOnFault()()
+	defer guardFaults(&err)
+	s, h, err = snapshot(view{b: b, shared: true}, pid)
+	if err != nil {
+		return h, s, err
+	}
+	if h.uid != fst.Uid {
+		return h, report.Summary{}, fmt.Errorf("header says uid %d, file owned by uid %d", h.uid, fst.Uid)
+	}
+	if withProfile {
+		p, err := readProfile(view{b: b, shared: true}, h, pid)
+		if err != nil {
+			return h, report.Summary{}, err
+		}
+		e.Profile = &p
+	}
+	return h, s, nil
+}
+
+// checkFile: a regular file, not writable by others (anyone who can write
+// it can make it say anything), owned by the reader unless the reader is
+// root.
+func checkFile(st *unix.Stat_t) error {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFLNK:
+		return errors.New("is a symbolic link: not followed")
+	default:
+		return fmt.Errorf("not a regular file (mode %#o)", st.Mode&unix.S_IFMT)
+	}
+	if perm := st.Mode & 0o7777; perm&0o022 != 0 {
+		return fmt.Errorf("mode %#o is writable by group or others (the shim creates 0600)", perm)
+	}
+	if euid := geteuid(); euid != 0 && int(st.Uid) != euid {
+		return fmt.Errorf("owned by uid %d, not you (uid %d)", st.Uid, euid)
+	}
+	return nil
+}
+
+// geteuid is os.Geteuid; a variable so tests can be someone other than the
+// owner of their files.
+var geteuid = os.Geteuid
