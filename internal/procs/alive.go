@@ -2,6 +2,7 @@ package procs
 
 import (
 	"errors"
+	"math"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -16,8 +17,10 @@ import (
 // (showsOurs: ShowsOwnPidNS), and timeNS is ours (SameTimeNS), since /proc
 // shows a start time shifted by the reader's namespace's boot-time offset.
 func Alive(pid int, startTicks, timeNS uint64, showsOurs bool) bool {
-	if pid <= 0 {
-		return false // never kill(0) or kill(-1): those name groups
+	if pid <= 0 || pid > math.MaxInt32 {
+		// Never kill(0) or kill(-1), which name groups; nor a pid that
+		// pid_t truncates, to 0 for 1<<40.
+		return false
 	}
 	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
 		return false

@@ -26,7 +26,7 @@ func TestProcStartTicks(t *testing.T) {
 	}
 }
 
-// mapsFile reads /proc/pid/maps: a mapping of the file's device and inode,
+// MapsFile reads /proc/pid/maps: a mapping of the file's device and inode,
 // or of its path (overlayfs shows the underlying file's device and inode),
 // counts; a deleted file of that name, or the same inode on another
 // device, does not. When the leader's maps are empty (its main thread
@@ -125,5 +125,23 @@ func TestProcViews(t *testing.T) {
 		if got := HidesPids(); got != want {
 			t.Errorf("proc options %q: hides %v, want %v", opts, got, want)
 		}
+	}
+}
+
+// Alive never asks kill about pid 0 or below (process groups), nor one
+// that pid_t truncates, and knows its own process.
+func TestAlive(t *testing.T) {
+	for _, pid := range []int{0, -1, 1 << 40} {
+		if Alive(pid, 0, 0, true) {
+			t.Errorf("Alive(%d): true", pid)
+		}
+	}
+	me := os.Getpid()
+	start, err := StartTicks(me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Alive(me, start, 0, true) || Alive(me, start+1, 0, true) || !Alive(me, start+1, 0, false) {
+		t.Error("Alive of this process: its start time not compared only where /proc is ours")
 	}
 }

@@ -28,15 +28,20 @@ type File struct {
 
 // ReadFile opens path, the region file of pid, without following links,
 // checks the file, maps it read-only and takes a snapshot; with
-// withProfile it also reads the profile from the same mapping. The File
-// holds what was learned before an error too: the owner and identity once
-// the file is found, the header's facts once the header is checked.
+// withProfile it also reads the profile from the same mapping. An error
+// names path. The File holds what was learned before an error too: the
+// owner and identity once the file is found, the header's facts once the
+// header is checked; but no Summary or Profile.
 func ReadFile(path string, pid int, withProfile bool) (File, error) {
 	f := File{UID: -1}
 	h, s, err := readFile(&f, path, pid, withProfile)
-	f.Summary = s
 	f.StartNS, f.StartTicks, f.TimeNS, f.PidNS = h.startNS, h.startTicks, h.timeNS, h.pidNS
-	return f, err
+	if err != nil {
+		f.Profile = nil
+		return f, fmt.Errorf("%s: %w", path, err)
+	}
+	f.Summary = s
+	return f, nil
 }
 
 func readFile(e *File, path string, pid int, withProfile bool) (h header, s report.Summary, err error) {

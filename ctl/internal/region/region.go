@@ -8,7 +8,7 @@
 // nothing: it checks the file (regular, not a symlink, owned by the reader),
 // then every identity and size field of the header before it reads a slot,
 // and it never indexes past what it checked. Any bad input gives an error
-// that says what is wrong (its callers name the file); none gives a panic. docs/regions.md
+// that names the file and what is wrong; none gives a panic. docs/regions.md
 // describes the format and these rules.
 package region
 
@@ -85,7 +85,7 @@ func Path(pid int) string {
 // Parse validates the region in b, published by pid, and sums its counters.
 // b is a copy, so a fold seen in progress (odd seqlock) is an error at once
 // instead of a retry. Checks that need the file (owner, mode, header.uid
-// against the owner) are Read's.
+// against the owner) are ReadFile's.
 func Parse(b []byte, pid int) (report.Summary, error) {
 	s, _, err := snapshot(view{b: b}, pid)
 	return s, err

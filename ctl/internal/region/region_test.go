@@ -3,7 +3,6 @@ package region_test
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -18,15 +17,11 @@ import (
 	"github.com/heapline/heapline/ctl/internal/report"
 )
 
-// read reads pid's region file as region.ReadFile does, naming the file in
-// its error as the commands do.
+// read reads pid's region file.
 func read(t *testing.T, pid int) (report.Summary, error) {
 	t.Helper()
 	f, err := region.ReadFile(region.Path(pid), pid, false)
-	if err != nil {
-		return report.Summary{}, fmt.Errorf("%s: %w", region.Path(pid), err)
-	}
-	return f.Summary, nil
+	return f.Summary, err
 }
 
 // off is where region.h puts a member.
@@ -362,7 +357,7 @@ func TestFileChecks(t *testing.T) {
 	t.Run("bad pid", func(t *testing.T) {
 		for _, pid := range []int{0, -1, 1 << 40} {
 			if _, err := read(t, pid); err == nil || !strings.Contains(err.Error(), "out of range") {
-				t.Errorf("Read(%d): err %v, want out of range", pid, err)
+				t.Errorf("ReadFile(%d): err %v, want out of range", pid, err)
 			}
 		}
 	})

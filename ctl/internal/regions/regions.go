@@ -150,19 +150,20 @@ func pathNS(pid int, ns uint64) string {
 func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 	e = Entry{PID: pid, Proc: pid, Path: path, UID: -1, nameNS: nameNS}
 	var h region.File
-	h, e.Err = region.ReadFile(path, pid, l.profile)
+	h, e.Err = region.ReadFile(path, pid, l.profile) // its errors name the file
 	e.Summary, e.StartNS, e.UID, e.dev, e.ino, e.regular, e.prof = h.Summary, h.StartNS, h.UID, h.Dev, h.Ino, h.Regular, h.Profile
+	// fail is an error of ours about the file, named as ReadFile's are.
+	fail := func(err error) error { return fmt.Errorf("%s: %w", path, err) }
 	if e.Err == nil && nameNS != 0 && h.PidNS != nameNS {
-		e.Err = fmt.Errorf("the name says pid namespace %d, the header %d", nameNS, h.PidNS)
+		e.Err = fail(fmt.Errorf("the name says pid namespace %d, the header %d", nameNS, h.PidNS))
 	}
 	defer func() {
 		if e.Err != nil {
 			e.Summary = report.Summary{}
-			e.Err = fmt.Errorf("%s: %w", path, e.Err)
 		}
 	}()
 	if e.Err == nil && h.PidNS != 0 && l.own != 0 && h.PidNS != l.own {
-		// The name's pid is a pid of another namespace (lookup.go).
+		// The name's pid is a pid of another namespace (procs.NSIndex).
 		e.foreign = true
 		p, found := l.index().Find(h.PidNS, pid, l.own == procs.InitPidNS && !procHidesPids())
 		if !l.ours {
@@ -176,12 +177,14 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 			return e
 		default:
 			e.Proc = 0
-			e.Err = fmt.Errorf("published by pid %d of another pid namespace (pid:[%d]), whose processes cannot be seen or read from here", pid, h.PidNS)
+			e.Err = fail(fmt.Errorf("published by pid %d of another pid namespace (pid:[%d]), whose processes cannot be seen or read from here", pid, h.PidNS))
 			return e
 		}
 	}
 	if e.Err == nil && l.ours {
-		e.Err = checkOwner(e.Proc, uint32(e.UID))
+		if err := checkOwner(e.Proc, uint32(e.UID)); err != nil {
+			e.Err = fail(err)
+		}
 	}
 	// Without a readable header the start time is unknown (0): only a
 	// vanished pid then marks the region stale.

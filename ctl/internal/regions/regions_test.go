@@ -380,3 +380,17 @@ func TestGCLeavesMapped(t *testing.T) {
 		t.Fatalf("GC = %v, %v; want nothing, and %q", pidsOf(gone), err, want)
 	}
 }
+
+// A pid out of range is an error, never a kill(0) or kill(-1), which name
+// process groups.
+func TestBadPID(t *testing.T) {
+	regiontest.UseDir(t)
+	for _, pid := range []int{0, -1, 1 << 40} {
+		if _, err := Read(pid); err == nil || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("Read(%d): err %v, want out of range", pid, err)
+		}
+		if e := Inspect(pid); !e.Stale {
+			t.Errorf("Inspect(%d): not stale", pid)
+		}
+	}
+}
