@@ -65,8 +65,10 @@ $(BIN)/heapline-rusage: helpers/rusage.c
 	@mkdir -p $(BIN)
 	$(CC) -O2 -Wall -Wextra -o $@ $<
 
+# -buildvcs=auto: GOFLAGS may say false (this machine's go env does), and
+# then `heapctl --version` could not name its commit.
 $(BIN)/heapctl: $(GO_SRC)
-	$(GO) build -o $@ ./ctl
+	$(GO) build -buildvcs=auto -o $@ ./ctl
 
 scenarios: $(SCEN_BINS)
 
