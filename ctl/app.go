@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/heapline/heapline/ctl/internal/cliargs"
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/version"
 )
 
@@ -117,6 +118,7 @@ func globalFlags() []cli.Flag {
 func everyCommand(cmds []*cli.Command, e *env, parent string, required map[cli.Flag]bool) {
 	for _, cmd := range cmds {
 		path := parent + " " + cmd.Name
+		cmd.Description = clikit.Reflow(cmd.Description, clikit.HelpWidth)
 		cmd.Flags = append(cmd.Flags, globalFlags()...)
 		flags := cmd.Flags
 		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError(path, err, flags) }

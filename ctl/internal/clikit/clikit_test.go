@@ -94,3 +94,14 @@ func TestScreenPlain(t *testing.T) {
 		t.Errorf("screen wrote %q, want %q", got, want)
 	}
 }
+
+func TestReflow(t *testing.T) {
+	in := "one two three\nfour five six seven eight\n  kept  as   is\nnine ten\n\neleven"
+	want := "one two three\nfour five six\nseven eight\n  kept  as   is\nnine ten\n\neleven"
+	if got := Reflow(in, 14); got != want {
+		t.Errorf("Reflow =\n%s\nwant\n%s", got, want)
+	}
+	if got := Reflow("averyveryverylongword x", 5); got != "averyveryverylongword\nx" {
+		t.Errorf("a word longer than the width: %q", got)
+	}
+}
