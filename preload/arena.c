@@ -8,8 +8,7 @@
  * lost, and counted), in pages of 256 KiB, each of one size class (32 B to
  * 256 KiB); a block's class is its page's. A block starts with its
  * sample's record; the program's pointer follows, aligned as the block it
- * replaces was, with a glibc-style header before it: usable + 16 with the
- * mmap bit, so that glibc mode's usable_of() reads it right.
+ * replaces was, with our own header before it (shim.h, hl_own_header).
  */
 #include <string.h>
 #include <sys/resource.h>
@@ -175,7 +174,7 @@ void *hl_arena_replace(void *p, size_t usable, const struct record *rec)
         return NULL;
     memcpy(b, rec, sizeof *rec);
     char *q = b + head;
-    ((size_t *)q)[-1] = (usable + 16) | 2; /* "mmapped": see the top */
+    hl_own_header(q, usable);
     if (hl_self.keep_contents)
         memcpy(q, p, usable); /* calloc's zeros, realloc's data; a malloc's block holds nothing yet */
     hl_next.free(p); /* counted as q now */

@@ -6,9 +6,9 @@
  * constructor would be too late: the loader and other libraries' constructors
  * allocate before ours runs). dlsym may itself allocate (older glibcs calloc
  * their dlerror state), which lands back here while nothing is resolved: the
- * resolving thread is served from a small static pool. Pool blocks carry a
- * glibc-style header with the mmap bit set, so the glibc mode's free sends
- * them to its cold path, where the pool is recognised and the block ignored.
+ * resolving thread is served from a small static pool. Pool blocks carry our
+ * own header (shim.h, hl_own_header), so the glibc mode's free sends them
+ * to its cold path, where the pool is recognised and the block ignored.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -46,9 +46,8 @@ static void *pool_alloc(size_t n, size_t align)
         if (end > POOL_SIZE)
             goto fail;
     } while (!__atomic_compare_exchange_n(&pool_used, &old, end, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-    size_t *hdr = (size_t *)(pool + start);
-    hdr[-1] = (n + 16) | 2; /* "mmapped": see above */
-    return pool + start;     /* static storage: already zero, as calloc wants */
+    hl_own_header(pool + start, n);
+    return pool + start; /* static storage: already zero, as calloc wants */
 fail:
     hl_say("bootstrap pool exhausted while resolving the next allocator", NULL);
     errno = ENOMEM;
@@ -60,8 +59,6 @@ int hl_pool_owns(const void *p)
     return (const char *)p >= pool && (const char *)p < pool + POOL_SIZE;
 }
 
-size_t hl_pool_size(const void *p) { return (((const size_t *)p)[-1] & ~(size_t)7) - 16; }
-
 /* realloc of a bootstrap block, after boot: it moves to the real heap,
  * counted there; the pool keeps the old one (its frees are no-ops). */
 HL_COLD void *hl_pool_realloc(void *p, size_t n)
@@ -70,7 +67,7 @@ HL_COLD void *hl_pool_realloc(void *p, size_t n)
         return NULL;
     void *q = hl_impl.malloc(n);
     if (q != NULL) {
-        size_t old = hl_pool_size(p);
+        size_t old = hl_own_usable(p);
         memcpy(q, p, old < n ? old : n);
     }
     return q;
@@ -355,7 +352,7 @@ static void *b_realloc(void *p, size_t n)
     if (hl_self.in_boot) {
         void *q = pool_alloc(n, 16);
         if (q != NULL && p != NULL) {
-            size_t old = hl_pool_owns(p) ? hl_pool_size(p) : n;
+            size_t old = hl_pool_owns(p) ? hl_own_usable(p) : n;
             memcpy(q, p, old < n ? old : n);
         }
         return q;

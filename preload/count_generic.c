@@ -82,7 +82,7 @@ static void *off_realloc(void *p, size_t n)
     if (HL_UNLIKELY(p != NULL && hl_pool_owns(p)))
         return hl_pool_realloc(p, n);
     if (HL_UNLIKELY(p != NULL && hl_sampled_owns(p))) {
-        size_t old = hl_sampled_usable(p);
+        size_t old = hl_own_usable(p);
         void *q = n != 0 ? hl_next.malloc(n) : NULL;
         if (q != NULL)
             memcpy(q, p, old < n ? old : n);

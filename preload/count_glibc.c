@@ -120,7 +120,7 @@ static void g_free_fn(void *p) { hl_glibc_free(p); }
 /* realloc of a block of the sample arena: glibc never saw it. */
 static HL_COLD void *sampled_realloc(void *p, size_t n)
 {
-    size_t h = HDR(p), usable = hl_sampled_usable(p);
+    size_t h = HDR(p), usable = hl_own_usable(p);
     void *q = NULL;
     if (n != 0 && (q = hl_glibc_malloc(n)) == NULL)
         return NULL; /* p stays, as glibc's realloc leaves it */

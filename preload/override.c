@@ -52,9 +52,9 @@ HL_EXPORT void *reallocarray(void *p, size_t n, size_t size)
 HL_EXPORT size_t malloc_usable_size(void *p)
 {
     if (HL_UNLIKELY(hl_pool_owns(p)))
-        return hl_pool_size(p);
+        return hl_own_usable(p);
     if (HL_UNLIKELY(hl_sampled_owns(p)))
-        return hl_sampled_usable(p);
+        return hl_own_usable(p);
     if (HL_UNLIKELY(hl_next.usable == NULL))
         hl_boot();
     return hl_next.usable(p);

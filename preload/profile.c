@@ -143,8 +143,6 @@ void hl_sampled_free(void *p)
     hl_arena_put(cls, b);
 }
 
-size_t hl_sampled_usable(const void *p) { return (((const size_t *)p)[-1] & ~(size_t)7) - 16; }
-
 // ---- taking a sample -------------------------------------------------------------------
 
 /* The sampler's two functions of libm's, so that the shim does not load
@@ -280,7 +278,7 @@ void *hl_sample_object(size_t usable)
     }
     memcpy(b, &rec, sizeof rec);
     char *q = b + head;
-    ((size_t *)q)[-1] = (usable + 16) | 2;
+    hl_own_header(q, usable);
     hl_account(&rec, 0);
     __atomic_add_fetch(&hl_stacks[rec.stack].samples, 1, RELAXED);
     hl_self.in_sample = 0;

@@ -248,7 +248,7 @@ static void *py_calloc(void *ctx, size_t nelem, size_t elsize)
 static HL_COLD void py_free_other(const pymem_allocator *o, void *p)
 {
     if (sampled(p)) {
-        uncounted(hl_sampled_usable(p));
+        uncounted(hl_own_usable(p));
         hl_sampled_free(p);
         return;
     }
@@ -273,7 +273,7 @@ static void *py_realloc(void *ctx, void *p, size_t n)
     if (p == NULL)
         return py_malloc(ctx, n);
     if (sampled(p)) { /* out of the sample arena: a new block */
-        size_t was = hl_sampled_usable(p);
+        size_t was = hl_own_usable(p);
         void *q = py_malloc(ctx, n != 0 ? n : 1);
         if (q != NULL) {
             memcpy(q, p, was < n ? was : n);

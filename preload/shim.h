@@ -116,10 +116,18 @@ static inline __attribute__((always_inline)) int hl_word_add(uint64_t *w, uint64
 extern HL_HIDDEN struct hl_header *hl_region;   /* NULL when profiling is off */
 extern HL_HIDDEN uint64_t hl_peak_batch; /* slow-path batch; 0: every operation publishes */
 
+/* The blocks of ours that the program holds (the bootstrap pool's,
+ * boot.c; sampled blocks moved into the sample arena, arena.c) carry a
+ * header shaped like a glibc mmapped chunk's: usable + 16, with the mmap
+ * bit (2). The glibc mode's fast free takes no mmapped chunk, so they
+ * reach its cold path, which knows them; and usable_of (count_glibc.c)
+ * reads their size right. The one formula, both ways: */
+static inline void hl_own_header(void *p, size_t usable) { ((size_t *)p)[-1] = (usable + 16) | 2; }
+static inline size_t hl_own_usable(const void *p) { return (((const size_t *)p)[-1] & ~(size_t)7) - 16; }
+
 /* boot.c */
 void hl_boot(void);
 int  hl_pool_owns(const void *p);
-size_t hl_pool_size(const void *p);
 void *hl_pool_realloc(void *p, size_t n);
 void hl_set_mode_off(const char *why);
 extern HL_HIDDEN void *(*hl_realloc_first)(void *, size_t); /* the realloc the program calls */
@@ -194,7 +202,6 @@ void hl_sample_begin(void);                 /* a thread's stream starts: its fir
 int hl_sampled_owns(const void *p);         /* a block of the sample arena */
 extern HL_HIDDEN uintptr_t hl_arena_lo;     /* the sample arena, for an inline hl_sampled_owns */
 extern HL_HIDDEN uint64_t hl_arena_len;
-size_t hl_sampled_usable(const void *p);
 void hl_sampled_free(void *p);              /* released: back to the arena */
 void hl_arena_release(void);                /* at thread exit: the thread's kept blocks go back */
 void hl_unplace(const void *p);             /* released: if sampled in place */
