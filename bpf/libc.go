@@ -3,7 +3,6 @@
 package bpf
 
 import (
-	"bufio"
 	"bytes"
 	"debug/elf"
 	"errors"
@@ -29,31 +28,20 @@ var libcName = regexp.MustCompile(`^libc(\.so\.[0-9]+|-[0-9.]+\.so)$`)
 // another mount namespace, through /proc/PID/map_files when the file was
 // replaced on disk since the process mapped it).
 func LibcOf(pid int) (string, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	ms, lines, err := procs.ReadMaps(procs.Root + "/" + strconv.Itoa(pid) + "/maps")
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return "", fmt.Errorf("no process with pid %d", pid)
 		}
 		return "", fmt.Errorf("reading the mappings of pid %d: %w", pid, err)
 	}
-	defer f.Close()
-	var anyMapping bool
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		anyMapping = true
-		// address perms offset dev inode pathname
-		fields := strings.SplitN(sc.Text(), " ", 6)
-		if len(fields) < 6 {
-			continue
-		}
-		path := strings.TrimLeft(fields[5], " ")
-		deleted := strings.HasSuffix(path, " (deleted)")
-		path = strings.TrimSuffix(path, " (deleted)")
+	for _, m := range ms {
+		deleted := strings.HasSuffix(m.Path, " (deleted)")
+		path := strings.TrimSuffix(m.Path, " (deleted)")
 		if !strings.HasPrefix(path, "/") || !libcName.MatchString(filepath.Base(path)) {
 			continue
 		}
-		mapFile := fmt.Sprintf("/proc/%d/map_files/%s", pid, fields[0])
+		mapFile := fmt.Sprintf("%s/%d/map_files/%s", procs.Root, pid, m.Range)
 		if deleted {
 			return mapFile, nil
 		}
@@ -61,38 +49,25 @@ func LibcOf(pid int) (string, error) {
 		// process's own path in a container (then under /proc/PID/root),
 		// ours for a chroot below our root. The one holding the mapped
 		// inode is the file; else the mapping itself.
-		ino, _ := strconv.ParseUint(fields[4], 10, 64)
 		cands := []string{path}
-		if otherRoot(pid) {
-			cands = []string{fmt.Sprintf("/proc/%d/root%s", pid, path), path}
+		if procs.OtherRoot(pid) {
+			cands = []string{procs.RootDir(pid) + path, path}
 		}
 		for _, c := range cands {
 			var st syscall.Stat_t
-			if syscall.Stat(c, &st) == nil && st.Ino == ino {
+			if syscall.Stat(c, &st) == nil && st.Ino == m.Ino {
 				return c, nil
 			}
 		}
 		return mapFile, nil
 	}
-	if err := sc.Err(); err != nil {
-		return "", fmt.Errorf("reading the mappings of pid %d: %w", pid, err)
-	}
 	if err := alive(pid); err != nil {
 		return "", err
 	}
-	if !anyMapping {
+	if lines == 0 {
 		return "", fmt.Errorf("pid %d has no memory mappings (a zombie or a kernel thread): nothing to trace", pid)
 	}
-	return "", fmt.Errorf("pid %d (%s) maps no C library: a statically linked program has no libc calls to probe", pid, Comm(pid))
-}
-
-// otherRoot reports whether pid's root directory is not ours (a container).
-func otherRoot(pid int) bool {
-	var a, b syscall.Stat_t
-	if syscall.Stat(fmt.Sprintf("/proc/%d/root", pid), &a) != nil || syscall.Stat("/", &b) != nil {
-		return false
-	}
-	return a.Dev != b.Dev || a.Ino != b.Ino
+	return "", fmt.Errorf("pid %d (%s) maps no C library: a statically linked program has no libc calls to probe", pid, procs.Comm(pid))
 }
 
 // alive returns an error naming the state of pid when it is gone or a zombie.
@@ -117,24 +92,6 @@ func ProcessOf(tid int) int {
 	}
 	n, _ := strconv.Atoi(v)
 	return n
-}
-
-// Comm returns the command name of pid, or "?".
-func Comm(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if err != nil {
-		return "?"
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// Cmdline returns the command line of pid, arguments joined by spaces.
-func Cmdline(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || len(b) == 0 {
-		return Comm(pid)
-	}
-	return strings.Join(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), " ")
 }
 
 // ErrCannotRun is in LibcFor's error when execve itself would refuse the

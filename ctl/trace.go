@@ -24,6 +24,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/traceprof"
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // traceCommand counts a process's heap with eBPF uprobes on its libc: the
@@ -154,7 +155,7 @@ func (o *traceOpts) attach(pid int, libc string) (*bpf.Tracer, error) {
 
 // traceRoot is where pid's files are seen from here.
 func traceRoot(pid int) string {
-	root := fmt.Sprintf("/proc/%d/root", pid)
+	root := procs.RootDir(pid)
 	if p, err := os.Readlink(root); err == nil && p == "/" {
 		return ""
 	}
@@ -211,7 +212,7 @@ func tracePID(ctx context.Context, e *env, o traceOpts) error {
 	}
 	defer tr.Close()
 	e.log.Debug("attached", zap.Int("pid", o.pid), zap.String("libc", libc), zap.String("mode", string(tr.Mode)), zap.Strings("aliases", tr.Aliases))
-	t := &tracing{e: e, o: o, tr: tr, pid: o.pid, command: bpf.Cmdline(o.pid), start: tr.Attached}
+	t := &tracing{e: e, o: o, tr: tr, pid: o.pid, command: procs.Cmdline(o.pid), start: tr.Attached}
 	if o.attached != nil {
 		o.attached(o.pid)
 	}

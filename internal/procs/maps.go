@@ -11,7 +11,8 @@ import (
 // Mapping is one line of a maps file that maps a file.
 type Mapping struct {
 	Dev, Ino uint64
-	Path     string // "" when the line names none
+	Path     string // "" when the line names none; a file since removed ends in " (deleted)"
+	Range    string // start-end: the mapping's name in /proc/PID/map_files (mapRange)
 }
 
 // Maps returns the files process pid maps: from its maps, or from another
@@ -55,7 +56,7 @@ func ReadMaps(file string) (ms []Mapping, lines int, err error) {
 		if err != nil || ino == 0 {
 			continue // anonymous
 		}
-		m := Mapping{Ino: ino}
+		m := Mapping{Ino: ino, Range: mapRange(fields[0])}
 		major, minor, ok := strings.Cut(fields[3], ":")
 		ma, err1 := strconv.ParseUint(major, 16, 32)
 		mi, err2 := strconv.ParseUint(minor, 16, 32)
@@ -128,4 +129,17 @@ func (m *MappedFiles) By(ino uint64, path string) int {
 		return p
 	}
 	return m.byPath[path]
+}
+
+// mapRange is the name map_files gives the mapping that maps shows at
+// addrs: the same two numbers in hex, but without maps' padding to 8
+// digits (maps' "00400000-00553000" is map_files' "400000-553000").
+func mapRange(addrs string) string {
+	lo, hi, ok := strings.Cut(addrs, "-")
+	a, err1 := strconv.ParseUint(lo, 16, 64)
+	b, err2 := strconv.ParseUint(hi, 16, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return addrs
+	}
+	return strconv.FormatUint(a, 16) + "-" + strconv.FormatUint(b, 16)
 }

@@ -142,3 +142,35 @@ func State(pid int) (byte, error) {
 	}
 	return f[0][0], nil
 }
+
+// Comm returns the command name of pid, or "?".
+func Comm(pid int) string {
+	b, err := os.ReadFile(Root + "/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Cmdline returns the command line of pid, arguments joined by spaces; its
+// Comm when there is none (a zombie, a kernel thread).
+func Cmdline(pid int) string {
+	b, err := os.ReadFile(Root + "/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || len(b) == 0 {
+		return Comm(pid)
+	}
+	return strings.Join(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), " ")
+}
+
+// RootDir is pid's root directory as seen from here: the files of another
+// mount namespace (a container's) are under it.
+func RootDir(pid int) string { return Root + "/" + strconv.Itoa(pid) + "/root" }
+
+// OtherRoot reports whether pid's root directory is not ours (a container).
+func OtherRoot(pid int) bool {
+	var a, b unix.Stat_t
+	if unix.Stat(RootDir(pid), &a) != nil || unix.Stat("/", &b) != nil {
+		return false
+	}
+	return a.Dev != b.Dev || a.Ino != b.Ino
+}

@@ -1,8 +1,10 @@
 package procs
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -143,5 +145,30 @@ func TestAlive(t *testing.T) {
 	}
 	if !Alive(me, start, 0, true) || Alive(me, start+1, 0, true) || !Alive(me, start+1, 0, false) {
 		t.Error("Alive of this process: its start time not compared only where /proc is ours")
+	}
+}
+
+// TestSelfNames: this process's command name and line, its root (ours),
+// and the Range of its mappings, as /proc/PID/map_files names them.
+func TestSelfNames(t *testing.T) {
+	me := os.Getpid()
+	if got, want := Cmdline(me), strings.Join(os.Args, " "); got != want {
+		t.Errorf("Cmdline = %q, want %q", got, want)
+	}
+	if got := Comm(me); got == "?" || !strings.HasPrefix(filepath.Base(os.Args[0]), got) {
+		t.Errorf("Comm = %q, want a prefix of %q", got, filepath.Base(os.Args[0]))
+	}
+	if Comm(1<<30) != "?" || Cmdline(1<<30) != "?" {
+		t.Error("no such process: want ?")
+	}
+	if OtherRoot(me) {
+		t.Error("our own root taken as another's")
+	}
+	ms, _, err := ReadMaps(Root + "/self/maps")
+	if err != nil || len(ms) == 0 {
+		t.Fatalf("ReadMaps: %d mappings, %v", len(ms), err)
+	}
+	if _, err := os.Readlink(Root + "/self/map_files/" + ms[0].Range); err != nil && !errors.Is(err, os.ErrPermission) {
+		t.Errorf("map_files/%s: %v", ms[0].Range, err)
 	}
 }
