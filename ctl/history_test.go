@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -209,9 +208,7 @@ func TestHistoryFlags(t *testing.T) {
 // checkout it runs in: the branch, or on a detached tag checkout (what CI
 // does for a tag push) the tag.
 func TestHistoryAddGitDefaults(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("needs git")
-	}
+	testkit.NeedTool(t, "git", "the clone needed it")
 	repo := t.TempDir()
 	gitRun := func(args ...string) string { t.Helper(); return testkit.Git(t, repo, args...) }
 	gitRun("init", "-q", "-b", "main")
@@ -297,9 +294,7 @@ func TestPickCommit(t *testing.T) {
 // description is resolved by git in the checkout; a short one git cannot
 // resolve is refused.
 func TestHistoryAddFullCommit(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("needs git")
-	}
+	testkit.NeedTool(t, "git", "the clone needed it")
 	repo := t.TempDir()
 	testkit.Git(t, repo, "init", "-q", "-b", "main")
 	testkit.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "one")

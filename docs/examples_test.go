@@ -22,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 var exampleBlock = regexp.MustCompile("(?m)^<!-- example: ([a-z0-9-]+) -->\n```[a-z]*\n((?s:.*?))```")
@@ -242,7 +244,7 @@ var examples = map[string]func(e *ex) string{
 func TestExamples(t *testing.T) {
 	r := root(t)
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("no /usr/bin/python3, which the examples run")
+		testkit.Unavailable(t, "no /usr/bin/python3, which the examples run (make deps installs it)")
 	}
 	found := map[string]bool{}
 	for page, text := range pages(t) {

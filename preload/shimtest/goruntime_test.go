@@ -83,10 +83,7 @@ func TestFaultsAsWithout(t *testing.T) {
 // container tools do). While the shim started its Go runtime, every
 // profiled process had threads, and that call failed with EINVAL.
 func TestUnshareUser(t *testing.T) {
-	bin, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Skip("no unshare(1) on this machine (util-linux)")
-	}
+	bin := testkit.NeedTool(t, "unshare", "util-linux")
 	if out, err := exec.Command(bin, "-U", "true").CombinedOutput(); err != nil {
 		t.Skipf("this machine refuses user namespaces even without the shim: %v: %s", err, out)
 	}

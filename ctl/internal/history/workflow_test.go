@@ -100,10 +100,7 @@ func TestWorkflowsUseScripts(t *testing.T) {
 }
 
 func TestScriptsShellcheck(t *testing.T) {
-	sc := shellcheckPath(t)
-	if sc == "" {
-		t.Skip("shellcheck not installed")
-	}
+	sc := testkit.NeedTool(t, "shellcheck", "make deps installs it")
 	root := repoRoot(t)
 	// Every script of bench/, not only the ones CI runs: docs quote them all.
 	scripts, _ := filepath.Glob(filepath.Join(root, "bench", "*.sh"))

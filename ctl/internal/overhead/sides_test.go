@@ -144,7 +144,7 @@ func TestRusageInterrupted(t *testing.T) {
 // (TestMeasureTrue).
 func TestMissingSummaryWarning(t *testing.T) {
 	if _, err := os.Stat("/sbin/ldconfig"); err != nil {
-		t.Skip("needs /sbin/ldconfig, static on Debian")
+		testkit.Unavailable(t, "needs /sbin/ldconfig, static on Debian: %v", err)
 	}
 	lib := testkit.Shim(t)
 	job := plan(t, Spec{Scenario: "static", Argv: []string{"sh", "-c", "exec /sbin/ldconfig -p"}, Lib: lib})

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 func TestEnv(t *testing.T) {
@@ -64,7 +66,7 @@ func findLib(t *testing.T, name string) string {
 			return p
 		}
 	}
-	t.Skipf("no %s in the usual places", name)
+	testkit.Unavailable(t, "no %s in the usual places", name)
 	return ""
 }
 

@@ -3,7 +3,6 @@ package git
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -13,9 +12,7 @@ import (
 func isFull(s string) bool { return len(s) == 40 }
 
 func TestGit(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("needs git")
-	}
+	testkit.NeedTool(t, "git", "the clone needed it")
 	ctx := context.Background()
 	repo := t.TempDir()
 	testkit.Git(t, repo, "init", "-q", "-b", "main")
