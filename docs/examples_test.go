@@ -2,8 +2,8 @@ package docs
 
 // The examples of real output on the pages are checked as benchstat checks
 // its doc examples: each block marked <!-- example: ID --> is the output
-// of a command this test runs again, with the real bin/heapctl, bin/libheap.so
-// and python3. The output must have the example's shape: the same lines,
+// of a command this test runs again, with the real heapctl and libheap.so
+// (built by the Makefile) and python3. The output must have the example's shape: the same lines,
 // the same labels and columns, with the numbers (pids, sizes, counts, times,
 // rates) masked, since they vary from run to run. Lines of the block that
 // start with "$ " are the commands shown, not output.
@@ -44,26 +44,15 @@ func shape(line string) string {
 	return strings.TrimSpace(spaces.ReplaceAllString(line, " "))
 }
 
-// root builds the project (make is a no-op when bin/ is current) and
-// returns its directory.
-func root(t *testing.T) string {
-	t.Helper()
-	r, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("make", "-s", "-C", r, "all").CombinedOutput(); err != nil {
-		t.Fatalf("make: %v\n%s", err, out)
-	}
-	return r
-}
-
-// ex runs the examples' commands in one scratch directory, with bin/ first
-// on PATH and LIBHEAP set, as the tutorial's readers have them.
+// ex runs the examples' commands in one scratch directory, with heapctl's
+// directory first on PATH and LIBHEAP set, as the tutorial's readers have
+// them: heapctl and libheap.so as the Makefile builds them (testkit, never
+// into bin/, which a make beside the test would swap under it).
 type ex struct {
 	t   *testing.T
 	dir string
-	bin string
+	bin string // heapctl's directory
+	lib string // libheap.so
 }
 
 func (e *ex) cmd(env []string, name string, args ...string) *exec.Cmd {
@@ -72,7 +61,7 @@ func (e *ex) cmd(env []string, name string, args ...string) *exec.Cmd {
 	}
 	c := exec.Command(name, args...)
 	c.Dir = e.dir
-	c.Env = append(append(os.Environ(), "PATH="+e.bin+":"+os.Getenv("PATH"), "LIBHEAP="+filepath.Join(e.bin, "libheap.so")), env...)
+	c.Env = append(append(os.Environ(), "PATH="+e.bin+":"+os.Getenv("PATH"), "LIBHEAP="+e.lib, "HEAPLINE_LIB="+e.lib), env...)
 	return c
 }
 
@@ -108,7 +97,7 @@ func (e *ex) write(name, page, lang string, nth int) {
 // pid once its region is there.
 func (e *ex) live() (int, func() string) {
 	e.t.Helper()
-	c := e.cmd([]string{"LD_PRELOAD=" + filepath.Join(e.bin, "libheap.so")}, "/usr/bin/python3", "grow.py")
+	c := e.cmd([]string{"LD_PRELOAD=" + e.lib}, "/usr/bin/python3", "grow.py")
 	var stderr strings.Builder
 	c.Stderr = &stderr
 	if err := c.Start(); err != nil {
@@ -149,7 +138,7 @@ var examples = map[string]func(e *ex) string{
 	},
 	"readme-words": func(e *ex) string {
 		e.write("words.py", "tutorial.md", "python", 0)
-		return e.run([]string{"LD_PRELOAD=" + filepath.Join(e.bin, "libheap.so"), "HEAPLINE_PYMALLOC=1"}, "/usr/bin/python3", "words.py")
+		return e.run([]string{"LD_PRELOAD=" + e.lib, "HEAPLINE_PYMALLOC=1"}, "/usr/bin/python3", "words.py")
 	},
 	"watching-plain": func(e *ex) string {
 		e.write("grow.py", "watching.md", "python", 0)
@@ -242,7 +231,7 @@ var examples = map[string]func(e *ex) string{
 }
 
 func TestExamples(t *testing.T) {
-	r := root(t)
+	heapctl, lib := testkit.Heapctl(t), testkit.Shim(t)
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		testkit.Unavailable(t, "no /usr/bin/python3, which the examples run (make deps installs it)")
 	}
@@ -258,7 +247,7 @@ func TestExamples(t *testing.T) {
 				}
 				dir := t.TempDir()
 				// the pages' own files are read from docs/, where this runs.
-				e := &ex{t: t, dir: dir, bin: filepath.Join(r, "bin")}
+				e := &ex{t: t, dir: dir, bin: filepath.Dir(heapctl), lib: lib}
 				got := strings.Split(strings.TrimRight(fn(e), "\n"), "\n")
 				var want []string
 				for _, l := range strings.Split(strings.TrimRight(block, "\n"), "\n") {

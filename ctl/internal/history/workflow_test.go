@@ -15,19 +15,6 @@ import (
 	"github.com/rhysd/actionlint"
 )
 
-// repoRoot is the project's top directory, from this package's.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("project root not found from %s: %v", root, err)
-	}
-	return root
-}
-
 // shellcheckPath is shellcheck when installed (make deps installs it). In
 // CI a missing shellcheck fails the test: a skipped lint is a silent pass.
 func shellcheckPath(t *testing.T) string {
@@ -45,7 +32,7 @@ func shellcheckPath(t *testing.T) string {
 // TestWorkflowsLint runs actionlint, as a library, over both workflows,
 // with shellcheck on their run steps when it is installed.
 func TestWorkflowsLint(t *testing.T) {
-	root := repoRoot(t)
+	root := testkit.Root()
 	var out bytes.Buffer
 	l, err := actionlint.NewLinter(&out, &actionlint.LinterOptions{
 		Shellcheck: shellcheckPath(t),
@@ -71,7 +58,7 @@ func TestWorkflowsLint(t *testing.T) {
 // TestWorkflowsUseScripts keeps the workflow logic in scripts that run the
 // same by hand: the overhead workflow calls them and every script exists.
 func TestWorkflowsUseScripts(t *testing.T) {
-	root := repoRoot(t)
+	root := testkit.Root()
 	wf, err := os.ReadFile(filepath.Join(root, ".github", "workflows", "overhead.yml"))
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +88,7 @@ func TestWorkflowsUseScripts(t *testing.T) {
 
 func TestScriptsShellcheck(t *testing.T) {
 	sc := testkit.NeedTool(t, "shellcheck", "make deps installs it")
-	root := repoRoot(t)
+	root := testkit.Root()
 	// Every script of bench/, not only the ones CI runs: docs quote them all.
 	scripts, _ := filepath.Glob(filepath.Join(root, "bench", "*.sh"))
 	floor, _ := filepath.Glob(filepath.Join(root, "bench", "floor", "*.sh"))
@@ -132,7 +119,7 @@ func heapctl(t *testing.T) string {
 		}
 		heapctlBin = filepath.Join(heapctlDir, "heapctl")
 		cmd := exec.Command("go", "build", "-o", heapctlBin, "./ctl")
-		cmd.Dir = repoRoot(t)
+		cmd.Dir = testkit.Root()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			heapctlErr = fmt.Errorf("building heapctl: %v\n%s", err, out)
 		}
@@ -178,7 +165,7 @@ func resultFile(t *testing.T, path, commit, measure string, overheads map[string
 func TestPublishConcurrent(t *testing.T) {
 	needTools(t, "git", "bash")
 	bin := heapctl(t)
-	script := filepath.Join(repoRoot(t), "bench", "history-publish.sh")
+	script := filepath.Join(testkit.Root(), "bench", "history-publish.sh")
 	dir := t.TempDir()
 	remote := filepath.Join(dir, "remote.git")
 	testkit.Git(t, dir, "init", "-q", "--bare", "-b", "main", remote)
@@ -267,7 +254,7 @@ func TestPublishConcurrent(t *testing.T) {
 func TestPublishLocalRegression(t *testing.T) {
 	needTools(t, "bash")
 	bin := heapctl(t)
-	script := filepath.Join(repoRoot(t), "bench", "history-publish.sh")
+	script := filepath.Join(testkit.Root(), "bench", "history-publish.sh")
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
 	publish := func(commit string, o4 float64) ([]byte, error) {
@@ -318,7 +305,7 @@ func TestCIPipelineScript(t *testing.T) {
 	resultFile(t, timed, "unknown", MeasureTime, map[string]float64{"churn-1t": 0.12, "churn-4t": 0.18})
 	resultFile(t, instr, "unknown", MeasureInstructions, map[string]float64{"churn-1t": 0.09})
 	keep := filepath.Join(dir, "keep")
-	cmd := exec.Command("bash", filepath.Join(repoRoot(t), "bench", "ci-pipeline.sh"))
+	cmd := exec.Command("bash", filepath.Join(testkit.Root(), "bench", "ci-pipeline.sh"))
 	cmd.Env = append(os.Environ(), "HEAPCTL="+bin, "HISTORY_CI_RESULTS="+timed+" "+instr, "HISTORY_CI_KEEP="+keep)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("ci-pipeline: ok: 2 scenarios, page and charts verified")) {
