@@ -114,16 +114,11 @@ func runAllocators(c *cli.Context, e *env) error {
 	}
 	var lib string
 	if opts.CountRuns > 0 {
+		// As overhead finds its --lib (overheadLibs), said for the count runs.
 		flag := projectLib(c.String("shim"), layout)
-		switch {
-		case flag != "":
-			lib, err = shim.Check(flag, "--shim")
-		case os.Getenv("HEAPLINE_LIB") != "":
-			lib, err = shim.Check(os.Getenv("HEAPLINE_LIB"), "HEAPLINE_LIB")
-		default:
-			if lib, err = shim.Path("", "--shim"); err != nil {
-				err = fmt.Errorf("the count runs need %s, found neither beside heapctl nor in %s: build it with make, name it with --shim or HEAPLINE_LIB, or measure without counts with --count-runs 0", shim.LibName, layout.Bin)
-			}
+		lib, err = shim.Path(flag, "--shim")
+		if err != nil && flag == "" && os.Getenv("HEAPLINE_LIB") == "" {
+			err = fmt.Errorf("the count runs need %s, found neither beside heapctl nor in %s: build it with make, name it with --shim or HEAPLINE_LIB, or measure without counts with --count-runs 0", shim.LibName, layout.Bin)
 		}
 		if err != nil {
 			return err

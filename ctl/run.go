@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/report"
@@ -160,11 +160,9 @@ func summaryMode(e *env, all bool) launch.SummaryMode {
 // cc1, a shell script) whose child does the work.
 func printRunSummary(e *env, o runOptions, tree []report.Summary, lines []string) error {
 	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
 	if o.json {
 		for _, s := range tree {
-			if err := enc.Encode(s); err != nil {
+			if err := clikit.WriteJSON(&b, s); err != nil {
 				return err
 			}
 		}
@@ -175,7 +173,7 @@ func printRunSummary(e *env, o runOptions, tree []report.Summary, lines []string
 	}
 	switch {
 	case o.output != "":
-		return os.WriteFile(o.output, b.Bytes(), 0o644)
+		return outfile.WriteFile(o.output, b.Bytes())
 	case o.json:
 		_, err := e.stdout.Write(b.Bytes())
 		return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -480,15 +479,10 @@ func (t *tracing) print(s report.Summary) error {
 // the blocks whose chunk header the probes could not read, which count 0
 // bytes (always 0 for the shim, which reads headers in the process).
 func traceJSON(w io.Writer, s report.Summary, readErrors uint64) error {
-	b, err := json.Marshal(struct {
+	return clikit.WriteJSON(w, struct {
 		report.Summary
 		ReadErrors uint64 `json:"read_errors"`
 	}{s, readErrors})
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
 }
 
 func traceOrReader(r io.Reader, def *os.File) io.Reader {

@@ -13,14 +13,24 @@ import (
 // stays whole until then. Its errors never name the temporary file (see
 // Pathless); the caller names path as the user gave it.
 type File struct {
-	path string
-	tmp  *os.File
-	done bool
+	path   string
+	tmp    *os.File
+	done   bool
+	direct bool // tmp is path itself: not a regular file (see Create)
 }
 
 // Create makes the temporary file beside path at once, so that a path that
-// cannot be written fails before any work is done.
+// cannot be written fails before any work is done. A path that exists and
+// is not a regular file (/dev/stdout, a fifo, a link to one) is written in
+// place: a rename would put a file where the device or the link was.
 func Create(path string) (*File, error) {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			return nil, Pathless(err)
+		}
+		return &File{path: path, tmp: f, direct: true}, nil
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return nil, Pathless(err)
@@ -37,6 +47,10 @@ func (f *File) Write(p []byte) (int, error) {
 // Commit puts the file in place (mode 0644). On failure nothing is left
 // but what was at path before.
 func (f *File) Commit() error {
+	if f.direct {
+		f.done = true
+		return Pathless(f.tmp.Close())
+	}
 	err := f.tmp.Chmod(0o644)
 	if cerr := f.tmp.Close(); err == nil {
 		err = cerr
@@ -58,7 +72,9 @@ func (f *File) Abort() {
 	}
 	f.done = true
 	f.tmp.Close()
-	os.Remove(f.tmp.Name())
+	if !f.direct {
+		os.Remove(f.tmp.Name())
+	}
 }
 
 // WriteFile replaces path with data in one rename.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -79,5 +80,36 @@ func TestWriteFile(t *testing.T) {
 	}
 	if err := WriteFile(filepath.Join(dir, "no", "x"), nil); err == nil || strings.Contains(err.Error(), dir) {
 		t.Errorf("error for a missing directory: %v, want one without the temporary path", err)
+	}
+}
+
+// A path that is not a regular file (a link to a fifo, /dev/stdout's
+// kind) is written in place: the link stays a link, the fifo gets the
+// bytes, and no temporary file is left beside them.
+func TestWriteFileNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo, link := filepath.Join(dir, "fifo"), filepath.Join(dir, "out")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(fifo, link); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo)
+		got <- string(b)
+	}()
+	if err := WriteFile(link, []byte("summary\n")); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-got; s != "summary\n" {
+		t.Errorf("the fifo read %q", s)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v, %v", st.Mode(), err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("files beside them: %v", ents)
 	}
 }
