@@ -2,7 +2,10 @@
 # measure.sh: the one measuring helper of bench/, sourced by its scripts
 # (from the project root). Timed figures come from `heapctl overhead`
 # (interleaved runs, medians, bootstrap intervals: docs/methodology.md);
-# instruction counts from callgrind. No script takes medians of its own.
+# instruction counts from callgrind. Two scripts time runs of their own,
+# for what heapctl overhead cannot do: cold.sh drops the page cache before
+# each run (hyperfine's --prepare), and allocators.sh times each allocator
+# without heapctl, to cross-check heapctl allocators.
 #
 # measure OUT ARG...: `heapctl overhead ARG...` ($HEAPCTL, default
 #   bin/heapctl), its markdown table on stdout; with OUT (not ""), also its
