@@ -721,7 +721,7 @@ func TestTraceUnprivileged(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o777)
-	bin := buildHeapctl(t, dir)
+	bin := testkit.Heapctl(t)
 	marker := filepath.Join(dir, "started")
 	for _, args := range [][]string{
 		{"trace", "--pid", strconv.Itoa(os.Getpid())},
@@ -778,8 +778,7 @@ func TestTraceInPIDNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal("unshare(1) is missing (util-linux)")
 	}
-	dir := t.TempDir()
-	bin := buildHeapctl(t, dir)
+	bin := testkit.Heapctl(t)
 	prog := traceKnown(t)
 	run := func(mode string) (report.Summary, string) {
 		cmd := exec.Command(unshare, "-pf", "--mount-proc", bin, "trace", "--json", "--", prog, mode)
@@ -913,15 +912,4 @@ func TestTraceRunpath(t *testing.T) {
 			traceKnownCheck(t, got, base, stderr)
 		})
 	}
-}
-
-// buildHeapctl builds this heapctl into dir, for a test that must run it as
-// a process of its own (as another user, in another namespace).
-func buildHeapctl(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "heapctl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building heapctl: %v\n%s", err, out)
-	}
-	return bin
 }

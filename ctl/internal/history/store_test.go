@@ -27,11 +27,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	code := m.Run()
-	if heapctlDir != "" {
-		os.RemoveAll(heapctlDir)
-	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // batch is writer n's points: one commit, `scenarios` scenarios, each with

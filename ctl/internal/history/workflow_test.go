@@ -102,33 +102,9 @@ func TestScriptsShellcheck(t *testing.T) {
 	}
 }
 
-var (
-	heapctlOnce sync.Once
-	heapctlBin  string
-	heapctlErr  error
-	heapctlDir  string // removed by TestMain
-)
-
-// heapctl builds the real heapctl once for the script tests.
-func heapctl(t *testing.T) string {
-	t.Helper()
-	heapctlOnce.Do(func() {
-		heapctlDir, heapctlErr = os.MkdirTemp("", "history-heapctl-")
-		if heapctlErr != nil {
-			return
-		}
-		heapctlBin = filepath.Join(heapctlDir, "heapctl")
-		cmd := exec.Command("go", "build", "-o", heapctlBin, "./ctl")
-		cmd.Dir = testkit.Root()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			heapctlErr = fmt.Errorf("building heapctl: %v\n%s", err, out)
-		}
-	})
-	if heapctlErr != nil {
-		t.Fatal(heapctlErr)
-	}
-	return heapctlBin
-}
+// heapctl is the real heapctl for the script tests, as the Makefile
+// builds it.
+func heapctl(t *testing.T) string { return testkit.Heapctl(t) }
 
 func needTools(t *testing.T, tools ...string) {
 	t.Helper()
