@@ -1,11 +1,9 @@
 package testkit
 
 import (
-	"bytes"
 	"encoding/xml"
 	"image"
 	"image/png"
-	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -116,20 +114,12 @@ var (
 // ones (the y axis label) in a <g transform="rotate(90)">.
 func chartBoxes(t testing.TB, svg []byte) ([]Box, float64, float64) {
 	t.Helper()
-	d := xml.NewDecoder(bytes.NewReader(svg))
 	var boxes []Box
 	var w, h float64
 	var rotated []bool // per open <g>
 	var cur *Box
 	var x, y, size float64
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG is not XML: %v", err)
-		}
+	svgTokens(t, svg, func(tok xml.Token) {
 		switch v := tok.(type) {
 		case xml.StartElement:
 			attr := map[string]string{}
@@ -156,7 +146,7 @@ func chartBoxes(t testing.TB, svg []byte) ([]Box, float64, float64) {
 			}
 		case xml.CharData:
 			if cur == nil || strings.TrimSpace(string(v)) == "" {
-				continue
+				return
 			}
 			st := text.Style{Font: font.From(plot.DefaultFont, vg.Length(size)), Handler: plot.DefaultTextHandler}
 			width := float64(st.Width(string(v)))
@@ -177,7 +167,7 @@ func chartBoxes(t testing.TB, svg []byte) ([]Box, float64, float64) {
 				cur = nil
 			}
 		}
-	}
+	})
 	if w == 0 || h == 0 {
 		t.Fatal("SVG has no viewBox 0 0 W H")
 	}

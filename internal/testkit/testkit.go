@@ -52,6 +52,23 @@ func Git(t testing.TB, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// svgTokens hands fn each token of the XML in b, failing the test where
+// it is not XML: the one walk of SVGTextsAt and chartBoxes.
+func svgTokens(t testing.TB, b []byte, fn func(xml.Token)) {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("SVG is not XML: %v", err)
+		}
+		fn(tok)
+	}
+}
+
 // SVGTexts parses b as XML whose root is <svg> (failing the test if it is
 // not) and returns the character data of its <text> elements.
 func SVGTexts(t testing.TB, b []byte) []string {
@@ -74,18 +91,10 @@ type SVGText struct {
 // SVGTextsAt is SVGTexts with each text's position.
 func SVGTextsAt(t testing.TB, b []byte) []SVGText {
 	t.Helper()
-	d := xml.NewDecoder(bytes.NewReader(b))
 	var texts []SVGText
 	var cur *SVGText
 	root := ""
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG is not XML: %v", err)
-		}
+	svgTokens(t, b, func(tok xml.Token) {
 		switch v := tok.(type) {
 		case xml.StartElement:
 			if root == "" {
@@ -119,7 +128,7 @@ func SVGTextsAt(t testing.TB, b []byte) []SVGText {
 		case xml.EndElement:
 			cur = nil
 		}
-	}
+	})
 	if root != "svg" {
 		t.Fatalf("root element %q, want svg", root)
 	}
