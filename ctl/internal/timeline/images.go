@@ -12,6 +12,7 @@ type Images struct {
 	origin  uint64 // CLOCK_MONOTONIC ns when the first image started counting
 	start   uint64 // the same for the current image
 	lastRaw float64
+	last    float64 // the last point's TimeS
 	command string
 	started bool
 }
@@ -43,6 +44,11 @@ func (im *Images) Point(s report.Summary, startNS, nowNS uint64) Sample {
 	}
 	im.command, im.lastRaw = s.Command, s.ElapsedS
 	p.TimeS = float64(im.start-im.origin)/1e9 + s.ElapsedS
+	// The exit summary's time is the shim's clock at exit; a sample read
+	// just after (before the exit flag was stored) took the reader's, a
+	// hair later. Within that slack the axis does not run backwards.
+	p.TimeS = max(p.TimeS, im.last)
+	im.last = p.TimeS
 	return p
 }
 

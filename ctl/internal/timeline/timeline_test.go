@@ -150,6 +150,10 @@ func TestImages(t *testing.T) {
 		{at("python3 x.py", 0.5, 100*s+3*s/10, 0), 0.8, ""},
 		// The exit summary of the same image: no start, same command.
 		{at("python3 x.py", 0.9, 0, 101*s+2*s/10), 1.2, ""},
+		// A sample read a hair after the exit, then the exit summary
+		// (rounded to microseconds): the axis stays where it was.
+		{at("python3 x.py", 0.9000004, 100*s+3*s/10, 0), 1.2000004, ""},
+		{at("python3 x.py", 0.9, 0, 101*s+2*s/10), 1.2000004, ""},
 	} {
 		if math.Abs(c.got.TimeS-c.time) > 1e-9 || c.got.Exec != c.exec {
 			t.Errorf("sample %+v, want time %v, exec %q", c.got, c.time, c.exec)
