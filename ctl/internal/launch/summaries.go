@@ -14,6 +14,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // Output is the HEAPLINE_OUTPUT under which every image of a command tree
@@ -37,7 +38,7 @@ func PerProcess(dir, stem, ext string) string {
 // PerProcessPath is the file PerProcess names for pid, a process of our
 // own pid namespace.
 func PerProcessPath(dir, stem, ext string, pid int) string {
-	return filepath.Join(dir, fmt.Sprintf("%s.%d.%d%s", stem, regions.OwnPidNS(), pid, ext))
+	return filepath.Join(dir, fmt.Sprintf("%s.%d.%d%s", stem, procs.OwnPidNS(), pid, ext))
 }
 
 // oldSummaryPath is where a shim from before %n puts the summary under

@@ -37,7 +37,6 @@ func ReadFile(path string, pid int, withProfile bool) (File, error) {
 	h, s, err := readFile(&f, path, pid, withProfile)
 	f.StartNS, f.StartTicks, f.TimeNS, f.PidNS = h.startNS, h.startTicks, h.timeNS, h.pidNS
 	if err != nil {
-		f.Profile = nil
 		return f, fmt.Errorf("%s: %w", path, err)
 	}
 	f.Summary = s

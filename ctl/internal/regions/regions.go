@@ -132,7 +132,7 @@ func InspectProfile(pid int) (Entry, region.Profile) {
 	if e.Err == nil && e.prof != nil {
 		p = *e.prof
 		if !e.Stale && e.Proc > 0 {
-			p.Root = procs.Root + "/" + strconv.Itoa(e.Proc) + "/root"
+			p.Root = procs.RootDir(e.Proc)
 		}
 	}
 	e.prof = nil
@@ -393,7 +393,3 @@ func Remove(ent Entry) error {
 	}
 	return nil
 }
-
-// OwnPidNS is the inode of our pid namespace, what the shim's %n expands
-// to in a child of ours; 0 when /proc cannot say.
-func OwnPidNS() uint64 { return procs.OwnPidNS() }
