@@ -246,10 +246,10 @@ static void boot(void)
     int saved = errno;
     hl_stderr_note();
     resolve(); /* the booting thread's own calls keep getting the pool until the region is made */
-    hl_find_object_resolve();
     hl_fork_resolve();
     hl_mapped_resolve();
     hl_config_read();
+    hl_find_object_resolve();
     *(void **)&hl_realloc_first = hl_first_definition("realloc");
     const char *by = find_bypasser();
     hl_py_resolve(); /* the region's size depends on it */
