@@ -112,3 +112,26 @@ func matchLibunwind(t *testing.T, so, mode string) {
 		}
 	}
 }
+
+// Objects dlopen'd after the shim booted, each called after the one
+// before it was dlclose'd: each one's sampled block is in the profile
+// under its function and main, the walk having gone through the plugin's
+// frame, with _dl_find_object and with the table from dl_iterate_phdr
+// (refilled when the loader's counts moved, and after dlclose).
+func TestUnwindDlopened(t *testing.T) {
+	prog := compile(t, "dlopens.c", "-ldl")
+	src := filepath.Join("testdata", "plugin.c")
+	a := testkit.CC(t, "", src, "-O2", "-shared", "-fPIC", "-DFN=plugin_a")
+	b := testkit.CC(t, "", src, "-O2", "-shared", "-fPIC", "-DFN=plugin_b")
+	for _, mode := range []string{"auto", "phdr"} {
+		p := sampledProfile(t, []string{"HEAPLINE_FIND_OBJECT=" + mode}, prog, a, "plugin_a", b, "plugin_b")
+		for _, fn := range []string{"plugin_a", "plugin_b"} {
+			if _, under := allocSpace(p, fn); under < 8<<20 || under > 8<<20+1<<20 {
+				t.Errorf("%s: alloc_space under %s %d, want its 8 MiB block", mode, fn, under)
+			}
+		}
+		if _, inMain := allocSpace(p, "main"); inMain < 16<<20 {
+			t.Errorf("%s: alloc_space under main %d, want both blocks' 16 MiB: a walk stopped in a plugin", mode, inMain)
+		}
+	}
+}
