@@ -78,8 +78,9 @@ func vwTitle(t *testing.T, page string) string {
 }
 
 // vwSites writes the exit profile (and the one at the peak) of
-// testdata/sites.c, run to its end, and returns its path.
-func vwSites(t *testing.T) string {
+// testdata/sites.c, run to its end, and returns its path and the share
+// of the three small sites' bytes each allocated (their truth).
+func vwSites(t *testing.T) (string, map[string]float64) {
 	t.Helper()
 	t.Setenv("HEAPLINE_SAMPLE", "512k")
 	lib := testkit.Shim(t)
@@ -87,17 +88,27 @@ func vwSites(t *testing.T) string {
 	file := filepath.Join(t.TempDir(), "sites.pb.gz")
 	cmd := exec.Command(testkit.Heapctl(t), "run", "--lib", lib, "--profile", file, "--", bin)
 	cmd.Stdin = strings.NewReader("\n\n") // past its two pauses
-	if out, err := cmd.CombinedOutput(); err != nil {
+	out, err := cmd.Output()
+	if err != nil {
 		t.Fatalf("heapctl run: %v\n%s", err, out)
 	}
-	return file
+	f := strings.Fields(strings.SplitN(string(out), "\n", 2)[0])
+	if len(f) != 6 || f[0] != "TRUTH" {
+		t.Fatalf("sites said %q", out)
+	}
+	var bytes [3]float64
+	for i := range bytes {
+		bytes[i], _ = strconv.ParseFloat(f[i+1], 64)
+	}
+	all := bytes[0] + bytes[1] + bytes[2]
+	return file, map[string]float64{"site_a": bytes[0] / all, "site_b": bytes[1] / all, "site_c": bytes[2] / all}
 }
 
 // The exit profile of sites.c opens on alloc_space, and its title says
 // so; the peak profile on inuse_space; pprof's pages name the three
 // sites; pprof's Help link is heapline's page.
 func TestViewFile(t *testing.T) {
-	file := vwSites(t)
+	file, _ := vwSites(t)
 	url := vwServe(t, file)
 	page := vwGet(t, url+"/flamegraph")
 	if got := vwTitle(t, page); got != "sites alloc_space" {
@@ -196,7 +207,7 @@ func TestViewBad(t *testing.T) {
 	}
 	defer ln.Close()
 	busy := ln.Addr().String()
-	sites := vwSites(t)
+	sites, _ := vwSites(t)
 	other := filepath.Join(dir, "other.pb.gz")
 	cmd := exec.Command(testkit.Heapctl(t), "run", "--lib", testkit.Shim(t), "--profile", other, "--", "/usr/bin/python3.11", "-c", "x = bytearray(8 << 20)")
 	if out, err := cmd.CombinedOutput(); err != nil {
