@@ -43,21 +43,32 @@ func vwChromium(t *testing.T, url, shot string) string {
 	return string(run("--dump-dom"))
 }
 
-// vwBox is one box of pprof's flame graph, as the page drew it.
+// vwBox is one box of pprof's flame graph, as the page drew it. In a
+// difference the box is as wide as the bytes that came and went, and a
+// bar inside it is what grew (positive) or shrank (negative).
 type vwBox struct {
-	name       string
-	top, width float64
+	name         string
+	top, width   float64
+	grew, shrank float64
 }
 
-var vwBoxRE = regexp.MustCompile(`<div class="boxbg[^"]*" style="left: [\d.]+px; top: ([\d.]+)px; width: ([\d.]+)px;[^"]*"><div class="boxtext">([^<]*)</div>`)
+var vwBoxRE = regexp.MustCompile(`<div class="boxbg[^"]*" style="left: [\d.]+px; top: ([\d.]+)px; width: ([\d.]+)px;[^"]*">` +
+	`(?:<div class="(positive|negative)" style="[^"]*width: ([\d.]+)px;[^"]*"></div>)?<div class="boxtext">([^<]*)</div>`)
 
 func vwBoxes(t *testing.T, dom string) []vwBox {
 	t.Helper()
 	var out []vwBox
 	for _, m := range vwBoxRE.FindAllStringSubmatch(dom, -1) {
-		top, _ := strconv.ParseFloat(m[1], 64)
-		w, _ := strconv.ParseFloat(m[2], 64)
-		out = append(out, vwBox{name: m[3], top: top, width: w})
+		b := vwBox{name: m[5]}
+		b.top, _ = strconv.ParseFloat(m[1], 64)
+		b.width, _ = strconv.ParseFloat(m[2], 64)
+		bar, _ := strconv.ParseFloat(m[4], 64)
+		if m[3] == "positive" {
+			b.grew = bar
+		} else {
+			b.shrank = bar
+		}
+		out = append(out, b)
 	}
 	if len(out) == 0 {
 		t.Fatalf("no flame graph boxes in the DOM:\n%.3000s", dom)
@@ -191,4 +202,49 @@ func vwVmRSS(t *testing.T, pid int) int64 {
 	}
 	kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
 	return kb << 10
+}
+
+// The difference of the first and last profiles of growth.c's series
+// puts the leak, the stack that grew, first in top and gives it the
+// widest growth bar in the flame graph; the series' directory has its heap line on heapline's
+// page, as has the recording's CSV.
+func TestViewBrowserDiff(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", "16k")
+	lib := testkit.Shim(t)
+	bin := testkit.CC(t, "", "testdata/growth.c", "-O2", "-Wall", "-Werror")
+	dir := t.TempDir()
+	series, csv := filepath.Join(dir, "series"), filepath.Join(dir, "heap.csv")
+	if r := rgHeapctl(t, "record", "-o", csv, "--profiles", series, "--every", "500ms", "--lib", lib, "--", bin, "3"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	files, _ := filepath.Glob(filepath.Join(series, "heap-*.pb.gz"))
+	if len(files) < 3 {
+		t.Fatalf("%d profiles in %s", len(files), series)
+	}
+	url := vwServe(t, "--base", files[0], files[len(files)-1])
+	top := vwChromium(t, url+"/top", "")
+	first, at := "", len(top)
+	for _, fn := range []string{"leak_site", "cache_site", "steady_site"} {
+		if i := strings.Index(top, "<td>"+fn+"</td>"); i >= 0 && i < at {
+			first, at = fn, i
+		}
+	}
+	if first != "leak_site" {
+		t.Errorf("top of the difference begins with %q, want leak_site", first)
+	}
+	grew := map[string]float64{}
+	for _, b := range vwBoxes(t, vwChromium(t, url+"/flamegraph", "")) {
+		grew[b.name] += b.grew
+	}
+	t.Logf("growth bars in the difference's flame graph (px): %v", grew)
+	if grew["leak_site"] <= grew["cache_site"] || grew["leak_site"] <= grew["steady_site"] {
+		t.Errorf("leak_site's growth bar is not the widest of the three sites': %v", grew)
+	}
+
+	for _, args := range [][]string{{series}, {"--timeline", csv, files[0]}} {
+		page := vwChromium(t, vwServe(t, args...)+"/heapline", "")
+		if !strings.Contains(page, "<svg") || !strings.Contains(page, "<title>Heap line of ") {
+			t.Errorf("view %q: heapline's page has no heap line:\n%.2000s", args, page)
+		}
+	}
 }
