@@ -123,5 +123,11 @@ generate:
 docs:
 	$(GO) test ./ctl -run TestCLIDocCurrent -count=1 -update
 
+# docs/profiling-flamegraph.png is a real screenshot: sites.c's flame graph
+# in heapctl view, as headless Chromium draws it in TestViewBrowserFlameGraph.
+.PHONY: screenshots
+screenshots:
+	HEAPLINE_SCREENSHOT=$(CURDIR)/docs/profiling-flamegraph.png $(GO) test ./ctl -run TestViewBrowserFlameGraph -count=1
+
 clean:
 	rm -rf $(BIN)
