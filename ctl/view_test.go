@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -230,12 +231,20 @@ func TestViewBad(t *testing.T) {
 		{[]string{"--peak", sites}, "view: --peak takes a PID"},
 		{nil, "view: nothing to view"},
 	} {
-		r := rgHeapctl(t, append([]string{"view", "--no-browser"}, c.args...)...)
-		if r.err == nil || !strings.HasPrefix(r.err.Error(), c.want) {
-			t.Errorf("view %q: %v, want %q...", c.args, r.err, c.want)
+		// As a user runs it: an error on stderr and exit status 1, never a
+		// server (which the timeout would end, and fail).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, testkit.Heapctl(t), append([]string{"view", "--no-browser"}, c.args...)...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
 		}
-		if code, _ := rgStatus(r.err); r.err != nil && code == 0 {
-			t.Errorf("view %q: exit status 0", c.args)
+		if code != 1 || !strings.HasPrefix(stderr.String(), "heapctl: error: "+c.want) || stdout.Len() != 0 {
+			t.Errorf("view %q: %v, stdout %q, stderr %q; want exit status 1 and heapctl: error: %s...", c.args, err, stdout.String(), stderr.String(), c.want)
 		}
 	}
 }
