@@ -217,7 +217,7 @@ func hasSampleType(p *pprof.Profile, t string) bool {
 // no mapping): then pprof shows lines, so that they carry file and line.
 func hasPython(p *pprof.Profile) bool {
 	for _, l := range p.Location {
-		if l.Mapping == nil && len(l.Line) > 0 && strings.HasSuffix(l.Line[0].Function.Filename, ".py") {
+		if l.Mapping == nil && len(l.Line) > 0 && l.Line[0].Function != nil && strings.HasSuffix(l.Line[0].Function.Filename, ".py") {
 			return true
 		}
 	}

@@ -86,3 +86,23 @@ func TestParts(t *testing.T) {
 		t.Errorf("parts add up to %d, want %d", sum, b.RSSBytes)
 	}
 }
+
+// Lines are shown for a profile with Python frames (a function in a .py
+// file, no mapping), and a location without a function is no crash.
+func TestHasPython(t *testing.T) {
+	py := &pprof.Function{ID: 1, Name: "tuples", Filename: "/srv/app.py"}
+	c := &pprof.Function{ID: 2, Name: "main", Filename: "main.c"}
+	m := &pprof.Mapping{ID: 1, File: "/usr/bin/python3.11"}
+	for _, tc := range []struct {
+		locs []*pprof.Location
+		want bool
+	}{
+		{[]*pprof.Location{{ID: 1, Line: []pprof.Line{{Function: py, Line: 17}}}}, true},
+		{[]*pprof.Location{{ID: 1, Mapping: m, Line: []pprof.Line{{Function: c, Line: 3}}}}, false},
+		{[]*pprof.Location{{ID: 1, Line: []pprof.Line{{Line: 3}}}, {ID: 2}}, false},
+	} {
+		if got := hasPython(&pprof.Profile{Location: tc.locs}); got != tc.want {
+			t.Errorf("hasPython(%v) = %v, want %v", tc.locs, got, tc.want)
+		}
+	}
+}
