@@ -26,7 +26,14 @@ import (
 // test ends, and must then exit 0.
 func vwServe(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(testkit.Heapctl(t), append([]string{"view", "--no-browser"}, args...)...)
+	return vwServeEnv(t, nil, append([]string{"--no-browser"}, args...)...)
+}
+
+// vwServeEnv is vwServe with env (nil: ours) and without --no-browser.
+func vwServeEnv(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(testkit.Heapctl(t), append([]string{"view"}, args...)...)
+	cmd.Env = env
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -107,10 +114,15 @@ func vwSites(t *testing.T) (string, map[string]float64) {
 
 // The exit profile of sites.c opens on alloc_space, and its title says
 // so; the peak profile on inuse_space; pprof's pages name the three
-// sites; pprof's Help link is heapline's page.
+// sites; pprof's Help link is heapline's page. --listen is where it
+// serves; xdg-open is run with the URL unless --no-browser.
 func TestViewFile(t *testing.T) {
 	file, _ := vwSites(t)
-	url := vwServe(t, file)
+	// An xdg-open of ours, which writes down what it was asked to open.
+	bin, opened := t.TempDir(), filepath.Join(t.TempDir(), "opened")
+	os.WriteFile(filepath.Join(bin, "xdg-open"), []byte("#!/bin/sh\necho \"$1\" > "+opened+"\n"), 0o755)
+	env := append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	url := vwServeEnv(t, env, "--no-browser", file)
 	page := vwGet(t, url+"/flamegraph")
 	if got := vwTitle(t, page); got != "sites alloc_space" {
 		t.Errorf("flame graph's title %q, want %q", got, "sites alloc_space")
@@ -124,7 +136,25 @@ func TestViewFile(t *testing.T) {
 			t.Errorf("top has no %s", fn)
 		}
 	}
-	peak := vwServe(t, strings.TrimSuffix(file, ".pb.gz")+".peak.pb.gz")
+	if _, err := os.Stat(opened); err == nil {
+		t.Errorf("--no-browser ran xdg-open")
+	}
+	// --listen takes the address given; without --no-browser, xdg-open
+	// gets the URL.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	peak := vwServeEnv(t, env, "--listen", addr, strings.TrimSuffix(file, ".pb.gz")+".peak.pb.gz")
+	if peak != "http://"+addr {
+		t.Errorf("--listen %s served on %s", addr, peak)
+	}
+	testkit.Poll(t, "xdg-open to be run", func() bool {
+		b, _ := os.ReadFile(opened)
+		return string(b) == peak+"\n"
+	})
 	if got := vwTitle(t, vwGet(t, peak+"/top")); got != "sites inuse_space" {
 		t.Errorf("peak profile's title %q, want %q", got, "sites inuse_space")
 	}
