@@ -181,6 +181,9 @@ func Parse(args []string, base string, peak bool, csv string) (Source, error) {
 		if _, err := os.Stat(s.Path); err != nil {
 			return s, err
 		}
+		if strings.EqualFold(filepath.Ext(s.Path), ".csv") {
+			return s, fmt.Errorf("%s is a timeline, not a profile: heapctl view --timeline %s PROFILE draws it beside a profile", s.Path, s.Path)
+		}
 	}
 	return s, nil
 }

@@ -47,8 +47,9 @@ func TestSameProgram(t *testing.T) {
 
 func TestParse(t *testing.T) {
 	dir := t.TempDir()
-	num := filepath.Join(dir, "4711")
+	num, csv := filepath.Join(dir, "4711"), filepath.Join(dir, "heap.csv")
 	os.WriteFile(num, nil, 0o644)
+	os.WriteFile(csv, nil, 0o644)
 	for _, c := range []struct {
 		args       []string
 		base       string
@@ -62,6 +63,7 @@ func TestParse(t *testing.T) {
 		{args: []string{"0"}, fail: `"0" is not a process id`},
 		{args: []string{num}, peak: true, fail: "--peak takes a PID"},
 		{args: []string{"4711"}, base: "old.pb.gz", fail: "--base compares two profile files"},
+		{args: []string{csv}, fail: csv + " is a timeline, not a profile: heapctl view --timeline " + csv + " PROFILE draws it beside a profile"},
 		{args: []string{"a", "b"}, fail: "want one FILE, DIR or PID, got 2 arguments"},
 		{args: []string{filepath.Join(dir, "none.pb.gz")}, fail: "stat " + filepath.Join(dir, "none.pb.gz") + ": no such file or directory"},
 	} {
