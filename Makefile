@@ -36,9 +36,11 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # librsvg2-bin's rsvg-convert renders the charts to PNG to check them as
 # they are seen, with fonts-liberation, the font the SVGs name (without
 # it librsvg draws a wider one, and labels run off the picture).
+# chromium loads heapctl view's pages headless in ctl's tests (the command
+# itself needs no browser).
 BUILD_DEBS :=
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation
+DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium
 
 .PHONY: all scenarios test run deps deps-overhead build-deps generate docs bench clean
 
@@ -120,6 +122,12 @@ generate:
 # it as docs/cli.md.new.
 docs:
 	$(GO) test ./ctl -run TestCLIDocCurrent -count=1 -update
+
+# docs/profiling-flamegraph.png is a real screenshot: sites.c's flame graph
+# in heapctl view, as headless Chromium draws it in TestViewBrowserFlameGraph.
+.PHONY: screenshots
+screenshots:
+	HEAPLINE_SCREENSHOT=$(CURDIR)/docs/profiling-flamegraph.png $(GO) test ./ctl -run TestViewBrowserFlameGraph -count=1
 
 clean:
 	rm -rf $(BIN)

@@ -90,6 +90,7 @@ func newAppEnv(e *env) app {
 			exportCommand(e),
 			profileCommand(e),
 			growthCommand(e),
+			viewCommand(e),
 		},
 	}
 	required := map[cli.Flag]bool{}

@@ -21,7 +21,7 @@ func growthCommand(e *env) *cli.Command {
 			"they were taken, and sorts their stacks: \"leak suspect\" grew in at least 80% of the intervals\n" +
 			"and in their last half; \"cache\" grew, then the last half of the intervals added at most 20% of\n" +
 			"its growth; \"steady\" moved less than a quarter of its high point; \"growing\" and \"shrunk\" are\n" +
-			"the rest. For what changed between two profiles: go tool pprof -base OLD NEW.",
+			"the rest. For what changed between two profiles: heapctl view --base OLD NEW.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "top", Value: 20, Usage: "show the first `N` stacks (0: all)"},
 			&cli.BoolFlag{Name: "json", Usage: "the ranking as one JSON object, every stack with its series"},

@@ -55,7 +55,7 @@ func TestRecordProfilesGrowth(t *testing.T) {
 			t.Errorf("cache_site is %q, steady_site %q", cache.Kind, steady.Kind)
 		}
 		txt := rgHeapctl(t, "growth", dir)
-		if txt.err != nil || !strings.Contains(txt.stdout, "\n1     leak suspect ") || !strings.Contains(txt.stdout, "go tool pprof -top -sample_index=inuse_space -base ") {
+		if txt.err != nil || !strings.Contains(txt.stdout, "\n1     leak suspect ") || !strings.Contains(txt.stdout, "heapctl view --base ") {
 			t.Errorf("growth text: %v\n%s", txt.err, txt.stdout)
 		}
 	}

@@ -2,7 +2,7 @@
 // (`heapctl record --profiles DIR`) by how their inuse_space changed: a
 // stack that grows in every interval is a leak suspect, one that grew and
 // then flattened is a cache, one that hardly moved is steady. A diff of
-// two profiles needs nothing of ours: `go tool pprof -base OLD NEW`.
+// two profiles is `heapctl view --base OLD NEW`.
 package growth
 
 import (

@@ -37,7 +37,7 @@ func Text(w io.Writer, r Report, top int) error {
 			fmt.Sprintf("%d/%d", s.Ups, s.Intervals), report.Printable(strings.Join(frames, " < ")), more)
 	}
 	first, last := r.Profiles[0], r.Profiles[len(r.Profiles)-1]
-	fmt.Fprintf(&b, "what changed between two of them: go tool pprof -top -sample_index=inuse_space -base %s %s\n",
+	fmt.Fprintf(&b, "what changed between two of them: heapctl view --base %s %s\n",
 		filepath.ToSlash(first), filepath.ToSlash(last))
 	_, err := io.WriteString(w, b.String())
 	return err
