@@ -456,3 +456,61 @@ func sitesSaid(t *testing.T, stdout io.Reader) func(want string) string {
 		return strings.TrimSpace(l)
 	}
 }
+
+// A program whose functions are in three executable segments (a linker
+// script puts two far from .text, as node's code is in its second): each
+// is named, and its segment is a mapping of its own, once.
+func TestProfileShimSegments(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	lib, dir := testkit.Shim(t), t.TempDir()
+	script := filepath.Join(dir, "far.ld")
+	if err := os.WriteFile(script, []byte(`SECTIONS {
+  . = ALIGN(0x10000) + 0x100000;
+  .far1 : { *(.text.far1) }
+  . = ALIGN(0x10000) + 0x100000;
+  .far2 : { *(.text.far2) }
+} INSERT AFTER .bss;
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := testkit.CCode(t, "far.c", `#include <stdlib.h>
+static void *volatile kept[4096];
+static int n;
+__attribute__((noinline, section(".text.far1"))) void far_one(void) { kept[n++] = malloc(65536); }
+__attribute__((noinline, section(".text.far2"))) void far_two(void) { kept[n++] = malloc(65536); }
+int main(void) {
+	for (int i = 0; i < 1024; i++) {
+		far_one();
+		if (i % 2) far_two();
+	}
+	return 0;
+}
+`, "-O2", "-Wl,-T,"+script)
+	if out, err := exec.Command("readelf", "-lW", bin).Output(); err != nil || strings.Count(string(out), " R E ") != 3 {
+		t.Fatalf("readelf -l: want three executable segments (%v)\n%s", err, out)
+	}
+	file := filepath.Join(dir, "far.pb.gz")
+	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
+		t.Fatal(r.err)
+	}
+	alloc := pfByFunction(t, file, "alloc_space")
+	var all int64
+	for _, v := range alloc {
+		all += v
+	}
+	// 2/3 and 1/3 of 96 MiB, sampled at 64 KiB: within 5 points.
+	for fn, want := range map[string]float64{"far_one": 2. / 3, "far_two": 1. / 3} {
+		if got := float64(alloc[fn]) / float64(max(all, 1)); got < want-0.05 || got > want+0.05 {
+			t.Errorf("%s: %.1f%% of alloc_space, want %.1f%%\n%v", fn, 100*got, 100*want, alloc)
+		}
+	}
+	n := 0
+	for _, m := range pfParse(t, file).Mapping {
+		if m.File == bin {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d mappings of the program, want one per executable segment (3)", n)
+	}
+}

@@ -3,7 +3,7 @@
 // that go tool pprof, Pyroscope, Parca and Grafana read it as they read
 // one: four sample types (alloc_objects, alloc_space, inuse_objects,
 // inuse_space), a period of the mean sampling interval in bytes, one
-// mapping per loaded object with its build ID, and functions and lines
+// mapping per executable segment of each loaded object with its build ID, and functions and lines
 // resolved from the objects' ELF files where they can be read.
 package profile
 
@@ -133,40 +133,61 @@ func pythonComment(p region.Profile) string {
 	return ""
 }
 
-// mapped is one loaded object, its pprof mapping and its ELF file.
+// mapped is one mapping of a loaded object: its pprof mapping and its
+// ELF file.
 type mapped struct {
 	obj region.Object
 	m   *pprof.Mapping
 	f   *elfFile // nil when it could not be read
 }
 
-// mappings makes one mapping per object, the program first (pprof takes
-// the first mapping for the main binary). Where the ELF file can be read
-// the mapping is its executable segment as /proc/pid/maps would show it
-// (page-aligned start, limit and file offset), so that pprof finds the
-// segment again in the file when it symbolises elsewhere.
+// mappings makes one mapping per executable segment of each object (one
+// per object whose file cannot be read: its span), the program's first
+// (pprof takes the first mapping for the main binary). A segment's
+// mapping is as /proc/pid/maps would show it (page-aligned start, limit
+// and file offset), so that pprof finds the segment again in the file
+// when it symbolises elsewhere.
 func (b *builder) mappings(root string, objs []region.Object) {
 	var ms []mapped
+	type loaded struct {
+		path string
+		bias uint64
+	}
+	seen := map[loaded]bool{}
 	for _, o := range objs {
-		m := &pprof.Mapping{Start: o.Start, Limit: o.End, File: o.Path}
 		var f *elfFile
 		if b.sym != nil {
 			if f = b.sym.file(root, o.Path); f.err != nil {
 				f = nil
 			}
 		}
+		var segs []mapped
 		if f != nil {
-			x := f.exec
-			m.Start = (x.Vaddr + o.Bias) &^ (pageSize - 1)
-			m.Limit = (x.Vaddr + x.Memsz + o.Bias + pageSize - 1) &^ (pageSize - 1)
-			m.Offset = x.Off &^ (pageSize - 1)
-			m.BuildID = f.buildID
+			// The shim notes an object once per segment its frames were
+			// in (_dl_find_object's span is a program's segment, and a
+			// library's whole): the file's segments stand for all.
+			if seen[loaded{o.Path, o.Bias}] {
+				continue
+			}
+			seen[loaded{o.Path, o.Bias}] = true
 		}
-		mm := mapped{obj: o, m: m, f: f}
-		if f != nil && f.isMain {
-			ms = append([]mapped{mm}, ms...)
+		if f == nil {
+			segs = append(segs, mapped{obj: o, m: &pprof.Mapping{Start: o.Start, Limit: o.End, File: o.Path}})
 		} else {
-			ms = append(ms, mm)
+			for _, x := range f.execs {
+				segs = append(segs, mapped{obj: o, f: f, m: &pprof.Mapping{
+					Start:   (x.Vaddr + o.Bias) &^ (pageSize - 1),
+					Limit:   (x.Vaddr + x.Memsz + o.Bias + pageSize - 1) &^ (pageSize - 1),
+					Offset:  x.Off &^ (pageSize - 1),
+					File:    o.Path,
+					BuildID: f.buildID,
+				}})
+			}
+		}
+		if f != nil && f.isMain {
+			ms = append(segs, ms...)
+		} else {
+			ms = append(ms, segs...)
 		}
 	}
 	for i := range ms {

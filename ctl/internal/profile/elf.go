@@ -42,11 +42,11 @@ func NewSymbolizer() *Symbolizer { return &Symbolizer{files: map[fileKey]*elfFil
 // file could not be read as ELF: its addresses stay unsymbolised.
 type elfFile struct {
 	err     error
-	buildID string          // hex of .note.gnu.build-id, "" if none
-	exec    *elf.ProgHeader // the first executable PT_LOAD
-	isMain  bool            // has PT_INTERP: a program, not a library
-	syms    []symbol        // functions, sorted by address
-	lines   *lineTable      // nil without DWARF line information
+	buildID string           // hex of .note.gnu.build-id, "" if none
+	execs   []elf.ProgHeader // every executable PT_LOAD, in file order
+	isMain  bool             // has PT_INTERP: a program, not a library
+	syms    []symbol         // functions, sorted by address
+	lines   *lineTable       // nil without DWARF line information
 
 	mu sync.Mutex // guards lines' readers, which keep a position
 }
@@ -106,14 +106,14 @@ func readELF(fd *os.File) *elfFile {
 		return &elfFile{err: err}
 	}
 	f := &elfFile{buildID: buildID(ef), isMain: isProgram(ef)}
+	// All of them: node's first executable segment is 8 KiB of PLT, its
+	// code in the second, and a linker script may make any number.
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			h := p.ProgHeader
-			f.exec = &h
-			break
+			f.execs = append(f.execs, p.ProgHeader)
 		}
 	}
-	if f.exec == nil {
+	if f.execs == nil {
 		return &elfFile{err: errors.New("no executable segment")}
 	}
 	// Symbols and lines: the file's own .symtab and DWARF, else those of
