@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -513,4 +514,81 @@ int main(void) {
 	if n != 3 {
 		t.Errorf("%d mappings of the program, want one per executable segment (3)", n)
 	}
+}
+
+// pfJITSource copies a function into anonymous memory, as a JIT does
+// (push rbp; mov rsp, rbp; call *rdi; pop rbp; ret), and calls C through
+// it: the shim's walk crosses it by frame pointer to jit_caller and main.
+// With "map" the program writes its /tmp/perf-PID.map, naming the code.
+const pfJITSource = `#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+static void *volatile kept[4096];
+static int n;
+__attribute__((noinline)) void leaf_alloc(void) { kept[n++] = malloc(65536); }
+typedef void (*jitted)(void (*)(void));
+__attribute__((noinline)) void jit_caller(jitted f) { f(leaf_alloc); __asm__ volatile("" ::: "memory"); }
+int main(int argc, char **argv) {
+	static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
+	unsigned char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) return 2;
+	memcpy(m, code, sizeof code);
+	if (argc > 1 && strcmp(argv[1], "map") == 0) {
+		char path[64];
+		snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
+		FILE *f = fopen(path, "w");
+		if (f == NULL) return 3;
+		fprintf(f, "%lx %zx JS:*stub_one\n", (unsigned long)m, sizeof code);
+		fclose(f);
+	}
+	for (int i = 0; i < 1024; i++) jit_caller((jitted)m);
+	return 0;
+}
+`
+
+// A frame in no loaded object is crossed by its frame pointer, and named
+// from the process's perf map, or [jit] without one.
+func TestProfileShimJIT(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	lib := testkit.Shim(t)
+	bin := testkit.CCode(t, "jit.c", pfJITSource, "-O2", "-fomit-frame-pointer", "-Wall", "-Werror")
+	for _, c := range []struct{ arg, name string }{{"", profile.JIT}, {"map", "JS:*stub_one"}} {
+		file := filepath.Join(t.TempDir(), "jit.pb.gz")
+		r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, c.arg)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		p := pfParse(t, file)
+		t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pfPID(p))) })
+		stacks := pfStackFunctions(t, file)
+		want := "leaf_alloc < " + c.name + " < jit_caller < main"
+		if s := pfShare(stacks, "leaf_alloc"); s < 0.9 {
+			t.Fatalf("%.0f%% of alloc_space under leaf_alloc, want at least 90%%\n%v", 100*s, stacks)
+		}
+		var in, all int64
+		for k, v := range stacks {
+			if strings.Contains(k, "leaf_alloc") {
+				all += v
+				if strings.HasPrefix(k, want+" < ") {
+					in += v
+				}
+			}
+		}
+		if in != all {
+			t.Errorf("%s: %d of leaf_alloc's %d bytes in stacks %s < ...\n%v", c.arg, in, all, want, stacks)
+		}
+	}
+}
+
+// pfPID is the pid a profile's comment names.
+func pfPID(p *pprof.Profile) int {
+	for _, c := range p.Comments {
+		var pid int
+		if _, err := fmt.Sscanf(c, "heapline: pid %d", &pid); err == nil {
+			return pid
+		}
+	}
+	return 0
 }

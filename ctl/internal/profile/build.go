@@ -47,6 +47,9 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 	}
 	b := builder{out: out, sym: sym, locs: map[uint64]*pprof.Location{}, funcs: map[[2]string]*pprof.Function{}, py: p.PyCodes}
 	b.mappings(p.Root, p.Objects)
+	if sym != nil {
+		b.jit = readPerfMap(p.Root, p.PID)
+	}
 	for _, s := range p.Stacks {
 		var locs []*pprof.Location
 		for _, ret := range s.Frames {
@@ -80,6 +83,7 @@ type builder struct {
 	locs  map[uint64]*pprof.Location
 	funcs map[[2]string]*pprof.Function // name, file
 	py    map[uint32]region.PyCode
+	jit   *perfMap // the process's perf map, nil without one
 }
 
 // PyCodeUnknown names the Python frames whose code object found no room
@@ -205,6 +209,12 @@ func (b *builder) location(pc uint64) *pprof.Location {
 	l := &pprof.Location{ID: uint64(len(b.out.Location) + 1), Address: pc}
 	b.out.Location = append(b.out.Location, l)
 	b.locs[pc] = l
+	if !b.inObject(pc) {
+		if b.sym != nil {
+			b.jitLine(l, pc)
+		}
+		return l
+	}
 	for _, o := range b.objs {
 		if pc < o.m.Start || pc >= o.m.Limit {
 			continue
@@ -230,6 +240,34 @@ func (b *builder) location(pc uint64) *pprof.Location {
 		break
 	}
 	return l
+}
+
+// inObject: pc is in a mapping of a loaded object.
+func (b *builder) inObject(pc uint64) bool {
+	for _, o := range b.objs {
+		if pc >= o.m.Start && pc < o.m.Limit {
+			return true
+		}
+	}
+	return false
+}
+
+// jitLine names a location in no loaded object: JIT code, named by the
+// process's perf map or JIT. No SystemName: pprof would take the name for
+// one still to demangle, and cut what it reads as C++ arguments.
+func (b *builder) jitLine(l *pprof.Location, pc uint64) {
+	name := b.jit.name(pc)
+	if name == "" {
+		name = JIT
+	}
+	k := [2]string{name, ""}
+	fn, ok := b.funcs[k]
+	if !ok {
+		fn = &pprof.Function{ID: uint64(len(b.out.Function) + 1), Name: name}
+		b.out.Function = append(b.out.Function, fn)
+		b.funcs[k] = fn
+	}
+	l.Line = []pprof.Line{{Function: fn}}
 }
 
 // sample adds a stack's totals: the shim weighted each sample already
