@@ -36,9 +36,12 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # librsvg2-bin's rsvg-convert renders the charts to PNG to check them as
 # they are seen, with fonts-liberation, the font the SVGs name (without
 # it librsvg draws a wider one, and labels run off the picture).
+# nodejs and openjdk-17-jdk-headless are the JIT runtimes whose profiles
+# the tests check (ctl/profile_runtimes_test.go: frames by frame pointer,
+# named from their perf maps).
 BUILD_DEBS :=
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation
+DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation nodejs openjdk-17-jdk-headless
 
 .PHONY: all scenarios test run deps deps-overhead build-deps generate docs bench clean
 
