@@ -254,3 +254,78 @@ console.log("sum", s); console.error("to stderr"); process.exitCode = 7;
 		})
 	}
 }
+
+const rtGoSource = `package main
+
+// alpha, beta and gamma call C's malloc for 64 KiB in shares of 50, 30
+// and 20% of the bytes.
+
+/*
+#include <stdlib.h>
+*/
+import "C"
+
+//go:noinline
+func alpha(n int) {
+	for i := 0; i < n; i++ {
+		C.free(C.malloc(65536))
+	}
+}
+
+//go:noinline
+func beta(n int) {
+	for i := 0; i < n; i++ {
+		C.free(C.malloc(65536))
+	}
+}
+
+//go:noinline
+func gamma(n int) {
+	for i := 0; i < n; i++ {
+		C.free(C.malloc(65536))
+	}
+}
+
+func main() {
+	for r := 0; r < 400; r++ {
+		alpha(5)
+		beta(3)
+		gamma(2)
+	}
+}
+`
+
+// Go across cgo: the walk goes on from runtime.asmcgocall onto the
+// goroutine's stack, and the Go functions are named from the program's
+// symbols, or from its pclntab when it is stripped (-ldflags=-s).
+func TestProfileShimGo(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	lib, dir := testkit.Shim(t), t.TempDir()
+	for name, body := range map[string]string{"main.go": rtGoSource, "go.mod": "module cgoalloc\n\ngo 1.22\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ name, ldflags string }{{"symbols", ""}, {"stripped", "-s"}} {
+		t.Run(c.name, func(t *testing.T) {
+			bin := filepath.Join(dir, "cgoalloc-"+c.name)
+			build := exec.Command("go", "build", "-ldflags="+c.ldflags, "-o", bin, ".")
+			build.Dir = dir
+			build.Env = append(os.Environ(), "CGO_ENABLED=1")
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("go build: %v\n%s", err, out)
+			}
+			file := filepath.Join(dir, c.name+".pb.gz")
+			if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
+				t.Fatal(r.err)
+			}
+			got := rtShares(t, file, []string{"alpha", "beta", "gamma"}, func(n string) *regexp.Regexp {
+				return regexp.MustCompile(`^main\.` + n + `$`)
+			})
+			rtCheckShares(t, got)
+			if p := pfParse(t, file); !strings.Contains(strings.Join(p.Comments, "\n"), ", 0 with a stack cut short") {
+				t.Errorf("walks cut short: %q", p.Comments)
+			}
+		})
+	}
+}

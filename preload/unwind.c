@@ -468,7 +468,10 @@ int hl_unwind_from(uint64_t *pcs, uint64_t *cfas, int max, uint64_t rbp, uint64_
         if (kind == R_END)
             break;
         if (HL_UNLIKELY(rule == R_NOINFO)) {
-            if (!hl_fp_step(&rbp, &sp, &pc, hi))
+            int step = hl_fp_step(&rbp, &sp, &pc, hi);
+            if (step < 0)
+                break;
+            if (step == 0 && !hl_go_step(&rbp, &sp, &pc, &lo, &hi))
                 return -n;
             continue;
         }
