@@ -62,7 +62,12 @@ int hl_fp_step(uint64_t *rbp, uint64_t *sp, uint64_t *pc, uintptr_t hi)
  * from there Go's frame pointers lead to the function that called C, and
  * on to runtime.goexit. The code is read only inside the program's
  * executable segments, noted at boot: a return address is only a word
- * of the stack, and a read elsewhere could fault. */
+ * of the stack, and a read elsewhere could fault. The g and the
+ * goroutine's stack are outside the thread's stack, the one exception to
+ * its bound: the g is the one asmcgocall stored, and Go never unmaps its
+ * heap, where both live (a g is never freed; a freed stack is at worst
+ * returned with madvise, still mapped), and the reads on the goroutine's
+ * stack keep to the bounds its g gives. */
 static const uint8_t go_switch_back[] = {0x48, 0x8b, 0x7c, 0x24, 0x08, 0x48, 0x8b, 0x77,
                                          0x08, 0x48, 0x2b, 0x34, 0x24};
 
