@@ -91,6 +91,7 @@ func TestProfileShimNode(t *testing.T) {
 	node := testkit.NeedTool(t, "node", "make deps installs nodejs")
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
 	lib, dir := testkit.Shim(t), t.TempDir()
+	t.Chdir(dir) // --perf-basic-prof writes V8's log, isolate-*-v8.log, where node runs
 	script := filepath.Join(dir, "alloc.js")
 	if err := os.WriteFile(script, []byte(rtNodeScript), 0o644); err != nil {
 		t.Fatal(err)
