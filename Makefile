@@ -38,9 +38,12 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # it librsvg draws a wider one, and labels run off the picture).
 # chromium loads heapctl view's pages headless in ctl's tests (the command
 # itself needs no browser).
+# nodejs and openjdk-17-jdk-headless are the JIT runtimes whose profiles
+# the tests check (ctl/profile_runtimes_test.go: frames by frame pointer,
+# named from their perf maps).
 BUILD_DEBS :=
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium
+DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium nodejs openjdk-17-jdk-headless
 
 .PHONY: all scenarios test run deps deps-overhead build-deps generate docs bench clean
 

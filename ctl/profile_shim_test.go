@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -455,4 +456,139 @@ func sitesSaid(t *testing.T, stdout io.Reader) func(want string) string {
 		}
 		return strings.TrimSpace(l)
 	}
+}
+
+// A program whose functions are in three executable segments (a linker
+// script puts two far from .text, as node's code is in its second): each
+// is named, and its segment is a mapping of its own, once.
+func TestProfileShimSegments(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	lib, dir := testkit.Shim(t), t.TempDir()
+	script := filepath.Join(dir, "far.ld")
+	if err := os.WriteFile(script, []byte(`SECTIONS {
+  . = ALIGN(0x10000) + 0x100000;
+  .far1 : { *(.text.far1) }
+  . = ALIGN(0x10000) + 0x100000;
+  .far2 : { *(.text.far2) }
+} INSERT AFTER .bss;
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := testkit.CCode(t, "far.c", `#include <stdlib.h>
+static void *volatile kept[4096];
+static int n;
+__attribute__((noinline, section(".text.far1"))) void far_one(void) { kept[n++] = malloc(65536); }
+__attribute__((noinline, section(".text.far2"))) void far_two(void) { kept[n++] = malloc(65536); }
+int main(void) {
+	for (int i = 0; i < 1024; i++) {
+		far_one();
+		if (i % 2) far_two();
+	}
+	return 0;
+}
+`, "-O2", "-Wl,-T,"+script)
+	if out, err := exec.Command("readelf", "-lW", bin).Output(); err != nil || strings.Count(string(out), " R E ") != 3 {
+		t.Fatalf("readelf -l: want three executable segments (%v)\n%s", err, out)
+	}
+	file := filepath.Join(dir, "far.pb.gz")
+	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
+		t.Fatal(r.err)
+	}
+	alloc := pfByFunction(t, file, "alloc_space")
+	var all int64
+	for _, v := range alloc {
+		all += v
+	}
+	// 2/3 and 1/3 of 96 MiB, sampled at 64 KiB: within 5 points.
+	for fn, want := range map[string]float64{"far_one": 2. / 3, "far_two": 1. / 3} {
+		if got := float64(alloc[fn]) / float64(max(all, 1)); got < want-0.05 || got > want+0.05 {
+			t.Errorf("%s: %.1f%% of alloc_space, want %.1f%%\n%v", fn, 100*got, 100*want, alloc)
+		}
+	}
+	n := 0
+	for _, m := range pfParse(t, file).Mapping {
+		if m.File == bin {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d mappings of the program, want one per executable segment (3)", n)
+	}
+}
+
+// pfJITSource copies a function into anonymous memory, as a JIT does
+// (push rbp; mov rsp, rbp; call *rdi; pop rbp; ret), and calls C through
+// it: the shim's walk crosses it by frame pointer to jit_caller and main.
+// With "map" the program writes its /tmp/perf-PID.map, naming the code.
+const pfJITSource = `#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+static void *volatile kept[4096];
+static int n;
+__attribute__((noinline)) void leaf_alloc(void) { kept[n++] = malloc(65536); }
+typedef void (*jitted)(void (*)(void));
+__attribute__((noinline)) void jit_caller(jitted f) { f(leaf_alloc); __asm__ volatile("" ::: "memory"); }
+int main(int argc, char **argv) {
+	static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
+	unsigned char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) return 2;
+	memcpy(m, code, sizeof code);
+	if (argc > 1 && strcmp(argv[1], "map") == 0) {
+		char path[64];
+		snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
+		FILE *f = fopen(path, "w");
+		if (f == NULL) return 3;
+		fprintf(f, "%lx %zx JS:*stub_one\n", (unsigned long)m, sizeof code);
+		fclose(f);
+	}
+	for (int i = 0; i < 1024; i++) jit_caller((jitted)m);
+	return 0;
+}
+`
+
+// A frame in no loaded object is crossed by its frame pointer, and named
+// from the process's perf map, or [jit] without one.
+func TestProfileShimJIT(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	lib := testkit.Shim(t)
+	bin := testkit.CCode(t, "jit.c", pfJITSource, "-O2", "-fomit-frame-pointer", "-Wall", "-Werror")
+	for _, c := range []struct{ arg, name string }{{"", profile.JIT}, {"map", "JS:*stub_one"}} {
+		file := filepath.Join(t.TempDir(), "jit.pb.gz")
+		r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, c.arg)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		p := pfParse(t, file)
+		t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pfPID(p))) })
+		stacks := pfStackFunctions(t, file)
+		want := "leaf_alloc < " + c.name + " < jit_caller < main"
+		if s := pfShare(stacks, "leaf_alloc"); s < 0.9 {
+			t.Fatalf("%.0f%% of alloc_space under leaf_alloc, want at least 90%%\n%v", 100*s, stacks)
+		}
+		var in, all int64
+		for k, v := range stacks {
+			if strings.Contains(k, "leaf_alloc") {
+				all += v
+				if strings.HasPrefix(k, want+" < ") {
+					in += v
+				}
+			}
+		}
+		if in != all {
+			t.Errorf("%s: %d of leaf_alloc's %d bytes in stacks %s < ...\n%v", c.arg, in, all, want, stacks)
+		}
+	}
+}
+
+// pfPID is the pid a profile's comment names.
+func pfPID(p *pprof.Profile) int {
+	for _, c := range p.Comments {
+		var pid int
+		if _, err := fmt.Sscanf(c, "heapline: pid %d", &pid); err == nil {
+			return pid
+		}
+	}
+	return 0
 }

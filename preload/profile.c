@@ -408,6 +408,7 @@ void hl_profile_boot(void)
     hl_object_span((const void *)hl_profile_boot, &self_lo, &self_hi);
     if (hl_unwind_boot() != 0)
         return; /* no memory for it: no sampling */
+    hl_framewalk_boot();
     hl_arena_boot();
     placed = hl_raw_map(PLACED_SIZE * sizeof *placed);
     rate = (double)hl_config.sample;

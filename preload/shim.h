@@ -234,6 +234,9 @@ void hl_profile_boot(void);
 int hl_unwind(uint64_t *pcs, uint64_t *cfas, int max); /* return addresses from the caller's, innermost
                                                           first, cfas[i] frame i's stack pointer (NULL: not
                                                           wanted); negated when the walk stopped early */
+int hl_fp_step(uint64_t *rbp, uint64_t *sp, uint64_t *pc, uintptr_t hi); /* framewalk.c: a frame by its rbp; 0 if not sane, -1 at the chain's end */
+int hl_go_step(uint64_t *rbp, uint64_t *sp, uint64_t *pc, uintptr_t *lo, uintptr_t *hi); /* framewalk.c: from asmcgocall onto the goroutine's stack */
+void hl_framewalk_boot(void); /* framewalk.c: the program's code segments */
 int hl_unwind_boot(void);   /* the rule cache; -1 without memory for it */
 void hl_unwind_forget(void); /* after dlclose: every cached rule is stale */
 

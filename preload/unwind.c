@@ -25,9 +25,11 @@
  * gets rules of its own.
  *
  * The walk stops, and says why, outside the thread's stack, at a rule it
- * does not handle (a CFA expression: signal frames, PLT stubs), at an
- * address in no object (JIT code), at a frame whose return address is
- * undefined (the outermost, _start and clone), and at max frames.
+ * does not handle (a CFA expression: signal frames, PLT stubs), at a
+ * frame whose return address is undefined (the outermost, _start and
+ * clone), and at max frames. An address no table describes (JIT code, in
+ * no object; code in no FDE) is followed by its frame pointer when that
+ * looks sane (framewalk.c), and the walk stops there otherwise.
  */
 #include <link.h>
 #include <string.h>
@@ -45,6 +47,9 @@ enum { R_STOP = 0, R_RSP = 1, R_RBP = 2, R_END = 3 };
 #define RULE_RBP(r)   (((r) >> 2) & 0xffu)
 #define RULE_OFF(r)   ((r) >> 10)
 #define RULE_OFF_MAX  ((1u << 22) - 1)
+/* A stop for want of a table (an address in no object, or in no FDE: JIT
+ * code, V8's embedded builtins): framewalk.c may go on by frame pointer. */
+#define R_NOINFO RULE(R_STOP, 0, 1)
 
 // ---- the cache ------------------------------------------------------------------------
 /* Direct-mapped: 2^14 entries of 16 bytes (256 KiB of address space,
@@ -326,11 +331,11 @@ static HL_NOINLINE uint32_t find_rule(uint64_t pc, int *keep)
     *keep = 1;
     if (hl_find_object((void *)(uintptr_t)(pc - 1), &found) != 0) {
         *keep = 0;
-        return R_STOP;
+        return R_NOINFO;
     }
     const uint8_t *fde = find_fde(found.dlfo_eh_frame, pc - 1);
     if (fde == NULL)
-        return R_STOP;
+        return R_NOINFO;
     uint32_t len32, cie_off;
     memcpy(&len32, fde, 4);
     if (len32 == 0 || len32 == 0xffffffffu)
@@ -346,7 +351,7 @@ static HL_NOINLINE uint32_t find_rule(uint64_t pc, int *keep)
     uint64_t begin = encoded(&p, end, c.fde_enc, 0, &ok);
     uint64_t range = encoded(&p, end, c.fde_enc & 0x0f, 0, &ok);
     if (!ok || pc - 1 < begin || pc - 1 - begin >= range)
-        return R_STOP;
+        return R_NOINFO;
     if (c.has_z)
         p += uleb(&p, end);
     if (c.signal)
@@ -462,6 +467,14 @@ int hl_unwind_from(uint64_t *pcs, uint64_t *cfas, int max, uint64_t rbp, uint64_
         uint32_t kind = RULE_KIND(rule), slot = RULE_RBP(rule);
         if (kind == R_END)
             break;
+        if (HL_UNLIKELY(rule == R_NOINFO)) {
+            int step = hl_fp_step(&rbp, &sp, &pc, hi);
+            if (step < 0)
+                break;
+            if (step == 0 && !hl_go_step(&rbp, &sp, &pc, &lo, &hi))
+                return -n;
+            continue;
+        }
         uint64_t cfa = (kind == R_RSP ? sp : rbp) + RULE_OFF(rule);
         /* Every read lies in [lo, hi), mapped since we run on it: the CFA
          * above this frame's sp and at most hi, the saved rbp (at most 255

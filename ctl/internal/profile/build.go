@@ -3,7 +3,7 @@
 // that go tool pprof, Pyroscope, Parca and Grafana read it as they read
 // one: four sample types (alloc_objects, alloc_space, inuse_objects,
 // inuse_space), a period of the mean sampling interval in bytes, one
-// mapping per loaded object with its build ID, and functions and lines
+// mapping per executable segment of each loaded object with its build ID, and functions and lines
 // resolved from the objects' ELF files where they can be read.
 package profile
 
@@ -47,6 +47,9 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 	}
 	b := builder{out: out, sym: sym, locs: map[uint64]*pprof.Location{}, funcs: map[[2]string]*pprof.Function{}, py: p.PyCodes}
 	b.mappings(p.Root, p.Objects)
+	if sym != nil {
+		b.jit = readPerfMap(p.Root, p.PID)
+	}
 	for _, s := range p.Stacks {
 		var locs []*pprof.Location
 		for _, ret := range s.Frames {
@@ -80,6 +83,7 @@ type builder struct {
 	locs  map[uint64]*pprof.Location
 	funcs map[[2]string]*pprof.Function // name, file
 	py    map[uint32]region.PyCode
+	jit   *perfMap // the process's perf map, nil without one
 }
 
 // PyCodeUnknown names the Python frames whose code object found no room
@@ -133,40 +137,61 @@ func pythonComment(p region.Profile) string {
 	return ""
 }
 
-// mapped is one loaded object, its pprof mapping and its ELF file.
+// mapped is one mapping of a loaded object: its pprof mapping and its
+// ELF file.
 type mapped struct {
 	obj region.Object
 	m   *pprof.Mapping
 	f   *elfFile // nil when it could not be read
 }
 
-// mappings makes one mapping per object, the program first (pprof takes
-// the first mapping for the main binary). Where the ELF file can be read
-// the mapping is its executable segment as /proc/pid/maps would show it
-// (page-aligned start, limit and file offset), so that pprof finds the
-// segment again in the file when it symbolises elsewhere.
+// mappings makes one mapping per executable segment of each object (one
+// per object whose file cannot be read: its span), the program's first
+// (pprof takes the first mapping for the main binary). A segment's
+// mapping is as /proc/pid/maps would show it (page-aligned start, limit
+// and file offset), so that pprof finds the segment again in the file
+// when it symbolises elsewhere.
 func (b *builder) mappings(root string, objs []region.Object) {
 	var ms []mapped
+	type loaded struct {
+		path string
+		bias uint64
+	}
+	seen := map[loaded]bool{}
 	for _, o := range objs {
-		m := &pprof.Mapping{Start: o.Start, Limit: o.End, File: o.Path}
 		var f *elfFile
 		if b.sym != nil {
 			if f = b.sym.file(root, o.Path); f.err != nil {
 				f = nil
 			}
 		}
+		var segs []mapped
 		if f != nil {
-			x := f.exec
-			m.Start = (x.Vaddr + o.Bias) &^ (pageSize - 1)
-			m.Limit = (x.Vaddr + x.Memsz + o.Bias + pageSize - 1) &^ (pageSize - 1)
-			m.Offset = x.Off &^ (pageSize - 1)
-			m.BuildID = f.buildID
+			// The shim notes an object once per segment its frames were
+			// in (_dl_find_object's span is a program's segment, and a
+			// library's whole): the file's segments stand for all.
+			if seen[loaded{o.Path, o.Bias}] {
+				continue
+			}
+			seen[loaded{o.Path, o.Bias}] = true
 		}
-		mm := mapped{obj: o, m: m, f: f}
-		if f != nil && f.isMain {
-			ms = append([]mapped{mm}, ms...)
+		if f == nil {
+			segs = append(segs, mapped{obj: o, m: &pprof.Mapping{Start: o.Start, Limit: o.End, File: o.Path}})
 		} else {
-			ms = append(ms, mm)
+			for _, x := range f.execs {
+				segs = append(segs, mapped{obj: o, f: f, m: &pprof.Mapping{
+					Start:   (x.Vaddr + o.Bias) &^ (pageSize - 1),
+					Limit:   (x.Vaddr + x.Memsz + o.Bias + pageSize - 1) &^ (pageSize - 1),
+					Offset:  x.Off &^ (pageSize - 1),
+					File:    o.Path,
+					BuildID: f.buildID,
+				}})
+			}
+		}
+		if f != nil && f.isMain {
+			ms = append(segs, ms...)
+		} else {
+			ms = append(ms, segs...)
 		}
 	}
 	for i := range ms {
@@ -184,6 +209,12 @@ func (b *builder) location(pc uint64) *pprof.Location {
 	l := &pprof.Location{ID: uint64(len(b.out.Location) + 1), Address: pc}
 	b.out.Location = append(b.out.Location, l)
 	b.locs[pc] = l
+	if !b.inObject(pc) {
+		if b.sym != nil {
+			b.jitLine(l, pc)
+		}
+		return l
+	}
 	for _, o := range b.objs {
 		if pc < o.m.Start || pc >= o.m.Limit {
 			continue
@@ -209,6 +240,34 @@ func (b *builder) location(pc uint64) *pprof.Location {
 		break
 	}
 	return l
+}
+
+// inObject: pc is in a mapping of a loaded object.
+func (b *builder) inObject(pc uint64) bool {
+	for _, o := range b.objs {
+		if pc >= o.m.Start && pc < o.m.Limit {
+			return true
+		}
+	}
+	return false
+}
+
+// jitLine names a location in no loaded object: JIT code, named by the
+// process's perf map or JIT. No SystemName: pprof would take the name for
+// one still to demangle, and cut what it reads as C++ arguments.
+func (b *builder) jitLine(l *pprof.Location, pc uint64) {
+	name := b.jit.name(pc)
+	if name == "" {
+		name = JIT
+	}
+	k := [2]string{name, ""}
+	fn, ok := b.funcs[k]
+	if !ok {
+		fn = &pprof.Function{ID: uint64(len(b.out.Function) + 1), Name: name}
+		b.out.Function = append(b.out.Function, fn)
+		b.funcs[k] = fn
+	}
+	l.Line = []pprof.Line{{Function: fn}}
 }
 
 // sample adds a stack's totals: the shim weighted each sample already

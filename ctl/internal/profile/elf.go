@@ -3,6 +3,7 @@ package profile
 import (
 	"debug/dwarf"
 	"debug/elf"
+	"debug/gosym"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -42,11 +43,11 @@ func NewSymbolizer() *Symbolizer { return &Symbolizer{files: map[fileKey]*elfFil
 // file could not be read as ELF: its addresses stay unsymbolised.
 type elfFile struct {
 	err     error
-	buildID string          // hex of .note.gnu.build-id, "" if none
-	exec    *elf.ProgHeader // the first executable PT_LOAD
-	isMain  bool            // has PT_INTERP: a program, not a library
-	syms    []symbol        // functions, sorted by address
-	lines   *lineTable      // nil without DWARF line information
+	buildID string           // hex of .note.gnu.build-id, "" if none
+	execs   []elf.ProgHeader // every executable PT_LOAD, in file order
+	isMain  bool             // has PT_INTERP: a program, not a library
+	syms    []symbol         // functions, sorted by address
+	lines   *lineTable       // nil without DWARF line information
 
 	mu sync.Mutex // guards lines' readers, which keep a position
 }
@@ -106,14 +107,14 @@ func readELF(fd *os.File) *elfFile {
 		return &elfFile{err: err}
 	}
 	f := &elfFile{buildID: buildID(ef), isMain: isProgram(ef)}
+	// All of them: node's first executable segment is 8 KiB of PLT, its
+	// code in the second, and a linker script may make any number.
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			h := p.ProgHeader
-			f.exec = &h
-			break
+			f.execs = append(f.execs, p.ProgHeader)
 		}
 	}
-	if f.exec == nil {
+	if f.execs == nil {
 		return &elfFile{err: errors.New("no executable segment")}
 	}
 	// Symbols and lines: the file's own .symtab and DWARF, else those of
@@ -136,9 +137,50 @@ func readELF(fd *os.File) *elfFile {
 		}
 	}
 	if f.syms == nil {
-		f.syms = symbols(ef.DynamicSymbols)
+		// A stripped Go program still has its pclntab: Go's functions,
+		// beside the C ones its .dynsym exports.
+		f.syms = sortSymbols(append(goSymbols(ef), symbols(ef.DynamicSymbols)...))
 	}
 	return f
+}
+
+// goSymbols returns the functions of a Go program's .gopclntab
+// (debug/gosym), nil if it has none. Its entries count from runtime.text,
+// which gosym must be given: the table's header has it from Go 1.18 on,
+// but as 0 where the linker left it to a relocation, and .text's start is
+// it only when no C code comes first, as it does with cgo's external
+// linking. runtime's moduledata has it too (goText).
+func goSymbols(ef *elf.File) []symbol {
+	sec, text := ef.Section(".gopclntab"), ef.Section(".text")
+	if sec == nil || text == nil {
+		return nil
+	}
+	data, err := sec.Data()
+	if err != nil {
+		return nil
+	}
+	start := text.Addr
+	if len(data) >= 32 && data[7] == 8 {
+		switch ef.ByteOrder.Uint32(data) {
+		case 0xfffffff0, 0xfffffff1: // Go 1.18, 1.20 on
+			if ts := ef.ByteOrder.Uint64(data[24:]); ts != 0 {
+				start = ts
+			} else if ts, ok := goText(ef, sec.Addr, text); ok {
+				start = ts
+			}
+		}
+	}
+	t, err := gosym.NewTable(nil, gosym.NewLineTable(data, start))
+	if err != nil {
+		return nil
+	}
+	var out []symbol
+	for _, fn := range t.Funcs {
+		if fn.End > fn.Entry {
+			out = append(out, symbol{addr: fn.Entry, size: fn.End - fn.Entry, name: fn.Name})
+		}
+	}
+	return out
 }
 
 // isProgram: a fixed-address executable, or a position-independent one
@@ -205,6 +247,37 @@ func symbols(read func() ([]elf.Symbol, error)) []symbol {
 			out = append(out, symbol{addr: s.Value, size: s.Size, name: name})
 		}
 	}
+	return sortSymbols(out)
+}
+
+// goText finds runtime.firstmoduledata in the writable data of a
+// program not built as PIE: a word holding the pclntab's address (its first field,
+// pcHeader), with the text address 176 bytes on (after six slices,
+// findfunctab, minpc and maxpc: the layout of Go 1.16 on) inside .text.
+func goText(ef *elf.File, pclntab uint64, text *elf.Section) (uint64, bool) {
+	for _, sec := range ef.Sections {
+		// .go.module with external linking, .noptrdata with Go's own
+		if sec.Type != elf.SHT_PROGBITS || sec.Flags&elf.SHF_WRITE == 0 {
+			continue
+		}
+		b, err := sec.Data()
+		if err != nil {
+			continue
+		}
+		for i := 0; i+184 <= len(b); i += 8 {
+			if ef.ByteOrder.Uint64(b[i:]) != pclntab {
+				continue
+			}
+			if t := ef.ByteOrder.Uint64(b[i+176:]); t >= text.Addr && t < text.Addr+text.Size {
+				return t, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// sortSymbols sorts functions by address, nil if there are none.
+func sortSymbols(out []symbol) []symbol {
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].addr != out[j].addr {
 			return out[i].addr < out[j].addr
