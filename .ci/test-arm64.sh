@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# test-arm64.sh: the arm64 build's tests under qemu-user (make test-arm64,
+# after make ARCH=arm64). The shim's and heapctl's own tests, with
+# HEAPLINE_TEST_ARCH=arm64: testkit cross-compiles their C programs with
+# aarch64-linux-gnu-gcc and builds libheap.so and heapctl with make
+# ARCH=arm64, and the kernel runs every arm64 program they start, heapctl
+# and its children too, through qemu-aarch64 (binfmt_misc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# binfmt_misc: mounted if it is not, qemu-aarch64 registered once from
+# Debian's own entry (its F flag opens the interpreter now, so it works in
+# other mount namespaces as well).
+misc=/proc/sys/fs/binfmt_misc
+[ -e $misc/register ] || mount -t binfmt_misc binfmt_misc $misc
+[ -e $misc/qemu-aarch64 ] || grep -v '^#' /usr/lib/binfmt.d/qemu-aarch64.conf > $misc/register
+grep -qx enabled $misc/qemu-aarch64 || { echo "test-arm64.sh: $misc/qemu-aarch64 is not enabled" >&2; exit 1; }
+
+export HEAPLINE_TEST_ARCH=arm64
+export QEMU_LD_PREFIX=${QEMU_LD_PREFIX:-/usr/aarch64-linux-gnu} # the cross libc, for programs and the shim
+start=$(date +%s)
+# Exact counts (known.c's steps against heapctl show --json), processes
+# (fork, _Fork, exec, threads across and short-lived).
+go test -count=1 -timeout 20m ./preload/shimtest \
+	-run '^(TestEveryFunction|TestThreadsAcross|TestPeakExact|TestFork|TestExec)$'
+echo "test-arm64.sh: $(( $(date +%s) - start )) s under qemu"
