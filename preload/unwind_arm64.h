@@ -18,17 +18,20 @@
  * without PAC run as a no-op.
  */
 
-/* A rule in 32 bits: kind in bits 0..1, the caller's x29 in bits 2..8 (0:
- * unchanged, j: saved at CFA - 8j), the return address's slot m in bits
- * 9..15 (saved at CFA - 8m, never 0), CFA's offset in bits 16..31. */
+/* A rule in 32 bits: kind in bits 0..1, the caller's x29 in bits 2..11
+ * (0: unchanged, j: saved at CFA - 8j), the return address's slot m in
+ * bits 12..21 (saved at CFA - 8m, never 0), CFA's offset in words in bits
+ * 22..31. A frame with large locals keeps x29 and x30 at its bottom
+ * (`sub sp, sp, #N; stp x29, x30, [sp]`), so m is as large as the frame:
+ * up to 8 KiB is cached, a larger frame stops the walk. */
 #define RULE(kind, fp_slot, ra_slot, off) \
-    ((uint32_t)(kind) | (uint32_t)(fp_slot) << 2 | (uint32_t)(ra_slot) << 9 | (uint32_t)(off) << 16)
+    ((uint32_t)(kind) | (uint32_t)(fp_slot) << 2 | (uint32_t)(ra_slot) << 12 | (uint32_t)((off) / 8) << 22)
 #define RULE_KIND(r)  ((r) & 3u)
-#define RULE_RBP(r)   (((r) >> 2) & 0x7fu)
-#define RULE_RA(r)    (((r) >> 9) & 0x7fu)
-#define RULE_OFF(r)   ((r) >> 16)
-#define RULE_OFF_MAX  ((1u << 16) - 1)
-#define SLOT_MAX      0x7f
+#define RULE_RBP(r)   (((r) >> 2) & 0x3ffu)
+#define RULE_RA(r)    (((r) >> 12) & 0x3ffu)
+#define RULE_OFF(r)   (((r) >> 22) * 8)
+#define RULE_OFF_MAX  (0x3ffu * 8)
+#define SLOT_MAX      0x3ff
 
 /* A register's save slot as j of CFA - 8j, or -1 when the rule cannot say it. */
 static int arm64_slot(int64_t off)
@@ -42,7 +45,7 @@ static int arm64_slot(int64_t off)
 static uint32_t arm64_rule(const struct regs *r)
 {
     if (r->ra_kind != REG_OFFSET || (r->cfa_reg != DW_RSP && r->cfa_reg != DW_RBP) || r->cfa_off < 8 ||
-        r->cfa_off > RULE_OFF_MAX)
+        r->cfa_off > RULE_OFF_MAX || r->cfa_off % 8 != 0)
         return R_STOP;
     int ra = arm64_slot(r->ra_off), fp = 0;
     if (ra <= 0)
@@ -126,7 +129,7 @@ int hl_unwind_from(uint64_t *pcs, uint64_t *cfas, int max, uint64_t fp, uint64_t
             break;
         uint64_t cfa = (kind == R_RSP ? sp : fp) + RULE_OFF(rule);
         /* Every read lies in [lo, hi): the CFA above this frame's sp and
-         * at most hi, both slots (at most 127 words below it) at least lo. */
+         * at most hi, both slots (at most 1023 words below it) at least lo. */
         if (HL_UNLIKELY(kind == R_STOP || cfa - sp - 1 >= hi - sp || cfa - lo < 8 * ra))
             return -n;
         if (slot != 0) {
