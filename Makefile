@@ -45,7 +45,29 @@ BUILD_DEBS :=
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
 DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium nodejs openjdk-17-jdk-headless
 
-.PHONY: all scenarios test run deps deps-overhead build-deps generate docs bench clean
+# ---- arm64 ------------------------------------------------------------
+# `make ARCH=arm64` cross-builds libheap.so, heapctl and the helpers for
+# linux/arm64 into bin/arm64/ (no scenarios: the C++ ones would need a
+# cross g++). `make test-arm64` runs them under qemu-user
+# (.ci/test-arm64.sh): Debian's cross gcc and libc, qemu-user-static, and
+# binfmt-support for the binfmt_misc entry that lets heapctl exec arm64
+# children.
+DEBS_ARM64 := gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static binfmt-support
+ifeq ($(ARCH),arm64)
+BIN := bin/arm64
+CC := aarch64-linux-gnu-gcc
+export CC
+export GOARCH := arm64
+SCEN_BINS :=
+build-deps: PKGS = $(BUILD_DEBS) $(DEBS_ARM64)
+endif
+
+test-arm64: PKGS = $(DEBS_ARM64)
+test-arm64: deps-arm64
+	$(MAKE) ARCH=arm64 all
+	.ci/test-arm64.sh
+
+.PHONY: all scenarios test run deps deps-overhead build-deps deps-arm64 test-arm64 generate docs bench clean
 
 all: $(BIN)/libheap.so $(BIN)/libfloor.so $(BIN)/heapline-rusage $(BIN)/heapctl scenarios
 
@@ -87,8 +109,9 @@ $(BIN)/%: scenarios/%.cc scenarios/scenario.h
 
 deps: PKGS = $(DEBS)
 deps-overhead: PKGS = $(OVERHEAD_DEBS)
-build-deps: PKGS = $(BUILD_DEBS)
-deps deps-overhead build-deps:
+build-deps: PKGS ?= $(BUILD_DEBS)
+deps-arm64: PKGS = $(DEBS_ARM64)
+deps deps-overhead build-deps deps-arm64:
 	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "make deps: installing$$missing"; \

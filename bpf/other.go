@@ -34,3 +34,13 @@ func (t *Tracer) Read() (Counts, error) {
 	return Counts{}, errors.New("eBPF tracing is only built for amd64")
 }
 func (t *Tracer) Close() error { return nil }
+
+// PerThread is Read by thread; tests of ctl call it, so it exists here.
+func (t *Tracer) PerThread() (map[int]Counts, error) {
+	return nil, errors.New("eBPF tracing is only built for amd64")
+}
+
+// ProgramTime is the probes' run time; as PerThread.
+func (t *Tracer) ProgramTime() (time.Duration, uint64, error) {
+	return 0, 0, errors.New("eBPF tracing is only built for amd64")
+}

@@ -268,5 +268,9 @@ uint64_t hl_stat_field(const char *path, int want)
 }
 
 /* Field 22 of /proc/self/stat: clock ticks from boot to this process's
- * start. exec keeps it, a new process with a reused pid does not. */
-uint64_t hl_start_ticks(void) { return hl_stat_field("/proc/self/stat", 22); }
+ * start. exec keeps it, a new process with a reused pid does not.
+ * "self/./stat", not "self/stat": qemu-user answers the guest's open of
+ * /proc/self/stat itself, with a start time of its own making, which
+ * heapctl's read of /proc/PID/stat would never match (the region would
+ * look stale); the kernel resolves both to the same file. */
+uint64_t hl_start_ticks(void) { return hl_stat_field("/proc/self/./stat", 22); }

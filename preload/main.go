@@ -14,6 +14,7 @@ package main
 /*
 #cgo CFLAGS: -O2 -g -std=gnu11 -D_GNU_SOURCE -ftls-model=initial-exec -fvisibility=hidden -fno-strict-aliasing -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free -Wall -Wextra -Wno-unused-parameter
 #cgo LDFLAGS: -ldl -lpthread
+#cgo arm64 CFLAGS: -fomit-frame-pointer
 */
 import "C"
 

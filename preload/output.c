@@ -46,7 +46,7 @@ void hl_stderr_note(void)
          * anyway, and a first call through readlink's PLT entry costs
          * the dynamic linker's lookup, some 2,000 instructions at every
          * program's start (callgrind). */
-        ssize_t n = syscall(SYS_readlink, "/proc/self/fd/2", err_path, sizeof err_path - 1);
+        ssize_t n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/fd/2", err_path, sizeof err_path - 1);
         err_path[n > 0 && err_path[0] == '/' ? n : 0] = 0;
     } else {
         err_state = -1;

@@ -68,8 +68,9 @@ void *hl_generic_counted(void *p);
  * slot. */
 enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE };
 struct hl_thread {
-    struct hl_slot dummy;   /* this thread's all-ones slot (first: it is aligned) */
-    struct hl_slot *slot;   /* the fast path's: own, dummy, or NULL (see above) */
+    struct hl_slot *slot;   /* the fast path's: own, dummy, or NULL (see above); first: aarch64
+                               loads it with one ldr [tp, offset], no add */
+    struct hl_slot dummy;   /* this thread's all-ones slot */
     struct hl_slot *own;    /* NULL without a slot */
     uint64_t alloc_mark;    /* slow path: publish when own->alloc_bytes reaches it */
     uint64_t free_mark;
@@ -105,6 +106,23 @@ static inline __attribute__((always_inline)) int hl_word_add(uint64_t *w, uint64
 #if defined(__x86_64__)
     unsigned char carry;
     __asm__("addq %2, %0" : "+m"(*w), "=@ccc"(carry) : "er"(inc));
+    return carry;
+#elif defined(__aarch64__)
+    /* armv8.0 has no add to memory (LSE's stadd is 8.1, and carries
+     * nothing out): an exclusive load and store around adds, whose carry
+     * flag neither the store nor cbnz touch. A signal between ldxr and
+     * stxr clears the exclusive monitor (an exception return does, ARMv8
+     * ARM D1.x), so the store fails and the add runs again on the value
+     * the handler left. */
+    uint64_t v;
+    uint32_t failed;
+    int carry;
+    __asm__("1: ldxr %0, %3\n"
+            "   adds %0, %0, %4\n"
+            "   stxr %w1, %0, %3\n"
+            "   cbnz %w1, 1b"
+            : "=&r"(v), "=&r"(failed), "=@cccs"(carry), "+Q"(*w)
+            : "r"(inc));
     return carry;
 #else
     uint64_t old = __atomic_fetch_add(w, inc, __ATOMIC_RELAXED);

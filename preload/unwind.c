@@ -42,14 +42,20 @@
 /* A rule in 32 bits: kind in bits 0..1, the caller's rbp in bits 2..9 (0:
  * unchanged, j: saved at CFA - 8j), CFA's offset in bits 10..31. */
 enum { R_STOP = 0, R_RSP = 1, R_RBP = 2, R_END = 3 };
+#if !defined(__aarch64__) /* aarch64's: unwind_arm64.h */
 #define RULE(kind, rbp_slot, off) ((uint32_t)(kind) | (uint32_t)(rbp_slot) << 2 | (uint32_t)(off) << 10)
 #define RULE_KIND(r)  ((r) & 3u)
 #define RULE_RBP(r)   (((r) >> 2) & 0xffu)
 #define RULE_OFF(r)   ((r) >> 10)
 #define RULE_OFF_MAX  ((1u << 22) - 1)
+#endif
 /* A stop for want of a table (an address in no object, or in no FDE: JIT
  * code, V8's embedded builtins): framewalk.c may go on by frame pointer. */
+#if defined(__aarch64__)
+#define R_NOINFO RULE(R_STOP, 0, 0, 1) /* aarch64's walk stops at it as at any R_STOP */
+#else
 #define R_NOINFO RULE(R_STOP, 0, 1)
+#endif
 
 // ---- the cache ------------------------------------------------------------------------
 /* Direct-mapped: 2^14 entries of 16 bytes (256 KiB of address space,
@@ -177,9 +183,15 @@ struct regs {
     int64_t rbp_off, ra_off;
 };
 
+#if defined(__aarch64__)
+#define DW_RBP 29 /* x29, the frame pointer */
+#define DW_RSP 31 /* sp */
+#define DW_RA  30 /* x30, the link register: aarch64's return address column */
+#else
 #define DW_RBP 6
 #define DW_RSP 7
 #define DW_RA  16
+#endif
 
 static void set_reg(struct regs *r, uint64_t reg, uint8_t kind, int64_t off)
 {
@@ -269,6 +281,9 @@ static int run(const struct cie *c, const uint8_t *p, const uint8_t *end, uint64
         case 0x16: reg = uleb(&p, end); delta = uleb(&p, end); p += delta; set_reg(r, reg, REG_OTHER, 0); continue;
         case 0x2e: (void)uleb(&p, end); continue; /* GNU_args_size */
         case 0x2f: reg = uleb(&p, end); set_reg(r, reg, REG_OFFSET, -(int64_t)uleb(&p, end) * c->data_align); continue;
+#if defined(__aarch64__)
+        case 0x2d: continue; /* AARCH64_negate_ra_state: x30 is signed from here (PAC); the walk strips it anyway */
+#endif
         default: return 0;
         }
     advance:
@@ -322,6 +337,10 @@ static int read_cie(const uint8_t *p, struct cie *c)
     return p <= end;
 }
 
+#if defined(__aarch64__)
+#include "unwind_arm64.h" /* aarch64's rules and walk */
+#endif
+
 /* The rule for return address pc (the call is at pc - 1). *keep = 0 when
  * pc is in no loaded object: JIT code, whose memory may hold an object
  * later, so that stop is not cached. */
@@ -356,7 +375,11 @@ static HL_NOINLINE uint32_t find_rule(uint64_t pc, int *keep)
         p += uleb(&p, end);
     if (c.signal)
         return R_STOP; /* the frame is a signal's: the rest is a sigcontext */
+#if defined(__aarch64__)
+    struct regs r = {DW_RSP, 0, REG_SAME, REG_SAME, 0, 0}, init; /* bl leaves sp as it was, the return address in x30 */
+#else
     struct regs r = {DW_RSP, 8, REG_SAME, REG_OFFSET, 0, -8}, init;
+#endif
     if (!run(&c, c.insns, c.end, 0, UINT64_MAX, &r, NULL))
         return R_STOP;
     init = r;
@@ -364,6 +387,9 @@ static HL_NOINLINE uint32_t find_rule(uint64_t pc, int *keep)
         return R_STOP;
     if (r.ra_kind == REG_UNDEF)
         return R_END; /* the outermost frame */
+#if defined(__aarch64__)
+    return arm64_rule(&r);
+#else
     if (r.ra_kind != REG_OFFSET || r.ra_off != -8 || (r.cfa_reg != DW_RSP && r.cfa_reg != DW_RBP) ||
         r.cfa_off < 8 || r.cfa_off > RULE_OFF_MAX)
         return R_STOP;
@@ -376,6 +402,7 @@ static HL_NOINLINE uint32_t find_rule(uint64_t pc, int *keep)
         return R_STOP;
     }
     return RULE(r.cfa_reg == DW_RSP ? R_RSP : R_RBP, slot, (uint32_t)r.cfa_off);
+#endif
 }
 
 static HL_NOINLINE uint32_t rule_of(uint64_t pc)
@@ -402,6 +429,8 @@ static HL_NOINLINE uint32_t rule_of(uint64_t pc)
 
 extern void *__libc_stack_end;
 static uintptr_t stack_limit; /* RLIMIT_STACK: how far below its top a thread's stack reaches */
+
+#if !defined(__aarch64__) /* aarch64's walk is in unwind_arm64.h */
 
 /* The top of the running thread's stack, or 0 if we cannot tell. A thread
  * glibc started keeps its descriptor (where %fs points) at the top of its
@@ -493,6 +522,7 @@ int hl_unwind_from(uint64_t *pcs, uint64_t *cfas, int max, uint64_t rbp, uint64_
     }
     return n;
 }
+#endif
 
 /* At boot, with sampling on: the cache (raw mmap: no malloc). */
 int hl_unwind_boot(void)

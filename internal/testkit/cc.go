@@ -22,6 +22,9 @@ func CC(t testing.TB, out, src string, args ...string) string {
 	if ext := filepath.Ext(src); ext == ".cc" || ext == ".cpp" {
 		cc = "g++"
 	}
+	if Arch() == "arm64" {
+		cc = "aarch64-linux-gnu-" + cc
+	}
 	if b, err := exec.Command(cc, append([]string{"-o", out, src}, args...)...).CombinedOutput(); err != nil {
 		t.Fatalf("compiling %s (%s is needed, as for make): %v\n%s", src, cc, err, b)
 	}

@@ -81,7 +81,7 @@ func makeTarget(target string, trees, files []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("heapline-test-%s-%d-%s", target, os.Getuid(), sum))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("heapline-test-%s-%d-%s%s", target, os.Getuid(), sum, archSuffix()))
 	out := filepath.Join(dir, target)
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
@@ -100,6 +100,9 @@ func makeTarget(target string, trees, files []string) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	cmd := exec.Command("make", "-s", "BIN="+tmp, filepath.Join(tmp, target))
+	if a := Arch(); a != "" {
+		cmd.Args = append(cmd.Args, "ARCH="+a)
+	}
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("make %s: %v\n%s", target, err, b)

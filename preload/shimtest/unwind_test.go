@@ -16,10 +16,18 @@ import (
 // in and libunwind linked, as a library to preload: the oracle test.
 func checker(t *testing.T) string {
 	t.Helper()
+	pre := filepath.Join(testkit.Root(), "preload")
+	if testkit.Arch() == "arm64" {
+		// arm64's libunwind from the sysroot of make test-arm64
+		// (.ci/arm64-sysroot.sh), which qemu also loads it from.
+		root := arm64Sysroot(t)
+		return testkit.CC(t, "", filepath.Join("testdata", "unwindcheck.c"), "-O2", "-g", "-shared", "-fPIC", "-D_GNU_SOURCE", "-I", pre,
+			"-I", filepath.Join(root, "usr/include/aarch64-linux-gnu"), filepath.Join(pre, "unwind.c"), filepath.Join(pre, "objects.c"),
+			"-L", filepath.Join(root, "usr/lib/aarch64-linux-gnu"), "-Wl,-rpath-link,"+filepath.Join(root, "usr/lib/aarch64-linux-gnu"), "-lunwind", "-ldl")
+	}
 	if err := exec.Command("dpkg", "-s", "libunwind-dev").Run(); err != nil {
 		testkit.Unavailable(t, "libunwind-dev is not installed (make deps installs it): it is the oracle")
 	}
-	pre := filepath.Join(testkit.Root(), "preload")
 	return testkit.CC(t, "", filepath.Join("testdata", "unwindcheck.c"), "-O2", "-g", "-shared", "-fPIC", "-D_GNU_SOURCE", "-I", pre,
 		filepath.Join(pre, "unwind.c"), filepath.Join(pre, "objects.c"), "-lunwind", "-ldl")
 }
@@ -61,6 +69,9 @@ func oracle(t *testing.T, so string, env []string, argv ...string) (walks, equal
 // and every pyenv build of Python 3 on the machine.
 func pythons(t *testing.T) []string {
 	var found []string
+	if testkit.Arch() == "arm64" {
+		return []string{filepath.Join(arm64Sysroot(t), "usr/bin/python3.11")} // Debian's arm64 build
+	}
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
 		found = append(found, "/usr/bin/python3")
 	} else if testkit.CI() {
@@ -93,8 +104,22 @@ func matchLibunwind(t *testing.T, so, mode string) {
 		argv []string
 	}
 	walk := compile(t, "walk.c", "-O2", "-fomit-frame-pointer")
-	throw := compile(t, "throw.cc", "-O2")
-	targets := []target{{"c-O2", nil, []string{walk}}, {"c++-throw", nil, []string{throw}}}
+	targets := []target{{"c-O2", nil, []string{walk}}}
+	if testkit.Arch() == "arm64" {
+		// -mbranch-protection=pac-ret: on qemu's max cpu the return
+		// addresses are signed; on a cortex-a57 (armv8.0) the program's
+		// paciasp and our xpaclri are hint-space no-ops. Debian's
+		// libunwind (1.6) stops at such frames on either cpu, so it is no
+		// oracle there: UNWINDCHECK_PAC counts a walk when libunwind's is
+		// the shorter and every address of ours is in a loaded object.
+		pac := compile(t, "walk.c", "-O2", "-fomit-frame-pointer", "-mbranch-protection=pac-ret")
+		for _, cpu := range []string{"max", "cortex-a57"} {
+			targets = append(targets, target{"c-O2-pac-ret-" + cpu, []string{"QEMU_CPU=" + cpu, "UNWINDCHECK_PAC=1"}, []string{pac}})
+		}
+	} else {
+		throw := compile(t, "throw.cc", "-O2") // no cross g++ for arm64
+		targets = append(targets, target{"c++-throw", nil, []string{throw}})
+	}
 	script := filepath.Join("testdata", "walk.py")
 	for _, py := range pythons(t) {
 		// PYTHONMALLOC=malloc: every object's allocation is a walk from
@@ -134,4 +159,15 @@ func TestUnwindDlopened(t *testing.T) {
 			t.Errorf("%s: alloc_space under main %d, want both blocks' 16 MiB: a walk stopped in a plugin", mode, inMain)
 		}
 	}
+}
+
+// arm64Sysroot is the sysroot make test-arm64 made (ARM64_SYSROOT):
+// Debian's arm64 python3.11 and libunwind.
+func arm64Sysroot(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv("ARM64_SYSROOT")
+	if root == "" {
+		testkit.Unavailable(t, "ARM64_SYSROOT is not set: make test-arm64 makes the sysroot (.ci/arm64-sysroot.sh)")
+	}
+	return root
 }
