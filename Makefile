@@ -66,9 +66,10 @@ $(BIN)/heapline-rusage: helpers/rusage.c
 	$(CC) -O2 -Wall -Wextra -o $@ $<
 
 # -buildvcs=auto: GOFLAGS may say false (this machine's go env does), and
-# then `heapctl --version` could not name its commit.
+# then `heapctl --version` could not name its commit. VERSION_LDFLAGS
+# stamps the release's version (the release block below).
 $(BIN)/heapctl: $(GO_SRC)
-	$(GO) build -buildvcs=auto -o $@ ./ctl
+	$(GO) build -buildvcs=auto -ldflags="$(VERSION_LDFLAGS)" -o $@ ./ctl
 
 scenarios: $(SCEN_BINS)
 
@@ -122,4 +123,13 @@ docs:
 	$(GO) test ./ctl -run TestCLIDocCurrent -count=1 -update
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)
+
+# --- release: make dist, make test-dist (docs/releasing.md) ---
+# VERSION is release/version.sh's: git describe, spelled as a Debian
+# version (0.0.0~git<commits>.<hash> before the first tag), stamped into
+# heapctl (`heapctl --version`) and naming the .deb and the tarball.
+VERSION ?= $(shell release/version.sh)
+VERSION_LDFLAGS := -X github.com/heapline/heapline/ctl/internal/version.release=$(VERSION)
+DIST ?= dist
+# --- end of release ---
