@@ -246,6 +246,7 @@ static void boot(void)
     int saved = errno;
     hl_stderr_note();
     resolve(); /* the booting thread's own calls keep getting the pool until the region is made */
+    hl_find_object_resolve();
     hl_fork_resolve();
     hl_mapped_resolve();
     hl_config_read();

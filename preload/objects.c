@@ -155,3 +155,20 @@ void *hl_first_definition(const char *name)
     }
     return NULL;
 }
+
+/* _dl_find_object (glibc 2.35: lock-free, async-signal-safe) from the
+ * running glibc, not from the one we were built on: linked, it would make
+ * every program fail to load under an older glibc. Looked up in boot,
+ * where dlsym's failure (its dlerror state is calloc'd) is served from
+ * the bootstrap pool. */
+static int (*dl_find_object)(void *, struct hl_dlfo *);
+
+void hl_find_object_resolve(void)
+{
+    *(void **)&dl_find_object = dlsym(RTLD_DEFAULT, "_dl_find_object");
+}
+
+int hl_find_object(const void *addr, struct hl_dlfo *out)
+{
+    return dl_find_object != NULL ? dl_find_object((void *)addr, out) : -1;
+}

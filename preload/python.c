@@ -138,8 +138,8 @@ static int fde_range(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo, uintptr_t 
  * what is not really a jump lands anywhere, and loses the vote. */
 static void find_cold(void)
 {
-    struct dl_find_object o;
-    if (_dl_find_object((void *)eval_lo, &o) != 0)
+    struct hl_dlfo o;
+    if (hl_find_object((void *)eval_lo, &o) != 0)
         return;
     const uint8_t *hdr = o.dlfo_eh_frame, *c = (const uint8_t *)eval_lo;
     uintptr_t lo[8] = {0}, hi[8] = {0};

@@ -158,6 +158,19 @@ int hl_object_path(const void *addr, char *buf, size_t n); /* objects.c: its pat
 void hl_object_name(const char *loader_name, char *buf, size_t n); /* objects.c: a loaded object's path */
 int hl_object_span(const void *addr, uintptr_t *lo, uintptr_t *hi); /* objects.c: its address range; 0 if found */
 void *hl_first_definition(const char *name); /* objects.c: what the program's call to name reaches, or NULL */
+/* objects.c: glibc's struct dl_find_object (dlfcn.h, 2.35; the same on every 64-bit target without
+ * DLFO_STRUCT_HAS_EH_DBASE), our own copy: the headers we build with may be older than the glibc we run
+ * on. hl_find_object is _dl_find_object where the running glibc has it (looked up at boot, not linked);
+ * 0 if found. */
+struct hl_dlfo {
+    unsigned long long dlfo_flags;
+    void *dlfo_map_start, *dlfo_map_end; /* the object's mapping */
+    struct link_map *dlfo_link_map;
+    void *dlfo_eh_frame; /* its .eh_frame_hdr */
+    unsigned long long reserved[7];
+};
+void hl_find_object_resolve(void); /* at boot */
+int hl_find_object(const void *addr, struct hl_dlfo *out);
 void hl_thread_forget(void); /* in a fork child */
 void hl_totals(struct hl_header *r, struct hl_counters *out);
 void hl_peak_update(struct hl_header *r, int64_t live);

@@ -40,7 +40,7 @@ static int known_object(uintptr_t a, uint64_t used)
 }
 
 /* The loaded objects the frames are in, for a reader after the process is
- * gone: once each. _dl_find_object takes no lock (glibc 2.35). */
+ * gone: once each. hl_find_object takes no lock (objects.c). */
 static void note_objects(const uint64_t *frames, int n)
 {
     struct hl_header *r = hl_region;
@@ -50,8 +50,8 @@ static void note_objects(const uint64_t *frames, int n)
             continue; /* not an address (shim.h) */
         if (known_object(a, __atomic_load_n(&r->objects_used, __ATOMIC_ACQUIRE)))
             continue;
-        struct dl_find_object found;
-        if (_dl_find_object((void *)a, &found) != 0)
+        struct hl_dlfo found;
+        if (hl_find_object((void *)a, &found) != 0)
             continue;
         while (__atomic_exchange_n(&objects_lock, 1, __ATOMIC_ACQUIRE))
             sched_yield();

@@ -16,8 +16,8 @@
  * models; docs/journal.md has the measurements that chose this).
  *
  * No lock, no malloc, no signal-mask change, no file descriptor: a miss
- * finds the frame's FDE through _dl_find_object (glibc 2.35: lock-free and
- * async-signal-safe) and the object's .eh_frame_hdr. The cache's entries
+ * finds the frame's FDE through hl_find_object (objects.c: _dl_find_object,
+ * lock-free and async-signal-safe, where glibc has it) and the object's .eh_frame_hdr. The cache's entries
  * are two words written without a lock; a check word ties the rule to its
  * address, so a reader that races a writer sees a miss, never another
  * address's rule. dlclose moves the cache's epoch (override.c), which
@@ -322,9 +322,9 @@ static int read_cie(const uint8_t *p, struct cie *c)
  * later, so that stop is not cached. */
 static HL_NOINLINE uint32_t find_rule(uint64_t pc, int *keep)
 {
-    struct dl_find_object found;
+    struct hl_dlfo found;
     *keep = 1;
-    if (_dl_find_object((void *)(uintptr_t)(pc - 1), &found) != 0) {
+    if (hl_find_object((void *)(uintptr_t)(pc - 1), &found) != 0) {
         *keep = 0;
         return R_STOP;
     }
