@@ -84,7 +84,7 @@ $(BIN)/%: scenarios/%.cc scenarios/scenario.h
 deps: PKGS = $(DEBS)
 deps-overhead: PKGS = $(OVERHEAD_DEBS)
 build-deps: PKGS = $(BUILD_DEBS)
-deps deps-overhead build-deps:
+deps deps-overhead build-deps deps-release:
 	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "make deps: installing$$missing"; \
@@ -132,4 +132,16 @@ clean:
 VERSION ?= $(shell release/version.sh)
 VERSION_LDFLAGS := -X github.com/heapline/heapline/ctl/internal/version.release=$(VERSION)
 DIST ?= dist
+# ARCH is the release's architecture: release/build.sh maps it to GOARCH
+# and the C compiler in the Debian 11 chroot that builds libheap.so
+# (release/chroot.sh, cached under /var/cache/heapline/); debootstrap
+# makes the chroots. make dist ARCH=... for another one.
+ARCH ?= amd64
+RELEASE_DEBS := debootstrap
+DEBS += $(RELEASE_DEBS)
+
+.PHONY: dist test-dist deps-release
+deps-release: PKGS = $(RELEASE_DEBS)
+dist: deps-release
+	release/dist.sh $(DIST) $(VERSION) $(ARCH)
 # --- end of release ---
