@@ -209,15 +209,10 @@ func runAllocators(c *cli.Context, e *env) error {
 	return nil
 }
 
-// findRusage finds heapline-rusage: beside heapctl, else in the layout's
-// bin/; "" when neither has it.
+// findRusage finds heapline-rusage where an installed heapctl has it
+// (shim.Beside), else in the layout's bin/; "" when neither has it.
 func findRusage(layout overhead.Layout) string {
-	var dirs []string
-	if exe, err := os.Executable(); err == nil {
-		dirs = append(dirs, filepath.Dir(exe))
-	}
-	for _, d := range append(dirs, layout.Bin) {
-		p := filepath.Join(d, allocators.RusageName)
+	for _, p := range append(shim.Beside(allocators.RusageName), filepath.Join(layout.Bin, allocators.RusageName)) {
 		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
 			return p
 		}
