@@ -128,7 +128,7 @@ func TestShortFlagsMeanOneThing(t *testing.T) {
 }
 
 // --version prints what the toolchain stamped (package version); the
-// release make stamps is TestDistVersion's (release/dist_test.go).
+// release make stamps is release's TestInstalledFindsShim's.
 func TestVersionFlag(t *testing.T) {
 	stdout, _, err := heapctl("--version")
 	v := version.Get()
