@@ -144,4 +144,8 @@ DEBS += $(RELEASE_DEBS)
 deps-release: PKGS = $(RELEASE_DEBS)
 dist: deps-release
 	release/dist.sh $(DIST) $(VERSION) $(ARCH)
+# The release on Debian 11 and 13 (chroots cached beside the build's):
+# .ci/run calls it after make test.
+test-dist: dist
+	release/test-dist.sh $(DIST)
 # --- end of release ---
