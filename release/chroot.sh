@@ -31,6 +31,8 @@ rm -f "$tmp.log"
 # No apt lists or .debs kept: the chroot is a fixed image, never updated.
 rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/*
 touch "$tmp/.done"
-mv "$tmp" "$dir"
+# -T: another chroot.sh that finished first keeps its own, and this one
+# goes (a plain mv would put it inside the other).
+mv -T "$tmp" "$dir" 2>/dev/null || rm -rf "$tmp"
 echo "chroot.sh: $suite made in $(($(date +%s) - start)) s" >&2
 echo "$dir"
