@@ -44,7 +44,7 @@ func allocatorsCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "`N` rounds of the timed runs, alternating the order of the sides"},
 			&cli.IntFlag{Name: "count-runs", Value: 1, Usage: "`N` untimed runs of each side with libheap.so in front, for the allocation counts (0: none)"},
 			&cli.StringSliceFlag{Name: "lib", Usage: "add the allocator at PATH as `NAME=PATH` (repeatable; a builtin's name replaces its library)"},
-			&cli.StringFlag{Name: "shim", Usage: "libheap.so of the count runs, at `PATH` (default: $HEAPLINE_LIB, else beside heapctl, else ./bin)"},
+			&cli.StringFlag{Name: "shim", Usage: "libheap.so of the count runs, at `PATH` (default: $HEAPLINE_LIB, else the one installed with heapctl, else ./bin)"},
 			&cli.StringFlag{Name: "measure", Value: "cpu", Usage: "`WHAT` the change and the verdict are of: cpu (user+sys time) or time (wall)"},
 			&cli.Float64Flag{Name: "threshold", Value: 0.05, Usage: "the verdict's `T`: faster, slower or same only when the 95% interval lies wholly beyond ±T or within it"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table (= --format json)"},
