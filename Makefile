@@ -147,5 +147,5 @@ dist: deps-release
 # The release on Debian 11 and 13 (chroots cached beside the build's):
 # .ci/run calls it after make test.
 test-dist: dist
-	release/test-dist.sh $(DIST)
+	release/test-dist.sh $(DIST) $(ARCH)
 # --- end of release ---

@@ -55,7 +55,7 @@ mount --bind "$out" "$mnt/out"
 mount --bind "$gocache" "$mnt/go"
 mount -t proc proc "$mnt/proc"
 chroot "$mnt" /usr/bin/env -i PATH=/usr/local/go/bin:/usr/bin:/bin HOME=/go \
-	GOCACHE=/go/cache GOMODCACHE=/go/mod GOPROXY=off GOFLAGS=-mod=mod GOTOOLCHAIN=local \
+	GOCACHE=/go/cache GOMODCACHE=/go/mod GOPROXY=off GOFLAGS=-mod=readonly GOTOOLCHAIN=local \
 	CGO_ENABLED=1 GOARCH="$goarch" CC="$cc" CGO_CFLAGS="-g -O2 -DMREMAP_DONTUNMAP=4" bash -euo pipefail -c '
 	cd /src
 	rm -f /out/libheap.so

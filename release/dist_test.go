@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,15 @@ var (
 	distOut  []byte
 )
 
+// arch is the release's architecture: $HEAPLINE_ARCH (test-dist.sh's
+// ARCH), else this machine's.
+func arch() string {
+	if a := os.Getenv("HEAPLINE_ARCH"); a != "" {
+		return a
+	}
+	return runtime.GOARCH
+}
+
 // dist returns a directory holding make dist's files: $HEAPLINE_DIST
 // when make test-dist names the one it built, else one made here, once
 // per test binary (the chroot it builds in is cached: seconds, after the
@@ -46,7 +56,7 @@ func dist(t *testing.T) string {
 		if distErr != nil {
 			return
 		}
-		cmd := exec.Command("make", "-s", "dist", "DIST="+distDir)
+		cmd := exec.Command("make", "-s", "dist", "DIST="+distDir, "ARCH="+arch())
 		cmd.Dir = testkit.Root()
 		distOut, distErr = cmd.CombinedOutput()
 	})
@@ -61,8 +71,8 @@ func dist(t *testing.T) string {
 func unpacked(t *testing.T) (tarTree, debTree string) {
 	t.Helper()
 	d := dist(t)
-	tgz, _ := filepath.Glob(filepath.Join(d, "heapline_*_linux_amd64.tar.gz"))
-	deb, _ := filepath.Glob(filepath.Join(d, "heapline_*_amd64.deb"))
+	tgz, _ := filepath.Glob(filepath.Join(d, "heapline_*_linux_"+arch()+".tar.gz"))
+	deb, _ := filepath.Glob(filepath.Join(d, "heapline_*_"+arch()+".deb"))
 	if len(tgz) != 1 || len(deb) != 1 {
 		t.Fatalf("%s: want one tarball and one .deb, have %q and %q", d, tgz, deb)
 	}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# release/test-dist.sh DIST: checks the release in DIST (make dist's) on
+# release/test-dist.sh DIST [ARCH]: checks the release in DIST (make dist's) on
 # the systems it is for. First the packages' own files (release's
 # TestSymbolVersions and TestInstalledFindsShim), then, in each of Debian
 # 11 (glibc 2.31, python3.9) and Debian 13 (glibc 2.41, python3.13):
@@ -8,13 +8,13 @@
 # it, every command inside the chroot. Mounts live in a mount namespace of
 # their own and a trap takes them down; any failure fails the whole.
 set -euo pipefail
-dist=$(realpath "${1:?usage: test-dist.sh DIST}")
+dist=$(realpath "${1:?usage: test-dist.sh DIST [ARCH]}"); arch=${2:-amd64}
 root=$(cd "$(dirname "$0")/.." && pwd)
-debs=("$dist"/heapline_*_amd64.deb)
+debs=("$dist"/heapline_*_"$arch".deb)
 [ ${#debs[@]} = 1 ] && [ -f "${debs[0]}" ] || { echo "test-dist: want one .deb in $dist, have ${debs[*]}" >&2; exit 1; }
 cd "$root"
 export CI=${CI:-}
-HEAPLINE_DIST=$dist go test -count=1 ./release
+HEAPLINE_DIST=$dist HEAPLINE_ARCH=$arch go test -count=1 ./release
 go test -tags dist -c -o "$dist/.chroot.test" ./release
 trap 'rm -f "$dist/.chroot.test"' EXIT
 failed=
