@@ -11,7 +11,10 @@ set -euo pipefail
 dist=$(realpath "${1:?usage: test-dist.sh DIST [ARCH]}"); arch=${2:-amd64}
 root=$(cd "$(dirname "$0")/.." && pwd)
 debs=("$dist"/heapline_*_"$arch".deb)
-[ ${#debs[@]} = 1 ] && [ -f "${debs[0]}" ] || { echo "test-dist: want one .deb in $dist, have ${debs[*]}" >&2; exit 1; }
+if [ ${#debs[@]} != 1 ] || [ ! -f "${debs[0]}" ]; then
+	echo "test-dist: want one .deb in $dist, have ${debs[*]}" >&2
+	exit 1
+fi
 cd "$root"
 export CI=${CI:-}
 HEAPLINE_DIST=$dist HEAPLINE_ARCH=$arch go test -count=1 ./release
