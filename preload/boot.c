@@ -12,6 +12,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
 #include <link.h>
 #include <stdint.h>
 #include <sched.h>
@@ -79,6 +80,50 @@ static void die_missing(const char *sym)
     abort();
 }
 
+// ---- a system the shim cannot serve ---------------------------------------------
+/* The shim never stops the program: under a glibc older than the oldest it
+ * is built for, or without a function it forwards to, it says so in one
+ * line and passes every call through, uncounted (no region, no summary).
+ * A function dlsym does not find is glibc's own under its __libc_ name,
+ * or built on another; only a process with no malloc at all to call is
+ * beyond help. */
+#define GLIBC_OLDEST_MAJOR 2
+#define GLIBC_OLDEST_MINOR 31
+
+static const char *missing; /* the first function dlsym did not find */
+static char unserved_why[128];
+
+static int glibc_too_old(void)
+{
+    const char *v = gnu_get_libc_version(), *p = v;
+    unsigned long major = strtoul(p, (char **)&p, 10), minor = *p == '.' ? strtoul(p + 1, NULL, 10) : 0;
+    if (major > GLIBC_OLDEST_MAJOR || (major == GLIBC_OLDEST_MAJOR && minor >= GLIBC_OLDEST_MINOR))
+        return 0;
+    size_t n = strnlen(v, 32);
+    memcpy(unserved_why, "glibc ", 6);
+    memcpy(unserved_why + 6, v, n);
+    memcpy(unserved_why + 6 + n, " is older than 2.31, the oldest the shim serves", sizeof " is older than 2.31, the oldest the shim serves");
+    return 1;
+}
+
+/* Why the shim cannot serve this process, or NULL. */
+static const char *unserved(void)
+{
+    if (glibc_too_old())
+        return unserved_why;
+    if (missing != NULL) {
+        size_t n = strnlen(missing, 32);
+        memcpy(unserved_why, "dlsym found no ", 15);
+        memcpy(unserved_why + 15, missing, n);
+        memcpy(unserved_why + 15 + n, " to forward to", sizeof " to forward to");
+        return unserved_why;
+    }
+    return NULL;
+}
+
+static int fb_posix_memalign(void **out, size_t align, size_t n);
+static size_t glibc_usable(void *p) { return hl_glibc_usable(p); }
+
 // ---- mode ---------------------------------------------------------------------------
 
 HL_HIDDEN unsigned char hl_mode; /* enum hl_mode (shim.h) */
@@ -139,8 +184,10 @@ void hl_set_mode_off(const char *why)
 #define RESOLVE(field, name, required)                               \
     do {                                                             \
         *(void **)&hl_next.field = dlsym(RTLD_NEXT, name);           \
-        if ((required) && hl_next.field == NULL)                     \
-            die_missing(name);                                       \
+        if ((required) && hl_next.field == NULL) {                   \
+            missing = missing != NULL ? missing : name;              \
+            *(void **)&hl_next.field = dlsym(RTLD_DEFAULT, "__libc_" name); \
+        }                                                            \
     } while (0)
 
 /* ---- aligned variants the next allocator lacks ----
@@ -172,6 +219,18 @@ static void *fb_aligned_alloc(size_t align, size_t n)
 }
 
 static void *fb_memalign(size_t align, size_t n) { return fb_aligned_alloc(align, n); }
+
+/* posix_memalign not found (unserved): glibc's memalign. */
+static int fb_posix_memalign(void **out, size_t align, size_t n)
+{
+    if (align < sizeof(void *) || (align & (align - 1)) != 0)
+        return EINVAL;
+    void *p = hl_next.memalign(align, n);
+    if (p == NULL)
+        return ENOMEM;
+    *out = p;
+    return 0;
+}
 static void *fb_valloc(size_t n) { return via_posix_memalign(page_size(), n); }
 
 static void *fb_pvalloc(size_t n)
@@ -189,17 +248,27 @@ static void resolve(void)
     /* not into hl_next.malloc: the exported malloc calls that, and must
      * keep calling the bootstrap's until boot is done (boot) */
     *(void **)&real_malloc = dlsym(RTLD_NEXT, "malloc");
-    if (real_malloc == NULL)
-        die_missing("malloc");
+    if (real_malloc == NULL) {
+        missing = "malloc";
+        *(void **)&real_malloc = dlsym(RTLD_DEFAULT, "__libc_malloc");
+    }
     RESOLVE(free, "free", 1);
     RESOLVE(calloc, "calloc", 1);
     RESOLVE(realloc, "realloc", 1);
+    if (real_malloc == NULL || hl_next.free == NULL || hl_next.calloc == NULL || hl_next.realloc == NULL)
+        die_missing(missing); /* nothing to forward the program's calls to */
     RESOLVE(usable, "malloc_usable_size", 1);
     RESOLVE(posix_memalign, "posix_memalign", 1);
     RESOLVE(aligned_alloc, "aligned_alloc", 0);
     RESOLVE(memalign, "memalign", 0);
     RESOLVE(valloc, "valloc", 0);
     RESOLVE(pvalloc, "pvalloc", 0);
+    if (hl_next.usable == NULL) /* glibc's blocks, from __libc_malloc (unserved) */
+        hl_next.usable = glibc_usable;
+    if (hl_next.memalign == NULL)
+        *(void **)&hl_next.memalign = dlsym(RTLD_DEFAULT, "__libc_memalign");
+    if (hl_next.posix_memalign == NULL && hl_next.memalign != NULL)
+        hl_next.posix_memalign = fb_posix_memalign;
     void *m = (void *)real_malloc;
     if (!same_object((void *)hl_next.aligned_alloc, m))
         hl_next.aligned_alloc = fb_aligned_alloc;
@@ -246,10 +315,17 @@ static void boot(void)
     int saved = errno;
     hl_stderr_note();
     resolve(); /* the booting thread's own calls keep getting the pool until the region is made */
-    hl_find_object_resolve();
     hl_fork_resolve();
     hl_mapped_resolve();
     hl_config_read();
+    const char *why = unserved();
+    if (why != NULL) {
+        hl_next.malloc = real_malloc;
+        hl_set_mode_off(why); /* no region: uncounted, no summary */
+        errno = saved;
+        return;
+    }
+    hl_find_object_resolve();
     *(void **)&hl_realloc_first = hl_first_definition("realloc");
     const char *by = find_bypasser();
     hl_py_resolve(); /* the region's size depends on it */

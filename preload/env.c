@@ -146,6 +146,13 @@ static void setting(const char *kv)
             hl_config.pymalloc = 1;
         else
             hl_say("HEAPLINE_PYMALLOC=", v, " is neither 0 nor 1; pymalloc not wrapped", NULL);
+    } else if (starts_with(kv, "HEAPLINE_FIND_OBJECT=")) {
+        if (strcmp(v, "auto") == 0 || *v == 0)
+            hl_config.find_object = HL_FIND_AUTO;
+        else if (strcmp(v, "phdr") == 0)
+            hl_config.find_object = HL_FIND_PHDR;
+        else
+            hl_say("HEAPLINE_FIND_OBJECT=", v, " is neither auto nor phdr; using auto", NULL);
     } else if (starts_with(kv, "HEAPLINE_STACKS=")) {
         if ((n = number(v, 1, HL_STACKS_MAX)) < 0)
             hl_say("HEAPLINE_STACKS=", v, " is not a number from 1 to 65536; using 1024", NULL);

@@ -7,6 +7,8 @@
  */
 #include <dlfcn.h>
 #include <link.h>
+#include <sched.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -156,19 +158,157 @@ void *hl_first_definition(const char *name)
     return NULL;
 }
 
-/* _dl_find_object (glibc 2.35: lock-free, async-signal-safe) from the
- * running glibc, not from the one we were built on: linked, it would make
- * every program fail to load under an older glibc. Looked up in boot,
- * where dlsym's failure (its dlerror state is calloc'd) is served from
- * the bootstrap pool. */
+/* ---- which object holds an address, on the allocation path ----------------
+ * _dl_find_object (glibc 2.35: lock-free, async-signal-safe) from the
+ * running glibc, not the one we were built on: linked, it would keep every
+ * program from loading under an older glibc. Looked up in boot, where
+ * dlsym's failure (its dlerror state is calloc'd) is served from the
+ * bootstrap pool.
+ *
+ * Without it (or with HEAPLINE_FIND_OBJECT=phdr), a table of the loaded
+ * objects: each one's span and .eh_frame_hdr, found once through
+ * dl_iterate_phdr and read without a lock (a sequence count: a reader that
+ * races a refresh tries again, then misses). dl_iterate_phdr takes the
+ * loader's dl_load_write_lock, which glibc's fork does not reset in the
+ * child; so a refresh holds a flag of ours that the fork handlers take
+ * across every fork (region.c): no fork happens while we are inside it.
+ * It refreshes at boot, when dlclose moves the unwinder's epoch, and on an
+ * address in no object when the loader's counts of loads and unloads
+ * (dlpi_adds, dlpi_subs) say a dlopen came since: a JIT frame costs one
+ * dl_iterate_phdr that stops at the first object. No malloc: the table is
+ * static. */
 static int (*dl_find_object)(void *, struct hl_dlfo *);
+
+#define TABLE_MAX 512
+
+struct known {
+    uintptr_t lo, hi;
+    void *eh_frame;
+    uintptr_t bias, dynamic;
+    const char *name; /* the loader's, which lives as long as the object */
+};
+
+static struct known table[TABLE_MAX], scratch[TABLE_MAX]; /* scratch: the refresh's, under table_busy */
+static uint32_t table_n, table_seq, table_busy, table_stale;
+static unsigned long long table_adds = ~0ull, table_subs; /* the loader's counts the table is of */
+static uintptr_t page_mask;
+static __thread struct link_map found_map; /* what dlfo_link_map points at */
+
+struct counts {
+    unsigned long long adds, subs;
+};
+
+static int loader_counts(struct dl_phdr_info *info, size_t size, void *data)
+{
+    struct counts *c = data;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+        c->adds = info->dlpi_adds, c->subs = info->dlpi_subs;
+    return 1; /* the same in every object's: one is enough */
+}
+
+static int add_known(struct dl_phdr_info *info, size_t size, void *data)
+{
+    uint32_t *n = data;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    struct known k = {.bias = info->dlpi_addr, .name = info->dlpi_name};
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD) {
+            lo = a < lo ? a : lo;
+            hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
+        } else if (ph->p_type == PT_GNU_EH_FRAME) {
+            k.eh_frame = (void *)a;
+        } else if (ph->p_type == PT_DYNAMIC) {
+            k.dynamic = a;
+        }
+    }
+    if (hi == 0 || *n == TABLE_MAX)
+        return *n == TABLE_MAX;
+    k.lo = lo & page_mask; /* as the loader maps it: l_map_start */
+    k.hi = hi;
+    scratch[(*n)++] = k;
+    return 0;
+}
+
+static void refresh(void)
+{
+    if (__atomic_exchange_n(&table_busy, 1, __ATOMIC_ACQUIRE))
+        return; /* another thread is at it, or a fork is under way */
+    struct counts c = {0, 0};
+    dl_iterate_phdr(loader_counts, &c);
+    if (!__atomic_exchange_n(&table_stale, 0, __ATOMIC_RELAXED) && c.adds == table_adds && c.subs == table_subs) {
+        __atomic_store_n(&table_busy, 0, __ATOMIC_RELEASE);
+        return; /* nothing loaded or unloaded since */
+    }
+    uint32_t n = 0;
+    dl_iterate_phdr(add_known, &n);
+    __atomic_add_fetch(&table_seq, 1, __ATOMIC_RELAXED); /* odd: being written */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    memcpy(table, scratch, n * sizeof *table);
+    __atomic_store_n(&table_n, n, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&table_seq, 1, __ATOMIC_RELEASE);
+    table_adds = c.adds, table_subs = c.subs;
+    __atomic_store_n(&table_busy, 0, __ATOMIC_RELEASE);
+}
+
+static int table_find(uintptr_t a, struct hl_dlfo *out)
+{
+    for (int tries = 0; tries < 4; tries++) {
+        uint32_t seq = __atomic_load_n(&table_seq, __ATOMIC_ACQUIRE), n = __atomic_load_n(&table_n, __ATOMIC_RELAXED);
+        struct known k = {0};
+        for (uint32_t i = 0; i < n && i < TABLE_MAX; i++)
+            if (a - table[i].lo < table[i].hi - table[i].lo) {
+                k = table[i];
+                break;
+            }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if ((seq & 1) || __atomic_load_n(&table_seq, __ATOMIC_RELAXED) != seq)
+            continue;
+        if (k.hi == 0)
+            return -1;
+        found_map = (struct link_map){.l_addr = k.bias, .l_name = (char *)k.name, .l_ld = (ElfW(Dyn) *)k.dynamic};
+        *out = (struct hl_dlfo){.dlfo_map_start = (void *)k.lo, .dlfo_map_end = (void *)k.hi,
+                                .dlfo_link_map = &found_map, .dlfo_eh_frame = k.eh_frame};
+        return 0;
+    }
+    return -1;
+}
 
 void hl_find_object_resolve(void)
 {
-    *(void **)&dl_find_object = dlsym(RTLD_DEFAULT, "_dl_find_object");
+    page_mask = ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
+    *(void **)&dl_find_object = hl_config.find_object != HL_FIND_PHDR ? dlsym(RTLD_DEFAULT, "_dl_find_object") : NULL;
+    if (dl_find_object == NULL)
+        refresh();
 }
 
 int hl_find_object(const void *addr, struct hl_dlfo *out)
 {
-    return dl_find_object != NULL ? dl_find_object((void *)addr, out) : -1;
+    if (HL_LIKELY(dl_find_object != NULL))
+        return dl_find_object((void *)addr, out);
+    if (__atomic_load_n(&table_stale, __ATOMIC_RELAXED))
+        refresh();
+    if (table_find((uintptr_t)addr, out) == 0)
+        return 0;
+    refresh();
+    return table_find((uintptr_t)addr, out);
 }
+
+/* dlclose: the table goes stale with the unwinder's rules (override.c). */
+void hl_objects_forget(void)
+{
+    __atomic_store_n(&table_stale, 1, __ATOMIC_RELAXED);
+    if (dl_find_object == NULL)
+        refresh(); /* here, in the program's own call, rather than in a later malloc */
+}
+
+/* Every fork: no refresh is inside dl_iterate_phdr while it happens, and
+ * none starts (the parent's and the child's done let them go on). */
+void hl_objects_fork_prepare(void)
+{
+    while (__atomic_exchange_n(&table_busy, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+}
+
+void hl_objects_fork_done(void) { __atomic_store_n(&table_busy, 0, __ATOMIC_RELEASE); }

@@ -340,15 +340,21 @@ static void fork_start(const struct hl_counters *totals, uint64_t peak)
 
 static void fork_prepare(void)
 {
+    hl_objects_fork_prepare();
     hl_mapped_fork_prepare();
     fork_take(&fork_totals, &fork_peak);
 }
 
-static void fork_parent(void) { hl_mapped_fork_done(); }
+static void fork_parent(void)
+{
+    hl_mapped_fork_done();
+    hl_objects_fork_done();
+}
 
 static void fork_child(void)
 {
     hl_mapped_fork_done();
+    hl_objects_fork_done();
     fork_start(&fork_totals, fork_peak);
 }
 
@@ -369,10 +375,12 @@ pid_t hl_fork_unhandled(void)
     }
     struct hl_counters totals = {0};
     uint64_t peak = 0;
+    hl_objects_fork_prepare();
     hl_mapped_fork_prepare();
     fork_take(&totals, &peak);
     pid_t pid = next_Fork();
     hl_mapped_fork_done();
+    hl_objects_fork_done();
     if (pid == 0)
         fork_start(&totals, peak);
     return pid;

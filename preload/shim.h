@@ -169,8 +169,11 @@ struct hl_dlfo {
     void *dlfo_eh_frame; /* its .eh_frame_hdr */
     unsigned long long reserved[7];
 };
-void hl_find_object_resolve(void); /* at boot */
+void hl_find_object_resolve(void); /* at boot, after the settings */
 int hl_find_object(const void *addr, struct hl_dlfo *out);
+void hl_objects_forget(void); /* after dlclose */
+void hl_objects_fork_prepare(void); /* around every fork: no dl_iterate_phdr of ours across it */
+void hl_objects_fork_done(void);
 void hl_thread_forget(void); /* in a fork child */
 void hl_totals(struct hl_header *r, struct hl_counters *out);
 void hl_peak_update(struct hl_header *r, int64_t live);
@@ -259,10 +262,13 @@ struct hl_config {
     uint32_t stacks;      /* HEAPLINE_STACKS: the stack table's entries */
     char profile[512];    /* HEAPLINE_PROFILE: where the region goes at exit, empty for nowhere */
     int pymalloc;         /* HEAPLINE_PYMALLOC=1: wrap CPython's pymalloc (pymalloc.c); off by default */
+    int find_object;      /* HEAPLINE_FIND_OBJECT: HL_FIND_* (objects.c) */
 };
 /* HEAPLINE_SUMMARY: off; one line per run (a process whose parent runs
  * the shim stays silent, summary.c); every process's line. */
 enum { HL_SUMMARY_OFF = 0, HL_SUMMARY_ONE = 1, HL_SUMMARY_ALL = 2 };
+/* HEAPLINE_FIND_OBJECT: _dl_find_object where glibc has it, else dl_iterate_phdr; always the latter (tests). */
+enum { HL_FIND_AUTO = 0, HL_FIND_PHDR = 1 };
 extern struct hl_config hl_config;
 void hl_config_read(void);
 void hl_command_read(char *buf, size_t n);

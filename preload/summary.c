@@ -197,14 +197,25 @@ static void profile_write(void)
     }
 }
 
+/* HEAPLINE_OUTPUT names a file per process (a %p in it): every process
+ * writes its own, and none stays silent for its parent. */
+static int output_per_process(const char *setting)
+{
+    for (const char *s = setting; s[0]; s++)
+        if (s[0] == '%' && s[1] != 0 && *++s == 'p')
+            return 1;
+    return 0;
+}
+
 /* ---- one line per run ---------------------------------------------------
  * A wrapper chain (pyenv's python3 is a bash script: subshells, helper
  * programs, then exec) once gave 33 lines for one `python3 -c 'x=1'`, the
  * user's own last. By default a process whose parent runs the shim now
  * stays silent: the parent's line is the run's. The one line then names
  * the process the user started, as what it exec'd into, with the image
- * before the exec (exec_from). HEAPLINE_SUMMARY=all prints every line.
- * heapctl run sets all and sums the tree up itself. */
+ * before the exec (exec_from). HEAPLINE_SUMMARY=all prints every line,
+ * and so does a destination of one file per process (%p): the silence is
+ * for a shared one. heapctl run sets all and sums the tree up itself. */
 
 static char exec_from[HL_COMMAND_MAX]; /* the command of our image before exec, "" if none */
 
@@ -277,7 +288,8 @@ void hl_summary_write(void)
     uint64_t now = hl_now_ns();
     __atomic_store_n(&r->exit_ns, now, __ATOMIC_RELAXED);
     __atomic_or_fetch(&r->flags, HL_FLAG_EXITED, __ATOMIC_RELEASE);
-    if (hl_config.summary == HL_SUMMARY_OFF || (hl_config.summary == HL_SUMMARY_ONE && parent_runs_shim()))
+    if (hl_config.summary == HL_SUMMARY_OFF || (hl_config.summary == HL_SUMMARY_ONE && !output_per_process(hl_config.output) &&
+                                               parent_runs_shim()))
         return;
 
     uint64_t peak = __atomic_load_n(&r->peak_live, __ATOMIC_RELAXED);

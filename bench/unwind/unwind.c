@@ -6,6 +6,13 @@
  * Each of THREADS new threads recurses to depth 30 and times 100 walks;
  * prints the median nanoseconds of walk 1, 2 and 100 over the threads, and
  * of all walks, per unwinder. Built by bench/unwind.sh.
+ *
+ * The shim's rows come in both ways of finding a frame's object
+ * (preload/objects.c, compiled in too): _dl_find_object, and the table
+ * from dl_iterate_phdr (HEAPLINE_FIND_OBJECT=phdr). "warm" is a running
+ * program's case, the rule cache already filled by other threads; "cold"
+ * empties it before each thread, so that thread's first walk looks up
+ * every frame's object and rule.
  */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -22,6 +29,8 @@
 #define WALKS   100
 #define THREADS 200
 #define MAX     64
+
+struct hl_config hl_config;
 
 void *hl_raw_map(size_t len)
 {
@@ -103,18 +112,26 @@ static uint64_t median_of(int walk_index)
 
 int main(void)
 {
-    struct { const char *name; int (*fn)(void **); } all[] = {
-        {"heapline", walk_ours}, {"libgcc _Unwind_Backtrace", walk_gcc},
-        {"libunwind unw_backtrace", walk_libunwind}, {"libunwind cursor", walk_cursor},
+    struct { const char *name; int (*fn)(void **); int find, cold; } all[] = {
+        {"heapline", walk_ours, HL_FIND_AUTO, 0}, {"heapline phdr", walk_ours, HL_FIND_PHDR, 0},
+        {"heapline cold", walk_ours, HL_FIND_AUTO, 1}, {"heapline phdr cold", walk_ours, HL_FIND_PHDR, 1},
+        {"libgcc _Unwind_Backtrace", walk_gcc, 0, 0},
+        {"libunwind unw_backtrace", walk_libunwind, 0, 0}, {"libunwind cursor", walk_cursor, 0, 0},
     };
     hl_unwind_boot();
     printf("%-26s %8s %8s %8s  (median ns of a walk at depth %d over %d new threads; frames)\n", "unwinder", "1st", "2nd",
            "100th", DEPTH, THREADS);
     for (size_t u = 0; u < sizeof all / sizeof all[0]; u++) {
         walk = all[u].fn;
-        lane(times[0]); /* warm the process-wide caches, as a running program has */
+        hl_config.find_object = all[u].find;
+        hl_find_object_resolve();
+        hl_unwind_forget();
+        if (!all[u].cold)
+            lane(times[0]); /* warm the process-wide caches, as a running program has */
         for (int t = 0; t < THREADS; t++) {
             pthread_t th;
+            if (all[u].cold)
+                hl_unwind_forget();
             pthread_create(&th, NULL, lane, times[t]);
             pthread_join(th, NULL);
         }

@@ -1,10 +1,12 @@
 package shimtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -88,6 +90,48 @@ func TestSummaryOneLinePerRun(t *testing.T) {
 	b, _ := os.ReadFile(out)
 	if !strings.Contains(string(b), `"exec_from":"/bin/bash `+wrapper+` `+prog+`"`) || strings.Count(string(b), "\n") != 1 {
 		t.Errorf("JSON summary %s: want one, with exec_from", b)
+	}
+}
+
+// HEAPLINE_OUTPUT with %p is a file per process: every process writes
+// its own, the children of a shimmed parent and the images exec'd from
+// it included (a CI job collects them). The silence of one line per run
+// is for a shared destination only.
+func TestSummaryFilePerProcess(t *testing.T) {
+	dir := t.TempDir()
+	const script = "/bin/true; ls / >/dev/null" // the redirection keeps bash from exec'ing ls
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = env(t, "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+filepath.Join(dir, "o.%p.json"))
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) != 0 {
+		t.Fatalf("%v: output %q", err, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	got := map[string]string{} // command -> exec_from
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		var s struct {
+			Pid      int    `json:"pid"`
+			Command  string `json:"command"`
+			ExecFrom string `json:"exec_from"`
+		}
+		if err := json.Unmarshal(b, &s); err != nil || filepath.Base(f) != "o."+strconv.Itoa(s.Pid)+".json" {
+			t.Fatalf("%s: %v: %s", f, err, b)
+		}
+		got[s.Command] = s.ExecFrom
+	}
+	want := map[string]string{"bash -c " + script: "", "/bin/true": "bash -c " + script, "ls /": "bash -c " + script}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("files %q hold %q, want %q", files, got, want)
+	}
+
+	// %% is a %, not a file per process: one file, bash's line alone.
+	cmd = exec.Command("bash", "-c", script)
+	cmd.Env = env(t, "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+filepath.Join(dir, "shared.%%p"))
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) != 0 {
+		t.Fatalf("%v: output %q", err, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "shared.%p")); !strings.HasPrefix(string(b), `{"pid":`+strconv.Itoa(cmd.Process.Pid)+`,"command":"bash -c `) {
+		t.Errorf("shared file holds %q, want bash's line", b)
 	}
 }
 

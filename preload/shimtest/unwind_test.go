@@ -21,7 +21,7 @@ func checker(t *testing.T) string {
 	}
 	pre := filepath.Join(testkit.Root(), "preload")
 	return testkit.CC(t, "", filepath.Join("testdata", "unwindcheck.c"), "-O2", "-g", "-shared", "-fPIC", "-D_GNU_SOURCE", "-I", pre,
-		filepath.Join(pre, "unwind.c"), "-lunwind")
+		filepath.Join(pre, "unwind.c"), filepath.Join(pre, "objects.c"), "-lunwind", "-ldl")
 }
 
 // oracle runs argv under the checker and returns its walks and how many
@@ -76,9 +76,17 @@ func pythons(t *testing.T) []string {
 // The shim's unwinder gives libunwind's frames: every return address, in
 // order, to the same depth, on Python builds (with and without symbols),
 // C at -O2 without frame pointers (rsp- and rbp-based frames, libc's
-// qsort calling back, threads), and C++ at -O2 that throws.
+// qsort calling back, threads), and C++ at -O2 that throws. Both ways of
+// finding a frame's object: _dl_find_object, and the table that
+// dl_iterate_phdr fills where glibc (before 2.35) has no _dl_find_object.
 func TestUnwinderMatchesLibunwind(t *testing.T) {
 	so := checker(t)
+	for _, mode := range []string{"auto", "phdr"} {
+		t.Run(mode, func(t *testing.T) { matchLibunwind(t, so, "HEAPLINE_FIND_OBJECT="+mode) })
+	}
+}
+
+func matchLibunwind(t *testing.T, so, mode string) {
 	type target struct {
 		name string
 		env  []string
@@ -94,13 +102,36 @@ func TestUnwinderMatchesLibunwind(t *testing.T) {
 		targets = append(targets, target{py, []string{"PYTHONMALLOC=malloc"}, []string{py, script}})
 	}
 	for _, tg := range targets {
-		walks, equal, report := oracle(t, so, tg.env, tg.argv...)
+		walks, equal, report := oracle(t, so, append(tg.env, mode), tg.argv...)
 		t.Logf("%s: %d of %d walks equal", tg.name, equal, walks)
 		if walks < 500 {
 			t.Errorf("%s: %d walks; the test needs at least 500", tg.name, walks)
 		}
 		if equal*100 < walks*99 {
 			t.Errorf("%s: %d of %d walks equal libunwind's, under 99%%; first differences:\n%s", tg.name, equal, walks, report)
+		}
+	}
+}
+
+// Objects dlopen'd after the shim booted, each called after the one
+// before it was dlclose'd: each one's sampled block is in the profile
+// under its function and main, the walk having gone through the plugin's
+// frame, with _dl_find_object and with the table from dl_iterate_phdr
+// (refilled when the loader's counts moved, and after dlclose).
+func TestUnwindDlopened(t *testing.T) {
+	prog := compile(t, "dlopens.c", "-ldl")
+	src := filepath.Join("testdata", "plugin.c")
+	a := testkit.CC(t, "", src, "-O2", "-shared", "-fPIC", "-DFN=plugin_a")
+	b := testkit.CC(t, "", src, "-O2", "-shared", "-fPIC", "-DFN=plugin_b")
+	for _, mode := range []string{"auto", "phdr"} {
+		p := sampledProfile(t, []string{"HEAPLINE_FIND_OBJECT=" + mode}, prog, a, "plugin_a", b, "plugin_b")
+		for _, fn := range []string{"plugin_a", "plugin_b"} {
+			if _, under := allocSpace(p, fn); under < 8<<20 || under > 8<<20+1<<20 {
+				t.Errorf("%s: alloc_space under %s %d, want its 8 MiB block", mode, fn, under)
+			}
+		}
+		if _, inMain := allocSpace(p, "main"); inMain < 16<<20 {
+			t.Errorf("%s: alloc_space under main %d, want both blocks' 16 MiB: a walk stopped in a plugin", mode, inMain)
 		}
 	}
 }

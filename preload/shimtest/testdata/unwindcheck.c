@@ -23,6 +23,10 @@ void *hl_raw_map(size_t len)
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* objects.c, compiled in too, finds the objects: through _dl_find_object,
+ * or its own table when HEAPLINE_FIND_OBJECT=phdr, as in the shim. */
+struct hl_config hl_config;
+
 extern void *__libc_malloc(size_t);
 static __thread int busy;
 static int ready;
@@ -84,6 +88,9 @@ void *malloc(size_t size)
 __attribute__((constructor)) static void start(void)
 {
     busy = 1;
+    const char *mode = getenv("HEAPLINE_FIND_OBJECT");
+    hl_config.find_object = mode != NULL && strcmp(mode, "phdr") == 0 ? HL_FIND_PHDR : HL_FIND_AUTO;
+    hl_find_object_resolve();
     ready = hl_unwind_boot() == 0;
     busy = 0;
 }
