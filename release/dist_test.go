@@ -31,6 +31,15 @@ var (
 	distOut  []byte
 )
 
+// TestMain removes the release dist made, if it made one.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if distDir != "" {
+		os.RemoveAll(distDir)
+	}
+	os.Exit(code)
+}
+
 // arch is the release's architecture: $HEAPLINE_ARCH (test-dist.sh's
 // ARCH), else this machine's.
 func arch() string {
