@@ -93,9 +93,10 @@ $(BIN)/heapline-rusage: helpers/rusage.c
 	$(CC) -O2 -Wall -Wextra -o $@ $<
 
 # -buildvcs=auto: GOFLAGS may say false (this machine's go env does), and
-# then `heapctl --version` could not name its commit.
+# then `heapctl --version` could not name its commit. VERSION_LDFLAGS
+# stamps the release's version (the release block below).
 $(BIN)/heapctl: $(GO_SRC)
-	$(GO) build -buildvcs=auto -o $@ ./ctl
+	$(GO) build -buildvcs=auto -ldflags="$(VERSION_LDFLAGS)" -o $@ ./ctl
 
 scenarios: $(SCEN_BINS)
 
@@ -111,7 +112,7 @@ deps: PKGS = $(DEBS)
 deps-overhead: PKGS = $(OVERHEAD_DEBS)
 build-deps: PKGS ?= $(BUILD_DEBS)
 deps-arm64: PKGS = $(DEBS_ARM64)
-deps deps-overhead build-deps deps-arm64:
+deps deps-overhead build-deps deps-arm64 deps-release:
 	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "make deps: installing$$missing"; \
@@ -156,4 +157,29 @@ screenshots:
 	HEAPLINE_SCREENSHOT=$(CURDIR)/docs/profiling-flamegraph.png $(GO) test ./ctl -run TestViewBrowserFlameGraph -count=1
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)
+
+# --- release: make dist, make test-dist (docs/releasing.md) ---
+# VERSION is release/version.sh's: git describe, spelled as a Debian
+# version (0.0.0~git<commits>.<hash> before the first tag), stamped into
+# heapctl (`heapctl --version`) and naming the .deb and the tarball.
+VERSION ?= $(shell release/version.sh)
+VERSION_LDFLAGS := -X github.com/heapline/heapline/ctl/internal/version.release=$(VERSION)
+DIST ?= dist
+# ARCH is the release's architecture: release/build.sh maps it to GOARCH
+# and the C compiler in the Debian 11 chroot that builds libheap.so
+# (release/chroot.sh, cached under /var/cache/heapline/); debootstrap
+# makes the chroots. make dist ARCH=... for another one.
+ARCH ?= amd64
+RELEASE_DEBS := debootstrap
+DEBS += $(RELEASE_DEBS)
+
+.PHONY: dist test-dist deps-release
+deps-release: PKGS = $(RELEASE_DEBS)
+dist: deps-release
+	release/dist.sh $(DIST) $(VERSION) $(ARCH)
+# The release on Debian 11 and 13 (chroots cached beside the build's):
+# .ci/run calls it after make test.
+test-dist: dist
+	release/test-dist.sh $(DIST) $(ARCH)
+# --- end of release ---

@@ -44,7 +44,7 @@ func allocatorsCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "`N` rounds of the timed runs, alternating the order of the sides"},
 			&cli.IntFlag{Name: "count-runs", Value: 1, Usage: "`N` untimed runs of each side with libheap.so in front, for the allocation counts (0: none)"},
 			&cli.StringSliceFlag{Name: "lib", Usage: "add the allocator at PATH as `NAME=PATH` (repeatable; a builtin's name replaces its library)"},
-			&cli.StringFlag{Name: "shim", Usage: "libheap.so of the count runs, at `PATH` (default: $HEAPLINE_LIB, else beside heapctl, else ./bin)"},
+			&cli.StringFlag{Name: "shim", Usage: "libheap.so of the count runs, at `PATH` (default: $HEAPLINE_LIB, else the one installed with heapctl, else ./bin)"},
 			&cli.StringFlag{Name: "measure", Value: "cpu", Usage: "`WHAT` the change and the verdict are of: cpu (user+sys time) or time (wall)"},
 			&cli.Float64Flag{Name: "threshold", Value: 0.05, Usage: "the verdict's `T`: faster, slower or same only when the 95% interval lies wholly beyond ±T or within it"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table (= --format json)"},
@@ -209,15 +209,10 @@ func runAllocators(c *cli.Context, e *env) error {
 	return nil
 }
 
-// findRusage finds heapline-rusage: beside heapctl, else in the layout's
-// bin/; "" when neither has it.
+// findRusage finds heapline-rusage where an installed heapctl has it
+// (shim.Beside), else in the layout's bin/; "" when neither has it.
 func findRusage(layout overhead.Layout) string {
-	var dirs []string
-	if exe, err := os.Executable(); err == nil {
-		dirs = append(dirs, filepath.Dir(exe))
-	}
-	for _, d := range append(dirs, layout.Bin) {
-		p := filepath.Join(d, allocators.RusageName)
+	for _, p := range append(shim.Beside(allocators.RusageName), filepath.Join(layout.Bin, allocators.RusageName)) {
 		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
 			return p
 		}

@@ -66,7 +66,7 @@ func newAppEnv(e *env) app {
 			switch {
 			case c.Bool("version"):
 				v := version.Get()
-				_, err := fmt.Fprintf(e.stdout, "heapctl %s commit %s (%s), %s\n", v.Version, v.Revision, v.Date, v.GoVersion)
+				_, err := fmt.Fprintf(e.stdout, "heapctl %s commit %s (%s), %s\n", v.Release, v.Revision, v.Date, v.GoVersion)
 				return err
 			case c.NArg() > 0:
 				return fmt.Errorf("%q is not a heapctl command (heapctl --help lists them)", c.Args().First())

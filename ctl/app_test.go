@@ -127,11 +127,12 @@ func TestShortFlagsMeanOneThing(t *testing.T) {
 	}
 }
 
-// --version prints what the toolchain stamped (package version).
+// --version prints what the toolchain stamped (package version); the
+// release make stamps is release's TestInstalledFindsShim's.
 func TestVersionFlag(t *testing.T) {
 	stdout, _, err := heapctl("--version")
 	v := version.Get()
-	if want := fmt.Sprintf("heapctl %s commit %s (%s), %s\n", v.Version, v.Revision, v.Date, v.GoVersion); err != nil || stdout != want {
+	if want := fmt.Sprintf("heapctl %s commit %s (%s), %s\n", v.Release, v.Revision, v.Date, v.GoVersion); err != nil || stdout != want {
 		t.Errorf("--version: %q, %v; want %q", stdout, err, want)
 	}
 }

@@ -48,7 +48,7 @@ func overheadCommand(e *env) *cli.Command {
 			&cli.Float64Flag{Name: "threshold", Value: 0.05, Usage: "with --baseline-lib, the markdown verdict's `T`: a change is called only when its 95% interval lies wholly beyond ±T or within it (0.05 = 5 points)"},
 			&cli.BoolFlag{Name: "floor", Usage: "also measure the floor, bin/libfloor.so (bench/floor/packed.c: the same counting with nothing around it), as a third side"},
 			&cli.BoolFlag{Name: "list", Usage: "print the scenarios, one a line: name, command (tab-separated; with --measure instructions, the shortened one), description"},
-			&cli.StringFlag{Name: "lib", Usage: "profile with the library at `PATH` (default: $HEAPLINE_LIB, else libheap.so beside heapctl, else ./bin)"},
+			&cli.StringFlag{Name: "lib", Usage: "profile with the library at `PATH` (default: $HEAPLINE_LIB, else the libheap.so installed with heapctl, else ./bin)"},
 			&cli.BoolFlag{Name: "any-lib", Usage: "accept a --lib or --baseline-lib that defines no malloc: to measure what loading a library costs (bench/floor), not a profiler"},
 			&cli.StringFlag{Name: "baseline-lib", Usage: "preload the library at `PATH` on the baseline side instead of none (compare two builds)"},
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "repeat the measurement `N` times, alternating which side runs first; report the median"},
@@ -240,7 +240,7 @@ type overheadLibraries struct{ lib, baseline, floor string }
 
 // overheadLibs finds the libraries. The profiled side's comes from --lib,
 // else $HEAPLINE_LIB, else the project's bin/ (so that --root measures the
-// project's own build), else beside heapctl (shim.Path).
+// project's own build), else the one installed with heapctl (shim.Path).
 func overheadLibs(c *cli.Context, layout overhead.Layout, wrap []string) (overheadLibraries, error) {
 	var libs overheadLibraries
 	var err error

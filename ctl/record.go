@@ -53,7 +53,7 @@ func recordCommand(e *env) *cli.Command {
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 10 * time.Millisecond, Usage: "time between samples"},
 			&cli.StringFlag{Name: "svg", Usage: "also draw live bytes over time, peak marked, into `FILE`"},
 			&cli.StringFlag{Name: "pid", Aliases: []string{"p"}, Usage: "record the running process `PID` instead of starting a command"},
-			&cli.StringFlag{Name: "lib", Usage: "libheap.so to preload into CMD (default: $HEAPLINE_LIB, beside heapctl, ./bin)"},
+			&cli.StringFlag{Name: "lib", Usage: "libheap.so to preload into CMD (default: $HEAPLINE_LIB, the one installed with heapctl, ./bin)"},
 			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD: Python's objects in the malloc figures and their peak (with HEAPLINE_PYMALLOC=1 the shim counts them instead as python objects, on CPython 3.11 to 3.13; docs/watching.md)"},
 		},
 		Action: func(c *cli.Context) error { return record(e, c) },

@@ -32,7 +32,7 @@ func runCommand(e *env) *cli.Command {
 			"line on stdout for every process, the biggest peak first: a driver's or a wrapper's child\n" +
 			"often does the work. HEAPLINE_SUMMARY=0 prints none.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "lib", Usage: "the shim to preload (default: $HEAPLINE_LIB, beside heapctl, ./bin)"},
+			&cli.StringFlag{Name: "lib", Usage: "the shim to preload (default: $HEAPLINE_LIB, the one installed with heapctl, ./bin)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summaries as JSON objects on stdout, one a line, every process's"},
 			&cli.BoolFlag{Name: "all", Usage: "print every process's summary line, the biggest peak first (HEAPLINE_SUMMARY=all)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the summary to `FILE` instead"},

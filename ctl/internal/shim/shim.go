@@ -18,8 +18,8 @@ const LibName = "libheap.so"
 
 // Path returns the absolute path of the shim to preload: lib if set (what
 // names it in errors, as in Check: the flag that gave it), else
-// $HEAPLINE_LIB, else libheap.so beside the heapctl executable, else
-// bin/libheap.so under the working directory.
+// $HEAPLINE_LIB, else libheap.so where an installed heapctl has it
+// (Beside), else bin/libheap.so under the working directory.
 func Path(lib, what string) (string, error) {
 	if lib != "" {
 		return Check(lib, what)
@@ -28,8 +28,7 @@ func Path(lib, what string) (string, error) {
 		return Check(v, "HEAPLINE_LIB")
 	}
 	var tried []string
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), LibName)
+	for _, p := range Beside(LibName) {
 		if _, err := os.Stat(p); err == nil {
 			return filepath.Abs(p)
 		}
@@ -41,6 +40,27 @@ func Path(lib, what string) (string, error) {
 	}
 	tried = append(tried, p)
 	return "", fmt.Errorf("%s not found (tried %s): build it with make, or name it with %s or HEAPLINE_LIB", LibName, strings.Join(tried, ", "), what)
+}
+
+// Beside returns where heapctl's own files named name may be, relative to
+// the heapctl executable, first the likeliest: beside it (make's bin/),
+// ../lib/heapline (the .deb's /usr/bin and /usr/lib/heapline) and ../lib
+// (the tarball's bin/ and lib/). The executable's links are resolved, so
+// a link to heapctl on PATH finds the files of the heapctl it names.
+func Beside(name string) []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	dir := filepath.Dir(exe)
+	return []string{
+		filepath.Join(dir, name),
+		filepath.Join(dir, "..", "lib", "heapline", name),
+		filepath.Join(dir, "..", "lib", name),
+	}
 }
 
 // Check returns p's absolute path, or an error that names it as what. It

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# release/dist.sh DIST VERSION ARCH: the release into DIST:
+#   heapline_VERSION_linux_ARCH.tar.gz  heapline-VERSION/{bin/heapctl,
+#                                       lib/libheap.so, lib/heapline-rusage,
+#                                       README.md, docs/*.md}
+#   heapline_VERSION_ARCH.deb           /usr/bin/heapctl, /usr/lib/heapline/
+#                                       {libheap.so,heapline-rusage},
+#                                       /usr/share/doc/heapline/
+#   SHA256SUMS                          of both
+# Each layout keeps libheap.so where heapctl looks for it relative to its
+# own executable (ctl/internal/shim.Beside), so nothing needs setting.
+# The .deb is made with dpkg-deb, which every Debian machine has: nfpm
+# would be a new dependency for the one file a control file and a tree
+# already describe.
+set -euo pipefail
+dist=$(realpath -m "${1:?usage: dist.sh DIST VERSION ARCH}"); version=${2:?}; arch=${3:-amd64}
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d /tmp/heapline-dist.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+"$root/release/build.sh" "$work/build" "$version" "$arch"
+
+# Files carry the commit's time, and the archives sort their names and
+# name no owner, so a rebuild of one commit makes the same bytes.
+mtime=$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)
+docs() { # docs DIR: the README and the reference pages (not tests, data)
+	mkdir -p "$1/docs"
+	install -m 644 "$root/README.md" "$1/"
+	install -m 644 "$root"/docs/*.md "$1/docs/"
+}
+
+name=heapline_${version}_linux_$arch
+tree=$work/heapline-$version
+install -D -m 755 "$work/build/heapctl" "$tree/bin/heapctl"
+install -D -m 644 "$work/build/libheap.so" "$tree/lib/libheap.so"
+install -D -m 755 "$work/build/heapline-rusage" "$tree/lib/heapline-rusage"
+docs "$tree"
+
+deb=$work/deb
+install -D -m 755 "$work/build/heapctl" "$deb/usr/bin/heapctl"
+install -D -m 644 "$work/build/libheap.so" "$deb/usr/lib/heapline/libheap.so"
+install -D -m 755 "$work/build/heapline-rusage" "$deb/usr/lib/heapline/heapline-rusage"
+docs "$deb/usr/share/doc/heapline"
+mkdir -p "$deb/DEBIAN"
+cat >"$deb/DEBIAN/control" <<CONTROL
+Package: heapline
+Version: $version
+Architecture: $arch
+Maintainer: heapline developers <heapline@users.noreply.github.com>
+Depends: libc6 (>= 2.31)
+Section: devel
+Priority: optional
+Installed-Size: $(du -sk --exclude=DEBIAN "$deb" | cut -f1)
+Homepage: https://github.com/heapline/heapline
+Description: exact heap counters for any Linux program, cheap enough to leave on
+ heapctl runs a program with libheap.so preloaded and reads its live heap:
+ exact counts of every allocation, a sampled profile by call site,
+ Prometheus metrics. Runs on glibc 2.31 and later.
+CONTROL
+find "$tree" "$deb" -exec touch -h -d "@$mtime" {} +
+
+mkdir -p "$dist"
+rm -f "$dist"/heapline_*"_$arch".deb "$dist"/heapline_*"_linux_$arch".tar.gz
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$mtime" -C "$work" -cf - "heapline-$version" |
+	gzip -9n >"$dist/$name.tar.gz"
+SOURCE_DATE_EPOCH=$mtime dpkg-deb --root-owner-group -Zxz --build "$deb" "$dist/heapline_${version}_$arch.deb" >/dev/null
+(cd "$dist" && sha256sum heapline_*.deb heapline_*.tar.gz >SHA256SUMS)
+ls -l "$dist" >&2

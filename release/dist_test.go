@@ -1,0 +1,214 @@
+// Package release_test checks what make dist ships (release/dist.sh):
+// that it runs on glibc 2.31, and that heapctl, installed either way,
+// finds its own libheap.so. release/test-dist.sh checks it on Debian 11
+// and 13 themselves.
+package release_test
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
+)
+
+// The oldest glibc a release supports: Debian 11's, Ubuntu 20.04's.
+const oldest = 31 // 2.31
+
+var (
+	distOnce sync.Once
+	distDir  string
+	distErr  error
+	distOut  []byte
+)
+
+// TestMain removes the release dist made, if it made one.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if distDir != "" {
+		os.RemoveAll(distDir)
+	}
+	os.Exit(code)
+}
+
+// arch is the release's architecture: $HEAPLINE_ARCH (test-dist.sh's
+// ARCH), else this machine's.
+func arch() string {
+	if a := os.Getenv("HEAPLINE_ARCH"); a != "" {
+		return a
+	}
+	return runtime.GOARCH
+}
+
+// dist returns a directory holding make dist's files: $HEAPLINE_DIST
+// when make test-dist names the one it built, else one made here, once
+// per test binary (the chroot it builds in is cached: seconds, after the
+// first minutes).
+func dist(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("HEAPLINE_DIST"); d != "" {
+		return d
+	}
+	testkit.NeedRoot(t, "make dist builds libheap.so in a Debian 11 chroot")
+	testkit.NeedTool(t, "debootstrap", "make deps installs it")
+	distOnce.Do(func() {
+		distDir, distErr = os.MkdirTemp("", "heapline-dist-test-")
+		if distErr != nil {
+			return
+		}
+		cmd := exec.Command("make", "-s", "dist", "DIST="+distDir, "ARCH="+arch())
+		cmd.Dir = testkit.Root()
+		distOut, distErr = cmd.CombinedOutput()
+	})
+	if distErr != nil {
+		t.Fatalf("make dist: %v\n%s", distErr, distOut)
+	}
+	return distDir
+}
+
+// unpacked returns the tarball's and the .deb's trees, unpacked into a
+// temporary directory: tar's heapline-VERSION/ and the .deb's /.
+func unpacked(t *testing.T) (tarTree, debTree string) {
+	t.Helper()
+	d := dist(t)
+	tgz, _ := filepath.Glob(filepath.Join(d, "heapline_*_linux_"+arch()+".tar.gz"))
+	deb, _ := filepath.Glob(filepath.Join(d, "heapline_*_"+arch()+".deb"))
+	if len(tgz) != 1 || len(deb) != 1 {
+		t.Fatalf("%s: want one tarball and one .deb, have %q and %q", d, tgz, deb)
+	}
+	tmp := t.TempDir()
+	run(t, "tar", "-xzf", tgz[0], "-C", tmp)
+	tops, _ := filepath.Glob(filepath.Join(tmp, "heapline-*"))
+	if len(tops) != 1 {
+		t.Fatalf("%s: want one heapline-VERSION/ at its top, have %q", tgz[0], tops)
+	}
+	debTree = filepath.Join(tmp, "deb")
+	run(t, "dpkg-deb", "-x", deb[0], debTree)
+	return tops[0], debTree
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+var glibcVersion = regexp.MustCompile(`\bGLIBC_2\.([0-9]+)(\.[0-9]+)?\b`)
+
+// tooNew returns the GLIBC_ versions newer than 2.31 that file's dynamic
+// symbols reference, as objdump -T lists them ("" for a static file).
+func tooNew(t *testing.T, file string) []string {
+	t.Helper()
+	out, err := exec.Command("objdump", "-T", file).CombinedOutput()
+	if err != nil {
+		if bytes.Contains(out, []byte("not a dynamic object")) {
+			return nil // static: no glibc to need
+		}
+		t.Fatalf("objdump -T %s: %v\n%s", file, err, out)
+	}
+	seen := map[string]bool{}
+	var newer []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text()) // ... (GLIBC_2.34) symbol
+		for _, m := range glibcVersion.FindAllStringSubmatch(sc.Text(), -1) {
+			minor, _ := strconv.Atoi(m[1])
+			if minor > oldest && !seen[m[0]] {
+				seen[m[0]] = true
+				newer = append(newer, m[0]+" ("+f[len(f)-1]+")")
+			}
+		}
+	}
+	return newer
+}
+
+// Every ELF file both packages ship references no glibc symbol version
+// newer than 2.31. The check itself is checked on the shim built on this
+// host (Debian 12, glibc 2.36), which has newer ones.
+func TestSymbolVersions(t *testing.T) {
+	testkit.NeedTool(t, "objdump", "binutils, which gcc depends on")
+	host := tooNew(t, testkit.Shim(t))
+	if len(host) == 0 {
+		t.Fatalf("the host's own libheap.so references nothing newer than GLIBC_2.%d: the check checks nothing", oldest)
+	}
+	t.Logf("the host's own libheap.so, as the check would refuse it: %s", strings.Join(host, ", "))
+	tarTree, debTree := unpacked(t)
+	var checked []string
+	for _, tree := range []string{tarTree, debTree} {
+		err := filepath.Walk(tree, func(p string, fi os.FileInfo, err error) error {
+			if err != nil || !fi.Mode().IsRegular() {
+				return err
+			}
+			f, err := elf.Open(p)
+			if err != nil {
+				return nil // not ELF: docs
+			}
+			f.Close()
+			rel, _ := filepath.Rel(tree, p)
+			checked = append(checked, filepath.Base(tree)+"/"+rel)
+			if n := tooNew(t, p); len(n) > 0 {
+				t.Errorf("%s references glibc versions newer than 2.%d: %s", rel, oldest, strings.Join(n, ", "))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// heapctl, libheap.so and heapline-rusage, in each package.
+	if len(checked) != 6 {
+		t.Errorf("checked %d ELF files, want 6: %q", len(checked), checked)
+	}
+	t.Logf("checked %q", checked)
+}
+
+// heapctl from either package, on PATH through a link as the .deb puts
+// it, runs a command under its own libheap.so with nothing set, and says
+// the version the packages are named by.
+func TestInstalledFindsShim(t *testing.T) {
+	tarTree, debTree := unpacked(t)
+	links := t.TempDir()
+	for name, exe := range map[string]string{
+		"tarball": filepath.Join(tarTree, "bin", "heapctl"),
+		"deb":     filepath.Join(debTree, "usr", "bin", "heapctl"),
+	} {
+		link := filepath.Join(links, name, "heapctl")
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(exe, link); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(link, "run", "--json", "--", "/bin/true")
+		cmd.Dir = t.TempDir() // no bin/libheap.so under the working directory
+		cmd.Env = nil
+		for _, kv := range os.Environ() { // nothing names a shim
+			if !strings.HasPrefix(kv, "LD_PRELOAD=") && !strings.HasPrefix(kv, "HEAPLINE_LIB=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil || !bytes.Contains(out, []byte(`"pid"`)) {
+			t.Errorf("%s: heapctl run --json -- /bin/true: %v, stdout %q, stderr %q", name, err, out, stderr.String())
+		}
+		v, err := exec.Command(link, "--version").Output()
+		want := "heapctl " + strings.TrimPrefix(filepath.Base(tarTree), "heapline-") + " "
+		if err != nil || !strings.HasPrefix(string(v), want) {
+			t.Errorf("%s: heapctl --version = %q, %v; want it to start %q", name, v, err, want)
+		}
+	}
+}
