@@ -15,7 +15,7 @@ const (
 	ObjectMax     = 256                // HL_OBJECT_MAX
 	FlagExited    = 1                  // HL_FLAG_EXITED
 	PathPrefix    = "heapline."        // basename part of HL_PATH_PREFIX
-	MaxRegionSize = HeaderSize + SlotsMax*SlotSize + StacksMax*StackSize + ObjectsMax*ObjectSize + PyCodesMax*PyCodeSize
+	MaxRegionSize = HeaderSize + SlotsMax*SlotSize + StacksMax*StackSize + ObjectsMax*ObjectSize + PyCodesMax*PyCodeSize + PyArenasDefault*PyArenaSize
 
 	// A slot's fast-path words: operations in bits 0..49, chunk bytes in
 	// units of 16 modulo 2^14 units in bits 50..63 (region.h, hl_slot).
@@ -51,10 +51,14 @@ const (
 	PyCodeSize         = 512
 	PyCodeNameMax      = 128
 	PyCodeFileMax      = 360
-	PyFlagFrames       = 1 // HL_PY_FRAMES
-	PyFlagUnknown      = 2 // HL_PY_UNKNOWN
-	PyFlagObjects      = 4 // HL_PY_OBJECTS
-	PyFlagFreeThreaded = 8 // HL_PY_FREETHREADED
+	PyFlagFrames       = 1  // HL_PY_FRAMES
+	PyFlagUnknown      = 2  // HL_PY_UNKNOWN
+	PyFlagObjects      = 4  // HL_PY_OBJECTS
+	PyFlagFreeThreaded = 8  // HL_PY_FREETHREADED
+	PyFlagArenas       = 16 // HL_PY_ARENAS
+	// pymalloc's live arenas (region.h, hl_pyarena).
+	PyArenasDefault = 16384 // HL_PYARENAS_DEFAULT
+	PyArenaSize     = 16
 )
 
 // Offsets in struct hl_header.
@@ -114,6 +118,16 @@ const (
 	offPyVersion       = 876
 	offPyFlags         = 880
 	offPyEvalCold      = 884
+	offPyArenaOffset   = 968
+	offNPyArenas       = 976
+	offPyArenasLost    = 984
+	offPyArenasLive    = 992
+)
+
+// Offsets in struct hl_pyarena.
+const (
+	offPyArenaAddress = 0
+	offPyArenaSize    = 8
 )
 
 // Offsets in struct hl_pycode.
@@ -247,6 +261,13 @@ var goFields = map[string]field{
 	"hl_header.py_version":        {offPyVersion, 4},
 	"hl_header.py_flags":          {offPyFlags, 4},
 	"hl_header.py_eval_cold":      {offPyEvalCold, 4},
+	"hl_header.pyarena_offset":    {offPyArenaOffset, 8},
+	"hl_header.npyarenas":         {offNPyArenas, 4},
+	"hl_header.pyarenas_lost":     {offPyArenasLost, 8},
+	"hl_header.pyarenas_live":     {offPyArenasLive, 8},
+
+	"hl_pyarena.address": {offPyArenaAddress, 8},
+	"hl_pyarena.size":    {offPyArenaSize, 8},
 
 	"hl_pycode.code":      {offPyCodeCode, 8},
 	"hl_pycode.ident":     {offPyCodeIdent, 8},
@@ -275,42 +296,45 @@ var goFields = map[string]field{
 // goConstants are the macros and struct sizes of region.h as this package
 // knows them, keyed like cdefs.Constants.
 var goConstants = map[string]uint64{
-	"HL_MAGIC":           Magic,
-	"HL_VERSION":         Version,
-	"HL_HEADER_SIZE":     HeaderSize,
-	"HL_SLOT_SIZE":       SlotSize,
-	"HL_SLOTS_MAX":       SlotsMax,
-	"HL_COMMAND_MAX":     CommandMax,
-	"HL_OBJECT_MAX":      ObjectMax,
-	"HL_STACK_FRAMES":    StackFrames,
-	"HL_WEIGHT_SHIFT":    WeightShift,
-	"HL_STACKS_DEFAULT":  StacksDefault,
-	"HL_OBJECTS_DEFAULT": ObjectsDefault,
-	"HL_SAMPLE_DEFAULT":  SampleDefault,
-	"HL_STACKS_MAX":      StacksMax,
-	"HL_OBJECTS_MAX":     ObjectsMax,
-	"sizeof hl_stack":    StackSize,
-	"sizeof hl_object":   ObjectSize,
-	"HL_FLAG_EXITED":     FlagExited,
-	"HL_WORD_SHIFT":      WordShift,
-	"HL_WORD_UNIT":       WordUnit,
-	"HL_WORD_COUNT_MASK": WordCountMask,
-	"HL_WORD_BATCH":      WordBatch,
-	"HL_CHUNK_BIAS":      ChunkBias,
-	"HL_PEAK_STEP_MIN":   PeakStepMin,
-	"HL_PEAK_STEP_DIV":   PeakStepDiv,
-	"sizeof hl_header":   HeaderSize,
-	"sizeof hl_slot":     SlotSize,
-	"sizeof hl_counters": countersSize,
-	"HL_PYFRAME_BIT":     PyFrameBit,
-	"HL_PYCODE_NONE":     PyCodeNone,
-	"HL_PYCODES_DEFAULT": PyCodesDefault,
-	"HL_PYCODES_MAX":     PyCodesMax,
-	"sizeof hl_pycode":   PyCodeSize,
-	"HL_PY_FRAMES":       PyFlagFrames,
-	"HL_PY_UNKNOWN":      PyFlagUnknown,
-	"HL_PY_OBJECTS":      PyFlagObjects,
-	"HL_PY_FREETHREADED": PyFlagFreeThreaded,
+	"HL_MAGIC":            Magic,
+	"HL_VERSION":          Version,
+	"HL_HEADER_SIZE":      HeaderSize,
+	"HL_SLOT_SIZE":        SlotSize,
+	"HL_SLOTS_MAX":        SlotsMax,
+	"HL_COMMAND_MAX":      CommandMax,
+	"HL_OBJECT_MAX":       ObjectMax,
+	"HL_STACK_FRAMES":     StackFrames,
+	"HL_WEIGHT_SHIFT":     WeightShift,
+	"HL_STACKS_DEFAULT":   StacksDefault,
+	"HL_OBJECTS_DEFAULT":  ObjectsDefault,
+	"HL_SAMPLE_DEFAULT":   SampleDefault,
+	"HL_STACKS_MAX":       StacksMax,
+	"HL_OBJECTS_MAX":      ObjectsMax,
+	"sizeof hl_stack":     StackSize,
+	"sizeof hl_object":    ObjectSize,
+	"HL_FLAG_EXITED":      FlagExited,
+	"HL_WORD_SHIFT":       WordShift,
+	"HL_WORD_UNIT":        WordUnit,
+	"HL_WORD_COUNT_MASK":  WordCountMask,
+	"HL_WORD_BATCH":       WordBatch,
+	"HL_CHUNK_BIAS":       ChunkBias,
+	"HL_PEAK_STEP_MIN":    PeakStepMin,
+	"HL_PEAK_STEP_DIV":    PeakStepDiv,
+	"sizeof hl_header":    HeaderSize,
+	"sizeof hl_slot":      SlotSize,
+	"sizeof hl_counters":  countersSize,
+	"HL_PYFRAME_BIT":      PyFrameBit,
+	"HL_PYCODE_NONE":      PyCodeNone,
+	"HL_PYCODES_DEFAULT":  PyCodesDefault,
+	"HL_PYCODES_MAX":      PyCodesMax,
+	"sizeof hl_pycode":    PyCodeSize,
+	"HL_PY_FRAMES":        PyFlagFrames,
+	"HL_PY_UNKNOWN":       PyFlagUnknown,
+	"HL_PY_OBJECTS":       PyFlagObjects,
+	"HL_PY_FREETHREADED":  PyFlagFreeThreaded,
+	"HL_PY_ARENAS":        PyFlagArenas,
+	"HL_PYARENAS_DEFAULT": PyArenasDefault,
+	"sizeof hl_pyarena":   PyArenaSize,
 }
 
 // Offset is where region.h puts member, named "struct.member" as in
