@@ -123,3 +123,39 @@ func TestObjectsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestRunProfilePython: run --profile on a Python command turns the
+// sampling of pymalloc's objects on and says so; HEAPLINE_PYMALLOC=0
+// keeps it off; without --profile it stays off.
+func TestRunProfilePython(t *testing.T) {
+	lib := testkit.Shim(t)
+	bin := testkit.Interpreter(t, "/usr/bin/python3.11")
+	for _, c := range []struct {
+		name    string
+		env     string
+		profile bool
+		on      bool
+	}{
+		{"profile", "", true, true},
+		{"profile-off", "0", true, false},
+		{"no-profile", "", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.env != "" {
+				t.Setenv("HEAPLINE_PYMALLOC", c.env)
+			}
+			args := []string{"run", "--json", "--lib", lib}
+			if c.profile {
+				args = append(args, "--profile", t.TempDir()+"/p.pb.gz")
+			}
+			r := rgHeapctl(t, append(args, "--", bin, "-c", "x = [str(i) for i in range(10000)]")...)
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			on := strings.Contains(r.stdout, `"py_allocs"`)
+			if on != c.on || r.warned("HEAPLINE_PYMALLOC=1") != c.on {
+				t.Errorf("py_allocs in the summary %v, said so %v; want %v: %s", on, r.warned("HEAPLINE_PYMALLOC=1"), c.on, r.stdout)
+			}
+		})
+	}
+}
