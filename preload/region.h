@@ -183,7 +183,9 @@ struct hl_header {
     uint32_t _pad15;         /* 980 */
     uint64_t pyarenas_lost;  /* 984: arenas mapped while the table was full: not in it */
     uint64_t pyarenas_live;  /* 992: arenas in the table now */
-    uint8_t  _pad6[24];      /* 1000 */
+    uint64_t py_exit_objects; /* 1000: pymalloc's blocks in use at the exit summary, from the pools' headers */
+    uint64_t py_exit_bytes;  /* 1008: their size classes' bytes */
+    uint8_t  _pad6[8];       /* 1016 */
 };
 
 /* header.py_flags */

@@ -122,6 +122,8 @@ const (
 	offNPyArenas       = 976
 	offPyArenasLost    = 984
 	offPyArenasLive    = 992
+	offPyExitObjects   = 1000
+	offPyExitBytes     = 1008
 )
 
 // Offsets in struct hl_pyarena.
@@ -265,6 +267,8 @@ var goFields = map[string]field{
 	"hl_header.npyarenas":         {offNPyArenas, 4},
 	"hl_header.pyarenas_lost":     {offPyArenasLost, 8},
 	"hl_header.pyarenas_live":     {offPyArenasLive, 8},
+	"hl_header.py_exit_objects":   {offPyExitObjects, 8},
+	"hl_header.py_exit_bytes":     {offPyExitBytes, 8},
 
 	"hl_pyarena.address": {offPyArenaAddress, 8},
 	"hl_pyarena.size":    {offPyArenaSize, 8},

@@ -328,6 +328,11 @@ func mapped(v view, s *report.Summary) error {
 	}
 	s.MappedBytes, s.PeakMappedBytes, s.Mappings = int64(m), int64(max(p, m)), v.u64(offMappings)
 	s.SampleArena, s.SampleArenaSize = v.u64(offSampleArena), v.u64(offSampleArenaSize)
+	// pymalloc's blocks in use at the exit summary, from its pools' headers
+	// (stored before the exit flag, which sum read first).
+	if v.u32(offFlags)&FlagExited != 0 {
+		s.PyLiveObjects, s.PyPoolBytes = v.u64(offPyExitObjects), v.u64(offPyExitBytes)
+	}
 	// Python's objects: frees are read before allocations (each is added
 	// after its block's allocation), so live is never below zero.
 	if v.u32(offPyFlags)&PyFlagObjects != 0 {

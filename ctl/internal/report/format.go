@@ -204,8 +204,8 @@ func Human(s Summary, st State) string {
 		row("python", "%s (%d B) in %d objects live; %d allocated (%d B), %d freed", Bytes(s.PyLiveBytes()), s.PyLiveBytes(), s.PyLive(),
 			s.PyAllocs, s.PyAllocatedBytes, s.PyFrees)
 	}
-	if s.PyLiveObjects != 0 {
-		row("pools", "%s (%d B) in %d python blocks live, read from pymalloc's pools", Bytes(int64(min(s.PyPoolBytes, math.MaxInt64))), s.PyPoolBytes, s.PyLiveObjects)
+	if s.PyAllocs == 0 && s.PyLiveObjects != 0 {
+		row("python", "%s (%d B) in %d blocks live, read from pymalloc's pools", Bytes(int64(min(s.PyPoolBytes, math.MaxInt64))), s.PyPoolBytes, s.PyLiveObjects)
 	}
 	row("threads", "%d", s.Threads)
 	if s.Source != "" && s.Source != "preload" {

@@ -94,6 +94,8 @@ static const struct hl_field hl_fields[] = {
 	HL_F(hl_header, _pad15),
 	HL_F(hl_header, pyarenas_lost),
 	HL_F(hl_header, pyarenas_live),
+	HL_F(hl_header, py_exit_objects),
+	HL_F(hl_header, py_exit_bytes),
 	HL_F(hl_header, _pad6),
 	HL_F(hl_header, sample_arena),
 	HL_F(hl_header, sample_arena_size),
