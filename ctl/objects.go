@@ -7,7 +7,6 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/pyheap"
-	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/target"
@@ -51,23 +50,15 @@ func objects(e *env, args []string, top int, asJSON, stop bool) error {
 		return fmt.Errorf("objects: pid %d is not running under libheap.so now: its objects cannot be read", pid)
 	}
 	a := ent.PyArenas
-	switch {
-	case a.Version == 0:
-		return fmt.Errorf("objects: pid %d is not CPython", pid)
-	case a.Version == 1:
-		return fmt.Errorf("objects: pid %d runs a CPython before 3.11: objects are read from CPython 3.11 to 3.13 only", pid)
-	}
-	if err := pyheap.Check(a.Version, a.Flags&region.PyFlagFreeThreaded != 0); err != nil {
-		return fmt.Errorf("objects: pid %d: %w", pid, err)
-	}
-	if a.Flags&region.PyFlagArenas == 0 {
-		return fmt.Errorf("objects: pid %d: the shim does not list its arenas (PYTHONMALLOC set, or Python started before the shim)", pid)
+	if err := pyheap.Walkable(a); err != nil {
+		return fmt.Errorf("objects: pid %d %w", pid, err)
 	}
 	release := func() {}
 	if stop {
 		if release, err = pyheap.Hold(ent.Proc); err != nil {
 			return fmt.Errorf("objects: %w", err)
 		}
+		defer release()
 	}
 	o, err := pyheap.WalkObjects(ent.Proc, a.Version, a, release)
 	if err != nil {

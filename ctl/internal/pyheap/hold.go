@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -32,9 +33,12 @@ func Hold(pid int) (release func(), err error) {
 	if err := sh.Start(); err != nil {
 		return nil, fmt.Errorf("start the holder: %w", err)
 	}
-	release = func() {
-		in.Close()
-		_ = sh.Wait()
+	var once sync.Once
+	release = func() { // idempotent: a caller may defer it too
+		once.Do(func() {
+			in.Close()
+			_ = sh.Wait()
+		})
 	}
 	if l, _ := bufio.NewReader(out).ReadString('\n'); l != "stopped\n" {
 		release()

@@ -56,6 +56,24 @@ func Check(v uint32, freeThreaded bool) error {
 	return nil
 }
 
+// Walkable says why the arenas of a region cannot be walked, or nil: the
+// error reads after "pid N".
+func Walkable(a region.PyArenas) error {
+	switch {
+	case a.Version == 0:
+		return errors.New("is not CPython")
+	case a.Version == 1:
+		return errors.New("runs a CPython before 3.11: objects are read from CPython 3.11 to 3.13 only")
+	}
+	if err := Check(a.Version, a.Flags&region.PyFlagFreeThreaded != 0); err != nil {
+		return fmt.Errorf("runs %w", err)
+	}
+	if a.Flags&region.PyFlagArenas == 0 {
+		return errors.New("has no arenas listed by the shim (PYTHONMALLOC set, or Python started before the shim)")
+	}
+	return nil
+}
+
 // TypeCount is the live objects of one type.
 type TypeCount struct {
 	Type  string `json:"type"`
