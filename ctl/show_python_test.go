@@ -125,3 +125,23 @@ func TestRunPythonLiveAtExit(t *testing.T) {
 		})
 	}
 }
+
+// TestExportPythonLive: with no flag, the exporter's python_objects is
+// pymalloc's blocks in use read from the pools' headers, within 1% of
+// sys.getallocatedblocks(), and python_object_bytes at least their bytes.
+func TestExportPythonLive(t *testing.T) {
+	lib := testkit.Shim(t)
+	bin := testkit.Interpreter(t, "/usr/bin/python3.11")
+	pid, before, finish := pyHold(t, bin, lib, "HEAPLINE_PYMALLOC=")
+	fams := hsScrape(t, hsExport(t))
+	after := finish()
+	got, _, ok := hsSeries(fams, "heapline_python_objects", pid)
+	bytes, _, _ := hsSeries(fams, "heapline_python_object_bytes", pid)
+	want := float64(before+after) / 2
+	if d := got/want - 1; !ok || d > 0.01 || d < -0.01 {
+		t.Errorf("heapline_python_objects %v (found %v), sys.getallocatedblocks() %d then %d", got, ok, before, after)
+	}
+	if bytes < 300000*48 {
+		t.Errorf("heapline_python_object_bytes %v, want at least 300000 x 48", bytes)
+	}
+}
