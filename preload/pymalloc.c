@@ -95,7 +95,7 @@ size_t hl_pymalloc_table_size(void)
     uint32_t minor = hl_py_version >> 16;
     if (minor < 0x030b || minor > 0x030d || (hl_py_flags & HL_PY_FREETHREADED))
         return 0;
-    return (size_t)HL_PYARENAS_DEFAULT * sizeof(struct hl_pyarena);
+    return (size_t)HL_PYARENAS * sizeof(struct hl_pyarena);
 }
 
 /* A new region with room for the table at off (region.c). */
@@ -104,7 +104,7 @@ void hl_pymalloc_attach(struct hl_header *r, uint64_t off)
     if (hl_pymalloc_table_size() == 0)
         return;
     table = (struct hl_pyarena *)((char *)r + off);
-    ntable = HL_PYARENAS_DEFAULT;
+    ntable = HL_PYARENAS;
     table_hint = 0;
     r->pyarena_offset = off;
     r->npyarenas = ntable;

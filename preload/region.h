@@ -269,8 +269,8 @@ struct hl_pycode {
 /* One of pymalloc's arenas: an entry is free while address is 0; the shim
  * stores size, then address (release), and clears address when pymalloc
  * gives the arena back. Arenas are mapped and unmapped under the GIL, so
- * one writer at a time. HL_PYARENAS_DEFAULT arenas of 1 MiB: 16 GiB. */
-#define HL_PYARENAS_DEFAULT 16384u
+ * one writer at a time. HL_PYARENAS arenas of 1 MiB: 16 GiB. */
+#define HL_PYARENAS 16384u
 
 struct hl_pyarena {
     uint64_t address;        /*  0: where the arena starts, 0 free */

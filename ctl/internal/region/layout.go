@@ -51,13 +51,14 @@ const (
 	PyCodeSize         = 512
 	PyCodeNameMax      = 128
 	PyCodeFileMax      = 360
-	PyFlagFrames       = 1  // HL_PY_FRAMES
-	PyFlagUnknown      = 2  // HL_PY_UNKNOWN
-	PyFlagObjects      = 4  // HL_PY_OBJECTS
-	PyFlagFreeThreaded = 8  // HL_PY_FREETHREADED
-	PyFlagArenas       = 16 // HL_PY_ARENAS
+	PyFlagFrames       = 1 // HL_PY_FRAMES
+	PyFlagUnknown      = 2 // HL_PY_UNKNOWN
+	PyFlagObjects      = 4 // HL_PY_OBJECTS
+	PyFlagFreeThreaded = 8 // HL_PY_FREETHREADED
+
 	// pymalloc's live arenas (region.h, hl_pyarena).
-	PyArenasDefault = 16384 // HL_PYARENAS_DEFAULT
+	PyFlagArenas    = 16    // HL_PY_ARENAS
+	PyArenasDefault = 16384 // HL_PYARENAS
 	PyArenaSize     = 16
 )
 
@@ -300,45 +301,45 @@ var goFields = map[string]field{
 // goConstants are the macros and struct sizes of region.h as this package
 // knows them, keyed like cdefs.Constants.
 var goConstants = map[string]uint64{
-	"HL_MAGIC":            Magic,
-	"HL_VERSION":          Version,
-	"HL_HEADER_SIZE":      HeaderSize,
-	"HL_SLOT_SIZE":        SlotSize,
-	"HL_SLOTS_MAX":        SlotsMax,
-	"HL_COMMAND_MAX":      CommandMax,
-	"HL_OBJECT_MAX":       ObjectMax,
-	"HL_STACK_FRAMES":     StackFrames,
-	"HL_WEIGHT_SHIFT":     WeightShift,
-	"HL_STACKS_DEFAULT":   StacksDefault,
-	"HL_OBJECTS_DEFAULT":  ObjectsDefault,
-	"HL_SAMPLE_DEFAULT":   SampleDefault,
-	"HL_STACKS_MAX":       StacksMax,
-	"HL_OBJECTS_MAX":      ObjectsMax,
-	"sizeof hl_stack":     StackSize,
-	"sizeof hl_object":    ObjectSize,
-	"HL_FLAG_EXITED":      FlagExited,
-	"HL_WORD_SHIFT":       WordShift,
-	"HL_WORD_UNIT":        WordUnit,
-	"HL_WORD_COUNT_MASK":  WordCountMask,
-	"HL_WORD_BATCH":       WordBatch,
-	"HL_CHUNK_BIAS":       ChunkBias,
-	"HL_PEAK_STEP_MIN":    PeakStepMin,
-	"HL_PEAK_STEP_DIV":    PeakStepDiv,
-	"sizeof hl_header":    HeaderSize,
-	"sizeof hl_slot":      SlotSize,
-	"sizeof hl_counters":  countersSize,
-	"HL_PYFRAME_BIT":      PyFrameBit,
-	"HL_PYCODE_NONE":      PyCodeNone,
-	"HL_PYCODES_DEFAULT":  PyCodesDefault,
-	"HL_PYCODES_MAX":      PyCodesMax,
-	"sizeof hl_pycode":    PyCodeSize,
-	"HL_PY_FRAMES":        PyFlagFrames,
-	"HL_PY_UNKNOWN":       PyFlagUnknown,
-	"HL_PY_OBJECTS":       PyFlagObjects,
-	"HL_PY_FREETHREADED":  PyFlagFreeThreaded,
-	"HL_PY_ARENAS":        PyFlagArenas,
-	"HL_PYARENAS_DEFAULT": PyArenasDefault,
-	"sizeof hl_pyarena":   PyArenaSize,
+	"HL_MAGIC":           Magic,
+	"HL_VERSION":         Version,
+	"HL_HEADER_SIZE":     HeaderSize,
+	"HL_SLOT_SIZE":       SlotSize,
+	"HL_SLOTS_MAX":       SlotsMax,
+	"HL_COMMAND_MAX":     CommandMax,
+	"HL_OBJECT_MAX":      ObjectMax,
+	"HL_STACK_FRAMES":    StackFrames,
+	"HL_WEIGHT_SHIFT":    WeightShift,
+	"HL_STACKS_DEFAULT":  StacksDefault,
+	"HL_OBJECTS_DEFAULT": ObjectsDefault,
+	"HL_SAMPLE_DEFAULT":  SampleDefault,
+	"HL_STACKS_MAX":      StacksMax,
+	"HL_OBJECTS_MAX":     ObjectsMax,
+	"sizeof hl_stack":    StackSize,
+	"sizeof hl_object":   ObjectSize,
+	"HL_FLAG_EXITED":     FlagExited,
+	"HL_WORD_SHIFT":      WordShift,
+	"HL_WORD_UNIT":       WordUnit,
+	"HL_WORD_COUNT_MASK": WordCountMask,
+	"HL_WORD_BATCH":      WordBatch,
+	"HL_CHUNK_BIAS":      ChunkBias,
+	"HL_PEAK_STEP_MIN":   PeakStepMin,
+	"HL_PEAK_STEP_DIV":   PeakStepDiv,
+	"sizeof hl_header":   HeaderSize,
+	"sizeof hl_slot":     SlotSize,
+	"sizeof hl_counters": countersSize,
+	"HL_PYFRAME_BIT":     PyFrameBit,
+	"HL_PYCODE_NONE":     PyCodeNone,
+	"HL_PYCODES_DEFAULT": PyCodesDefault,
+	"HL_PYCODES_MAX":     PyCodesMax,
+	"sizeof hl_pycode":   PyCodeSize,
+	"HL_PY_FRAMES":       PyFlagFrames,
+	"HL_PY_UNKNOWN":      PyFlagUnknown,
+	"HL_PY_OBJECTS":      PyFlagObjects,
+	"HL_PY_FREETHREADED": PyFlagFreeThreaded,
+	"HL_PY_ARENAS":       PyFlagArenas,
+	"HL_PYARENAS":        PyArenasDefault,
+	"sizeof hl_pyarena":  PyArenaSize,
 }
 
 // Offset is where region.h puts member, named "struct.member" as in
