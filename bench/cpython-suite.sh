@@ -7,6 +7,7 @@
 # error) from the two JUnit files.
 #
 #   bench/cpython-suite.sh [PYTHON]   # from the project root, after make (LIB= another build)
+#   PYMALLOC=0 bench/cpython-suite.sh # the default shim: pymalloc's arena allocator alone wrapped
 # Debian's python3.11 needs libpython3.11-testsuite (make deps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ test_sort test_userdict"
 # shellcheck disable=SC2086
 "$py" -m test -j2 --junit-xml "$dir/plain.xml" $mods >"$dir/plain.log" 2>&1 || true
 # shellcheck disable=SC2086
-env LD_PRELOAD="$lib" HEAPLINE_SAMPLE=64k HEAPLINE_PYMALLOC=1 HEAPLINE_SUMMARY=0 "$py" -m test -j2 --junit-xml "$dir/shim.xml" $mods >"$dir/shim.log" 2>&1 || true
+env LD_PRELOAD="$lib" HEAPLINE_SAMPLE=64k HEAPLINE_PYMALLOC="${PYMALLOC:-1}" HEAPLINE_SUMMARY=0 "$py" -m test -j2 --junit-xml "$dir/shim.xml" $mods >"$dir/shim.log" 2>&1 || true
 "$py" - "$dir/plain.xml" "$dir/shim.xml" <<'PY'
 import sys, collections, xml.etree.ElementTree as ET
 def results(path):

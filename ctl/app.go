@@ -79,6 +79,7 @@ func newAppEnv(e *env) app {
 		Commands: []*cli.Command{
 			runCommand(e),
 			showCommand(e),
+			objectsCommand(e),
 			lsCommand(e),
 			gcCommand(e),
 			overheadCommand(e),

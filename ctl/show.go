@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/pyheap"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
@@ -51,6 +52,14 @@ func show(e *env, args []string, asJSON bool) error {
 			e.log.Warn("no RSS breakdown", zap.Int("pid", pid), zap.Error(err))
 		} else {
 			b = &got
+		}
+	}
+	// Python's live blocks, from its pools' headers (package pyheap).
+	if ent.State() == report.Running && !ent.Summary.Exited && len(ent.PyArenas.Addrs) != 0 {
+		if l, err := pyheap.ReadLive(ent.Proc, ent.PyArenas); err != nil {
+			e.log.Warn("no count of Python's live objects", zap.Int("pid", pid), zap.Error(err))
+		} else {
+			ent.Summary.PyLiveObjects, ent.Summary.PyPoolBytes = l.Blocks, l.Bytes
 		}
 	}
 	if asJSON {

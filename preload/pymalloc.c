@@ -1,22 +1,32 @@
 /*
- * pymalloc.c: CPython's small blocks, counted exactly and sampled.
+ * pymalloc.c: CPython's small blocks: its arenas always, its objects on
+ * request.
  *
  * pymalloc serves every block of 512 bytes or less of its object domain
  * (PyObject_Malloc) and its PyMem domain (PyMem_Malloc) from 1 MiB arenas
- * it maps itself: memory the malloc family never sees. Like tracemalloc,
- * the shim wraps the allocators of both domains around the ones Python
- * has (PyMem_GetAllocator / PyMem_SetAllocator), so the program keeps
- * pymalloc; it also wraps the arena allocator (PyObject_SetArenaAllocator)
- * so that each arena is aligned to 1 MiB and marked in a bitmap. A block
- * is pymalloc's when its megabyte's bit is set, one load; its size class
- * is in its pool's header (szidx). Blocks the domains send to malloc
- * (larger ones) are counted by malloc's counters, never twice here.
+ * it maps itself: memory the malloc family never sees.
  *
- * Only with HEAPLINE_PYMALLOC=1: wrapped, pymalloc's objects cost the
- * python scenario 6.5% more instructions (atomic adds per object), and
- * CPython's own test_debugmallocstats and test_pythonmalloc see that
- * pymalloc is no longer the allocator, as under tracemalloc: the program
- * would see something of ours (docs/journal.md).
+ * The arenas, by default. The shim wraps pymalloc's arena allocator
+ * (PyObject_SetArenaAllocator), which pymalloc calls once per MiB of its
+ * blocks, never per object: each arena is aligned to 1 MiB, marked in a
+ * bitmap, and entered in the region's arena table (region.h, hl_pyarena).
+ * A reader (heapctl) finds the live objects there, from outside: each
+ * 16 KiB pool's header holds its count of blocks in use and its size
+ * class. CPython cannot see this wrapper: _PyMem_PymallocEnabled compares
+ * the object domain's function, never the arena allocator's, and
+ * CPython's suite gives the same results with it (docs/journal.md).
+ *
+ * The objects, only with HEAPLINE_PYMALLOC=1. Like tracemalloc, the shim
+ * then also wraps the allocators of both domains around the ones Python
+ * has (PyMem_GetAllocator / PyMem_SetAllocator), so the program keeps
+ * pymalloc. A block is pymalloc's when its megabyte's bit is set, one
+ * load; its size class is in its pool's header (szidx). Blocks the domains
+ * send to malloc (larger ones) are counted by malloc's counters, never
+ * twice here. Off by default: wrapped, pymalloc's objects cost the python
+ * scenario 6.5% more instructions (adds per object), and CPython's own
+ * test_debugmallocstats and test_pythonmalloc see that pymalloc is no
+ * longer the allocator, as under tracemalloc: the program would see
+ * something of ours (docs/journal.md).
  *
  * When: from the shim's constructor, before main, so before Python runs
  * (hl_pymalloc_install). No object exists yet, no other thread, no GIL to
@@ -40,7 +50,10 @@
  */
 #include <dlfcn.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include "shim.h"
 
 #define RELAXED __ATOMIC_RELAXED
@@ -71,8 +84,65 @@ enum { DOMAIN_MEM = 1, DOMAIN_OBJ = 2 };
 static pymem_allocator next_obj, next_mem;
 static arena_allocator next_arena;
 static uint64_t *arena_bits; /* one bit per megabyte of address space: an arena of ours */
+static struct hl_pyarena *table; /* the region's arena table, or NULL */
+static uint32_t ntable, table_hint;
 
 // ---- arenas -----------------------------------------------------------------------
+
+/* The table's size in a new region: for a CPython whose arenas we wrap. */
+size_t hl_pymalloc_table_size(void)
+{
+    uint32_t minor = hl_py_version >> 16;
+    if (minor < 0x030b || minor > 0x030d || (hl_py_flags & HL_PY_FREETHREADED))
+        return 0;
+    return (size_t)HL_PYARENAS * sizeof(struct hl_pyarena);
+}
+
+/* A new region with room for the table at off (region.c). */
+void hl_pymalloc_attach(struct hl_header *r, uint64_t off)
+{
+    if (hl_pymalloc_table_size() == 0)
+        return;
+    table = (struct hl_pyarena *)((char *)r + off);
+    ntable = HL_PYARENAS;
+    table_hint = 0;
+    r->pyarena_offset = off;
+    r->npyarenas = ntable;
+}
+
+/* Called by pymalloc under the GIL: one writer at a time. Readers take
+ * an entry whose address is set, with its size stored before it. */
+static void table_add(void *a, size_t size)
+{
+    if (table == NULL)
+        return;
+    for (uint32_t i = 0; i < ntable; i++) {
+        uint32_t k = (table_hint + i) % ntable;
+        if (table[k].address == 0) {
+            table[k].size = size;
+            __atomic_store_n(&table[k].address, (uint64_t)(uintptr_t)a, __ATOMIC_RELEASE);
+            table_hint = k + 1;
+            hl_region->pyarenas_live++;
+            return;
+        }
+    }
+    hl_region->pyarenas_lost++;
+}
+
+static void table_remove(void *a)
+{
+    if (table == NULL)
+        return;
+    for (uint32_t k = 0; k < ntable; k++)
+        if (table[k].address == (uint64_t)(uintptr_t)a) {
+            __atomic_store_n(&table[k].address, 0, __ATOMIC_RELEASE);
+            table_hint = k;
+            hl_region->pyarenas_live--;
+            return;
+        }
+    if (hl_region->pyarenas_lost != 0)
+        hl_region->pyarenas_lost--; /* one mapped while the table was full */
+}
 
 static inline int in_arena(const void *p)
 {
@@ -108,6 +178,7 @@ static void *arena_alloc(void *ctx, size_t size)
     uint64_t g = (uintptr_t)a >> ARENA_BITS;
     if (g < GRANULES)
         __atomic_fetch_or(&arena_bits[g >> 6], (uint64_t)1 << (g & 63), RELAXED);
+    table_add(a, ARENA);
     return a;
 }
 
@@ -116,10 +187,39 @@ static void arena_free(void *ctx, void *p, size_t size)
     if (size == ARENA && in_arena(p)) {
         uint64_t g = (uintptr_t)p >> ARENA_BITS;
         __atomic_fetch_and(&arena_bits[g >> 6], ~((uint64_t)1 << (g & 63)), RELAXED);
+        table_remove(p); /* before the unmap: a reader never finds an unmapped arena listed for long */
         munmap(p, size);
         return;
     }
     next_arena.free(next_arena.ctx, p, size);
+}
+
+/* pymalloc's blocks in use now, summed from the headers of the listed
+ * arenas' pools (ref.count at 0, szidx at 36), for the exit summary. Read
+ * with process_vm_readv on ourselves: an arena another thread gives back
+ * meanwhile is a failed read, never a fault. */
+void hl_pymalloc_live(uint64_t *blocks, uint64_t *bytes)
+{
+    static uint32_t hdr[ARENA >> 14][12]; /* 48-byte pool headers; static: a deep stack may be short at exit */
+    struct iovec local = {hdr, sizeof hdr}, remote[ARENA >> 14];
+    long pid = syscall(SYS_getpid);
+    *blocks = *bytes = 0;
+    for (uint32_t k = 0; table != NULL && k < ntable; k++) {
+        uintptr_t a = (uintptr_t)__atomic_load_n(&table[k].address, __ATOMIC_ACQUIRE);
+        if (a == 0)
+            continue;
+        for (size_t i = 0; i < ARENA >> 14; i++)
+            remote[i] = (struct iovec){(void *)(a + (i << 14)), sizeof hdr[0]};
+        if (syscall(SYS_process_vm_readv, pid, &local, 1, remote, ARENA >> 14, 0) != (long)sizeof hdr)
+            continue;
+        for (size_t i = 0; i < ARENA >> 14; i++) {
+            uint64_t count = hdr[i][0], size = ((uint64_t)hdr[i][9] + 1) << 4;
+            if (count == 0 || hdr[i][9] >= 32 || count > ((1u << 14) - 48) / size)
+                continue; /* empty, never carved, or changing */
+            *blocks += count;
+            *bytes += count * size;
+        }
+    }
 }
 
 // ---- counting ---------------------------------------------------------------------
@@ -299,9 +399,7 @@ static void *py_realloc(void *ctx, void *p, size_t n)
 
 void hl_pymalloc_install(void)
 {
-    uint32_t minor = hl_py_version >> 16;
-    if (!hl_config.pymalloc || hl_region == NULL || !hl_counting() || minor < 0x030b || minor > 0x030d ||
-        (hl_py_flags & HL_PY_FREETHREADED))
+    if (table == NULL || hl_region == NULL || !hl_counting())
         return;
     void (*get)(int, pymem_allocator *) = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
     void (*set)(int, pymem_allocator *) = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
@@ -316,6 +414,10 @@ void hl_pymalloc_install(void)
     aget(&next_arena);
     arena_allocator a = {NULL, arena_alloc, arena_free};
     aset(&a);
+    hl_py_flags |= HL_PY_ARENAS;
+    hl_region->py_flags = hl_py_flags;
+    if (!hl_config.pymalloc)
+        return; /* the arenas alone: no cost per object */
     get(DOMAIN_MEM, &next_mem);
     get(DOMAIN_OBJ, &next_obj);
     pymem_allocator mem = {&next_mem, py_malloc, py_calloc, py_realloc, py_free};
@@ -333,6 +435,16 @@ void hl_pymalloc_install(void)
 void hl_pymalloc_inherit(const struct hl_header *parent)
 {
     struct hl_header *r = hl_region;
+    if (table != NULL && r != NULL && r->pyarena_offset != 0 && parent->pyarena_offset != 0 &&
+        r->npyarenas == parent->npyarenas && (hl_py_flags & HL_PY_ARENAS)) {
+        memcpy((char *)r + r->pyarena_offset, (const char *)parent + parent->pyarena_offset,
+               (size_t)r->npyarenas * sizeof(struct hl_pyarena));
+        r->pyarenas_live = parent->pyarenas_live;
+        r->pyarenas_lost = parent->pyarenas_lost;
+        r->py_flags = hl_py_flags;
+    } else if (r == NULL) {
+        table = NULL;
+    }
     if (counts == &none)
         return; /* not wrapped */
     if (r == NULL) {

@@ -232,7 +232,8 @@ int hl_region_open(void)
         return -1;
     }
     size_t slots_end = HL_HEADER_SIZE + (size_t)hl_config.slots * HL_SLOT_SIZE;
-    size_t len = slots_end + hl_profile_size();
+    size_t arenas_at = slots_end + hl_profile_size();
+    size_t len = arenas_at + hl_pymalloc_table_size();
     void *m = MAP_FAILED;
     const char *step = NULL;
     if (fchmod(fd, 0600) != 0)
@@ -268,6 +269,7 @@ int hl_region_open(void)
     r->peak_slack = hl_peak_batch ? HL_WORD_BATCH + hl_peak_batch : 0;
     hl_command_read(r->command, sizeof r->command);
     hl_profile_attach(r, slots_end);
+    hl_pymalloc_attach(r, arenas_at);
     /* the magic last: a reader never takes a half-made header for a region */
     __atomic_store_n(&r->magic, HL_MAGIC, __ATOMIC_RELEASE);
     region_len = len;

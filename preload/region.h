@@ -175,7 +175,17 @@ struct hl_header {
 
     /* line 15: after the process */
     uint64_t dead_seen_ns;   /* 960: CLOCK_REALTIME when a new region first found this one's process dead (reap.c), 0 before */
-    uint8_t  _pad6[56];      /* 968 */
+    /* pymalloc's live arenas (pymalloc.c): a table of hl_pyarena at
+     * pyarena_offset, so that a reader can read the pools' headers out of
+     * the process (live objects and bytes by size class) */
+    uint64_t pyarena_offset; /* 968: file offset of the hl_pyarena table, 0 without one */
+    uint32_t npyarenas;      /* 976: its entries */
+    uint32_t _pad15;         /* 980 */
+    uint64_t pyarenas_lost;  /* 984: arenas mapped while the table was full: not in it */
+    uint64_t pyarenas_live;  /* 992: arenas in the table now */
+    uint64_t py_exit_objects; /* 1000: pymalloc's blocks in use at the exit summary, from the pools' headers */
+    uint64_t py_exit_bytes;  /* 1008: their size classes' bytes */
+    uint8_t  _pad6[8];       /* 1016 */
 };
 
 /* header.py_flags */
@@ -183,6 +193,7 @@ struct hl_header {
 #define HL_PY_UNKNOWN    2u /* CPython of a version (or build) whose frames are not read */
 #define HL_PY_OBJECTS    4u /* pymalloc's blocks are counted (and sampled) */
 #define HL_PY_FREETHREADED 8u /* a free-threaded build: neither frames nor objects */
+#define HL_PY_ARENAS     16u /* pymalloc's arenas are in the pyarena table */
 
 /*
  * The profile: nstacks hl_stack entries at prof_offset, then nobjects
@@ -255,7 +266,19 @@ struct hl_pycode {
     char     file[360];      /* 152: co_filename */
 };
 
+/* One of pymalloc's arenas: an entry is free while address is 0; the shim
+ * stores size, then address (release), and clears address when pymalloc
+ * gives the arena back. Arenas are mapped and unmapped under the GIL, so
+ * one writer at a time. HL_PYARENAS arenas of 1 MiB: 16 GiB. */
+#define HL_PYARENAS 16384u
+
+struct hl_pyarena {
+    uint64_t address;        /*  0: where the arena starts, 0 free */
+    uint64_t size;           /*  8: its bytes (1 MiB from 3.10 on) */
+};
+
 #ifndef __cplusplus
+_Static_assert(sizeof(struct hl_pyarena) == 16, "pyarena size");
 _Static_assert(sizeof(struct hl_pycode) == 512, "pycode size");
 _Static_assert(__builtin_offsetof(struct hl_header, py_allocs) == 13 * HL_LINE, "header line 13");
 _Static_assert(sizeof(struct hl_slot) == HL_SLOT_SIZE, "slot size");

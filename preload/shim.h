@@ -268,6 +268,9 @@ int hl_py_frames(uint64_t *frames, int n, int max); /* eval frames -> Python fra
 /* pymalloc.c: pymalloc's blocks, counted and sampled */
 void hl_pymalloc_install(void);             /* from the constructor, before Python runs */
 void hl_pymalloc_inherit(const struct hl_header *parent); /* a fork child's region */
+size_t hl_pymalloc_table_size(void);        /* the arena table's bytes in a new region */
+void hl_pymalloc_attach(struct hl_header *r, uint64_t off); /* a new region's arena table at off */
+void hl_pymalloc_live(uint64_t *blocks, uint64_t *bytes); /* pymalloc's blocks in use, from its pools */
 void *hl_sample_object(size_t usable);      /* profile.c: a sampled object's block of the arena, or NULL */
 int hl_sampled_object(const void *p);       /* profile.c: p (of the arena) is a sampled object's */
 uint64_t hl_sample_gap(void);               /* profile.c: the next gap of the thread's sampler */

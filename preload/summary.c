@@ -286,6 +286,7 @@ void hl_summary_write(void)
     int64_t live = (int64_t)(t.allocated_bytes - t.freed_bytes);
     hl_peak_update(r, live);
     uint64_t now = hl_now_ns();
+    hl_pymalloc_live(&r->py_exit_objects, &r->py_exit_bytes); /* before the flag: readers take them with it */
     __atomic_store_n(&r->exit_ns, now, __ATOMIC_RELAXED);
     __atomic_or_fetch(&r->flags, HL_FLAG_EXITED, __ATOMIC_RELEASE);
     if (hl_config.summary == HL_SUMMARY_OFF || (hl_config.summary == HL_SUMMARY_ONE && !output_per_process(hl_config.output) &&
@@ -326,6 +327,10 @@ void hl_summary_write(void)
             field_u64(&o, "py_frees", r->py_frees);
             field_u64(&o, "py_allocated_bytes", r->py_alloc_bytes);
             field_u64(&o, "py_freed_bytes", r->py_free_bytes);
+        }
+        if (r->py_exit_objects != 0) { /* from pymalloc's pools (pymalloc.c) */
+            field_u64(&o, "py_live_objects", r->py_exit_objects);
+            field_u64(&o, "py_live_bytes", r->py_exit_bytes);
         }
         if (r->bypassed_by[0]) {
             put(&o, ",\"bypassed_by\":");
@@ -380,6 +385,12 @@ void hl_summary_write(void)
             put_u64(&o, r->py_allocs - r->py_frees);
             put(&o, " live (");
             put_bytes(&o, (int64_t)(r->py_alloc_bytes - r->py_free_bytes));
+            put(&o, ")");
+        } else if (r->py_exit_objects != 0) {
+            put(&o, ", python objects ");
+            put_u64(&o, r->py_exit_objects);
+            put(&o, " live (");
+            put_bytes(&o, (int64_t)r->py_exit_bytes);
             put(&o, ")");
         }
         if (r->bypassed_by[0]) {

@@ -38,7 +38,7 @@ func TestPythonIdentical(t *testing.T) {
 	}
 	summary := regexp.MustCompile(`(?m)^heapline\[\d+\] \S*python\S* testdata/script.py: \d+ allocs, \d+ frees, ` +
 		`peak [\d.]+ [KMG]?i?B malloc \(± [\d.]+ [KMG]?i?B\) \+ [\d.]+ [KMG]?i?B mapped, ` +
-		`live at exit [\d.]+ [KMG]?i?B \+ [\d.]+ [KMG]?i?B mapped, \d+\.\d\d s$`)
+		`live at exit [\d.]+ [KMG]?i?B \+ [\d.]+ [KMG]?i?B mapped(, python objects \d+ live \([\d.]+ [KMG]?i?B\))?, \d+\.\d\d s$`)
 	lines := summary.FindAllString(gotErr, -1)
 	rest := summary.ReplaceAllString(gotErr, "")
 	if len(lines) != 1 || strings.TrimSpace(rest) != strings.TrimSpace(wantErr) {

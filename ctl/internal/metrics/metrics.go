@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
+	"github.com/heapline/heapline/ctl/internal/pyheap"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/version"
@@ -222,6 +223,14 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e regions.Entry, boot u
 		gauge(c.pyObjectBytes, float64(s.PyLiveBytes()))
 		counter(c.pyAllocs, s.PyAllocs)
 		counter(c.pyAllocatedBytes, s.PyAllocatedBytes)
+	} else if len(e.PyArenas.Addrs) != 0 && !s.Exited && !e.Stale && !e.Detached {
+		// the blocks in use, from the headers of pymalloc's pools (pyheap)
+		if live, err := pyheap.ReadLive(e.Proc, e.PyArenas); err != nil {
+			c.log.Debug("no count of Python's live objects", zap.Int("pid", e.Proc), zap.Error(err))
+		} else {
+			gauge(c.pyObjects, float64(live.Blocks))
+			gauge(c.pyObjectBytes, float64(live.Bytes))
+		}
 	}
 	b, err := c.rss(e.Proc, rss.Of(s))
 	if err != nil {

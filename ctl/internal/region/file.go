@@ -24,6 +24,17 @@ type File struct {
 	PidNS      uint64 // the publisher's pid namespace (inode)
 	Summary    report.Summary
 	Profile    *Profile // with withProfile only
+	PyArenas   PyArenas // pymalloc's live arenas, from a CPython the shim lists them for
+}
+
+// PyArenas is the shim's table of pymalloc's live arenas (region.h,
+// hl_pyarena): where a reader of the process finds its pools' headers.
+type PyArenas struct {
+	Version uint32   // the interpreter's PY_VERSION_HEX: 0 not CPython, 1 before 3.11
+	Flags   uint32   // the header's py_flags (PyFlag*)
+	Addrs   []uint64 // each arena's start; arenas are 1 MiB
+	Size    uint64   // the arenas' size (the same for all)
+	Lost    uint64   // arenas mapped while the table was full: not in Addrs
 }
 
 // ReadFile opens path, the region file of pid, without following links,
@@ -44,6 +55,11 @@ func ReadFile(path string, pid int, withProfile bool) (File, error) {
 }
 
 func readFile(e *File, path string, pid int, withProfile bool) (h header, s report.Summary, err error) {
+	defer func() {
+		if err != nil {
+			e.PyArenas = PyArenas{}
+		}
+	}()
 	if pid <= 0 || pid > 1<<31-1 {
 		return h, s, fmt.Errorf("pid %d out of range", pid)
 	}
@@ -102,6 +118,7 @@ func readFile(e *File, path string, pid int, withProfile bool) (h header, s repo
 	if h.uid != fst.Uid {
 		return h, report.Summary{}, fmt.Errorf("header says uid %d, file owned by uid %d", h.uid, fst.Uid)
 	}
+	e.PyArenas = readPyArenas(view{b: b, shared: true})
 	if withProfile {
 		p, err := readProfile(view{b: b, shared: true}, h, pid)
 		if err != nil {

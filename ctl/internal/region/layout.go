@@ -15,7 +15,7 @@ const (
 	ObjectMax     = 256                // HL_OBJECT_MAX
 	FlagExited    = 1                  // HL_FLAG_EXITED
 	PathPrefix    = "heapline."        // basename part of HL_PATH_PREFIX
-	MaxRegionSize = HeaderSize + SlotsMax*SlotSize + StacksMax*StackSize + ObjectsMax*ObjectSize + PyCodesMax*PyCodeSize
+	MaxRegionSize = HeaderSize + SlotsMax*SlotSize + StacksMax*StackSize + ObjectsMax*ObjectSize + PyCodesMax*PyCodeSize + PyArenasDefault*PyArenaSize
 
 	// A slot's fast-path words: operations in bits 0..49, chunk bytes in
 	// units of 16 modulo 2^14 units in bits 50..63 (region.h, hl_slot).
@@ -55,6 +55,11 @@ const (
 	PyFlagUnknown      = 2 // HL_PY_UNKNOWN
 	PyFlagObjects      = 4 // HL_PY_OBJECTS
 	PyFlagFreeThreaded = 8 // HL_PY_FREETHREADED
+
+	// pymalloc's live arenas (region.h, hl_pyarena).
+	PyFlagArenas    = 16    // HL_PY_ARENAS
+	PyArenasDefault = 16384 // HL_PYARENAS
+	PyArenaSize     = 16
 )
 
 // Offsets in struct hl_header.
@@ -114,6 +119,18 @@ const (
 	offPyVersion       = 876
 	offPyFlags         = 880
 	offPyEvalCold      = 884
+	offPyArenaOffset   = 968
+	offNPyArenas       = 976
+	offPyArenasLost    = 984
+	offPyArenasLive    = 992
+	offPyExitObjects   = 1000
+	offPyExitBytes     = 1008
+)
+
+// Offsets in struct hl_pyarena.
+const (
+	offPyArenaAddress = 0
+	offPyArenaSize    = 8
 )
 
 // Offsets in struct hl_pycode.
@@ -247,6 +264,15 @@ var goFields = map[string]field{
 	"hl_header.py_version":        {offPyVersion, 4},
 	"hl_header.py_flags":          {offPyFlags, 4},
 	"hl_header.py_eval_cold":      {offPyEvalCold, 4},
+	"hl_header.pyarena_offset":    {offPyArenaOffset, 8},
+	"hl_header.npyarenas":         {offNPyArenas, 4},
+	"hl_header.pyarenas_lost":     {offPyArenasLost, 8},
+	"hl_header.pyarenas_live":     {offPyArenasLive, 8},
+	"hl_header.py_exit_objects":   {offPyExitObjects, 8},
+	"hl_header.py_exit_bytes":     {offPyExitBytes, 8},
+
+	"hl_pyarena.address": {offPyArenaAddress, 8},
+	"hl_pyarena.size":    {offPyArenaSize, 8},
 
 	"hl_pycode.code":      {offPyCodeCode, 8},
 	"hl_pycode.ident":     {offPyCodeIdent, 8},
@@ -311,6 +337,9 @@ var goConstants = map[string]uint64{
 	"HL_PY_UNKNOWN":      PyFlagUnknown,
 	"HL_PY_OBJECTS":      PyFlagObjects,
 	"HL_PY_FREETHREADED": PyFlagFreeThreaded,
+	"HL_PY_ARENAS":       PyFlagArenas,
+	"HL_PYARENAS":        PyArenasDefault,
+	"sizeof hl_pyarena":  PyArenaSize,
 }
 
 // Offset is where region.h puts member, named "struct.member" as in

@@ -169,8 +169,18 @@ func validate(v view, pid int) (header, error) {
 		return h, fmt.Errorf("bad npycodes %d, want 1..%d", npc, PyCodesMax)
 	}
 	want += uint64(npc) * PyCodeSize
-	if rs := v.u64(offRegionSize); rs != want && npc != 0 {
-		return h, fmt.Errorf("bad region_size %d, want %d for %d slots, %d stacks, %d objects and %d code objects", rs, want, n, ns, no, npc)
+	pao, npa := v.u64(offPyArenaOffset), v.u32(offNPyArenas)
+	switch {
+	case pao == 0 && npa != 0:
+		return h, fmt.Errorf("npyarenas %d without an arena table", npa)
+	case pao != 0 && pao != want:
+		return h, fmt.Errorf("bad pyarena_offset %d, want %d after the other tables", pao, want)
+	case pao != 0 && (npa < 1 || npa > PyArenasDefault):
+		return h, fmt.Errorf("bad npyarenas %d, want 1..%d", npa, PyArenasDefault)
+	}
+	want += uint64(npa) * PyArenaSize
+	if rs := v.u64(offRegionSize); rs != want && (npc != 0 || npa != 0) {
+		return h, fmt.Errorf("bad region_size %d, want %d for %d slots, %d stacks, %d objects, %d code objects and %d arenas", rs, want, n, ns, no, npc, npa)
 	} else if rs != want {
 		return h, fmt.Errorf("bad region_size %d, want %d for %d slots, %d stacks and %d objects", rs, want, n, ns, no)
 	}
@@ -318,6 +328,11 @@ func mapped(v view, s *report.Summary) error {
 	}
 	s.MappedBytes, s.PeakMappedBytes, s.Mappings = int64(m), int64(max(p, m)), v.u64(offMappings)
 	s.SampleArena, s.SampleArenaSize = v.u64(offSampleArena), v.u64(offSampleArenaSize)
+	// pymalloc's blocks in use at the exit summary, from its pools' headers
+	// (stored before the exit flag, which sum read first).
+	if v.u32(offFlags)&FlagExited != 0 {
+		s.PyLiveObjects, s.PyPoolBytes = v.u64(offPyExitObjects), v.u64(offPyExitBytes)
+	}
 	// Python's objects: frees are read before allocations (each is added
 	// after its block's allocation), so live is never below zero.
 	if v.u32(offPyFlags)&PyFlagObjects != 0 {
@@ -396,4 +411,25 @@ func guardFaults(err *error) {
 func setPanicOnFault() (restore func()) {
 	old := debug.SetPanicOnFault(true)
 	return func() { debug.SetPanicOnFault(old) }
+}
+
+// readPyArenas reads the arena table of a validated region, if it has one.
+func readPyArenas(v view) PyArenas {
+	pao, npa := int(v.u64(offPyArenaOffset)), int(v.u32(offNPyArenas))
+	a := PyArenas{Version: v.u32(offPyVersion), Flags: v.u32(offPyFlags)}
+	if pao == 0 || a.Flags&PyFlagArenas == 0 {
+		return a
+	}
+	a.Lost = v.u64(offPyArenasLost)
+	if live := v.u64(offPyArenasLive); live <= uint64(npa) {
+		a.Addrs = make([]uint64, 0, live)
+	}
+	for i := range npa {
+		e := pao + i*PyArenaSize
+		if addr := v.u64(e + offPyArenaAddress); addr != 0 {
+			a.Addrs = append(a.Addrs, addr)
+			a.Size = v.u64(e + offPyArenaSize)
+		}
+	}
+	return a
 }

@@ -48,6 +48,9 @@ type Entry struct {
 	// started counting (CLOCK_MONOTONIC): each image of a process that
 	// execs starts its own count, and its Summary.ElapsedS from there.
 	StartNS uint64
+	// PyArenas are pymalloc's live arenas as the shim lists them, for a
+	// reader of the process's pools (package pyheap).
+	PyArenas region.PyArenas
 
 	regular  bool // a regular file (not a symlink, fifo, ...)
 	dev, ino uint64
@@ -152,6 +155,7 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 	var h region.File
 	h, e.Err = region.ReadFile(path, pid, l.profile) // its errors name the file
 	e.Summary, e.StartNS, e.UID, e.dev, e.ino, e.regular, e.prof = h.Summary, h.StartNS, h.UID, h.Dev, h.Ino, h.Regular, h.Profile
+	e.PyArenas = h.PyArenas
 	// fail is an error of ours about the file, named as ReadFile's are.
 	fail := func(err error) error { return fmt.Errorf("%s: %w", path, err) }
 	if e.Err == nil && nameNS != 0 && h.PidNS != nameNS {
@@ -159,7 +163,7 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 	}
 	defer func() {
 		if e.Err != nil {
-			e.Summary = report.Summary{}
+			e.Summary, e.PyArenas = report.Summary{}, region.PyArenas{}
 		}
 	}()
 	if e.Err == nil && h.PidNS != 0 && l.own != 0 && h.PidNS != l.own {

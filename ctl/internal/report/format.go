@@ -54,6 +54,9 @@ func Line(s Summary) string {
 		fmt.Fprintf(&b, ", python objects %d allocated (%s), %d live (%s)", s.PyAllocs, Bytes(int64(min(s.PyAllocatedBytes, math.MaxInt64))),
 			s.PyLive(), Bytes(s.PyLiveBytes()))
 	}
+	if s.PyAllocs == 0 && s.PyLiveObjects != 0 {
+		fmt.Fprintf(&b, ", python objects %d live (%s)", s.PyLiveObjects, Bytes(int64(min(s.PyPoolBytes, math.MaxInt64))))
+	}
 	if s.BypassedBy != "" {
 		b.WriteString(", malloc bypassed by " + Command(s.BypassedBy))
 	}
@@ -200,6 +203,9 @@ func Human(s Summary, st State) string {
 	if s.PyAllocs != 0 {
 		row("python", "%s (%d B) in %d objects live; %d allocated (%d B), %d freed", Bytes(s.PyLiveBytes()), s.PyLiveBytes(), s.PyLive(),
 			s.PyAllocs, s.PyAllocatedBytes, s.PyFrees)
+	}
+	if s.PyAllocs == 0 && s.PyLiveObjects != 0 {
+		row("python", "%s (%d B) in %d blocks live, read from pymalloc's pools", Bytes(int64(min(s.PyPoolBytes, math.MaxInt64))), s.PyPoolBytes, s.PyLiveObjects)
 	}
 	row("threads", "%d", s.Threads)
 	if s.Source != "" && s.Source != "preload" {

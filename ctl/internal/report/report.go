@@ -37,6 +37,12 @@ type Summary struct {
 	PyFrees          uint64 `json:"py_frees,omitempty"`
 	PyAllocatedBytes uint64 `json:"py_allocated_bytes,omitempty"`
 	PyFreedBytes     uint64 `json:"py_freed_bytes,omitempty"`
+	// CPython's small blocks in use now (both domains) and their size
+	// classes' bytes, read by heapctl from the headers of pymalloc's
+	// pools, in the arenas the shim lists (package pyheap): no cost per
+	// object, no flag. Only from a reader that may read the process.
+	PyLiveObjects uint64 `json:"py_live_objects,omitempty"`
+	PyPoolBytes   uint64 `json:"py_live_bytes,omitempty"`
 	// BypassedBy names the object whose malloc the program calls instead
 	// of the shim's (another allocator preloaded first, or the program's
 	// own): the malloc figures then count nothing.

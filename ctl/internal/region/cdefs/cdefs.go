@@ -89,6 +89,13 @@ static const struct hl_field hl_fields[] = {
 	HL_F(hl_header, peak_copy_step),
 	HL_F(hl_header, peak_copies),
 	HL_F(hl_header, peak_copy_ns),
+	HL_F(hl_header, pyarena_offset),
+	HL_F(hl_header, npyarenas),
+	HL_F(hl_header, _pad15),
+	HL_F(hl_header, pyarenas_lost),
+	HL_F(hl_header, pyarenas_live),
+	HL_F(hl_header, py_exit_objects),
+	HL_F(hl_header, py_exit_bytes),
 	HL_F(hl_header, _pad6),
 	HL_F(hl_header, sample_arena),
 	HL_F(hl_header, sample_arena_size),
@@ -116,6 +123,9 @@ static const struct hl_field hl_fields[] = {
 	HL_F(hl_pycode, firstline),
 	HL_F(hl_pycode, name),
 	HL_F(hl_pycode, file),
+
+	HL_F(hl_pyarena, address),
+	HL_F(hl_pyarena, size),
 };
 
 static int hl_nfields(void) { return sizeof hl_fields / sizeof hl_fields[0]; }
@@ -184,6 +194,9 @@ func Constants() map[string]uint64 {
 		"HL_PY_UNKNOWN":      uint64(C.HL_PY_UNKNOWN),
 		"HL_PY_OBJECTS":      uint64(C.HL_PY_OBJECTS),
 		"HL_PY_FREETHREADED": uint64(C.HL_PY_FREETHREADED),
+		"HL_PY_ARENAS":       uint64(C.HL_PY_ARENAS),
+		"HL_PYARENAS":        uint64(C.HL_PYARENAS),
+		"sizeof hl_pyarena":  uint64(C.sizeof_struct_hl_pyarena),
 	}
 }
 
