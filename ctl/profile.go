@@ -146,8 +146,8 @@ func childProfile(dir string, pid int) (region.Profile, error) {
 
 // runProfile is `run --profile FILE`: the output is created before the
 // command starts, with a directory for the dumps of the command's tree;
-// the command's profile is read while it is a zombie (before its region,
-// if it left one, is removed), and written once it is reaped. A nil
+// the command's profile is read while it is a zombie (its pid not reused
+// yet), and written once it is reaped. A nil
 // *runProfile does nothing.
 type runProfile struct {
 	out  *profile.Output

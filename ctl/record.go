@@ -344,7 +344,7 @@ loop:
 		r.final = &s
 	} else if err == nil {
 		// Killed: the counters it last published, read from the region it
-		// left, which Own removes.
+		// left, which stays for profile --peak (Own).
 		if err := r.add(s, 0); err != nil && sampleErr == nil {
 			sampleErr = err
 		}

@@ -94,7 +94,7 @@ func run(e *env, o runOptions) error {
 	}
 	defer c.Close()
 	<-c.Ended()
-	prof.read(c.Pid) // before Own removes the region a killed command left
+	prof.read(c.Pid) // while it is a zombie: its pid is not reused yet
 	own, _, ownErr := c.Own()
 	_, status := c.Wait()
 	if err := prof.write(); err != nil {
