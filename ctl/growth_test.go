@@ -159,7 +159,7 @@ func TestGrowthErrors(t *testing.T) {
 	mixed := t.TempDir()
 	for i, pid := range []int{41, 41, 42} {
 		p := &pprof.Profile{SampleType: []*pprof.ValueType{{Type: "inuse_space", Unit: "bytes"}}, TimeNanos: int64(i + 1),
-			Comments: []string{fmt.Sprintf("heapline: pid %d (x), 1 samples at a mean of 1 bytes", pid)}}
+			Comments: []string{fmt.Sprintf("heapline: pid %d (x), 1 sample at a mean of 1 bytes", pid)}}
 		f, err := os.Create(filepath.Join(mixed, profile.SeriesName(i+1)))
 		if err != nil {
 			t.Fatal(err)

@@ -166,6 +166,22 @@ func TestProfilePeak(t *testing.T) {
 		})
 	}
 
+	// A shell whose child makes the peak: run --profile writes the
+	// child's profile, and says so.
+	t.Run("tree", func(t *testing.T) {
+		file := filepath.Join(dir, "tree.pb.gz")
+		r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", "sh", "-c", bin+" </dev/null; true")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if want := "), the biggest peak of 2 processes: at exit in " + file + ", at its peak in " + filepath.Join(dir, "tree.peak.pb.gz") + "\n"; !strings.Contains(r.stderr, want) ||
+			!strings.Contains(r.stderr, "heapctl run: the profile of pid ") || !strings.Contains(r.stderr, " ("+bin+"), the biggest") {
+			t.Errorf("run --profile's line, want %q in:\n%s", want, r.stderr)
+		}
+		check(t, "run --profile of a tree, now", file, atEnd)
+		check(t, "run --profile of a tree, beside", filepath.Join(dir, "tree.peak.pb.gz"), atPeak)
+	})
+
 	t.Run("exit", func(t *testing.T) {
 		file := filepath.Join(dir, "run.pb.gz")
 		if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {

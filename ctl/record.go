@@ -189,7 +189,7 @@ func record(e *env, c *cli.Context) error {
 	for _, s := range r.children {
 		e.log.Debug("child's exit summary", zap.String("summary", report.Line(s)))
 	}
-	msg := fmt.Sprintf("heapctl record: %d samples", len(r.samples))
+	msg := "heapctl record: " + report.Count(len(r.samples), "sample")
 	if c.String("output") != "" {
 		msg += " in " + c.String("output")
 	}
