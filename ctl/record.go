@@ -246,6 +246,11 @@ type recorder struct {
 // add takes snapshot s of the image that started counting at startNS (0:
 // not known, as for the counters read from a killed process's region).
 func (r *recorder) add(s report.Summary, startNS uint64) error {
+	if len(r.samples) > 0 && r.last.PID == s.PID && r.last.Command == s.Command {
+		// The peak recorded never goes down for the same image (watch
+		// says why).
+		s.PeakLiveBytes = max(s.PeakLiveBytes, r.last.PeakLiveBytes)
+	}
 	p := r.images.Point(s, startNS, monotonicNS())
 	if b, ok := r.rss.Read(s.PID, s); ok {
 		p.RSSBytes, p.RetainedBytes = b.RSSBytes, b.RetainedBytes

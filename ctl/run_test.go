@@ -484,6 +484,12 @@ func TestRunKilledChild(t *testing.T) {
 	if _, err := os.Lstat(region.Path(pid)); err != nil {
 		t.Fatalf("the dead child's region is gone: %v", err)
 	}
+	// Its elapsed time stopped when it died: run stored its end.
+	a := regions.Inspect(pid)
+	time.Sleep(100 * time.Millisecond)
+	if b := regions.Inspect(pid); a.Err != nil || !a.Stale || a.Summary.ElapsedS != b.Summary.ElapsedS || a.Summary.ElapsedS > s.ElapsedS+0.05 || a.Summary.ElapsedS < s.ElapsedS-0.05 {
+		t.Errorf("elapsed of the dead child's region: %v then %v (%v), run said %v", a.Summary.ElapsedS, b.Summary.ElapsedS, a.Err, s.ElapsedS)
+	}
 }
 
 // A process of a nested pid namespace with the child's pid there writes
