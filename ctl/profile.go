@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -116,6 +117,9 @@ func readDump(path string) (region.Profile, error) {
 	b, err := io.ReadAll(io.LimitReader(f, region.MaxRegionSize))
 	if err != nil {
 		return region.Profile{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) < 8 || binary.LittleEndian.Uint64(b) != region.Magic {
+		return region.Profile{}, fmt.Errorf("%s is not a heapline dump: it does not start with a region's magic (HEAPLINE_PROFILE=FILE writes one at exit)", path)
 	}
 	p, err := region.ParseProfile(b)
 	if errors.Is(err, region.ErrNoProfile) {

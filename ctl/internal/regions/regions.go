@@ -291,6 +291,27 @@ func List() ([]Entry, error) {
 	return out, nil
 }
 
+// Unlisted counts the heapline.* files in region.Dir that List leaves out
+// because they are other users' (0 for root, who may read them all).
+func Unlisted() int {
+	euid := geteuid()
+	if euid == 0 {
+		return 0
+	}
+	des, err := os.ReadDir(region.Dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, de := range des {
+		var st unix.Stat_t
+		if strings.HasPrefix(de.Name(), region.PathPrefix) && unix.Lstat(region.Dir+"/"+de.Name(), &st) == nil && int(st.Uid) != euid {
+			n++
+		}
+	}
+	return n
+}
+
 // GC removes the regions whose process is gone or detached, and returns
 // them. Only regular files named heapline.<pid>[.<pid namespace>] and
 // owned by the caller are touched (even root leaves other users' files
