@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/region/regiontest"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/internal/testkit"
@@ -112,6 +113,7 @@ func TestShowGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = p.cmd.Wait()
+	defer os.Remove(region.Path(p.pid)) // the region it left, for make test leaves none
 
 	r := rgHeapctl(t, "show", "--json", strconv.Itoa(p.pid))
 	if r.err != nil {
