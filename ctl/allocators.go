@@ -174,6 +174,9 @@ func runAllocators(c *cli.Context, e *env) error {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 		doc.Scenarios = append(doc.Scenarios, res)
+		for _, wn := range res.Warnings {
+			fmt.Fprintf(e.stderr, "heapctl: warning: %s\n", wn)
+		}
 		if format == "text" {
 			if len(doc.Scenarios) > 1 {
 				fmt.Fprintln(e.stdout)

@@ -172,6 +172,11 @@ func requiredHere(flags []cli.Flag, required map[cli.Flag]bool) []string {
 func usageError(path string, err error, flags []cli.Flag) error {
 	msg := strings.TrimPrefix(err.Error(), "flag provided but not defined: ")
 	if msg != err.Error() {
+		// Go's flag package names it with one dash whichever the user
+		// typed: name it as a flag of its length is typed (-n, --lib).
+		if name := strings.TrimLeft(msg, "-"); len(name) > 1 {
+			msg = "--" + name
+		}
 		msg = "unknown flag " + msg
 	}
 	if m := badValue.FindStringSubmatch(msg); m != nil {

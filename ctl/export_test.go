@@ -296,6 +296,11 @@ func TestOtherUser(t *testing.T) {
 		}
 	}
 
+	// ls lists none of uid 65534's regions, and says they are there.
+	if b, err := as65533("ls").CombinedOutput(); err != nil || !strings.Contains(string(b), " of other users in /dev/shm not listed: only they and root may read them") {
+		t.Errorf("ls as uid 65533: %v\n%s", err, b)
+	}
+
 	exp := as65533("export", "--listen", "127.0.0.1:0")
 	stderr := &hsBuffer{}
 	exp.Stderr = stderr

@@ -60,8 +60,12 @@ func ls(e *env, asJSON bool) error {
 		}
 		return clikit.WriteJSON(e.stdout, out)
 	}
+	hidden := regions.Unlisted()
+	if hidden > 0 {
+		defer e.log.Warn(fmt.Sprintf("%s of other users in %s not listed: only they and root may read them", report.Count(hidden, "region"), region.Dir))
+	}
 	if len(entries) == 0 {
-		fmt.Fprintf(e.stderr, "no heapline regions in %s\n", region.Dir)
+		fmt.Fprintf(e.stderr, "no heapline regions of yours in %s\n", region.Dir)
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)

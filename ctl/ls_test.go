@@ -70,7 +70,7 @@ func TestLsRealProcess(t *testing.T) {
 func TestLsUnreadable(t *testing.T) {
 	d := regiontest.UseDir(t)
 	r := rgHeapctl(t, "ls")
-	if r.err != nil || r.stdout != "" || r.stderr != "no heapline regions in "+d+"\n" {
+	if r.err != nil || r.stdout != "" || r.stderr != "no heapline regions of yours in "+d+"\n" {
 		t.Fatalf("empty ls: %q %q %v", r.stdout, r.stderr, r.err)
 	}
 	r = rgHeapctl(t, "ls", "--json")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
+	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/target"
 )
 
@@ -98,7 +100,7 @@ func writeProfile(e *env, args []string, from, output string, peak bool) error {
 		return fmt.Errorf("profile: %w", err)
 	}
 	if output != "-" {
-		fmt.Fprintf(e.stderr, "heapctl profile: %d stacks, %d samples of pid %d%s in %s\n", len(p.Stacks), p.Samples, p.PID, what, output)
+		fmt.Fprintf(e.stderr, "heapctl profile: %s, %s of pid %d%s in %s\n", report.Count(len(p.Stacks), "stack"), report.Count(int(p.Samples), "sample"), p.PID, what, output)
 	}
 	return nil
 }
@@ -115,6 +117,9 @@ func readDump(path string) (region.Profile, error) {
 	b, err := io.ReadAll(io.LimitReader(f, region.MaxRegionSize))
 	if err != nil {
 		return region.Profile{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) < 8 || binary.LittleEndian.Uint64(b) != region.Magic {
+		return region.Profile{}, fmt.Errorf("%s is not a heapline dump: it does not start with a region's magic (HEAPLINE_PROFILE=FILE writes one at exit)", path)
 	}
 	p, err := region.ParseProfile(b)
 	if errors.Is(err, region.ErrNoProfile) {
@@ -146,8 +151,8 @@ func childProfile(dir string, pid int) (region.Profile, error) {
 
 // runProfile is `run --profile FILE`: the output is created before the
 // command starts, with a directory for the dumps of the command's tree;
-// the command's profile is read while it is a zombie (before its region,
-// if it left one, is removed), and written once it is reaped. A nil
+// the command's profile is read while it is a zombie (its pid not reused
+// yet), and written once it is reaped. A nil
 // *runProfile does nothing.
 type runProfile struct {
 	out  *profile.Output
@@ -155,6 +160,8 @@ type runProfile struct {
 	dir  string
 	p    region.Profile
 	err  error
+	path string // FILE
+	said string // which process's profile it is (pick)
 }
 
 func newRunProfile(path string, stdout io.Writer) (*runProfile, error) {
@@ -177,7 +184,7 @@ func newRunProfile(path string, stdout io.Writer) (*runProfile, error) {
 		}
 		return nil, fmt.Errorf("--profile: %w", err)
 	}
-	return &runProfile{out: out, peak: peak, dir: dir, err: errors.New("the command never ran")}, nil
+	return &runProfile{out: out, peak: peak, dir: dir, path: path, err: errors.New("the command never ran")}, nil
 }
 
 // env is what the child's environment gets.
@@ -193,6 +200,44 @@ func (r *runProfile) read(pid int) {
 	if r != nil {
 		r.p, r.err = childProfile(r.dir, pid)
 	}
+}
+
+// pick takes the profile of the tree's process with the biggest peak
+// (tree sorted by peak, the command's own summary among them) in place
+// of the command's, when that is another process that left its dump: a
+// shell or a driver whose child does the work. It says which it took.
+func (r *runProfile) pick(e *env, tree []report.Summary, pid int) {
+	if r == nil || len(tree) == 0 {
+		return
+	}
+	top := tree[0]
+	if top.PID != pid && top.PID > 0 {
+		p, err := readDump(launch.PerProcessPath(r.dir, "profile", "", top.PID))
+		if err != nil {
+			e.log.Warn("the profile of the process with the biggest peak; writing the command's", zap.Int("pid", top.PID), zap.Error(err))
+		} else {
+			r.p, r.err = p, nil
+		}
+	}
+	if r.err != nil {
+		return
+	}
+	what := fmt.Sprintf("heapctl run: the profile of pid %d (%s)", r.p.PID, report.Clip(r.p.Command, 60))
+	if len(tree) > 1 {
+		what += fmt.Sprintf(", the biggest peak of %d processes", len(tree))
+	}
+	r.said = what
+}
+
+// said is pick's line, for the summary's end.
+func (r *runProfile) line() string {
+	if r == nil || r.said == "" || r.err != nil {
+		return ""
+	}
+	if r.peak == nil {
+		return r.said + ", on stdout\n"
+	}
+	return fmt.Sprintf("%s: at exit in %s, at its peak in %s\n", r.said, r.path, profile.PeakPath(r.path))
 }
 
 func (r *runProfile) write() error {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,6 +122,64 @@ func TestProfilePeak(t *testing.T) {
 			t.Fatalf("profile --peak of a killed process: %v", r.err)
 		}
 		check(t, "after SIGKILL", file, atPeak)
+	})
+
+	// Under heapctl, as an OOM kill would: run, run --profile and record
+	// read what the killed child left and leave its region, so that
+	// profile --peak PID still answers, until gc.
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"run sigkill", []string{"run", "--lib", lib, "--", bin, "kill"}},
+		{"run --profile sigkill", []string{"run", "--lib", lib, "--profile", filepath.Join(dir, "runkill.pb.gz"), "--", bin, "kill"}},
+		{"record sigkill", []string{"record", "--lib", lib, "-o", filepath.Join(dir, "kill.csv"), "--", bin, "kill"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := rgHeapctl(t, c.args...)
+			if code, _ := rgStatus(r.err); code != 137 {
+				t.Fatalf("status %d (%v), want 137", code, r.err)
+			}
+			m := regexp.MustCompile(`heapline\[(\d+)\]`).FindStringSubmatch(r.stderr)
+			if m == nil {
+				t.Fatalf("no summary line in %q", r.stderr)
+			}
+			pid, _ := strconv.Atoi(m[1])
+			defer os.Remove(region.Path(pid))
+			if !r.warned("its region stays") {
+				t.Errorf("no warning that the region stays; logs %v", r.logs.All())
+			}
+			file := filepath.Join(dir, "killed-"+strings.ReplaceAll(c.name, " ", "")+".pb.gz")
+			if r := rgHeapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(pid)); r.err != nil || !r.warned("the process is gone") {
+				t.Fatalf("profile --peak %d after %s: %v", pid, c.name, r.err)
+			}
+			check(t, c.name, file, atPeak)
+			if c.name == "run --profile sigkill" {
+				check(t, "run --profile, killed, beside", filepath.Join(dir, "runkill.peak.pb.gz"), atPeak)
+			}
+			// gc removes it, and the error then says what became of it.
+			os.Remove(region.Path(pid))
+			r = rgHeapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(pid))
+			if r.err == nil || !strings.Contains(r.err.Error(), "a killed one's stays until heapctl gc removes it") {
+				t.Errorf("profile --peak of a gone region: %v", r.err)
+			}
+		})
+	}
+
+	// A shell whose child makes the peak: run --profile writes the
+	// child's profile, and says so.
+	t.Run("tree", func(t *testing.T) {
+		file := filepath.Join(dir, "tree.pb.gz")
+		r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", "sh", "-c", bin+" </dev/null; true")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if want := "), the biggest peak of 2 processes: at exit in " + file + ", at its peak in " + filepath.Join(dir, "tree.peak.pb.gz") + "\n"; !strings.Contains(r.stderr, want) ||
+			!strings.Contains(r.stderr, "heapctl run: the profile of pid ") || !strings.Contains(r.stderr, " ("+bin+"), the biggest") {
+			t.Errorf("run --profile's line, want %q in:\n%s", want, r.stderr)
+		}
+		check(t, "run --profile of a tree, now", file, atEnd)
+		check(t, "run --profile of a tree, beside", filepath.Join(dir, "tree.peak.pb.gz"), atPeak)
 	})
 
 	t.Run("exit", func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/heapline/heapline/ctl/internal/profile"
+	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/internal/testkit"
 )
@@ -142,6 +143,7 @@ func TestProfileShimPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	defer os.Remove(region.Path(pid)) // the region it left, for make test leaves none
 	in.Close()
 	gone := filepath.Join(t.TempDir(), "gone.pb.gz")
 	r := rgHeapctl(t, "profile", "-o", gone, strconv.Itoa(pid))

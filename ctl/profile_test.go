@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/creack/pty"
 	pprof "github.com/google/pprof/profile"
+	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
@@ -95,6 +97,17 @@ func TestProfileFromDump(t *testing.T) {
 	if n := countDir(t, dir); n != 2 {
 		t.Errorf("%d files in the directory, want the dump and the profile", n)
 	}
+	// -o - to a terminal: refused, nothing written to it.
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	err = newAppEnv(&env{stdout: tty, stderr: io.Discard, log: zap.NewNop()}).Run([]string{"heapctl", "profile", "-o", "-", "--from", dump})
+	if err == nil || err.Error() != "profile: -o - would write a gzipped profile to the terminal: redirect stdout (> FILE, | go tool pprof ...) or give -o FILE" {
+		t.Errorf("-o - to a terminal: %v", err)
+	}
 
 	// Sampling off: the dump has no profile.
 	if err := os.WriteFile(dump, regiontest.EncodeProfile(region.Profile{PID: 4711}, 0), 0o600); err != nil {
@@ -136,6 +149,9 @@ func TestProfileOfPID(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(d, "heapline."+strconv.Itoa(dead)), noProf, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	notDump, empty := filepath.Join(t.TempDir(), "notes.txt"), filepath.Join(t.TempDir(), "empty")
+	os.WriteFile(notDump, bytes.Repeat([]byte("some notes, not a dump\n"), 100), 0o644)
+	os.WriteFile(empty, nil, 0o644)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -149,6 +165,9 @@ func TestProfileOfPID(t *testing.T) {
 		{[]string{"-o", "/nonexistent/now.pb.gz", "1"}, "profile: cannot write /nonexistent/now.pb.gz: no such file or directory"},
 		{[]string{"-o", d, "1"}, "profile: " + d + " is a directory"},
 		{[]string{"-o", out, "--from", "/nonexistent/dump"}, "profile: open /nonexistent/dump: no such file or directory"},
+		// Not a dump: a text file, an empty one (they read as pid -1815831171 and pid 0 out of range).
+		{[]string{"-o", out, "--from", notDump}, "profile: " + notDump + " is not a heapline dump: it does not start with a region's magic (HEAPLINE_PROFILE=FILE writes one at exit)"},
+		{[]string{"-o", out, "--from", empty}, "profile: " + empty + " is not a heapline dump: it does not start with a region's magic (HEAPLINE_PROFILE=FILE writes one at exit)"},
 	} {
 		r := rgHeapctl(t, append([]string{"profile"}, c.args...)...)
 		if r.err == nil || r.err.Error() != c.want {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/growth"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/profile"
@@ -48,7 +49,7 @@ func recordCommand(e *env) *cli.Command {
 			"read from /proc/PID/smaps at most once a second, and 0 on the exit summary's row.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "timeline `FILE` (.csv or .json)"},
-			&cli.StringFlag{Name: "profiles", Usage: "also write a heap profile every --every into `DIR` (heap-0001.pb.gz, ...), for heapctl growth DIR"},
+			&cli.StringFlag{Name: "profiles", Usage: "also write a heap profile every --every into `DIR` (heap-0001.pb.gz, ...), for heapctl growth DIR; CMD samples every 64 KiB unless HEAPLINE_SAMPLE says otherwise"},
 			&cli.DurationFlag{Name: "every", Value: 30 * time.Second, Usage: "time between two --profiles"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 10 * time.Millisecond, Usage: "time between samples"},
 			&cli.StringFlag{Name: "svg", Usage: "also draw live bytes over time, peak marked, into `FILE`"},
@@ -99,8 +100,15 @@ func record(e *env, c *cli.Context) error {
 	}
 	if dir := c.String("profiles"); dir != "" {
 		r.series = &profile.Series{Dir: dir, Every: c.Duration("every")}
-		if v, _ := os.LookupEnv("HEAPLINE_SAMPLE"); v == "0" && pid == 0 {
-			return errors.New("record: --profiles needs samples, and HEAPLINE_SAMPLE=0 turns them off (unset it for the default, 512 KiB)")
+		v, set := os.LookupEnv("HEAPLINE_SAMPLE")
+		if v == "0" && pid == 0 {
+			return errors.New("record: --profiles needs samples, and HEAPLINE_SAMPLE=0 turns them off (unset it for record's default, 64 KiB)")
+		}
+		if !set && pid == 0 {
+			// growth tells a leak from a cache or a steady site by how a
+			// stack's estimate moves; at 512 KiB sampling alone moves a
+			// stack of 8 MiB by a third between two profiles.
+			r.env = append(r.env, "HEAPLINE_SAMPLE="+seriesSample)
 		}
 	}
 	// With --pid, a process that cannot be recorded is said before any
@@ -181,12 +189,17 @@ func record(e *env, c *cli.Context) error {
 	for _, s := range r.children {
 		e.log.Debug("child's exit summary", zap.String("summary", report.Line(s)))
 	}
-	msg := fmt.Sprintf("heapctl record: %d samples", len(r.samples))
+	msg := "heapctl record: " + report.Count(len(r.samples), "sample")
 	if c.String("output") != "" {
 		msg += " in " + c.String("output")
 	}
 	if r.series != nil {
-		msg += fmt.Sprintf(", %d profiles in %s (heapctl growth %s ranks their stacks)", r.series.Written(), r.series.Dir, r.series.Dir)
+		if n := r.series.Written(); n < growth.MinProfiles {
+			msg += fmt.Sprintf(", %s in %s, one each --every %v: heapctl growth needs %d (a shorter --every, or a longer run)",
+				report.Count(n, "profile"), r.series.Dir, r.series.Every, growth.MinProfiles)
+		} else {
+			msg += fmt.Sprintf(", %d profiles in %s (heapctl growth %s ranks their stacks)", n, r.series.Dir, r.series.Dir)
+		}
 	}
 	if n := len(r.children); n > 0 {
 		msg += fmt.Sprintf(" (%d child processes of %s ran under the shim too: -v logs their summaries)", n, args[0])
@@ -233,6 +246,11 @@ type recorder struct {
 // add takes snapshot s of the image that started counting at startNS (0:
 // not known, as for the counters read from a killed process's region).
 func (r *recorder) add(s report.Summary, startNS uint64) error {
+	if len(r.samples) > 0 && r.last.PID == s.PID && r.last.Command == s.Command {
+		// The peak recorded never goes down for the same image (watch
+		// says why).
+		s.PeakLiveBytes = max(s.PeakLiveBytes, r.last.PeakLiveBytes)
+	}
 	p := r.images.Point(s, startNS, monotonicNS())
 	if b, ok := r.rss.Read(s.PID, s); ok {
 		p.RSSBytes, p.RetainedBytes = b.RSSBytes, b.RetainedBytes
@@ -344,7 +362,7 @@ loop:
 		r.final = &s
 	} else if err == nil {
 		// Killed: the counters it last published, read from the region it
-		// left, which Own removes.
+		// left, which stays for profile --peak (Own).
 		if err := r.add(s, 0); err != nil && sampleErr == nil {
 			sampleErr = err
 		}
@@ -428,6 +446,12 @@ func (r *recorder) saidDetached(pid int, then string) {
 		r.e.log.Warn(fmt.Sprintf("process %d exec'd a program without the shim and runs on: its counters stopped; %s", pid, then))
 	}
 }
+
+// seriesSample is the HEAPLINE_SAMPLE that record --profiles gives the
+// command it starts when the user set none: 8 times the default's samples,
+// so that growth's labels hold at a stack of a few MiB (profiling.md says
+// what it costs).
+const seriesSample = "64k"
 
 // unreadableAfter is how many failed reads in a row make a region
 // unreadable rather than busy for a moment.

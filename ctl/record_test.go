@@ -213,7 +213,9 @@ func hsWaitPlateau(t *testing.T, path string, v int64) {
 // hsApp runs heapctl in this process with its own writers.
 func hsApp(t *testing.T) (e *env, stdout, stderr *hsBuffer) {
 	stdout, stderr = &hsBuffer{}, &hsBuffer{}
-	return &env{stdout: stdout, stderr: stderr, log: zaptest.NewLogger(t)}, stdout, stderr
+	core, logs := observer.New(zapcore.WarnLevel)
+	rgRemoveLeft(t, logs)
+	return &env{stdout: stdout, stderr: stderr, log: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))}, stdout, stderr
 }
 
 // TestRecordSteps records heapsteps growing by four steps of 8 MiB and

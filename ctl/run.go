@@ -37,7 +37,7 @@ func runCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "all", Usage: "print every process's summary line, the biggest peak first (HEAPLINE_SUMMARY=all)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the summary to `FILE` instead"},
 			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD: Python's objects in the malloc figures and their peak (with HEAPLINE_PYMALLOC=1 the shim counts them instead as python objects, on CPython 3.11 to 3.13; docs/watching.md)"},
-			&cli.StringFlag{Name: "profile", Usage: "write CMD's sampled allocation stacks at exit to `FILE`, a pprof heap profile (docs/profiling.md)"},
+			&cli.StringFlag{Name: "profile", Usage: "write the sampled allocation stacks at exit of the process of the tree with the biggest peak (CMD, or a child) to `FILE`, a pprof heap profile, and those at its peak beside it (FILE.peak.pb.gz; docs/profiling.md)"},
 		},
 		Action: func(c *cli.Context) error {
 			o := runOptions{lib: c.String("lib"), json: c.Bool("json"), output: c.String("output"), pprof: c.String("profile"), args: c.Args().Slice()}
@@ -99,9 +99,16 @@ func run(e *env, o runOptions) error {
 	}
 	defer c.Close()
 	<-c.Ended()
-	prof.read(c.Pid) // before Own removes the region a killed command left
+	prof.read(c.Pid) // while it is a zombie: its pid is not reused yet
 	own, _, ownErr := c.Own()
 	_, status := c.Wait()
+	others := c.Others()
+	tree := others
+	if ownErr == nil {
+		tree = append(append([]report.Summary(nil), others...), own)
+		launch.ByPeak(tree)
+	}
+	prof.pick(e, tree, c.Pid)
 	if err := prof.write(); err != nil {
 		// The command's failure says more; without one, this is the
 		// failure, after the summary.
@@ -111,17 +118,14 @@ func run(e *env, o runOptions) error {
 			status = fmt.Errorf("run: --profile: %w", err)
 		}
 	}
+	// Which process's profile was written, after the summary it names.
+	defer func() { fmt.Fprint(e.stderr, prof.line()) }()
 	if o.summary == launch.SummaryNone {
 		return status
 	}
-	others := c.Others()
-	tree := others
 	if ownErr != nil {
 		// Still the command's status: the summary is a bonus on top of it.
 		e.log.Warn("no heap summary from "+o.args[0], zap.Int("pid", c.Pid), zap.Error(ownErr))
-	} else {
-		tree = append(append([]report.Summary(nil), others...), own)
-		launch.ByPeak(tree)
 	}
 	if len(tree) == 0 {
 		return status

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/region/regiontest"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/internal/testkit"
@@ -81,7 +82,7 @@ func TestShowKnownAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = rgHeapctl(t, "show", strconv.Itoa(p.pid))
-	if r.err == nil || r.err.Error() != "show: no process "+strconv.Itoa(p.pid) {
+	if r.err == nil || r.err.Error() != "show: no process "+strconv.Itoa(p.pid)+", and no region of it in /dev/shm: a process removes its region when it exits; a killed one's stays until heapctl gc removes it" {
 		t.Fatalf("show of an exited process: %v", r.err)
 	}
 }
@@ -112,6 +113,7 @@ func TestShowGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = p.cmd.Wait()
+	defer os.Remove(region.Path(p.pid)) // the region it left, for make test leaves none
 
 	r := rgHeapctl(t, "show", "--json", strconv.Itoa(p.pid))
 	if r.err != nil {
@@ -188,7 +190,7 @@ func TestShowErrors(t *testing.T) {
 		{[]string{"-5"}, `unknown flag -5 (heapctl show --help lists the flags)`},
 		{[]string{"1", "2"}, "show: want one PID, got 2 arguments"},
 		{[]string{"1", "--json"}, "show: process 1 publishes no heapline region (/dev/shm/heapline.1): start it with `heapctl run` or with LD_PRELOAD=libheap.so"}, // flags after the PID too
-		{[]string{strconv.Itoa(dead)}, "show: no process " + strconv.Itoa(dead)},
+		{[]string{strconv.Itoa(dead)}, "show: no process " + strconv.Itoa(dead) + ", and no region of it in /dev/shm: a process removes its region when it exits; a killed one's stays until heapctl gc removes it"},
 		{[]string{"1"}, "show: process 1 publishes no heapline region (/dev/shm/heapline.1): start it with `heapctl run` or with LD_PRELOAD=libheap.so"},
 	} {
 		r := rgHeapctl(t, append([]string{"show"}, c.args...)...)

@@ -230,6 +230,12 @@ func (w *watcher) update(s report.Summary) {
 		w.procs[s.PID] = p
 		w.order = append(w.order, s.PID)
 	}
+	if n := len(p.hist); n > 0 && p.last.Command == s.Command {
+		// The published peak may be below a live total read before it
+		// (the peak is published in steps): the peak shown never goes
+		// down for the same image.
+		s.PeakLiveBytes = max(s.PeakLiveBytes, p.last.PeakLiveBytes)
+	}
 	cur := timeline.FromSummary(s)
 	if n := len(p.hist); n > 0 {
 		p.allocsS, p.freesS = timeline.Rates(p.hist[n-1], cur)

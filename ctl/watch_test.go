@@ -246,17 +246,34 @@ func TestWatchTmux(t *testing.T) {
 	var scr []string
 	testkit.Poll(t, "the table at 80 columns", func() bool { scr = m.Screen(); h, _ := row(scr); return strings.Contains(h, "COMMAND") })
 	head, line := row(scr)
-	for _, w := range []string{"PID", "LIVE", "PEAK", "ALLOCS/S", "LAST 1m", "COMMAND"} {
+	for _, w := range []string{"PID", "LIVE", "PEAK", "RSS", "LAST 1m", "COMMAND"} {
 		if !strings.Contains(head, w) {
 			t.Errorf("80 columns: header %q has no %s", head, w)
 		}
 	}
-	if strings.Contains(head, "BLOCKS") || !strings.HasPrefix(line, strconv.Itoa(p.pid)+" ") || !strings.Contains(line, "heapsteps ") {
-		t.Errorf("80 columns:\n%s\nwant BLOCKS dropped, and the row with its command", strings.Join(scr, "\n"))
+	// A C program: no PYTHON column; the rates give way to the RSS.
+	if strings.Contains(head, "BLOCKS") || strings.Contains(head, "PYTHON") || strings.Contains(head, "ALLOCS/S") ||
+		!strings.HasPrefix(line, strconv.Itoa(p.pid)+" ") || !strings.Contains(line, "heapsteps ") {
+		t.Errorf("80 columns:\n%s\nwant BLOCKS, PYTHON and ALLOCS/S dropped, and the row with its command", strings.Join(scr, "\n"))
 	}
 	for _, l := range scr {
 		if n := len([]rune(l)); n >= 80 {
 			t.Errorf("80 columns: a line of %d: %q", n, l)
+		}
+	}
+
+	m.Resize(40, 24)
+	testkit.Poll(t, "the table at 40 columns", func() bool {
+		scr = m.Screen()
+		h, _ := row(scr)
+		return strings.Contains(h, "COMMAND") && !strings.Contains(h, "PEAK")
+	})
+	if head, line = row(scr); !strings.HasPrefix(head, "PID ") || !strings.Contains(head, " LIVE ") || !strings.HasPrefix(line, strconv.Itoa(p.pid)+" ") {
+		t.Errorf("40 columns:\n%s\nwant PID, LIVE and COMMAND", strings.Join(scr, "\n"))
+	}
+	for _, l := range scr {
+		if n := len([]rune(l)); n >= 40 {
+			t.Errorf("40 columns: a line of %d: %q", n, l)
 		}
 	}
 
@@ -284,6 +301,36 @@ func TestWatchTmux(t *testing.T) {
 	}
 }
 
+// watch --all at 80 columns: the line of a process that ended is folded
+// at spaces (the terminal would cut it mid-word), and no screen line
+// wraps.
+func TestWatchAllTmuxEnded(t *testing.T) {
+	p := hsStart(t)
+	args := "HS_HEAPCTL_ARGS=" + strings.Join([]string{"watch", "--all", "--interval", "50ms"}, "\n")
+	m := testkit.NewTmux(t, 80, 24, []string{args}, os.Args[0], "-test.run=^TestHsHeapctlHelper$")
+	testkit.Poll(t, "the process in the table", func() bool { return strings.Contains(m.Joined(), strconv.Itoa(p.pid)+" ") })
+	p.finish(t)
+	var scr []string
+	testkit.Poll(t, "its end line", func() bool {
+		scr = m.Screen()
+		return strings.Contains(m.Joined(), fmt.Sprintf("heapline[%d] ", p.pid))
+	})
+	words := regexp.MustCompile(`\S+`)
+	for i, l := range scr {
+		if n := len([]rune(l)); n >= 80 {
+			t.Errorf("line %d of %d: %q", i, n, l)
+		}
+		// Folded, a line ends with a whole word: the next starts with one
+		// that did not fit.
+		if i+1 < len(scr) && strings.HasPrefix(l, fmt.Sprintf("heapline[%d] ", p.pid)) {
+			next := words.FindString(scr[i+1])
+			if len([]rune(l))+1+len([]rune(next)) <= 79 && !strings.HasPrefix(scr[i+1], "PID ") {
+				t.Errorf("line %d %q was folded before %q, which fits", i, l, next)
+			}
+		}
+	}
+}
+
 // A process that exec'd a program without the shim runs on with its
 // region frozen: watch says so and ends, instead of showing the frozen
 // counters for ever.
@@ -298,5 +345,26 @@ func TestWatchExecWithoutShim(t *testing.T) {
 	want := fmt.Sprintf("(last sample; process %d exec'd a program without the shim and runs on: its counters stopped there)", pid)
 	if last := lines[len(lines)-1]; !strings.HasPrefix(last, fmt.Sprintf("heapline[%d] ", pid)) || !strings.HasSuffix(last, want) {
 		t.Errorf("last line %q, want the summary ending %q", last, want)
+	}
+}
+
+// The published peak can be below a live total read just before it: the
+// peak watch shows never goes down for the same image; a new image (an
+// exec) starts its own.
+func TestWatchPeakNeverDown(t *testing.T) {
+	w := &watcher{procs: map[int]*watched{}, warned: map[string]bool{}, detached: map[string]bool{}}
+	pid := os.Getpid()
+	for _, s := range []report.Summary{
+		{PID: pid, Command: "a", LiveBytes: 100, PeakLiveBytes: 100, ElapsedS: 1},
+		{PID: pid, Command: "a", LiveBytes: 50, PeakLiveBytes: 90, ElapsedS: 2},
+	} {
+		w.update(s)
+	}
+	if got := w.procs[pid].last.PeakLiveBytes; got != 100 {
+		t.Errorf("peak %d after 100, want 100", got)
+	}
+	w.update(report.Summary{PID: pid, Command: "b", LiveBytes: 10, PeakLiveBytes: 10, ElapsedS: 3})
+	if got := w.procs[pid].last.PeakLiveBytes; got != 10 {
+		t.Errorf("the exec'd image's peak %d, want its own 10", got)
 	}
 }

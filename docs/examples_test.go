@@ -77,6 +77,19 @@ func (e *ex) run(env []string, name string, args ...string) string {
 	return stdout.String() + stderr.String()
 }
 
+// fails runs a command that must fail, and returns what it wrote to
+// stdout and stderr, stdout first.
+func (e *ex) fails(env []string, name string, args ...string) string {
+	e.t.Helper()
+	c := e.cmd(env, name, args...)
+	var stdout, stderr strings.Builder
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err == nil {
+		e.t.Fatalf("%s %v succeeded\n%s%s", name, args, stdout.String(), stderr.String())
+	}
+	return stdout.String() + stderr.String()
+}
+
 // write puts a file of a page's code block into the scratch directory.
 func (e *ex) write(name, page, lang string, nth int) {
 	e.t.Helper()
@@ -139,6 +152,15 @@ var examples = map[string]func(e *ex) string{
 	"readme-words": func(e *ex) string {
 		e.write("words.py", "tutorial.md", "python", 0)
 		return e.run([]string{"LD_PRELOAD=" + e.lib, "HEAPLINE_PYMALLOC=1"}, "/usr/bin/python3", "words.py")
+	},
+	"profiling-kill": func(e *ex) string {
+		out := e.fails(nil, "heapctl", "run", "--", "/usr/bin/python3", "-c", "import os; b = bytearray(50 << 20); del b; os.kill(os.getpid(), 9)")
+		m := regexp.MustCompile(`heapline\[(\d+)\]`).FindStringSubmatch(out)
+		if m == nil {
+			e.t.Fatalf("no summary line in %q", out)
+		}
+		defer os.Remove("/dev/shm/heapline." + m[1])
+		return out + e.run(nil, "heapctl", "profile", "--peak", "-o", "peak.pb.gz", m[1])
 	},
 	"watching-plain": func(e *ex) string {
 		e.write("grow.py", "watching.md", "python", 0)

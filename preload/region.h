@@ -110,7 +110,7 @@ struct hl_header {
     uint64_t threads_live;   /*  88: threads holding a slot now */
     uint64_t threads_max;    /*  96: most slots held at once: bounds the peak error */
     uint64_t overflow_threads; /* 104: threads that found no free slot */
-    uint64_t exit_ns;        /* 112: CLOCK_MONOTONIC when the summary was taken, 0 before */
+    uint64_t exit_ns;        /* 112: CLOCK_MONOTONIC when the summary was taken, 0 before; heapctl run and record store their killed child's end */
     uint64_t pid_ns;         /* 120: inode of the publisher's pid namespace (/proc/self/ns/pid): pid is a pid there; 0 from a shim older than the field */
 
     /* line 2: exited and slot-less threads, atomically added */

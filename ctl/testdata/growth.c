@@ -4,10 +4,17 @@
  * growth).
  *
  *  - leak_site leaks 3 MiB a second, in 4 KiB blocks, for the whole run;
- *  - cache_site fills a cache of 8 MiB over the first 35% of the run, then
+ *  - cache_site fills a cache of 32 MiB over the first 35% of the run, then
  *    keeps it full, replacing its oldest entry as new ones come (a plateau);
  *  - steady_site holds 8 MiB from the start and replaces its blocks all
- *    run long (live bytes flat).
+ *    run long (live bytes flat);
+ *  - grow_site grows to 20 MiB over the first 20% of the run, falls to
+ *    4 MiB by 60% and grows to 24 MiB by the end (grew, not steadily);
+ *  - pool_site holds 8 MiB from the start, frees it between 40% and 60%
+ *    of the run and holds nothing after (shrunk).
+ *
+ * The shapes are fractions of the run, so that a run of 12 --every has
+ * the same series at any --every.
  *
  * Usage: growth SECONDS. It prints "DONE" and exits after SECONDS.
  */
@@ -19,7 +26,7 @@
 
 #define BLOCK 4096
 #define LEAK_PER_S (3u << 20)
-#define CACHE_BLOCKS ((8u << 20) / BLOCK)
+#define CACHE_BLOCKS ((32u << 20) / BLOCK)
 #define STEADY_BLOCKS ((8u << 20) / BLOCK)
 
 static double now(void)
@@ -65,11 +72,58 @@ __attribute__((noinline)) static void steady_site(unsigned i)
     memset(steady[i], 3, BLOCK);
 }
 
+/* A stack of blocks taken and given back, last in first out. */
+struct pile {
+    void **b;
+    unsigned n, cap;
+};
+
+__attribute__((noinline)) static void grow_site(struct pile *p)
+{
+    p->b[p->n] = malloc(BLOCK);
+    memset(p->b[p->n++], 4, BLOCK);
+}
+
+__attribute__((noinline)) static void pool_site(struct pile *p)
+{
+    p->b[p->n] = malloc(BLOCK);
+    memset(p->b[p->n++], 5, BLOCK);
+}
+
+/* to brings p to want blocks: more through site, fewer by freeing. */
+static void to(struct pile *p, unsigned want, void (*site)(struct pile *))
+{
+    if (want > p->cap)
+        want = p->cap;
+    while (p->n < want)
+        site(p);
+    while (p->n > want)
+        free(p->b[--p->n]);
+}
+
+/* piecewise is f at x in [0, 1], linear between (xs[i], ys[i]). */
+static double piecewise(double x, const double *xs, const double *ys, int n)
+{
+    if (x <= xs[0])
+        return ys[0];
+    for (int i = 1; i < n; i++)
+        if (x <= xs[i])
+            return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - xs[i - 1]) / (xs[i] - xs[i - 1]);
+    return ys[n - 1];
+}
+
+#define MIB_BLOCKS(m) ((m) * (1u << 20) / BLOCK)
+
 int main(int argc, char **argv)
 {
     double secs = argc > 1 ? atof(argv[1]) : 4;
     for (unsigned i = 0; i < STEADY_BLOCKS; i++)
         steady_site(i);
+    static void *grow_b[MIB_BLOCKS(24)], *pool_b[MIB_BLOCKS(8)];
+    struct pile grow = {grow_b, 0, MIB_BLOCKS(24)}, pool = {pool_b, 0, MIB_BLOCKS(8)};
+    static const double grow_x[] = {0, 0.2, 0.6, 1}, grow_y[] = {0, 20, 4, 24};
+    static const double pool_x[] = {0, 0.4, 0.6, 1}, pool_y[] = {8, 8, 0, 0};
+    to(&pool, MIB_BLOCKS(8), pool_site);
     double t0 = now();
     uint64_t leaks = 0, caches = 0;
     for (;;) {
@@ -84,6 +138,9 @@ int main(int argc, char **argv)
         double fill = 0.35 * secs;
         for (uint64_t want = (uint64_t)(t / fill * CACHE_BLOCKS); caches < want; caches++)
             cache_site();
+        double x = t / secs;
+        to(&grow, (unsigned)(piecewise(x, grow_x, grow_y, 4) * MIB_BLOCKS(1)), grow_site);
+        to(&pool, (unsigned)(piecewise(x, pool_x, pool_y, 4) * MIB_BLOCKS(1)), pool_site);
         /* steady: a few blocks replaced each round */
         for (int k = 0; k < 4; k++) {
             steady_site(steady_at);

@@ -163,6 +163,9 @@ esac`
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+	if strings.Contains(out.String(), "warning") {
+		t.Errorf("the result's warnings are messages, for heapctl's stderr, not the result:\n%s", out.String())
+	}
 }
 
 // holdProgram builds a program that allocates N MiB (its argument) with one

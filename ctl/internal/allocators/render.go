@@ -72,7 +72,8 @@ func header(r Result) []string {
 }
 
 // WriteResult writes one command's result as a table, a line saying what
-// the figures are, the warnings and the errors of the sides that failed.
+// the figures are and the errors of the sides that failed. Its warnings
+// are messages, for stderr: the caller's.
 func WriteResult(w io.Writer, r Result) error {
 	var b strings.Builder
 	if r.Description != "" {
@@ -87,9 +88,6 @@ func WriteResult(w io.Writer, r Result) error {
 	}
 	tw.Flush()
 	b.WriteString(Note(r) + "\n")
-	for _, wn := range r.Warnings {
-		fmt.Fprintf(&b, "warning: %s\n", wn)
-	}
 	for _, s := range r.Sides {
 		if s.Error != "" {
 			fmt.Fprintf(&b, "%s failed, and was measured no more: %s\n", s.Name, s.Error)

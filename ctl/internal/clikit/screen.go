@@ -59,8 +59,12 @@ func (s *Screen) Frame(stay, view []string) {
 		default:
 			b.WriteString("\x1b[J")
 		}
+		// A line that stays is folded at a space, never cut mid-word by
+		// the terminal: it says how a process ended.
 		for _, l := range stay {
-			b.WriteString(l + "\n")
+			for _, f := range strings.Split(Reflow(l, s.Width-1), "\n") {
+				b.WriteString(report.Clip(f, s.Width-1) + "\n")
+			}
 		}
 		// A line longer than the terminal would wrap and throw the count
 		// of lines to move back over off (watchview keeps them shorter).

@@ -11,7 +11,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,11 +24,11 @@ import (
 type Kind string
 
 const (
-	Leak    Kind = "leak suspect" // grew in (nearly) every interval, late ones included
+	Leak    Kind = "leak suspect" // grew, fell in (nearly) no interval, and grew late too
 	Growing Kind = "growing"      // grew overall, but not steadily
 	Cache   Kind = "cache"        // grew, then flattened: the last half added little
 	Steady  Kind = "steady"       // moved less than a quarter of its high point
-	Shrunk  Kind = "shrunk"       // ended a quarter or more below where it started
+	Shrunk  Kind = "shrunk"       // ended a quarter or more below its high point
 )
 
 // rank orders the kinds in a report: what most likely needs a look first.
@@ -34,9 +36,14 @@ var rank = map[Kind]int{Leak: 0, Growing: 1, Cache: 2, Steady: 3, Shrunk: 4}
 
 // The thresholds of Classify, as fractions.
 const (
-	SteadyBelow = 0.25 // |last - first| under this share of the high point: steady
+	SteadyBelow = 0.25 // a rise (last - first) or a fall (high - last) under this share of the high point: steady
 	FlatAfter   = 0.20 // the last half of the intervals added at most this share of the rise: a cache
-	LeakUps     = 0.80 // a leak grows in at least this share of the intervals
+	// A leak falls in at most this share of the intervals. A sampled
+	// block stays in the profile until it is freed, so a leak never
+	// falls, but it holds flat in the intervals where no sample landed on
+	// it: counting the intervals it grew in would call a slow leak, or
+	// one seen at a short --every, merely growing.
+	LeakDowns = 0.20
 )
 
 // Stack is one allocation stack's inuse_space across the series.
@@ -49,11 +56,12 @@ type Stack struct {
 	Growth    int64    `json:"growth_bytes"` // Last - First
 	Max       int64    `json:"max_bytes"`
 	Ups       int      `json:"ups"`       // intervals in which it grew
+	Downs     int      `json:"downs"`     // intervals in which it fell
 	Intervals int      `json:"intervals"` // profiles - 1
 	Series    []int64  `json:"series"`    // inuse_space in each profile, in time order
-	// Noise is how far two profiles' figures for this stack may differ by
-	// sampling alone (three standard deviations): a change below it is
-	// steady, whatever its share.
+	// Noise is how far the first and the last profiles' figures for this
+	// stack may differ by sampling alone (three standard deviations): a
+	// rise below it is steady, whatever its share.
 	Noise int64 `json:"noise_bytes"`
 }
 
@@ -92,7 +100,18 @@ func Read(dir string) (Report, error) {
 		if _, err := os.Stat(dir); err != nil {
 			return Report{}, err
 		}
-		return Report{}, fmt.Errorf("%s holds %d profiles (*.pb.gz), need at least %d: record them with heapctl record --profiles %s --every 30s", dir, len(ps), MinProfiles, dir)
+		return Report{}, fmt.Errorf("%s holds %d profiles (*.pb.gz), need at least %d: heapctl record --profiles %s writes one each --every, so record a run of %d of them at least", dir, len(ps), MinProfiles, dir, MinProfiles)
+	}
+	pids := map[int]bool{}
+	var mixed []string
+	for _, x := range ps {
+		if pid, ok := profilePID(x.p); ok && !pids[pid] {
+			pids[pid] = true
+			mixed = append(mixed, fmt.Sprintf("%d (%s)", pid, filepath.Base(x.path)))
+		}
+	}
+	if len(mixed) > 1 {
+		return Report{}, fmt.Errorf("%s mixes the profiles of %d processes, pids %s: growth ranks one process's series (record --profiles each into a directory of its own)", dir, len(mixed), strings.Join(mixed, ", "))
 	}
 	sort.SliceStable(ps, func(i, j int) bool { return ps[i].p.TimeNanos < ps[j].p.TimeNanos })
 	r := Report{Dir: dir}
@@ -104,6 +123,21 @@ func Read(dir string) (Report, error) {
 	}
 	r.Stacks, err = Rank(profiles)
 	return r, err
+}
+
+// pidComment is the first comment of a heapline profile (profile.Build).
+var pidComment = regexp.MustCompile(`^heapline: pid (\d+) `)
+
+// profilePID is the process a heapline profile is of; ok is false for a
+// profile that does not say (another tool's).
+func profilePID(p *pprof.Profile) (pid int, ok bool) {
+	for _, c := range p.Comments {
+		if m := pidComment.FindStringSubmatch(c); m != nil {
+			pid, err := strconv.Atoi(m[1])
+			return pid, err == nil
+		}
+	}
+	return 0, false
 }
 
 func readFile(path string) (*pprof.Profile, error) {
@@ -173,34 +207,44 @@ func Rank(profiles []*pprof.Profile) ([]Stack, error) {
 }
 
 // Classify fills s's figures and kind from its Series, sampled at a mean
-// of period bytes (0: exact). A stack's estimate of m bytes is the sum of
-// about m/period samples of period bytes each, so its standard deviation
-// is about sqrt(m * period); the difference of two, sqrt(2 m period).
+// of period bytes (0: exact). A stack's estimate of m bytes sums about
+// m/period samples of period bytes each, so its variance is about
+// m * period; the difference of two independent estimates a and b has
+// standard deviation sqrt((a + b) * period), three of which are noise.
+// (An estimate of 0 is exact: a stack that fell to nothing shrank.)
 func Classify(s *Stack, period int64) {
 	v := s.Series
 	n := len(v)
-	s.First, s.Last, s.Intervals, s.Ups, s.Max = v[0], v[n-1], n-1, 0, 0
+	s.First, s.Last, s.Intervals, s.Ups, s.Downs, s.Max = v[0], v[n-1], n-1, 0, 0, 0
 	s.Growth = s.Last - s.First
 	for i, x := range v {
 		s.Max = max(s.Max, x)
 		if i > 0 && x > v[i-1] {
 			s.Ups++
 		}
+		if i > 0 && x < v[i-1] {
+			s.Downs++
+		}
 	}
+	noise := func(a, b int64) float64 { return 3 * math.Sqrt(float64(a+b)*float64(max(period, 0))) }
+	s.Noise = int64(noise(s.First, s.Last))
 	mid := v[(n-1)/2] // the end of the first half of the intervals
 	late := s.Last - mid
-	s.Noise = int64(3 * math.Sqrt(2*float64(s.Max)*float64(max(period, 0))))
+	quarter := SteadyBelow * float64(s.Max)
 	switch {
-	case float64(abs(s.Growth)) < max(SteadyBelow*float64(s.Max), float64(s.Noise)):
-		s.Kind = Steady
-	case s.Growth < 0:
+	case float64(s.Growth) >= max(quarter, float64(s.Noise)) && s.Growth > 0:
+		switch {
+		case float64(late) <= FlatAfter*float64(s.Growth):
+			s.Kind = Cache
+		case float64(s.Downs) <= LeakDowns*float64(s.Intervals):
+			s.Kind = Leak
+		default:
+			s.Kind = Growing
+		}
+	case float64(s.Max-s.Last) >= max(quarter, noise(s.Max, s.Last)) && s.Max > s.Last:
 		s.Kind = Shrunk
-	case float64(late) <= FlatAfter*float64(s.Growth):
-		s.Kind = Cache
-	case float64(s.Ups) >= LeakUps*float64(s.Intervals):
-		s.Kind = Leak
 	default:
-		s.Kind = Growing
+		s.Kind = Steady
 	}
 }
 

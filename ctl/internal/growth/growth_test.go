@@ -21,12 +21,26 @@ func TestClassify(t *testing.T) {
 		{[]int64{100, 100, 130, 138, 140, 140, 140}, 0, Cache},
 		// 40% up, but within sampling noise at 512 KiB for 1 MiB
 		{[]int64{1 << 20, 1 << 20, 1200 << 10, 1300 << 10, 1400 << 10}, 512 << 10, Steady},
+		// A leak with no frees, sampled at 512 KiB: flat in the intervals
+		// no sample landed on it, never down (it grew in 6 of 9).
+		{[]int64{4 << 20, 4 << 20, 8 << 20, 8 << 20, 12 << 20, 12 << 20, 16 << 20, 20 << 20, 20 << 20, 24 << 20}, 512 << 10, Leak},
+		// A pool that fell from 8.4 MiB to nothing, at 512 KiB (an
+		// estimate of 0 is exact).
+		{[]int64{8800000, 8800000, 8800000, 8800000, 0, 0, 0}, 512 << 10, Shrunk},
+		{[]int64{0, 8 << 20, 8 << 20, 0, 0}, 0, Shrunk}, // up and back down: it ended below its high point
+		{[]int64{0, 8 << 20, 8 << 20, 7 << 20, 7 << 20}, 0, Cache},
 	} {
 		s := &Stack{Series: c.series}
 		Classify(s, c.period)
 		if s.Kind != c.want {
 			t.Errorf("%v at period %d: %q, want %q", c.series, c.period, s.Kind, c.want)
 		}
+	}
+	// noise_bytes is three standard deviations of last - first:
+	// 3 sqrt((1 MiB + 3 MiB) * 512 KiB).
+	s := &Stack{Series: []int64{1 << 20, 2 << 20, 3 << 20}}
+	if Classify(s, 512<<10); s.Noise != 4448731 || s.Downs != 0 || s.Ups != 2 {
+		t.Errorf("noise %d, ups %d, downs %d; want 4448731, 2, 0", s.Noise, s.Ups, s.Downs)
 	}
 }
 

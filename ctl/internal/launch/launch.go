@@ -67,6 +67,7 @@ type Child struct {
 	temp  bool
 	ended chan struct{}
 	end   time.Time
+	endNS uint64 // end on CLOCK_MONOTONIC
 	sigs  chan os.Signal
 	done  chan struct{}
 	log   *zap.Logger
@@ -150,6 +151,10 @@ func (c *Child) await() {
 	for unix.Waitid(unix.P_PID, c.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
 	}
 	c.end = time.Now()
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
+		c.endNS = uint64(ts.Nano()) // the shim's clock (start_ns, exit_ns)
+	}
 	close(c.ended)
 }
 

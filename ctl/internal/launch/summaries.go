@@ -81,8 +81,10 @@ func readFile(path string) (report.Summary, error) {
 
 // Own is the command's own exit summary, read once it has ended and
 // before Wait: the summary file, or failing that the counters its region
-// holds when it was killed (the region is then removed, since nobody else
-// will). left says the second.
+// holds when it was killed. left says the second. The region a killed
+// command left stays, for `heapctl profile --peak PID` after an OOM kill,
+// until heapctl gc (or the shim's reap.c, past the 16 newest dead ones)
+// removes it.
 func (c *Child) Own() (s report.Summary, left bool, err error) {
 	if c.dir == "" {
 		return s, false, errors.New("started without the shim")
@@ -91,7 +93,7 @@ func (c *Child) Own() (s report.Summary, left bool, err error) {
 	if err == nil {
 		return s, false, nil
 	}
-	s, err = leftRegion(c.log, c.Pid, err)
+	s, err = leftRegion(c.log, c.Pid, c.endNS, err)
 	return s, err == nil, err
 }
 
@@ -100,7 +102,7 @@ func (c *Child) Own() (s report.Summary, left bool, err error) {
 // were when it died. pid is a zombie, so a region that is not stale is the
 // child's own (same pid, same start time). why is returned when there is
 // no such region.
-func leftRegion(log *zap.Logger, pid int, why error) (report.Summary, error) {
+func leftRegion(log *zap.Logger, pid int, endNS uint64, why error) (report.Summary, error) {
 	ent := regions.Inspect(pid)
 	switch {
 	case errors.Is(ent.Err, os.ErrNotExist):
@@ -108,13 +110,17 @@ func leftRegion(log *zap.Logger, pid int, why error) (report.Summary, error) {
 	case ent.Stale, ent.Proc != pid:
 		return report.Summary{}, why // an older process's, left for gc, or another pid namespace's
 	case ent.Err != nil:
-		_ = regions.Remove(ent)
 		return report.Summary{}, fmt.Errorf("%w; its region was unreadable: %v", why, ent.Err)
 	}
-	if err := regions.Remove(ent); err != nil {
-		log.Warn("leaving the region of the dead child", zap.Error(err))
+	// Its elapsed time stops at the death heapctl saw, for every later
+	// reader too.
+	if endNS > ent.StartNS && ent.StartNS > 0 {
+		ent.Summary.ElapsedS = float64(endNS-ent.StartNS) / 1e9
+		if err := regions.StampEnd(ent, endNS); err != nil {
+			log.Debug("the end time of the dead child's region", zap.Error(err))
+		}
 	}
-	log.Warn("the command ended without its exit summary: these are the counters it last published", zap.Int("pid", pid))
+	log.Warn(fmt.Sprintf("the command ended without its exit summary: these are the counters it last published; its region stays, for heapctl show or profile --peak %d, until heapctl gc", pid), zap.Int("pid", pid))
 	return ent.Summary, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/report"
 )
 
 // TableFull names the one location of the samples that found no room in
@@ -39,8 +40,8 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 		PeriodType:        &pprof.ValueType{Type: "space", Unit: "bytes"},
 		Period:            clamp(p.SampleRate),
 		TimeNanos:         now.UnixNano(),
-		Comments: []string{fmt.Sprintf("heapline: pid %d (%s), %d samples at a mean of %d bytes, %d lost (no room for the block's record), %d with a stack cut short",
-			p.PID, p.Command, p.Samples, p.SampleRate, p.SamplesLost, p.SamplesCut)},
+		Comments: []string{fmt.Sprintf("heapline: pid %d (%s), %s at a mean of %d bytes, %d lost (no room for the block's record), %d with a stack cut short",
+			p.PID, p.Command, report.Count(int(p.Samples), "sample"), p.SampleRate, p.SamplesLost, p.SamplesCut)},
 	}
 	if c := pythonComment(p); c != "" {
 		out.Comments = append(out.Comments, c)

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	pprof "github.com/google/pprof/profile"
+	"golang.org/x/term"
 
 	"github.com/heapline/heapline/ctl/internal/outfile"
 )
@@ -27,6 +28,9 @@ func Create(path string, stdout io.Writer) (*Output, error) {
 	case "":
 		return nil, errors.New("no output file (-o FILE, or - for stdout)")
 	case "-":
+		if f, ok := stdout.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
+			return nil, errors.New("-o - would write a gzipped profile to the terminal: redirect stdout (> FILE, | go tool pprof ...) or give -o FILE")
+		}
 		return &Output{path: path, stdout: stdout}, nil
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {

@@ -433,3 +433,18 @@ func readPyArenas(v view) PyArenas {
 	}
 	return a
 }
+
+// StampExitNS stores ns as the exit_ns of the region open at fd if it has
+// none (0): a process that died without its summary stored none.
+func StampExitNS(fd int, ns uint64) error {
+	var b [8]byte
+	if _, err := unix.Pread(fd, b[:], offExitNS); err != nil {
+		return err
+	}
+	if binary.LittleEndian.Uint64(b[:]) != 0 {
+		return nil
+	}
+	binary.LittleEndian.PutUint64(b[:], ns)
+	_, err := unix.Pwrite(fd, b[:], offExitNS)
+	return err
+}

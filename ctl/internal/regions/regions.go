@@ -295,6 +295,27 @@ func List() ([]Entry, error) {
 	return out, nil
 }
 
+// Unlisted counts the heapline.* files in region.Dir that List leaves out
+// because they are other users' (0 for root, who may read them all).
+func Unlisted() int {
+	euid := geteuid()
+	if euid == 0 {
+		return 0
+	}
+	des, err := os.ReadDir(region.Dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, de := range des {
+		var st unix.Stat_t
+		if strings.HasPrefix(de.Name(), region.PathPrefix) && unix.Lstat(region.Dir+"/"+de.Name(), &st) == nil && int(st.Uid) != euid {
+			n++
+		}
+	}
+	return n
+}
+
 // GC removes the regions whose process is gone or detached, and returns
 // them. Only regular files named heapline.<pid>[.<pid namespace>] and
 // owned by the caller are touched (even root leaves other users' files
@@ -396,4 +417,30 @@ func Remove(ent Entry) error {
 		return fmt.Errorf("removing %s: %w", ent.Path, err)
 	}
 	return nil
+}
+
+// StampEnd stores end (CLOCK_MONOTONIC) as the exit_ns of the region ent
+// was read from, when the shim stored none: the region of a child that
+// heapctl saw killed, so that its elapsed time stops at the death, as an
+// exit's does, instead of counting on for whoever reads it later. Only
+// the same file (inode) and a regular file owned by the caller is written.
+func StampEnd(ent Entry, end uint64) error {
+	fd, err := unix.Open(ent.Path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", ent.Path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("%s: %w", ent.Path, err)
+	}
+	switch {
+	case st.Dev != ent.dev || st.Ino != ent.ino:
+		return fmt.Errorf("%s: replaced since it was examined: left alone", ent.Path)
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return fmt.Errorf("%s: not a regular file: left alone", ent.Path)
+	case int(st.Uid) != geteuid():
+		return fmt.Errorf("%s: owned by uid %d: left alone", ent.Path, st.Uid)
+	}
+	return region.StampExitNS(fd, end)
 }

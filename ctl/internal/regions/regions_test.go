@@ -255,6 +255,14 @@ func TestListAndGC(t *testing.T) {
 	if entries, err := List(); err != nil || len(entries) != 0 {
 		t.Fatalf("List as another user = %d entries, %v; want none", len(entries), err)
 	}
+	named, _ := filepath.Glob(filepath.Join(d, region.PathPrefix+"*"))
+	if n := Unlisted(); n != len(named) || n == 0 {
+		t.Errorf("Unlisted as another user = %d, want the %d heapline.* files", n, len(named))
+	}
+	geteuid = func() int { return 0 }
+	if n := Unlisted(); n != 0 {
+		t.Errorf("Unlisted as root = %d, want 0", n)
+	}
 }
 
 func TestGCLeavesOtherOwners(t *testing.T) {

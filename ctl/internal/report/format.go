@@ -264,3 +264,11 @@ func Clip(s string, width int) string {
 	}
 	return string([]rune(s)[:width-1]) + "…"
 }
+
+// Count is n and noun, plural unless n is 1: "1 stack", "2 stacks".
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

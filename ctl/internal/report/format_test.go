@@ -151,3 +151,11 @@ func TestClip(t *testing.T) {
 		}
 	}
 }
+
+func TestCount(t *testing.T) {
+	for n, want := range map[int]string{0: "0 stacks", 1: "1 stack", 2: "2 stacks"} {
+		if got := Count(n, "stack"); got != want {
+			t.Errorf("Count(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -160,11 +160,18 @@ func Split(vmas []VMA, h Heap, regionPID int, read HeaderReader) Breakdown {
 			b.OtherBytes += v.Rss
 		}
 	}
-	b.LiveBytes = clamp(h.Live, 0, b.MallocBytes+arenaRes)
+	// Live bytes are in malloc's mappings, then in the sample arena, and
+	// the rest in anonymous memory of no known shape: another allocator's
+	// arenas (jemalloc's, mimalloc's), or glibc's large blocks when their
+	// headers cannot be read. Only glibc's shapes can retain.
+	b.LiveBytes = clamp(h.Live, 0, b.MallocBytes+arenaRes+unplaced)
 	inMalloc := min(b.LiveBytes, b.MallocBytes)
+	inArena := min(b.LiveBytes-inMalloc, arenaRes)
+	inAnon := b.LiveBytes - inMalloc - inArena
 	b.RetainedBytes = b.MallocBytes - inMalloc
-	b.SampleArenaBytes = arenaRes - (b.LiveBytes - inMalloc)
-	b.MallocBytes += b.LiveBytes - inMalloc // live blocks in the arena are malloc's to the program
+	b.SampleArenaBytes = arenaRes - inArena
+	b.MallocBytes += inArena + inAnon // live blocks there are malloc's to the program
+	unplaced -= inAnon
 	b.MappedBytes = clamp(h.Mapped, 0, unplaced)
 	b.OtherBytes += unplaced - b.MappedBytes
 	return b

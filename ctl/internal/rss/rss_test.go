@@ -82,9 +82,9 @@ func TestSplitShapes(t *testing.T) {
 		t.Fatalf("without headers: %+v", b)
 	}
 	// Live above what malloc holds resident (blocks never touched): live
-	// is capped, nothing retained.
+	// is capped at what anonymous memory holds, nothing retained.
 	b = Split(vmas, Heap{Live: 1 << 30}, 77, nil)
-	if b.LiveBytes != b.MallocBytes || b.RetainedBytes != 0 {
+	if b.LiveBytes != b.MallocBytes || b.RetainedBytes != 0 || b.LiveBytes != (4096+2048+1024+512)<<10 {
 		t.Fatalf("untouched live: %+v", b)
 	}
 	// The program's own mapping at 7f0030000000 is the sample arena
@@ -97,6 +97,35 @@ func TestSplitShapes(t *testing.T) {
 	b = Split(vmas, Heap{Live: 6400 << 10, Arena: 0x7f0030000000, ArenaSize: 1 << 20}, 77, nil)
 	if b.LiveBytes != 6400<<10 || b.RetainedBytes != 0 || b.SampleArenaBytes != 256<<10 || b.MallocBytes != 6400<<10 {
 		t.Fatalf("live in the sample arena: %+v", b)
+	}
+}
+
+// Another allocator (jemalloc) has no [heap] and no glibc arena: its
+// live blocks are in anonymous mappings of no known shape, and the split
+// says live as the line above it does (it said live 0 B, other all).
+func TestSplitOtherAllocator(t *testing.T) {
+	const smaps = `55d0c0000000-55d0c0001000 r--p 00000000 fe:00 42        /usr/bin/prog
+Rss:                   4 kB
+7f1000123000-7f1008123000 rw-p 00000000 00:00 0 
+Rss:              131072 kB
+7f2000000000-7f2000100000 rw-p 00000000 00:00 0 
+Rss:                1024 kB
+`
+	vmas, err := ParseSmaps(strings.NewReader(smaps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Split(vmas, Heap{Live: 100 << 20, Mapped: 1 << 20}, 77, nil)
+	want := Breakdown{
+		RSSBytes:    (4 + 131072 + 1024) << 10,
+		LiveBytes:   100 << 20,
+		MappedBytes: 1 << 20,
+		MallocBytes: 100 << 20,
+		FileBytes:   4 << 10,
+		OtherBytes:  28 << 20,
+	}
+	if b != want {
+		t.Fatalf("split\n got %+v\nwant %+v", b, want)
 	}
 }
 

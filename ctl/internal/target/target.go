@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"strconv"
 
+	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
 )
 
@@ -32,7 +33,10 @@ func ParsePID(s string) (int, error) {
 func RegionError(pid int, ent regions.Entry, gone bool) error {
 	switch {
 	case errors.Is(ent.Err, fs.ErrNotExist) && ent.Stale:
-		return fmt.Errorf("no process %d", pid)
+		// Say what became of it: a killed process's region would still
+		// be here (its profile with it), so it ended normally or was not
+		// profiled, or gc removed what it left.
+		return fmt.Errorf("no process %d, and no region of it in %s: a process removes its region when it exits; a killed one's stays until heapctl gc removes it", pid, region.Dir)
 	case errors.Is(ent.Err, fs.ErrNotExist):
 		return fmt.Errorf("process %d publishes no heapline region (%s): start it with `heapctl run` or with LD_PRELOAD=libheap.so", pid, ent.Path)
 	case ent.Err != nil:

@@ -44,21 +44,39 @@ type Column struct {
 
 // Columns are the table's columns in the order they are shown; the
 // command follows them. By importance: PID, the command, live bytes, the
-// peak, the sparkline, the allocation rate, CPython's objects, mapped
-// memory, the free rate, blocks.
+// resident set, CPython's objects (shown only when a row is a CPython's),
+// the peak, the sparkline, the allocation rate, mapped memory, the free
+// rate, blocks. A byte count is at most 10 wide ("1023.9 MiB").
 var Columns = []Column{
-	{Head: "PID", Width: 9, Cell: func(r Row, _ int, _ float64) string { return strconv.Itoa(r.PID) }},
-	{Head: "LIVE", Width: 12, Drop: 1, Cell: func(r Row, _ int, _ float64) string { return report.Bytes(r.S.LiveBytes) }},
-	{Head: "BLOCKS", Width: 12, Drop: 8, Cell: func(r Row, _ int, _ float64) string { return strconv.FormatInt(r.S.LiveBlocks, 10) }},
-	{Head: "PEAK", Width: 12, Drop: 2, Cell: func(r Row, _ int, _ float64) string { return report.Bytes(r.S.PeakLiveBytes) }},
-	{Head: "MAPPED", Width: 12, Drop: 6, Cell: func(r Row, _ int, _ float64) string { return report.Bytes(r.S.MappedBytes) }},
-	{Head: "PYTHON", Width: 12, Drop: 5, Cell: func(r Row, _ int, _ float64) string { return pyObjects(r.S) }},
-	{Head: "ALLOCS/S", Width: 11, Drop: 4, Cell: func(r Row, _ int, _ float64) string { return report.Rate(r.AllocsS) }},
-	{Head: "FREES/S", Width: 11, Drop: 7, Cell: func(r Row, _ int, _ float64) string { return report.Rate(r.FreesS) }},
-	{Head: "RSS", Width: 12, Drop: 9, Cell: func(r Row, _ int, _ float64) string { return rssCell(r.RSS) }},
-	{Head: "LAST", Width: 14, Grow: 18, Drop: 3, Cell: func(r Row, w int, window float64) string {
+	{Head: "PID", Width: 8, Cell: func(r Row, _ int, _ float64) string { return strconv.Itoa(r.PID) }},
+	{Head: "LIVE", Width: 11, Drop: 1, Cell: func(r Row, _ int, _ float64) string { return report.Bytes(r.S.LiveBytes) }},
+	{Head: "BLOCKS", Width: 12, Drop: 9, Cell: func(r Row, _ int, _ float64) string { return strconv.FormatInt(r.S.LiveBlocks, 10) }},
+	{Head: "PEAK", Width: 11, Drop: 4, Cell: func(r Row, _ int, _ float64) string { return report.Bytes(r.S.PeakLiveBytes) }},
+	{Head: "RSS", Width: 11, Drop: 2, Cell: func(r Row, _ int, _ float64) string { return rssCell(r.RSS) }},
+	{Head: "MAPPED", Width: 11, Drop: 7, Cell: func(r Row, _ int, _ float64) string { return report.Bytes(r.S.MappedBytes) }},
+	{Head: "PYTHON", Width: 11, Drop: 3, Cell: func(r Row, _ int, _ float64) string { return pyObjects(r.S) }},
+	{Head: "ALLOCS/S", Width: 10, Drop: 6, Cell: func(r Row, _ int, _ float64) string { return report.Rate(r.AllocsS) }},
+	{Head: "FREES/S", Width: 10, Drop: 8, Cell: func(r Row, _ int, _ float64) string { return report.Rate(r.FreesS) }},
+	{Head: "LAST", Width: 14, Grow: 18, Drop: 5, Cell: func(r Row, w int, window float64) string {
 		return timeline.Sparkline(r.Hist, r.S.ElapsedS, window, w)
 	}},
+}
+
+// shown are the columns for rows: PYTHON only when one of them is a
+// CPython's, where it would be "–" on every row otherwise.
+func shown(rows []Row) []Column {
+	for _, r := range rows {
+		if r.S.PyAllocs > 0 {
+			return Columns
+		}
+	}
+	var out []Column
+	for _, c := range Columns {
+		if c.Head != "PYTHON" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // pyObjects is the PYTHON column: CPython's small objects live, "–" for
@@ -78,8 +96,11 @@ func rssCell(n int64) string {
 	return report.Bytes(n)
 }
 
-// CommandMin is the least room the command is given.
+// CommandMin is the least room the command is given, or a third of a
+// narrower terminal's, so that live bytes fit beside it at 40 columns.
 const CommandMin = 20
+
+func commandMin(width int) int { return min(CommandMin, width/3) }
 
 // placed is a column chosen for a width, with the width it got.
 type placed struct {
@@ -92,7 +113,7 @@ type placed struct {
 // is left to the growing columns, and the rest to the command.
 func layout(cols []Column, width int) []placed {
 	keep := make([]bool, len(cols))
-	used := CommandMin
+	used := commandMin(width)
 	for i, c := range cols {
 		keep[i] = true
 		used += c.Width
@@ -131,7 +152,7 @@ func layout(cols []Column, width int) []placed {
 // last column would wrap on some terminals) and no more lines than
 // height-1. Rows that do not fit are summed up in the last line.
 func Table(rows []Row, window float64, width, height int) []string {
-	cols := layout(Columns, width-1)
+	cols := layout(shown(rows), width-1)
 	var head strings.Builder
 	for _, c := range cols {
 		h := c.Head

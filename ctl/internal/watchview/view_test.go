@@ -20,17 +20,26 @@ func rows(n int) []Row {
 }
 
 // At 80 columns the least important columns give way and the command
-// stays; at 200 every column is there; no line reaches the last column.
+// stays, with live bytes, the resident set and (for CPython) its objects
+// before the rates; at 40 live bytes still fit; at 200 every column is
+// there; no line reaches the last column.
 func TestTableFits(t *testing.T) {
 	for _, c := range []struct {
 		width      int
 		want, gone []string
+		py         bool
 	}{
-		{80, []string{"PID", "LIVE", "PEAK", "ALLOCS/S", "LAST 1m", "COMMAND"}, []string{"BLOCKS", "MAPPED", "FREES/S"}},
-		{200, []string{"PID", "LIVE", "BLOCKS", "PEAK", "MAPPED", "PYTHON", "ALLOCS/S", "FREES/S", "LAST 1m", "COMMAND"}, nil},
-		{40, []string{"PID", "COMMAND"}, []string{"LAST", "ALLOCS/S"}},
+		{80, []string{"PID", "LIVE", "PEAK", "RSS", "LAST 1m", "COMMAND"}, []string{"BLOCKS", "MAPPED", "FREES/S", "ALLOCS/S", "PYTHON"}, false},
+		{80, []string{"PID", "LIVE", "PEAK", "RSS", "PYTHON", "COMMAND"}, []string{"BLOCKS", "MAPPED", "FREES/S", "ALLOCS/S"}, true},
+		{200, []string{"PID", "LIVE", "BLOCKS", "PEAK", "RSS", "MAPPED", "ALLOCS/S", "FREES/S", "LAST 1m", "COMMAND"}, []string{"PYTHON"}, false},
+		{200, []string{"PID", "LIVE", "BLOCKS", "PEAK", "RSS", "MAPPED", "PYTHON", "ALLOCS/S", "FREES/S", "LAST 1m", "COMMAND"}, nil, true},
+		{40, []string{"PID", "LIVE", "COMMAND"}, []string{"LAST", "ALLOCS/S", "RSS"}, true},
 	} {
-		lines := Table(rows(2), 60, c.width, 24)
+		rs := rows(2)
+		if c.py {
+			rs[1].S.PyAllocs, rs[1].S.PyAllocatedBytes = 10, 1<<20
+		}
+		lines := Table(rs, 60, c.width, 24)
 		for _, w := range c.want {
 			if !strings.Contains(lines[0], w) {
 				t.Errorf("%d columns: header %q has no %s", c.width, lines[0], w)
