@@ -86,7 +86,7 @@ func Convert(procs []Process, version string) pprofile.Profiles {
 
 // dict fills one dictionary, each entry made once.
 type dict struct {
-	d                                       pprofile.ProfilesDictionary
+	d                                      pprofile.ProfilesDictionary
 	strs, funcs, maps, locs, stacks, attrs map[string]int32
 	// per profile being converted: its pprof ids to the dictionary's
 	pmap, ploc map[uint64]int32
