@@ -51,6 +51,7 @@ func exportCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "web.config.file", Usage: "`FILE` of TLS and basic-auth settings (exporter-toolkit's web configuration); without it, plain HTTP"},
 			&cli.StringFlag{Name: "otlp-endpoint", Usage: "`URL` of an OpenTelemetry Collector's OTLP/HTTP receiver (http://host:4318) to push profiles to; a path other than / is used as given"},
 			&cli.DurationFlag{Name: "otlp-interval", Value: time.Minute, Usage: "`DURATION` between two pushes"},
+			&cli.IntFlag{Name: "otlp-queue-bytes", Value: otlp.DefaultQueueBytes, Usage: "`BYTES` of requests held while the Collector does not take them (the oldest dropped beyond)"},
 			&cli.StringFlag{Name: "otlp-ca-file", Usage: "`FILE` of PEM certificates that sign the Collector's (https); without it, the system's"},
 			&cli.StringFlag{Name: "otlp-cert", Usage: "`FILE`: PEM client certificate for the Collector (with --otlp-key)"},
 			&cli.StringFlag{Name: "otlp-key", Usage: "`FILE`: PEM key of --otlp-cert"},
@@ -69,7 +70,7 @@ func export(e *env, c *cli.Context) error {
 		return fmt.Errorf("export: --command-label %w", err)
 	}
 	push, pushing, err := otlp.Resolve(otlp.Settings{Endpoint: c.String("otlp-endpoint"), CAFile: c.String("otlp-ca-file"),
-		CertFile: c.String("otlp-cert"), Key: c.String("otlp-key"), Interval: c.Duration("otlp-interval")}, os.Getenv)
+		CertFile: c.String("otlp-cert"), Key: c.String("otlp-key"), Interval: c.Duration("otlp-interval"), QueueBytes: c.Int("otlp-queue-bytes")}, os.Getenv)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

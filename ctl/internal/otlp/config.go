@@ -65,6 +65,9 @@ func Resolve(s Settings, getenv func(string) string) (c Config, ok bool, err err
 		}
 		return c, false, nil
 	}
+	if s.QueueBytes < 0 {
+		return c, false, fmt.Errorf("--otlp-queue-bytes %d: must not be negative", s.QueueBytes)
+	}
 	if s.Interval <= 0 {
 		return c, false, fmt.Errorf("--otlp-interval %v: must be positive", s.Interval)
 	}

@@ -59,6 +59,9 @@ func (p *Pusher) Run(ctx context.Context) error {
 		p.Config.QueueBytes = DefaultQueueBytes
 	}
 	p.queue = NewQueue(p.Config.QueueBytes)
+	if c, ok := p.Source.(interface{ Close() }); ok {
+		defer c.Close()
+	}
 	client := NewClient(p.Config)
 	sendCtx, cancelSend := context.WithCancel(context.Background())
 	defer cancelSend()
@@ -154,7 +157,8 @@ func (p *Pusher) send(ctx context.Context, client *Client, draining <-chan struc
 			p.queue.Done(it)
 			backoff = p.MinBackoff
 			if !down.IsZero() {
-				p.Log.Info(fmt.Sprintf("%s takes profiles again after %v down: %d requests dropped meanwhile (queue full, oldest first)",
+				// A warning, as the outage's was: the two bracket it.
+				p.Log.Warn(fmt.Sprintf("%s takes profiles again after %v down: %d requests dropped meanwhile (queue full, oldest first)",
 					p.Config.Endpoint, time.Since(down).Round(time.Second), dropped))
 				down, dropped = time.Time{}, 0
 			} else if !delivered {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	pprof "github.com/google/pprof/profile"
@@ -14,6 +15,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
+	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/internal/procs"
 )
 
@@ -30,6 +32,13 @@ type Source struct {
 	sym    *profile.Symbolizer
 	deltas *Deltas
 	gone   map[Key]bool // stale regions already sent: a dead process's last profile goes once
+	// held keeps each live region's file open: a process that exits
+	// normally unlinks its region, and the open file is how its last
+	// counters reach the next push.
+	held map[Key]*os.File
+	// names keeps what identify found while a process ran: once it has
+	// exited, /proc has neither its executable nor its environment.
+	names map[Key][3]string
 }
 
 // NewSource reads the regions of this machine.
@@ -44,14 +53,15 @@ func NewSource(log *zap.Logger) *Source {
 // (HEAPLINE_SAMPLE=0) and unreadable ones are skipped, logged at debug.
 func (s *Source) Read(now time.Time) ([]Process, error) {
 	if s.sym == nil {
-		s.sym, s.deltas, s.gone = profile.NewSymbolizer(), NewDeltas(), map[Key]bool{}
+		s.sym, s.deltas, s.gone, s.held = profile.NewSymbolizer(), NewDeltas(), map[Key]bool{}, map[Key]*os.File{}
+		s.names = map[Key][3]string{}
 	}
 	entries, err := s.List()
 	if err != nil {
 		return nil, err
 	}
 	var out []Process
-	stillGone := map[Key]bool{}
+	stillGone, seen := map[Key]bool{}, map[Key]bool{}
 	for _, e := range entries {
 		if e.Err != nil || e.PID <= 0 {
 			continue
@@ -64,24 +74,103 @@ func (s *Source) Read(now time.Time) ([]Process, error) {
 			continue
 		}
 		k := Key{PID: ent.Summary.PID, StartNS: ent.StartNS}
+		seen[k] = true
 		if ent.Stale || ent.Detached {
 			stillGone[k] = true
+			s.release(k)
 			if s.gone[k] {
 				continue
 			}
+		} else if s.held[k] == nil {
+			if f, err := os.OpenFile(e.Path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0); err == nil {
+				s.held[k] = f
+			}
 		}
-		heap := profile.Build(p, s.sym, now)
-		first := now.Add(-time.Duration(ent.Summary.ElapsedS * float64(time.Second)))
-		proc := Process{PID: ent.Summary.PID, Host: s.Host, Heap: heap, Start: s.deltas.Apply(k, heap, first)}
-		if p.Peak.Copies > 0 {
-			proc.Peak = profile.BuildPeak(p, s.sym, now)
-		}
-		proc.ExePath, proc.ExeName, proc.Service = identify(ent.Proc, !ent.Stale, heap.Mapping)
-		out = append(out, proc)
+		out = append(out, s.process(k, p, ent.Summary.ElapsedS, ent.Proc, !ent.Stale, now))
 	}
+	// The regions gone from the listing since the last push: processes
+	// that exited and unlinked them. Their last counters are in the file
+	// still held.
+	for k, f := range s.held {
+		if seen[k] {
+			continue
+		}
+		p, sum, err := readHeld(f, k.PID)
+		s.release(k)
+		if err != nil {
+			s.Log.Debug("last profile of an exited process", zap.Int("pid", k.PID), zap.Error(err))
+			continue
+		}
+		out = append(out, s.process(k, p, sum.ElapsedS, 0, false, now))
+		seen[k] = true
+	}
+	s.forget(seen)
 	s.gone = stillGone
 	s.deltas.Sweep()
 	return out, nil
+}
+
+// Close lets go of the regions held.
+func (s *Source) Close() {
+	for k := range s.held {
+		s.release(k)
+	}
+}
+
+func (s *Source) release(k Key) {
+	if f := s.held[k]; f != nil {
+		f.Close()
+		delete(s.held, k)
+	}
+}
+
+// forget drops what is kept of the processes not seen in this push.
+func (s *Source) forget(seen map[Key]bool) {
+	for k := range s.names {
+		if !seen[k] {
+			delete(s.names, k)
+		}
+	}
+}
+
+// process is one process's profiles; elapsed is how long its shim has
+// counted, so that a process's first interval starts where it started.
+func (s *Source) process(k Key, p region.Profile, elapsed float64, pid int, running bool, now time.Time) Process {
+	heap := profile.Build(p, s.sym, now)
+	first := now.Add(-time.Duration(elapsed * float64(time.Second)))
+	proc := Process{PID: k.PID, Host: s.Host, Heap: heap, Start: s.deltas.Apply(k, heap, first)}
+	if p.Peak.Copies > 0 {
+		proc.Peak = profile.BuildPeak(p, s.sym, now)
+	}
+	n, ok := s.names[k]
+	if !ok || running {
+		a, b, c := identify(pid, running, heap.Mapping)
+		n = [3]string{a, b, c}
+		if running {
+			s.names[k] = n
+		}
+	}
+	proc.ExePath, proc.ExeName, proc.Service = n[0], n[1], n[2]
+	return proc
+}
+
+// readHeld reads a region through its open file, as a copy (a process
+// that has exited writes no more).
+func readHeld(f *os.File, pid int) (region.Profile, report.Summary, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return region.Profile{}, report.Summary{}, err
+	}
+	b := make([]byte, min(st.Size(), region.MaxRegionSize))
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return region.Profile{}, report.Summary{}, err
+	}
+	sum, err := region.Parse(b, pid)
+	if err != nil {
+		return region.Profile{}, report.Summary{}, err
+	}
+	p, err := region.ParseProfile(b)
+	return p, sum, err
 }
 
 // identify names a process's executable and service. The executable is
