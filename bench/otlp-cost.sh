@@ -17,13 +17,18 @@ cd "$(dirname "$0")/.."
 # these N processes' regions only, not every other process's on the
 # machine, whose symbols would weigh in its memory.
 if [ -z "${OTLP_COST_PRIVATE:-}" ]; then
+	# shellcheck disable=SC2016 # "$0" "$@" are the inner shell's
 	exec unshare -m bash -c 'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && OTLP_COST_PRIVATE=1 exec "$0" "$@"' "$0" "$@"
 fi
 N=${N:-50}
 PUSHES=${PUSHES:-60}
 OUTAGE=${OUTAGE:-0}
 make -s all >/dev/null
-col=$(ls -t /var/cache/heapline/otelcol-* 2>/dev/null | grep -v tmp | head -1)
+col=
+for f in /var/cache/heapline/otelcol-*; do # the newest build
+	case $f in *.tmp*) continue ;; esac
+	if [ -x "$f" ] && { [ -z "$col" ] || [ "$f" -nt "$col" ]; }; then col=$f; fi
+done
 [ -x "$col" ] || { echo "no Collector in /var/cache/heapline: run go test ./ctl -run TestExportOTLPSites first" >&2; exit 1; }
 work=$(mktemp -d)
 pids=()
@@ -67,7 +72,7 @@ echo "# command: N=$N PUSHES=$PUSHES OUTAGE=$OUTAGE bench/otlp-cost.sh (as root:
 
 bin/heapctl export --otlp-endpoint "http://127.0.0.1:$port" --otlp-interval 1s -v 2>"$work/export.log" &
 exp=$!
-pids+=($exp)
+pids+=("$exp")
 sleep 1.5 # the first push: symbols read once (the cache is kept)
 c0=$(cpu $exp); n0=$(grep -c 'push queued' "$work/export.log" || true)
 sleep "$PUSHES"
@@ -87,7 +92,7 @@ if [ "$OUTAGE" -gt 0 ]; then
 	dead=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	bin/heapctl export --otlp-endpoint "http://127.0.0.1:$dead" --otlp-interval 1s 2>"$work/outage.log" &
 	exp=$!
-	pids+=($exp)
+	pids+=("$exp")
 	echo "# outage: export pushing every 1s to a port nothing listens on; its RSS"
 	printf "seconds\trss_kib\n"
 	for s in $(seq 0 10 "$OUTAGE"); do
