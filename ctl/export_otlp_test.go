@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -459,5 +461,44 @@ func TestExportOTLPBearer(t *testing.T) {
 	bad.stop(t)
 	if !strings.Contains(bad.stderr.String(), "check the credentials") {
 		t.Errorf("the error says nothing of what to check:\n%s", bad.stderr)
+	}
+}
+
+// TestExportOTLPSlowCollector: a Collector that takes a request and never
+// answers does not hold up /metrics, and SIGTERM still ends export, with
+// status 0, within the flush bound.
+func TestExportOTLPSlowCollector(t *testing.T) {
+	lib := testkit.Shim(t)
+	prog := exec.Command(rgProg(t), "steps")
+	stdin, _ := prog.StdinPipe()
+	defer stdin.Close()
+	pid := rgStart(t, prog, lib)
+	got := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+		<-release
+	}))
+	defer srv.Close()
+	defer close(release) // before srv.Close, which waits for the handlers
+	exp := ocStartExport(t, nil, "--listen", "127.0.0.1:0", "--otlp-endpoint", srv.URL, "--otlp-interval", "200ms")
+	url := hsServing(t, exp.stderr)
+	select {
+	case <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no request reached the Collector")
+	}
+	m := hsScrape(t, url)
+	if _, ok := m["heapline_live_bytes"]; !ok {
+		t.Errorf("no heapline_live_bytes while a push hangs (pid %d)", pid)
+	}
+	start := time.Now()
+	exp.stop(t)
+	// The flush (5 s) and the request in flight (15 s) bound it.
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("export took %v to exit after SIGTERM", d)
 	}
 }
