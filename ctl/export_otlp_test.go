@@ -284,7 +284,7 @@ func TestExportOTLPSites(t *testing.T) {
 	lib := testkit.Shim(t)
 	sites := testkit.CC(t, "", "testdata/sites.c", "-O2", "-Wall", "-Werror")
 	addr := ocFreePort(t)
-	exp := ocStartExport(t, nil, "--otlp-endpoint", "http://"+addr, "--otlp-interval", "1s")
+	exp := ocStartExport(t, nil, "--otlp-endpoint", "http://"+addr, "--otlp-interval", "2s")
 
 	cmd := exec.Command(sites)
 	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE=512k", "OTEL_SERVICE_NAME=sites-test")
@@ -315,11 +315,15 @@ func TestExportOTLPSites(t *testing.T) {
 	// profile still goes.
 	io.WriteString(in, "\n")
 	next("PAUSE")
+	// Exit just after a push arrives, so that the next read comes well
+	// after the exit and the unlink, never racing them.
+	n := len(ocRead(t, col.out, pid))
+	testkit.Poll(t, "one more push", func() bool { return len(ocRead(t, col.out, pid)) > n })
 	io.WriteString(in, "\n")
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	exited := time.Now().Add(-10 * time.Millisecond) // the clocks' reads: the exit was before Wait returned
+	exited := time.Now()
 	testkit.Poll(t, "a profile read after the exit", func() bool {
 		rs := ocRead(t, col.out, pid)
 		return len(rs) > 0 && rs[len(rs)-1].end.After(exited)
