@@ -27,6 +27,8 @@ import (
 // exportCommand serves the counters of every region the user may read as
 // Prometheus metrics, so an existing Prometheus and Grafana watch a fleet
 // of processes; heapline adds no dashboard of its own.
+// With an OTLP endpoint it also pushes their heap profiles to an
+// OpenTelemetry Collector (ctl/internal/otlp), beside /metrics or alone.
 func exportCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "export",

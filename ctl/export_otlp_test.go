@@ -60,7 +60,7 @@ func ocBinary(t *testing.T) string {
 	cmd := exec.Command(goTool, "build", "-o", tmp, ".")
 	cmd.Dir = src
 	// Its own module: the project's go.work or flags must not reach it.
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false")
 	t.Logf("building the Collector (minutes, once per %s): %s", filepath.Base(bin), src)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
