@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v2"
 
 	"github.com/heapline/heapline/ctl/internal/metrics"
+	"github.com/heapline/heapline/ctl/internal/otlp"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/version"
 )
@@ -26,21 +27,36 @@ import (
 // exportCommand serves the counters of every region the user may read as
 // Prometheus metrics, so an existing Prometheus and Grafana watch a fleet
 // of processes; heapline adds no dashboard of its own.
+// With an OTLP endpoint it also pushes their heap profiles to an
+// OpenTelemetry Collector (ctl/internal/otlp), beside /metrics or alone.
 func exportCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "export",
-		Usage: "serve every readable region's counters as Prometheus metrics on /metrics",
+		Usage: "serve every readable region's counters as Prometheus metrics on /metrics; push profiles over OTLP",
 		Description: "Each scrape lists the regions afresh: a process that started appears, one that ended\n" +
 			"disappears. Series carry pid and command labels; the command label is the program's\n" +
 			"name unless --command-label=full (command lines hold secrets). Regions of processes\n" +
 			"that are gone (stale) and regions that cannot be read are not exported;\n" +
 			"heapline_regions{state} counts them. Run as root to export every user's processes.\n" +
 			"--web.config.file turns on TLS and basic authentication, as for every Prometheus\n" +
-			"exporter (https://prometheus.io/docs/prometheus/latest/configuration/https/).",
+			"exporter (https://prometheus.io/docs/prometheus/latest/configuration/https/).\n" +
+			"--otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT) also\n" +
+			"pushes every region's heap profile to an OpenTelemetry Collector every --otlp-interval:\n" +
+			"OTLP/HTTP, protobuf, to /v1development/profiles; OTEL_EXPORTER_OTLP_HEADERS adds headers\n" +
+			"(Authorization=Bearer%20TOKEN). alloc_* are each interval's, inuse_* a snapshot. With an\n" +
+			"endpoint and no --listen, export only pushes. A Collector that is away gets retries with\n" +
+			"backoff from a bounded queue (the oldest dropped when full); SIGTERM or SIGINT sends what\n" +
+			"is held, within 5 seconds. See docs/fleet.md.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Aliases: []string{"l"}, Value: "127.0.0.1:9464", Usage: "`ADDRESS` to serve on (host:port)"},
 			&cli.StringFlag{Name: "web.listen-address", Usage: "`ADDRESS` to serve on: the conventional name of --listen (give one, or both the same)"},
 			&cli.StringFlag{Name: "web.config.file", Usage: "`FILE` of TLS and basic-auth settings (exporter-toolkit's web configuration); without it, plain HTTP"},
+			&cli.StringFlag{Name: "otlp-endpoint", Usage: "`URL` of an OpenTelemetry Collector's OTLP/HTTP receiver (http://host:4318) to push profiles to; a path other than / is used as given"},
+			&cli.DurationFlag{Name: "otlp-interval", Value: time.Minute, Usage: "`DURATION` between two pushes"},
+			&cli.IntFlag{Name: "otlp-queue-bytes", Value: otlp.DefaultQueueBytes, Usage: "`BYTES` of requests held while the Collector does not take them (the oldest dropped beyond)"},
+			&cli.StringFlag{Name: "otlp-ca-file", Usage: "`FILE` of PEM certificates that sign the Collector's (https); without it, the system's"},
+			&cli.StringFlag{Name: "otlp-cert", Usage: "`FILE`: PEM client certificate for the Collector (with --otlp-key)"},
+			&cli.StringFlag{Name: "otlp-key", Usage: "`FILE`: PEM key of --otlp-cert"},
 			&cli.StringFlag{Name: "command-label", Value: metrics.CommandName, Usage: "`WHAT` the command label holds: name (argv[0]'s base name) or full (the whole command line: arguments may be secrets)"},
 		},
 		Action: func(c *cli.Context) error { return export(e, c) },
@@ -54,6 +70,18 @@ func export(e *env, c *cli.Context) error {
 	command, err := metrics.CommandLabel(c.String("command-label"))
 	if err != nil {
 		return fmt.Errorf("export: --command-label %w", err)
+	}
+	push, pushing, err := otlp.Resolve(otlp.Settings{Endpoint: c.String("otlp-endpoint"), CAFile: c.String("otlp-ca-file"),
+		CertFile: c.String("otlp-cert"), Key: c.String("otlp-key"), Interval: c.Duration("otlp-interval"), QueueBytes: c.Int("otlp-queue-bytes")}, os.Getenv)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	pusher := &otlp.Pusher{Config: push, Source: otlp.NewSource(e.log), Version: version.Get().Version, Log: e.log}
+	if pushing && !c.IsSet("listen") && !c.IsSet("web.listen-address") {
+		fmt.Fprintf(e.stderr, "heapctl export: pushing to %s every %v\n", push.Endpoint, push.Interval)
+		return pusher.Run(ctx)
 	}
 	addr, flag, err := listenAddress(c)
 	if err != nil {
@@ -84,8 +112,6 @@ func export(e *env, c *cli.Context) error {
 	noSystemd := false
 	flags := &web.FlagConfig{WebListenAddresses: &[]string{addr}, WebSystemdSocket: &noSystemd, WebConfigFile: &webConfig}
 
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// The address actually bound (":0" picks a port) goes on stderr, where
 	// a script or a test reads it.
 	fmt.Fprintf(e.stderr, "heapctl export: serving %s://%s/metrics\n", scheme, ln.Addr())
@@ -95,11 +121,19 @@ func export(e *env, c *cli.Context) error {
 	// anything is served. Serve wraps srv's whole handler in the web
 	// configuration's authentication, and serves TLS if it asks for it.
 	go func() { served <- web.Serve(ln, srv, flags, slogger) }()
+	pushed := make(chan error, 1)
+	if pushing {
+		fmt.Fprintf(e.stderr, "heapctl export: pushing to %s every %v\n", push.Endpoint, push.Interval)
+		go func() { pushed <- pusher.Run(ctx) }()
+	} else {
+		pushed <- nil
+	}
 	select {
 	case err := <-served:
 		return fmt.Errorf("export: %w", err)
 	case <-ctx.Done():
 	}
+	defer func() { <-pushed }() // what it holds is sent, within its bound
 	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
