@@ -405,6 +405,18 @@ func Remove(ent Entry) error {
 		}
 		return fmt.Errorf("%s: %w", ent.Path, err)
 	}
+	if err := ent.still(&st); err != nil {
+		return err
+	}
+	if err := unix.Unlink(ent.Path); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("removing %s: %w", ent.Path, err)
+	}
+	return nil
+}
+
+// still says whether st is still the file ent was read from, a regular
+// file the caller owns: the only one Remove and StampEnd may touch.
+func (ent Entry) still(st *unix.Stat_t) error {
 	switch {
 	case st.Dev != ent.dev || st.Ino != ent.ino:
 		return fmt.Errorf("%s: replaced since it was examined: left alone", ent.Path)
@@ -412,9 +424,6 @@ func Remove(ent Entry) error {
 		return fmt.Errorf("%s: not a regular file: left alone", ent.Path)
 	case int(st.Uid) != geteuid():
 		return fmt.Errorf("%s: owned by uid %d: left alone", ent.Path, st.Uid)
-	}
-	if err := unix.Unlink(ent.Path); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("removing %s: %w", ent.Path, err)
 	}
 	return nil
 }
@@ -434,13 +443,8 @@ func StampEnd(ent Entry, end uint64) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("%s: %w", ent.Path, err)
 	}
-	switch {
-	case st.Dev != ent.dev || st.Ino != ent.ino:
-		return fmt.Errorf("%s: replaced since it was examined: left alone", ent.Path)
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return fmt.Errorf("%s: not a regular file: left alone", ent.Path)
-	case int(st.Uid) != geteuid():
-		return fmt.Errorf("%s: owned by uid %d: left alone", ent.Path, st.Uid)
+	if err := ent.still(&st); err != nil {
+		return err
 	}
 	return region.StampExitNS(fd, end)
 }
