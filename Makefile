@@ -166,18 +166,22 @@ clean:
 VERSION ?= $(shell release/version.sh)
 VERSION_LDFLAGS := -X github.com/heapline/heapline/ctl/internal/version.release=$(VERSION)
 DIST ?= dist
-# ARCH is the release's architecture: release/build.sh maps it to GOARCH
-# and the C compiler in the Debian 11 chroot that builds libheap.so
-# (release/chroot.sh, cached under /var/cache/heapline/); debootstrap
-# makes the chroots. make dist ARCH=... for another one.
+# DIST_ARCHS are the release's architectures, each its own tarball and
+# .deb, all in one SHA256SUMS: release/build.sh maps each to GOARCH and
+# the C compiler in the Debian 11 chroot that builds libheap.so
+# (release/chroot.sh, cached under /var/cache/heapline/; arm64's is
+# Debian 11's aarch64 cross gcc there). debootstrap makes the chroots;
+# release's TestSymbolVersions reads arm64 files with aarch64's objdump.
+# make test-dist checks ARCH's (amd64) in the chroots.
 ARCH ?= amd64
-RELEASE_DEBS := debootstrap
+DIST_ARCHS ?= amd64 arm64
+RELEASE_DEBS := debootstrap binutils-aarch64-linux-gnu
 DEBS += $(RELEASE_DEBS)
 
 .PHONY: dist test-dist deps-release
 deps-release: PKGS = $(RELEASE_DEBS)
 dist: deps-release
-	release/dist.sh $(DIST) $(VERSION) $(ARCH)
+	for a in $(DIST_ARCHS); do release/dist.sh $(DIST) $(VERSION) $$a || exit 1; done
 # The release on Debian 11 and 13 (chroots cached beside the build's):
 # .ci/run calls it after make test.
 test-dist: dist

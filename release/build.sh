@@ -23,6 +23,7 @@ goroot=$(go env GOROOT)
 # architecture adds its line here (and its cross gcc to chroot.sh's list).
 case $arch in
 amd64) goarch=amd64 cc=gcc ;;
+arm64) goarch=arm64 cc=aarch64-linux-gnu-gcc ;; # Debian 11's cross gcc and libc
 *) echo "build.sh: no recipe for ARCH=$arch" >&2; exit 2 ;;
 esac
 mkdir -p "$out"

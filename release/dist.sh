@@ -6,7 +6,8 @@
 #   heapline_VERSION_ARCH.deb           /usr/bin/heapctl, /usr/lib/heapline/
 #                                       {libheap.so,heapline-rusage},
 #                                       /usr/share/doc/heapline/
-#   SHA256SUMS                          of both
+#   SHA256SUMS                          of every package in DIST (make
+#                                       dist runs this once per ARCH)
 # Each layout keeps libheap.so where heapctl looks for it relative to its
 # own executable (ctl/internal/shim.Beside), so nothing needs setting.
 # The .deb is made with dpkg-deb, which every Debian machine has: nfpm

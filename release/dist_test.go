@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,8 +41,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// arch is the release's architecture: $HEAPLINE_ARCH (test-dist.sh's
-// ARCH), else this machine's.
+// releases are make dist's architectures (the Makefile's DIST_ARCHS): the
+// ELF machine its files are built for, the objdump that reads them
+// (binutils-aarch64-linux-gnu's for arm64: the host's reads x86 only).
+var releases = []struct {
+	arch    string
+	machine elf.Machine
+	objdump string
+}{
+	{"amd64", elf.EM_X86_64, "objdump"},
+	{"arm64", elf.EM_AARCH64, "aarch64-linux-gnu-objdump"},
+}
+
+// arch is the architecture heapctl runs on here: $HEAPLINE_ARCH
+// (test-dist.sh's ARCH), else this machine's.
 func arch() string {
 	if a := os.Getenv("HEAPLINE_ARCH"); a != "" {
 		return a
@@ -65,7 +78,7 @@ func dist(t *testing.T) string {
 		if distErr != nil {
 			return
 		}
-		cmd := exec.Command("make", "-s", "dist", "DIST="+distDir, "ARCH="+arch())
+		cmd := exec.Command("make", "-s", "dist", "DIST="+distDir)
 		cmd.Dir = testkit.Root()
 		distOut, distErr = cmd.CombinedOutput()
 	})
@@ -75,13 +88,14 @@ func dist(t *testing.T) string {
 	return distDir
 }
 
-// unpacked returns the tarball's and the .deb's trees, unpacked into a
-// temporary directory: tar's heapline-VERSION/ and the .deb's /.
-func unpacked(t *testing.T) (tarTree, debTree string) {
+// unpacked returns arch's tarball's and .deb's trees, unpacked into a
+// temporary directory: tar's heapline-VERSION/ and the .deb's /, and the
+// .deb's path.
+func unpacked(t *testing.T, arch string) (tarTree, debTree, debFile string) {
 	t.Helper()
 	d := dist(t)
-	tgz, _ := filepath.Glob(filepath.Join(d, "heapline_*_linux_"+arch()+".tar.gz"))
-	deb, _ := filepath.Glob(filepath.Join(d, "heapline_*_"+arch()+".deb"))
+	tgz, _ := filepath.Glob(filepath.Join(d, "heapline_*_linux_"+arch+".tar.gz"))
+	deb, _ := filepath.Glob(filepath.Join(d, "heapline_*_"+arch+".deb"))
 	if len(tgz) != 1 || len(deb) != 1 {
 		t.Fatalf("%s: want one tarball and one .deb, have %q and %q", d, tgz, deb)
 	}
@@ -93,7 +107,7 @@ func unpacked(t *testing.T) (tarTree, debTree string) {
 	}
 	debTree = filepath.Join(tmp, "deb")
 	run(t, "dpkg-deb", "-x", deb[0], debTree)
-	return tops[0], debTree
+	return tops[0], debTree, deb[0]
 }
 
 func run(t *testing.T, name string, args ...string) string {
@@ -109,14 +123,14 @@ var glibcVersion = regexp.MustCompile(`\bGLIBC_2\.([0-9]+)(\.[0-9]+)?\b`)
 
 // tooNew returns the GLIBC_ versions newer than 2.31 that file's dynamic
 // symbols reference, as objdump -T lists them ("" for a static file).
-func tooNew(t *testing.T, file string) []string {
+func tooNew(t *testing.T, objdump, file string) []string {
 	t.Helper()
-	out, err := exec.Command("objdump", "-T", file).CombinedOutput()
+	out, err := exec.Command(objdump, "-T", file).CombinedOutput()
 	if err != nil {
 		if bytes.Contains(out, []byte("not a dynamic object")) {
 			return nil // static: no glibc to need
 		}
-		t.Fatalf("objdump -T %s: %v\n%s", file, err, out)
+		t.Fatalf("%s -T %s: %v\n%s", objdump, file, err, out)
 	}
 	seen := map[string]bool{}
 	var newer []string
@@ -134,19 +148,57 @@ func tooNew(t *testing.T, file string) []string {
 	return newer
 }
 
-// Every ELF file both packages ship references no glibc symbol version
-// newer than 2.31. The check itself is checked on the shim built on this
+// Every ELF file both packages of each architecture ship is built for
+// that architecture's machine and references no glibc symbol version
+// newer than 2.31; each .deb says its architecture and glibc; SHA256SUMS
+// holds them all. The check itself is checked on the shim built on this
 // host (Debian 12, glibc 2.36), which has newer ones.
 func TestSymbolVersions(t *testing.T) {
 	testkit.NeedTool(t, "objdump", "binutils, which gcc depends on")
-	host := tooNew(t, testkit.Shim(t))
+	testkit.NeedTool(t, "aarch64-linux-gnu-objdump", "make deps installs binutils-aarch64-linux-gnu")
+	host := tooNew(t, "objdump", testkit.Shim(t))
 	if len(host) == 0 {
 		t.Fatalf("the host's own libheap.so references nothing newer than GLIBC_2.%d: the check checks nothing", oldest)
 	}
 	t.Logf("the host's own libheap.so, as the check would refuse it: %s", strings.Join(host, ", "))
-	tarTree, debTree := unpacked(t)
+	var sums []string
+	for _, r := range releases {
+		t.Run(r.arch, func(t *testing.T) {
+			tarTree, debTree, deb := unpacked(t, r.arch)
+			checkELF(t, r.machine, r.objdump, tarTree, debTree)
+			for field, want := range map[string]string{"Architecture": r.arch, "Depends": "libc6 (>= 2.31)"} {
+				if got := strings.TrimSpace(run(t, "dpkg-deb", "--field", deb, field)); got != want {
+					t.Errorf("%s: %s: %q, want %q", filepath.Base(deb), field, got, want)
+				}
+			}
+			version := strings.TrimPrefix(filepath.Base(tarTree), "heapline-")
+			sums = append(sums, "heapline_"+version+"_"+r.arch+".deb", "heapline_"+version+"_linux_"+r.arch+".tar.gz")
+		})
+	}
+	// SHA256SUMS: each package once, each sum right.
+	cmd := exec.Command("sha256sum", "--check", "--strict", "SHA256SUMS")
+	cmd.Dir = dist(t)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sha256sum --check SHA256SUMS: %v\n%s", err, out)
+	}
+	slices.Sort(sums)
+	var listed []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		listed = append(listed, strings.TrimSuffix(l, ": OK"))
+	}
+	slices.Sort(listed)
+	if !slices.Equal(listed, sums) {
+		t.Errorf("SHA256SUMS checks %q, want %q", listed, sums)
+	}
+}
+
+// checkELF checks every ELF file under trees is for machine, and
+// references no glibc newer than 2.31 as objdump reads it.
+func checkELF(t *testing.T, machine elf.Machine, objdump string, trees ...string) {
+	t.Helper()
 	var checked []string
-	for _, tree := range []string{tarTree, debTree} {
+	for _, tree := range trees {
 		err := filepath.Walk(tree, func(p string, fi os.FileInfo, err error) error {
 			if err != nil || !fi.Mode().IsRegular() {
 				return err
@@ -158,7 +210,10 @@ func TestSymbolVersions(t *testing.T) {
 			f.Close()
 			rel, _ := filepath.Rel(tree, p)
 			checked = append(checked, filepath.Base(tree)+"/"+rel)
-			if n := tooNew(t, p); len(n) > 0 {
+			if f.Machine != machine {
+				t.Errorf("%s is for %v, want %v", rel, f.Machine, machine)
+			}
+			if n := tooNew(t, objdump, p); len(n) > 0 {
 				t.Errorf("%s references glibc versions newer than 2.%d: %s", rel, oldest, strings.Join(n, ", "))
 			}
 			return nil
@@ -178,7 +233,7 @@ func TestSymbolVersions(t *testing.T) {
 // it, runs a command under its own libheap.so with nothing set, and says
 // the version the packages are named by.
 func TestInstalledFindsShim(t *testing.T) {
-	tarTree, debTree := unpacked(t)
+	tarTree, debTree, _ := unpacked(t, arch())
 	links := t.TempDir()
 	for name, exe := range map[string]string{
 		"tarball": filepath.Join(tarTree, "bin", "heapctl"),
