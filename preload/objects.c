@@ -188,11 +188,18 @@ struct known {
     const char *name; /* the loader's, which lives as long as the object */
 };
 
-static struct known table[TABLE_MAX], scratch[TABLE_MAX]; /* scratch: the refresh's, under table_busy */
-static uint32_t table_n, table_seq, table_busy, table_stale;
+static struct known table[TABLE_MAX], scratch[TABLE_MAX]; /* scratch: the refresh's, under table_owner */
+static uint32_t table_n, table_seq, table_stale;
+/* The thread refreshing the table, or a fork under way (0: neither). It
+ * records its holder, as mapped.c's lock does, so that a fork from a
+ * signal handler that interrupted its own thread's refresh passes through:
+ * waiting there would wait for itself, and the interrupted refresh leaves
+ * dl_iterate_phdr, in both processes, once the handler returns. */
+static uintptr_t table_owner;
+static int fork_took; /* written only by the thread that holds table_owner */
 static unsigned long long table_adds = ~0ull, table_subs; /* the loader's counts the table is of */
 static uintptr_t page_mask;
-static __thread struct link_map found_map; /* what dlfo_link_map points at */
+static __thread struct link_map found_map; /* what dlfo_link_map points at; its address names the thread to table_owner */
 
 struct counts {
     unsigned long long adds, subs;
@@ -233,12 +240,13 @@ static int add_known(struct dl_phdr_info *info, size_t size, void *data)
 
 static void refresh(void)
 {
-    if (__atomic_exchange_n(&table_busy, 1, __ATOMIC_ACQUIRE))
+    uintptr_t free_owner = 0;
+    if (!__atomic_compare_exchange_n(&table_owner, &free_owner, (uintptr_t)&found_map, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
         return; /* another thread is at it, or a fork is under way */
     struct counts c = {0, 0};
     dl_iterate_phdr(loader_counts, &c);
     if (!__atomic_exchange_n(&table_stale, 0, __ATOMIC_RELAXED) && c.adds == table_adds && c.subs == table_subs) {
-        __atomic_store_n(&table_busy, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&table_owner, 0, __ATOMIC_RELEASE);
         return; /* nothing loaded or unloaded since */
     }
     uint32_t n = 0;
@@ -249,7 +257,7 @@ static void refresh(void)
     __atomic_store_n(&table_n, n, __ATOMIC_RELAXED);
     __atomic_add_fetch(&table_seq, 1, __ATOMIC_RELEASE);
     table_adds = c.adds, table_subs = c.subs;
-    __atomic_store_n(&table_busy, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&table_owner, 0, __ATOMIC_RELEASE);
 }
 
 static int table_find(uintptr_t a, struct hl_dlfo *out)
@@ -307,8 +315,20 @@ void hl_objects_forget(void)
  * none starts (the parent's and the child's done let them go on). */
 void hl_objects_fork_prepare(void)
 {
-    while (__atomic_exchange_n(&table_busy, 1, __ATOMIC_ACQUIRE))
+    uintptr_t me = (uintptr_t)&found_map, free_owner = 0;
+    if (__atomic_load_n(&table_owner, __ATOMIC_RELAXED) == me) {
+        fork_took = 0; /* a handler inside our own refresh: pass through */
+        return;
+    }
+    while (!__atomic_compare_exchange_n(&table_owner, &free_owner, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        free_owner = 0;
         sched_yield();
+    }
+    fork_took = 1;
 }
 
-void hl_objects_fork_done(void) { __atomic_store_n(&table_busy, 0, __ATOMIC_RELEASE); }
+void hl_objects_fork_done(void)
+{
+    if (fork_took)
+        __atomic_store_n(&table_owner, 0, __ATOMIC_RELEASE);
+}

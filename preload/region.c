@@ -101,6 +101,24 @@ static int lock_region(int fd)
     return -1;
 }
 
+/* A region file whose magic was never stored, last written over 10 s ago:
+ * its maker, a process with our pid (there is one at a time), was killed
+ * between creating it and storing its header, and the name would
+ * otherwise be lost to every later process given that pid. A region being
+ * made now (by a process with our pid in another pid namespace) is a few
+ * microseconds old. */
+static int abandoned(int fd, const struct stat *st)
+{
+    uint64_t magic = 1;
+    struct timespec now;
+    ssize_t n = pread(fd, &magic, sizeof magic, 0);
+    if (n == 0)
+        magic = 0; /* empty: ftruncate never came */
+    else if (n != (ssize_t)sizeof magic)
+        magic = 1;
+    return magic == 0 && clock_gettime(CLOCK_REALTIME, &now) == 0 && now.tv_sec - st->st_mtim.tv_sec > 10;
+}
+
 /* The name is taken. Take it over only if it is ours (see the top);
  * otherwise set *why and return -1, with *foreign set when it is the
  * region of another pid namespace's process: hl_region_open then tries a
@@ -137,6 +155,18 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
         return -1;
     }
     struct hl_header h;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1 &&
+        (st.st_mode & 0777) == 0600 && abandoned(fd, &st)) {
+        close(fd); /* a process with our pid died making it */
+        if (unlink(path) != 0 && errno != ENOENT) {
+            *why = errno_text(errno);
+            return -1;
+        }
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+            *why = errno_text(errno);
+        return fd;
+    }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 ||
         (st.st_mode & 0777) != 0600 || st.st_size < (off_t)sizeof h ||
         pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != HL_MAGIC || h.pid != pid) {
@@ -340,23 +370,27 @@ static void fork_start(const struct hl_counters *totals, uint64_t peak)
     r->peak_live = peak > (uint64_t)live ? peak : (uint64_t)live;
 }
 
+/* The map lock before the objects' table: a thread interrupted inside
+ * its own mmap (holding the map lock) by a handler that forks must get
+ * past both, while another forking thread that holds the table waits for
+ * the map lock (TestMapForkFromHandler hung with the other order). */
 static void fork_prepare(void)
 {
-    hl_objects_fork_prepare();
     hl_mapped_fork_prepare();
+    hl_objects_fork_prepare();
     fork_take(&fork_totals, &fork_peak);
 }
 
 static void fork_parent(void)
 {
-    hl_mapped_fork_done();
     hl_objects_fork_done();
+    hl_mapped_fork_done();
 }
 
 static void fork_child(void)
 {
-    hl_mapped_fork_done();
     hl_objects_fork_done();
+    hl_mapped_fork_done();
     fork_start(&fork_totals, fork_peak);
 }
 
@@ -377,12 +411,12 @@ pid_t hl_fork_unhandled(void)
     }
     struct hl_counters totals = {0};
     uint64_t peak = 0;
+    hl_mapped_fork_prepare(); /* in fork_prepare's order */
     hl_objects_fork_prepare();
-    hl_mapped_fork_prepare();
     fork_take(&totals, &peak);
     pid_t pid = next_Fork();
-    hl_mapped_fork_done();
     hl_objects_fork_done();
+    hl_mapped_fork_done();
     if (pid == 0)
         fork_start(&totals, peak);
     return pid;

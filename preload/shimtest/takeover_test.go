@@ -138,3 +138,47 @@ func TestExecTakeOverLocked(t *testing.T) {
 		})
 	}
 }
+
+// A region file whose header was never stored (its maker, a process with
+// this pid, killed between creating it and writing the header) is taken
+// over once it is old, instead of leaving every later process given that
+// pid unprofiled: such a file, 1.7 MB of zeros, once failed
+// TestForkChildrenNeverHang. A fresh one may be a region being made, by a
+// process with this pid in another pid namespace: it is left alone, and
+// the program runs unprofiled with one line.
+func TestAbandonedRegionTaken(t *testing.T) {
+	lib := testkit.Shim(t)
+	for _, c := range []struct {
+		name string
+		age  int // seconds
+		took bool
+	}{{"a minute old", 60, true}, {"just made", 0, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			// The shell makes the file at its own pid's name, then execs
+			// the program under the shim, which keeps that pid.
+			script := `f=/dev/shm/heapline.$$; : > "$f"; chmod 600 "$f"; touch -d "@$(( $(date +%s) - $2 ))" "$f"; LD_PRELOAD="$1" exec /bin/true`
+			cmd := exec.Command("sh", "-c", script, "sh", lib, strconv.Itoa(c.age))
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "HEAPLINE_") && !strings.HasPrefix(kv, "LD_PRELOAD=") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%v\n%s", err, stderr.String())
+			}
+			path := "/dev/shm/heapline." + strconv.Itoa(cmd.Process.Pid)
+			_, statErr := os.Stat(path)
+			os.Remove(path)
+			got := stderr.String()
+			if c.took {
+				if !strings.Contains(got, "] /bin/true: ") || strings.Contains(got, "unprofiled") || statErr == nil {
+					t.Errorf("want the summary of a profiled run, its region removed at exit; stderr %q, region %v", got, statErr)
+				}
+			} else if want := "a file that is not this process's region is at that name; running unprofiled\n"; !strings.HasSuffix(got, want) || strings.Count(got, "\n") != 1 || statErr != nil {
+				t.Errorf("stderr %q, want one line ending %q; the file left (%v)", got, want, statErr)
+			}
+		})
+	}
+}
