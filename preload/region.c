@@ -23,6 +23,25 @@
 #include <sys/syscall.h>
 #include "shim.h"
 
+/* The one check of what a region file holds, for region.c's takeover,
+ * reap.c's dead regions and summary.c's parent: each adds the fields it
+ * judges by (the start time, the namespace, the link count). */
+
+/* fd is a file we could have made a region in: a regular file of our
+ * uid, mode 0600. */
+int hl_region_file_ours(int fd, struct stat *st)
+{
+    return fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_uid == geteuid() && (st->st_mode & 0777) == 0600;
+}
+
+/* The header at fd's start, read into *h, is a whole region header of
+ * process pid (a pid in the namespace h->pid_ns names). */
+int hl_region_header_of(int fd, struct hl_header *h, uint64_t pid)
+{
+    return pread(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h && h->magic == HL_MAGIC &&
+           (uint64_t)(uint32_t)h->pid == pid;
+}
+
 
 struct hl_header *hl_region;
 static size_t region_len;
@@ -137,9 +156,7 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
         return -1;
     }
     struct hl_header h;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 ||
-        (st.st_mode & 0777) != 0600 || st.st_size < (off_t)sizeof h ||
-        pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != HL_MAGIC || h.pid != pid) {
+    if (!hl_region_file_ours(fd, &st) || st.st_nlink != 1 || !hl_region_header_of(fd, &h, (uint64_t)pid)) {
         close(fd);
         *why = "a file that is not this process's region is at that name";
         return -1;

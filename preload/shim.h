@@ -211,6 +211,9 @@ void hl_region_unlink_own(void);
 size_t hl_region_len(void);
 int  hl_forked_child(void);
 uint64_t hl_now_ns(void);
+struct stat;
+int  hl_region_file_ours(int fd, struct stat *st); /* a regular file of our uid, mode 0600 */
+int  hl_region_header_of(int fd, struct hl_header *h, uint64_t pid); /* reads a whole header of process pid */
 
 /* reap.c */
 void hl_reap_dead(uint64_t ns); /* at start: dead regions beyond the newest few go */
