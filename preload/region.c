@@ -10,7 +10,6 @@
  * names another pid namespace: then the same pid is another process's, and
  * ours is /dev/shm/heapline.<pid>.<our pid namespace's inode>.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -382,13 +381,11 @@ static void fork_child(void)
  * (override.c's _Fork comes here) does what the handlers do, with the
  * totals on its stack. glibc's own fork calls its _Fork directly, not
  * through us. */
-static pid_t (*next_Fork)(void);
-
 pid_t hl_fork_unhandled(void)
 {
-    if (next_Fork == NULL)
+    if (hl_next_sys.fork == NULL)
         hl_boot();
-    if (next_Fork == NULL) {
+    if (hl_next_sys.fork == NULL) {
         errno = ENOSYS;
         return -1;
     }
@@ -397,7 +394,7 @@ pid_t hl_fork_unhandled(void)
     hl_objects_fork_prepare();
     hl_mapped_fork_prepare();
     fork_take(&totals, &peak);
-    pid_t pid = next_Fork();
+    pid_t pid = hl_next_sys.fork();
     hl_mapped_fork_done();
     hl_objects_fork_done();
     if (pid == 0)
@@ -405,7 +402,6 @@ pid_t hl_fork_unhandled(void)
     return pid;
 }
 
-void hl_fork_resolve(void) { *(void **)&next_Fork = dlsym(RTLD_NEXT, "_Fork"); }
 
 void hl_fork_init(void)
 {
