@@ -26,6 +26,7 @@
 static void *b_next_malloc(size_t n);
 struct hl_fns hl_next = {.malloc = b_next_malloc};
 static void *(*real_malloc)(size_t); /* during boot, while hl_next.malloc is the bootstrap's */
+struct hl_sys_fns hl_next_sys;
 
 // ---- bootstrap pool -------------------------------------------------------------
 
@@ -243,6 +244,17 @@ static void *fb_pvalloc(size_t n)
     return via_posix_memalign(page, rounded ? rounded : page);
 }
 
+void hl_sys_resolve(void)
+{
+    *(void **)&hl_next_sys.mmap = dlsym(RTLD_NEXT, "mmap");
+    *(void **)&hl_next_sys.munmap = dlsym(RTLD_NEXT, "munmap");
+    *(void **)&hl_next_sys.mremap = dlsym(RTLD_NEXT, "mremap");
+    *(void **)&hl_next_sys.mprotect = dlsym(RTLD_NEXT, "mprotect");
+    *(void **)&hl_next_sys.fork = dlsym(RTLD_NEXT, "_Fork");
+    *(void **)&hl_next_sys.dlclose = dlsym(RTLD_NEXT, "dlclose");
+}
+
+/* Every function after us that we forward to, here only. */
 static void resolve(void)
 {
     /* not into hl_next.malloc: the exported malloc calls that, and must
@@ -315,8 +327,7 @@ static void boot(void)
     int saved = errno;
     hl_stderr_note();
     resolve(); /* the booting thread's own calls keep getting the pool until the region is made */
-    hl_fork_resolve();
-    hl_mapped_resolve();
+    hl_sys_resolve();
     hl_config_read();
     const char *why = unserved();
     if (why != NULL) {

@@ -29,7 +29,6 @@
  * that maps memory while its thread holds the lock passes through too,
  * uncounted (docs/shim.md).
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <sched.h>
@@ -56,10 +55,6 @@ static int table_broken; /* could not grow: counting stopped, said once */
 static uint64_t mapped, peak, mappings;
 static uintptr_t lock_owner; /* the holder's &hl_self, 0 when free */
 
-static void *(*next_mmap)(void *, size_t, int, int, int, off_t);
-static int (*next_munmap)(void *, size_t);
-static void *(*next_mremap)(void *, size_t, size_t, int, ...);
-static int (*next_mprotect)(void *, size_t, int);
 
 /* The allocator whose maps are its blocks (see the top): its objects'
  * address ranges, set at boot. */
@@ -289,22 +284,14 @@ void hl_mapped_skip(const void *fn)
     map_leave();
 }
 
-void hl_mapped_resolve(void)
-{
-    *(void **)&next_mmap = dlsym(RTLD_NEXT, "mmap");
-    *(void **)&next_munmap = dlsym(RTLD_NEXT, "munmap");
-    *(void **)&next_mremap = dlsym(RTLD_NEXT, "mremap");
-    *(void **)&next_mprotect = dlsym(RTLD_NEXT, "mprotect");
-}
-
 // ---- override ---------------------------------------------------------------------
 /* Before boot has resolved the next functions (the loader and early
  * constructors), the system calls themselves. */
 
 static void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-    if (next_mmap != NULL)
-        return next_mmap(addr, len, prot, flags, fd, off);
+    if (hl_next_sys.mmap != NULL)
+        return hl_next_sys.mmap(addr, len, prot, flags, fd, off);
     long p = syscall(SYS_mmap, addr, len, prot, flags, fd, off);
     return p == -1 ? MAP_FAILED : (void *)p;
 }
@@ -341,7 +328,7 @@ void *hl_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, co
 int hl_munmap(void *addr, size_t len, const void *ret)
 {
     int mine = counts_caller(ret) && map_enter();
-    int rc = next_munmap != NULL ? next_munmap(addr, len) : (int)syscall(SYS_munmap, addr, len);
+    int rc = hl_next_sys.munmap != NULL ? hl_next_sys.munmap(addr, len) : (int)syscall(SYS_munmap, addr, len);
     if (mine) {
         if (rc == 0)
             update((uintptr_t)addr, page_up((uintptr_t)addr + len), NONE, REPLACE, 0);
@@ -353,7 +340,7 @@ int hl_munmap(void *addr, size_t len, const void *ret)
 void *hl_mremap(void *old, size_t old_len, size_t new_len, int flags, void *want, const void *ret)
 {
     int mine = counts_caller(ret) && map_enter();
-    void *p = next_mremap != NULL ? next_mremap(old, old_len, new_len, flags, want)
+    void *p = hl_next_sys.mremap != NULL ? hl_next_sys.mremap(old, old_len, new_len, flags, want)
                                   : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, want);
     if (mine) {
         if (p != MAP_FAILED) {
@@ -376,7 +363,7 @@ void *hl_mremap(void *old, size_t old_len, size_t new_len, int flags, void *want
 int hl_mprotect(void *addr, size_t len, int prot, const void *ret)
 {
     int mine = counts_caller(ret) && map_enter();
-    int rc = next_mprotect != NULL ? next_mprotect(addr, len, prot) : (int)syscall(SYS_mprotect, addr, len, prot);
+    int rc = hl_next_sys.mprotect != NULL ? hl_next_sys.mprotect(addr, len, prot) : (int)syscall(SYS_mprotect, addr, len, prot);
     if (mine) {
         if (rc == 0)
             update((uintptr_t)addr, page_up((uintptr_t)addr + len), prot == PROT_NONE ? RESERVED : COUNTED, RETYPE, 0);

@@ -113,13 +113,11 @@ HL_EXPORT void _Exit(int status) { _exit(status); }
 /* An object dlclose unmaps leaves its addresses to the next one loaded
  * there: the unwinder's cached rules for them go stale, and so does the
  * table of objects (objects.c). */
-static int (*next_dlclose)(void *);
-
 HL_EXPORT int dlclose(void *handle)
 {
-    if (HL_UNLIKELY(next_dlclose == NULL))
-        *(void **)&next_dlclose = dlsym(RTLD_NEXT, "dlclose");
-    int r = next_dlclose(handle);
+    if (HL_UNLIKELY(hl_next_sys.dlclose == NULL)) /* before boot */
+        hl_sys_resolve();
+    int r = hl_next_sys.dlclose(handle);
     hl_objects_forget();
     hl_unwind_forget();
     return r;

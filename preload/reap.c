@@ -69,8 +69,7 @@ static int open_dead(int dir, const char *name, pid_t pid, uint64_t ns, uint64_t
         return -1;
     struct stat st;
     struct hl_header h;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 0777) != 0600 ||
-        pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != HL_MAGIC || h.pid != pid || h.pid_ns != ns) {
+    if (!hl_region_file_ours(fd, &st) || !hl_region_header_of(fd, &h, (uint64_t)pid) || h.pid_ns != ns) {
         close(fd);
         return -1;
     }

@@ -10,7 +10,6 @@
  * names another pid namespace: then the same pid is another process's, and
  * ours is /dev/shm/heapline.<pid>.<our pid namespace's inode>.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -22,6 +21,25 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include "shim.h"
+
+/* The one check of what a region file holds, for region.c's takeover,
+ * reap.c's dead regions and summary.c's parent: each adds the fields it
+ * judges by (the start time, the namespace, the link count). */
+
+/* fd is a file we could have made a region in: a regular file of our
+ * uid, mode 0600. */
+int hl_region_file_ours(int fd, struct stat *st)
+{
+    return fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_uid == geteuid() && (st->st_mode & 0777) == 0600;
+}
+
+/* The header at fd's start, read into *h, is a whole region header of
+ * process pid (a pid in the namespace h->pid_ns names). */
+int hl_region_header_of(int fd, struct hl_header *h, uint64_t pid)
+{
+    return pread(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h && h->magic == HL_MAGIC &&
+           (uint64_t)(uint32_t)h->pid == pid;
+}
 
 
 struct hl_header *hl_region;
@@ -155,8 +173,7 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
         return -1;
     }
     struct hl_header h;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1 &&
-        (st.st_mode & 0777) == 0600 && abandoned(fd, &st)) {
+    if (hl_region_file_ours(fd, &st) && st.st_nlink == 1 && abandoned(fd, &st)) {
         close(fd); /* a process with our pid died making it */
         if (unlink(path) != 0 && errno != ENOENT) {
             *why = errno_text(errno);
@@ -167,9 +184,7 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
             *why = errno_text(errno);
         return fd;
     }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 ||
-        (st.st_mode & 0777) != 0600 || st.st_size < (off_t)sizeof h ||
-        pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != HL_MAGIC || h.pid != pid) {
+    if (!hl_region_file_ours(fd, &st) || st.st_nlink != 1 || !hl_region_header_of(fd, &h, (uint64_t)pid)) {
         close(fd);
         *why = "a file that is not this process's region is at that name";
         return -1;
@@ -399,13 +414,11 @@ static void fork_child(void)
  * (override.c's _Fork comes here) does what the handlers do, with the
  * totals on its stack. glibc's own fork calls its _Fork directly, not
  * through us. */
-static pid_t (*next_Fork)(void);
-
 pid_t hl_fork_unhandled(void)
 {
-    if (next_Fork == NULL)
+    if (hl_next_sys.fork == NULL)
         hl_boot();
-    if (next_Fork == NULL) {
+    if (hl_next_sys.fork == NULL) {
         errno = ENOSYS;
         return -1;
     }
@@ -414,7 +427,7 @@ pid_t hl_fork_unhandled(void)
     hl_mapped_fork_prepare(); /* in fork_prepare's order */
     hl_objects_fork_prepare();
     fork_take(&totals, &peak);
-    pid_t pid = next_Fork();
+    pid_t pid = hl_next_sys.fork();
     hl_objects_fork_done();
     hl_mapped_fork_done();
     if (pid == 0)
@@ -422,7 +435,6 @@ pid_t hl_fork_unhandled(void)
     return pid;
 }
 
-void hl_fork_resolve(void) { *(void **)&next_Fork = dlsym(RTLD_NEXT, "_Fork"); }
 
 void hl_fork_init(void)
 {

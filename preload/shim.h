@@ -40,6 +40,19 @@ struct hl_fns {
 };
 #define HL_HIDDEN __attribute__((visibility("hidden")))
 extern HL_HIDDEN struct hl_fns hl_next;
+/* The other functions we wrap, as the object after us defines them:
+ * resolved with hl_next, in one place (boot.c's resolve); NULL before
+ * then, and where nothing after us defines one. */
+struct hl_sys_fns {
+    void *(*mmap)(void *, size_t, int, int, int, off_t);
+    int   (*munmap)(void *, size_t);
+    void *(*mremap)(void *, size_t, size_t, int, ...);
+    int   (*mprotect)(void *, size_t, int);
+    pid_t (*fork)(void); /* _Fork (region.c) */
+    int   (*dlclose)(void *);
+};
+extern HL_HIDDEN struct hl_sys_fns hl_next_sys;
+void hl_sys_resolve(void); /* boot.c: hl_next_sys; again from a wrapper called before boot */
 extern HL_HIDDEN struct hl_fns hl_impl;
 extern HL_HIDDEN const struct hl_fns hl_glibc_fns, hl_generic_fns;
 /* What the shim does, chosen once at boot (boot.c), or off later (a fork
@@ -204,19 +217,20 @@ void hl_peak_sampled(size_t usable); /* profile.c, after a sample is recorded: i
 /* region.c */
 int  hl_region_open(void);
 void hl_fork_init(void);
-void hl_fork_resolve(void); /* at boot: the next _Fork, which region.c's wraps */
 pid_t hl_fork_unhandled(void); /* _Fork: a fork without atfork handlers, that still gives the child a region */
 uint64_t hl_pid_ns(void);    /* our pid namespace's inode, 0 if /proc cannot say */
 void hl_region_unlink_own(void);
 size_t hl_region_len(void);
 int  hl_forked_child(void);
 uint64_t hl_now_ns(void);
+struct stat;
+int  hl_region_file_ours(int fd, struct stat *st); /* a regular file of our uid, mode 0600 */
+int  hl_region_header_of(int fd, struct hl_header *h, uint64_t pid); /* reads a whole header of process pid */
 
 /* reap.c */
 void hl_reap_dead(uint64_t ns); /* at start: dead regions beyond the newest few go */
 
 /* mapped.c */
-void hl_mapped_resolve(void);        /* at boot: the next mmap family */
 /* The exported mmap family's work (override.c): ret is the caller's return address. */
 void *hl_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, const void *ret);
 int hl_munmap(void *addr, size_t len, const void *ret);

@@ -247,10 +247,9 @@ static int live_region_of(const char *path, uint64_t pid, uint64_t ticks, uint64
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    ssize_t got = pread(fd, &h, sizeof h, 0);
+    int ours = hl_region_header_of(fd, &h, pid);
     close(fd);
-    return got == (ssize_t)sizeof h && h.magic == HL_MAGIC && (uint64_t)(uint32_t)h.pid == pid &&
-           h.start_ticks == ticks && h.pid_ns == ns && !(__atomic_load_n(&h.flags, __ATOMIC_RELAXED) & HL_FLAG_EXITED);
+    return ours && h.start_ticks == ticks && h.pid_ns == ns && !(__atomic_load_n(&h.flags, __ATOMIC_RELAXED) & HL_FLAG_EXITED);
 }
 
 /* Our parent runs the shim. The parent is read through /proc: its pid
