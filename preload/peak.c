@@ -43,6 +43,15 @@ static uint64_t step_of(uint64_t live)
     return s > HL_PEAK_STEP_MIN ? s : HL_PEAK_STEP_MIN;
 }
 
+/* Everything counted now: malloc's published total and pymalloc's
+ * blocks. The py_* words are plain adds under the GIL: a torn read is
+ * impossible (aligned words), a stale one is within the copy's error. */
+static int64_t counted(const struct hl_header *r)
+{
+    return __atomic_load_n(&r->published_live, RELAXED) +
+           (int64_t)(__atomic_load_n(&r->py_alloc_bytes, RELAXED) - __atomic_load_n(&r->py_free_bytes, RELAXED));
+}
+
 /* Copy every stack's inuse bytes into its peak_bytes. */
 static void copy(struct hl_header *r)
 {
@@ -76,11 +85,16 @@ void hl_peak_arena(const void *start, size_t size)
     r->sample_arena_size = size;
 }
 
-/* The published total reached live, a new peak. */
+/* malloc's published total reached a new peak: copy if everything
+ * counted is a step past the last copy. */
 void hl_peak_copy(struct hl_header *r, int64_t live)
 {
     if (r->prof_offset == 0)
         return; /* sampling is off: no table */
+    (void)live; /* the heap is everything counted, read again here */
+    live = counted(r);
+    if (live <= 0)
+        return;
     for (;;) {
         uint64_t seq = __atomic_load_n(&r->peak_copy_seq, RELAXED);
         if ((seq & 1) || (uint64_t)live < __atomic_load_n(&r->peak_copy_next, RELAXED))
@@ -99,7 +113,7 @@ void hl_peak_copy(struct hl_header *r, int64_t live)
         mine = r->peak_copies;
         /* Rises that other threads published during the copy skipped it:
          * if the total is past the next step already, copy again. */
-        int64_t now = __atomic_load_n(&r->published_live, RELAXED);
+        int64_t now = counted(r);
         if ((uint64_t)now < (uint64_t)live + step || now <= 0)
             return;
         live = now;
@@ -120,7 +134,7 @@ void hl_peak_sampled(size_t usable)
     if (usable < __atomic_load_n(&r->peak_copy_step, RELAXED) / 16)
         return;
     uint64_t seq = __atomic_load_n(&r->peak_copy_seq, RELAXED);
-    int64_t now = __atomic_load_n(&r->published_live, RELAXED);
+    int64_t now = counted(r);
     if ((seq & 1) || __atomic_load_n(&r->peak_copies, RELAXED) != m ||
         now <= 0 || (uint64_t)now < __atomic_load_n(&r->peak_copy_live, RELAXED))
         return;
@@ -131,4 +145,13 @@ void hl_peak_sampled(size_t usable)
     __atomic_store_n(&r->peak_copy_live, (uint64_t)now, RELAXED);
     __atomic_store_n(&r->peak_copy_ns, hl_now_ns(), RELAXED);
     __atomic_store_n(&r->peak_copy_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* pymalloc.c, where it samples: pymalloc's blocks may have raised
+ * everything counted past the next copy's mark. */
+void hl_peak_py(void)
+{
+    struct hl_header *r = hl_region;
+    if (r != NULL && (uint64_t)counted(r) >= __atomic_load_n(&r->peak_copy_next, RELAXED))
+        hl_peak_copy(r, 0);
 }

@@ -257,6 +257,7 @@ static int64_t left = INT64_MAX;
 static HL_COLD void *sample(const pymem_allocator *o, void *p, size_t size, int zero)
 {
     left = (int64_t)hl_sample_gap();
+    hl_peak_py(); /* the peak is everything counted (peak.c) */
     if (p == NULL)
         return NULL;
     void *q = hl_sample_object(size);

@@ -212,6 +212,7 @@ void hl_peak_update(struct hl_header *r, int64_t live);
 /* peak.c */
 void hl_peak_copy(struct hl_header *r, int64_t live); /* a new peak: copy the stacks' inuse if a step past the last */
 void hl_peak_arena(const void *start, size_t size); /* profile.c, at boot: the sample arena's range, for readers of smaps */
+void hl_peak_py(void); /* pymalloc.c, where it samples: a copy if pymalloc's blocks raised the heap a step */
 void hl_peak_sampled(size_t usable); /* profile.c, after a sample is recorded: it may belong in the copy just taken */
 
 /* region.c */

@@ -52,8 +52,7 @@ static HL_NOINLINE void peak_raise(struct hl_header *r, uint64_t live, uint64_t 
 {
     while (live > cur)
         if (__atomic_compare_exchange_n(&r->peak_live, &cur, live, 1, RELAXED, RELAXED)) {
-            if (live >= __atomic_load_n(&r->peak_copy_next, RELAXED))
-                hl_peak_copy(r, (int64_t)live);
+            hl_peak_copy(r, (int64_t)live); /* it judges with pymalloc's blocks in (peak.c) */
             return;
         }
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,7 +149,19 @@ func TestMissingSummaryWarning(t *testing.T) {
 	}
 	lib := testkit.Shim(t)
 	job := plan(t, Spec{Scenario: "static", Argv: []string{"sh", "-c", "exec /sbin/ldconfig -p"}, Lib: lib})
+	before, _ := filepath.Glob("/dev/shm/heapline.*")
 	res, err := measure(t, job, Options{Runs: 1})
+	// sh made a region, then exec'd a program that does not load the shim
+	// and cannot end it: remove the new ones that name this command.
+	after, _ := filepath.Glob("/dev/shm/heapline.*")
+	for _, p := range after {
+		if slices.Contains(before, p) {
+			continue
+		}
+		if b, _ := os.ReadFile(p); len(b) > 512 && strings.HasPrefix(string(b[256:512]), "sh -c exec /sbin/ldconfig -p\x00") {
+			_ = os.Remove(p)
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
