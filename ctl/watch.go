@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/pyheap"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
@@ -183,7 +184,7 @@ func (w *watcher) poll() error {
 			// Keyed as update keys it: by the pid we know the process by,
 			// which for another pid namespace's is not its name's.
 			seen[ent.Summary.PID] = true
-			w.update(ent.Summary)
+			w.update(withPyLive(ent))
 		}
 	}
 	for _, pid := range w.order {
@@ -217,9 +218,24 @@ func (w *watcher) pollOne(first bool) error {
 		w.update(ent.Summary)
 		w.end(w.pid)
 	default:
-		w.update(ent.Summary)
+		w.update(withPyLive(ent))
 	}
 	return nil
+}
+
+// withPyLive is ent's summary with Python's live objects read from its
+// pools' headers (package pyheap), as show has them: the region holds only
+// the arena table, and the shim counts nothing per object by default.
+// A read that fails leaves them out; the PYTHON column then says "–".
+func withPyLive(ent regions.Entry) report.Summary {
+	s := ent.Summary
+	if len(ent.PyArenas.Addrs) == 0 {
+		return s
+	}
+	if l, err := pyheap.ReadLive(ent.Proc, ent.PyArenas); err == nil {
+		s.PyLiveObjects, s.PyPoolBytes = l.Blocks, l.Bytes
+	}
+	return s
 }
 
 func (w *watcher) update(s report.Summary) {

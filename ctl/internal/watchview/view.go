@@ -8,6 +8,7 @@ package watchview
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +67,7 @@ var Columns = []Column{
 // CPython's, where it would be "–" on every row otherwise.
 func shown(rows []Row) []Column {
 	for _, r := range rows {
-		if r.S.PyAllocs > 0 {
+		if r.S.PyAllocs > 0 || r.S.PyLiveObjects > 0 {
 			return Columns
 		}
 	}
@@ -79,13 +80,18 @@ func shown(rows []Row) []Column {
 	return out
 }
 
-// pyObjects is the PYTHON column: CPython's small objects live, "–" for
-// a program that is not one.
+// pyObjects is the PYTHON column: the bytes of CPython's small objects
+// live, read from pymalloc's pool headers (py_live_bytes in show --json),
+// which need no per-object cost; failing those, the sampled counters of
+// HEAPLINE_PYMALLOC=1; "–" for a program that is neither.
 func pyObjects(s report.Summary) string {
-	if s.PyAllocs == 0 {
-		return "–"
+	switch {
+	case s.PyLiveObjects > 0:
+		return report.Bytes(int64(min(s.PyPoolBytes, math.MaxInt64)))
+	case s.PyAllocs > 0:
+		return report.Bytes(s.PyLiveBytes())
 	}
-	return report.Bytes(s.PyLiveBytes())
+	return "–"
 }
 
 // rssCell is the RSS column: "–" before the resident set was read.

@@ -68,3 +68,25 @@ func TestTableHeight(t *testing.T) {
 		t.Errorf("%d lines, last %q", len(lines), lines[len(lines)-1])
 	}
 }
+
+// PYTHON is the live objects' bytes from pymalloc's pool headers (what
+// show --json has as py_live_bytes), shown with no HEAPLINE_PYMALLOC;
+// the sampled counters only when the pools were not read; "–" otherwise.
+func TestPythonColumn(t *testing.T) {
+	rs := rows(3)
+	rs[0].S.PyLiveObjects, rs[0].S.PyPoolBytes = 1000, 3<<20
+	rs[1].S.PyAllocs, rs[1].S.PyAllocatedBytes, rs[1].S.PyFreedBytes = 10, 5<<20, 3<<20
+	rs[0].S.PID, rs[1].S.PID, rs[2].S.PID = 100, 101, 102
+	lines := Table(rs, 60, 200, 24)
+	if !strings.Contains(lines[0], "PYTHON") {
+		t.Fatalf("header %q has no PYTHON", lines[0])
+	}
+	for i, want := range []string{"3.0 MiB", "2.0 MiB", "–"} {
+		if got := pyObjects(rs[i].S); got != want {
+			t.Errorf("row %d: PYTHON %q, want %q", i, got, want)
+		}
+	}
+	if !strings.Contains(lines[1], "3.0 MiB") {
+		t.Errorf("row %q does not show the pools' 3.0 MiB", lines[1])
+	}
+}
