@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# instructions-chroot.sh LIB [SUITE]: bench/instructions.sh inside Debian
+# SUITE (default bullseye: Debian 11, glibc 2.31) with LIB (a release's
+# libheap.so) preloaded, so the counts are of that system's glibc.
+#
+# The chroot is release/chroot.sh's cached one, used as release/test-dist.sh
+# uses it: an overlay over it in a mount namespace of its own (unshare), so
+# the cache never changes and no mount outlives the run. valgrind is
+# installed into the overlay from Debian's archive (the chroot has gcc);
+# instructions.sh, measure.sh, pair.c and LIB are copied in.
+#
+#   bench/instructions-chroot.sh dist/heapline-VERSION/lib/libheap.so
+set -euo pipefail
+lib=$(realpath "${1:?usage: instructions-chroot.sh LIB [SUITE]}"); suite=${2:-bullseye}
+root=$(cd "$(dirname "$0")/.." && pwd)
+chroot=$("$root/release/chroot.sh" "$suite")
+echo "instructions-chroot.sh: $suite, chroot $chroot" >&2
+unshare --mount --propagation private bash -euo pipefail -s "$chroot" "$root" "$lib" <<'INNER'
+chroot=$1 root=$2 lib=$3
+work=$(mktemp -d /tmp/heapline-instructions.XXXXXX)
+mnt=$work/root
+cleanup() {
+	for m in dev/shm tmp proc; do umount -l "$mnt/$m" 2>/dev/null || true; done
+	umount -l "$mnt" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$mnt" "$work/upper" "$work/work"
+mount -t overlay overlay -o "lowerdir=$chroot,upperdir=$work/upper,workdir=$work/work" "$mnt"
+mount -t proc proc "$mnt/proc"
+mount -t tmpfs tmpfs "$mnt/tmp"
+mkdir -p "$mnt/dev/shm"
+mount -t tmpfs tmpfs "$mnt/dev/shm"
+# The archive's name resolves as it does on the host.
+cp /etc/hosts /etc/resolv.conf "$mnt/etc/"
+inside() { chroot "$mnt" /usr/bin/env -i PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME=/root DEBIAN_FRONTEND=noninteractive "$@"; }
+inside apt-get update -qq >&2
+inside apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+mkdir -p "$mnt/bench/bench" "$mnt/bench/bin"
+cp "$root/bench/instructions.sh" "$root/bench/measure.sh" "$root/bench/pair.c" "$mnt/bench/bench/"
+cp "$lib" "$mnt/bench/bin/libheap.so"
+inside bash -c 'echo "instructions-chroot.sh: $(ldd --version | head -1), $(valgrind --version), $(gcc --version | head -1)" >&2'
+inside bash /bench/bench/instructions.sh
+INNER
