@@ -17,20 +17,9 @@ chroot=$("$root/release/chroot.sh" "$suite")
 echo "instructions-chroot.sh: $suite, chroot $chroot" >&2
 unshare --mount --propagation private bash -euo pipefail -s "$chroot" "$root" "$lib" <<'INNER'
 chroot=$1 root=$2 lib=$3
-work=$(mktemp -d /tmp/heapline-instructions.XXXXXX)
-mnt=$work/root
-cleanup() {
-	for m in dev/shm tmp proc; do umount -l "$mnt/$m" 2>/dev/null || true; done
-	umount -l "$mnt" 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$mnt" "$work/upper" "$work/work"
-mount -t overlay overlay -o "lowerdir=$chroot,upperdir=$work/upper,workdir=$work/work" "$mnt"
-mount -t proc proc "$mnt/proc"
-mount -t tmpfs tmpfs "$mnt/tmp"
-mkdir -p "$mnt/dev/shm"
-mount -t tmpfs tmpfs "$mnt/dev/shm"
+# shellcheck source=../release/overlay.sh
+. "$root/release/overlay.sh"
+overlay_up "$chroot" heapline-instructions
 # The archive's name resolves as it does on the host.
 cp /etc/hosts /etc/resolv.conf "$mnt/etc/"
 inside() { chroot "$mnt" /usr/bin/env -i PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME=/root DEBIAN_FRONTEND=noninteractive "$@"; }

@@ -28,20 +28,9 @@ for suite in ${HEAPLINE_SUITES:-bullseye trixie}; do
 	t0=$(date +%s)
 	if unshare --mount --propagation private bash -euo pipefail -s "$chroot" "$suite" "${debs[0]}" "$root" "$dist/.chroot.test" <<'INNER'
 chroot=$1 suite=$2 deb=$3 root=$4 test=$5
-work=$(mktemp -d /tmp/heapline-test-dist.XXXXXX)
-mnt=$work/root
-cleanup() {
-	for m in dev/shm tmp proc; do umount -l "$mnt/$m" 2>/dev/null || true; done
-	umount -l "$mnt" 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$mnt" "$work/upper" "$work/work"
-mount -t overlay overlay -o "lowerdir=$chroot,upperdir=$work/upper,workdir=$work/work" "$mnt"
-mount -t proc proc "$mnt/proc"
-mount -t tmpfs tmpfs "$mnt/tmp"
-mkdir -p "$mnt/dev/shm"
-mount -t tmpfs tmpfs "$mnt/dev/shm"
+# shellcheck source=../release/overlay.sh
+. "$root/release/overlay.sh"
+overlay_up "$chroot" heapline-test-dist
 cp "$deb" "$mnt/tmp/"
 chroot "$mnt" dpkg -i "/tmp/$(basename "$deb")"
 mkdir -p "$mnt/test"
