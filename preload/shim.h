@@ -302,12 +302,15 @@ struct hl_config {
     char profile[512];    /* HEAPLINE_PROFILE: where the region goes at exit, empty for nowhere */
     int pymalloc;         /* HEAPLINE_PYMALLOC=1: wrap CPython's pymalloc (pymalloc.c); off by default */
     int find_object;      /* HEAPLINE_FIND_OBJECT: HL_FIND_* (objects.c) */
+    int py_read;          /* HEAPLINE_PY_READ: HL_PYREAD_* (python.c) */
 };
 /* HEAPLINE_SUMMARY: off; one line per run (a process whose parent runs
  * the shim stays silent, summary.c); every process's line. */
 enum { HL_SUMMARY_OFF = 0, HL_SUMMARY_ONE = 1, HL_SUMMARY_ALL = 2 };
 /* HEAPLINE_FIND_OBJECT: _dl_find_object where glibc has it, else dl_iterate_phdr; always the latter (tests). */
 enum { HL_FIND_AUTO = 0, HL_FIND_PHDR = 1 };
+/* HEAPLINE_PY_READ: process_vm_readv unless the kernel refuses it, then mincore and a load; always the latter (tests). */
+enum { HL_PYREAD_AUTO = 0, HL_PYREAD_MINCORE = 1 };
 extern struct hl_config hl_config;
 void hl_config_read(void);
 void hl_command_read(char *buf, size_t n);
