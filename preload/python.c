@@ -136,7 +136,7 @@ static int safe_read(long pid, uintptr_t a, void *out, size_t n)
         __atomic_store_n(&by_mincore, 1, RELAXED);
     }
     uintptr_t lo = a & ~(uintptr_t)(page_size - 1), hi = (a + n - 1) & ~(uintptr_t)(page_size - 1);
-    unsigned char vec[2];
+    unsigned char vec[2] = {0, 0}; /* qemu-user reads it as a string first */
     if (syscall(SYS_mincore, lo, hi - lo + (uintptr_t)page_size, vec) != 0)
         return -1;
     for (size_t i = 0; i < n; i++)
