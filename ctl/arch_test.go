@@ -8,7 +8,8 @@ import (
 )
 
 // With TESTKIT_ARCH=arm64 the Python tests run Debian's arm64 python3.11,
-// from the sysroot qemu loads its libraries from (.ci/arm64-sysroot.sh),
+// from the sysroot qemu loads its libraries from (.ci/arm64-sysroot.sh,
+// which also compiles its standard library's bytecode),
 // and only the default way of reading: under qemu-user, which does not
 // implement process_vm_readv, that is the fallback already.
 func init() {
