@@ -27,10 +27,12 @@ go test -count=1 -timeout 20m ./preload/shimtest \
 	-run '^(TestEveryFunction|TestThreadsAcross|TestPeakExact|TestFork|TestExec|TestUnwinderMatchesLibunwind)$'
 # The three-site profile and the sysroot's python3.11 running the Python
 # known-answer profile, each site and function within 5 points, and its
-# threads' samples holding their own Python frames: ctl's
+# threads' samples holding their own Python frames, and pymalloc's live
+# blocks at exit within 1% of CPython's count: ctl's
 # tests built for arm64, so the heapctl they run in-process is arm64's
 # too. qemu-user answers process_vm_readv with ENOSYS: the shim reads
-# CPython's thread states with its fallback (python.c, safe_read).
-GOARCH=arm64 CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc go test -count=1 -timeout 20m ./ctl -run '^(TestProfileShimSites|TestProfilePythonKnown|TestProfilePythonThreads)$'
+# CPython's thread states and pymalloc's pool headers with its fallback
+# (python.c, safe_read).
+GOARCH=arm64 CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc go test -count=1 -timeout 20m ./ctl -run '^(TestProfileShimSites|TestProfilePythonKnown|TestProfilePythonThreads|TestRunPythonLiveAtExit)$'
 # Not here: eBPF.
 echo "test-arm64.sh: $(( $(date +%s) - start )) s under qemu"

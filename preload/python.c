@@ -115,10 +115,32 @@ static inline uint32_t rd32(uintptr_t a) { return *(const volatile uint32_t *)a;
  * Python state and trimming the heap at that instant, while this thread
  * walks the list: at its first sample, or after 64 samples with no state.
  * The frames and what they point to are read directly in both modes:
- * they are the thread's own (hl_py_frames).
+ * they are the thread's own (hl_py_frames). pymalloc.c reads its arenas'
+ * pool headers at exit the same two ways.
  */
 static long page_size = 4096; /* AT_PAGESZ, at boot */
 static int by_mincore;        /* the fallback: process_vm_readv was refused, or HEAPLINE_PY_READ=mincore */
+
+/* Whether reads go by mincore: on, for good, once err (process_vm_readv's
+ * errno after it failed) is a refusal. */
+int hl_py_by_mincore(int err)
+{
+    if (err == ENOSYS || err == EPERM)
+        __atomic_store_n(&by_mincore, 1, RELAXED);
+    return __atomic_load_n(&by_mincore, RELAXED);
+}
+
+/* 0 when every page of [a, a + n) is mapped, by mincore with vec's cap
+ * bytes (one a page, zeroed: qemu-user 7.2 reads it as a string first);
+ * -1 otherwise. */
+int hl_py_mapped(uintptr_t a, size_t n, unsigned char *vec, size_t cap)
+{
+    uintptr_t lo = a & ~(uintptr_t)(page_size - 1), hi = (a + n - 1) & ~(uintptr_t)(page_size - 1);
+    if (n == 0 || a + n < a || (hi - lo) / (uintptr_t)page_size + 1 > cap)
+        return -1;
+    memset(vec, 0, cap);
+    return syscall(SYS_mincore, lo, hi - lo + (uintptr_t)page_size, vec) == 0 ? 0 : -1;
+}
 
 /* n bytes at a (n at most a page), or -1: a read that cannot fault
  * (memory another thread may free), but for the fallback's window. */
@@ -126,18 +148,16 @@ static int safe_read(long pid, uintptr_t a, void *out, size_t n)
 {
     if (a < 4096 || n > (size_t)page_size || a + n < a)
         return -1;
-    if (!__atomic_load_n(&by_mincore, RELAXED)) {
+    if (!hl_py_by_mincore(0)) {
         struct iovec local = {out, n}, remote = {(void *)a, n};
         long got = syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1, 0);
         if (got == (long)n)
             return 0;
-        if (got >= 0 || (errno != ENOSYS && errno != EPERM))
+        if (got >= 0 || !hl_py_by_mincore(errno))
             return -1;
-        __atomic_store_n(&by_mincore, 1, RELAXED);
     }
-    uintptr_t lo = a & ~(uintptr_t)(page_size - 1), hi = (a + n - 1) & ~(uintptr_t)(page_size - 1);
-    unsigned char vec[2] = {0, 0}; /* qemu-user reads it as a string first */
-    if (syscall(SYS_mincore, lo, hi - lo + (uintptr_t)page_size, vec) != 0)
+    unsigned char vec[2];
+    if (hl_py_mapped(a, n, vec, sizeof vec) != 0)
         return -1;
     for (size_t i = 0; i < n; i++)
         ((uint8_t *)out)[i] = ((const volatile uint8_t *)a)[i];
@@ -268,6 +288,9 @@ static int debug_offsets(void)
  * failures may calloc: boot's pool serves them. */
 void hl_py_resolve(void)
 {
+    if (getauxval(AT_PAGESZ) != 0)
+        page_size = (long)getauxval(AT_PAGESZ);
+    by_mincore = hl_config.py_read == HL_PYREAD_MINCORE;
     /* one failed lookup for a program that is not CPython (each costs
      * about 2,000 instructions at start) */
     void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
@@ -279,9 +302,6 @@ void hl_py_resolve(void)
     str_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyUnicode_Type");
     if (eval == NULL || runtime == 0)
         return;
-    if (getauxval(AT_PAGESZ) != 0)
-        page_size = (long)getauxval(AT_PAGESZ);
-    by_mincore = hl_config.py_read == HL_PYREAD_MINCORE;
     hl_py_version = ver != NULL ? (uint32_t)*ver : 1; /* 1: a Python before 3.11 */
     uint32_t minor = hl_py_version >> 16;
     int known = code_type != 0 && str_type != 0;

@@ -279,6 +279,8 @@ void hl_py_resolve(void);                   /* at boot, before the region is mad
 size_t hl_py_codes_size(void);              /* the code table's bytes, 0 without one */
 void hl_py_attach(struct hl_header *r, struct hl_pycode *table);
 int hl_py_frames(uint64_t *frames, int n, int max); /* eval frames -> Python frames; the new count */
+int hl_py_by_mincore(int err);              /* python.c: reads by mincore and a load (err a refusal turns it on) */
+int hl_py_mapped(uintptr_t a, size_t n, unsigned char *vec, size_t cap); /* 0: every page of [a, a+n) mapped */
 
 /* pymalloc.c: pymalloc's blocks, counted and sampled */
 void hl_pymalloc_install(void);             /* from the constructor, before Python runs */
