@@ -34,8 +34,9 @@ func probeSkipArm64(code []byte) int {
 
 // simulatedArm64 reports whether the arm64 kernel simulates the
 // instruction at a probe: the branches and the PC-relative ones, which
-// could not run from the out-of-line slot (simulate-insn.c). Since Linux
-// 6.13 it simulates nop too; harmlessArm64 steps over it either way.
+// could not run from the out-of-line slot (simulate-insn.c). Newer kernels
+// may simulate nop as well (proposed in 2024); harmlessArm64 steps over it
+// either way, so the placement does not depend on the kernel.
 func simulatedArm64(w uint32) bool {
 	switch {
 	case w&0xff000010 == 0x54000000: // b.cond
