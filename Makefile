@@ -41,9 +41,11 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # nodejs and openjdk-17-jdk-headless are the JIT runtimes whose profiles
 # the tests check (ctl/profile_runtimes_test.go: frames by frame pointer,
 # named from their perf maps).
+# libc6-arm64-cross and binutils-aarch64-linux-gnu: bpf's test of the
+# probes' places on Debian's arm64 glibc, against aarch64's objdump.
 BUILD_DEBS :=
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium nodejs openjdk-17-jdk-headless
+DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium nodejs openjdk-17-jdk-headless libc6-arm64-cross binutils-aarch64-linux-gnu
 
 # ---- arm64 ------------------------------------------------------------
 # `make ARCH=arm64` cross-builds libheap.so, heapctl and the helpers for

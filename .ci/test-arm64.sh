@@ -16,6 +16,12 @@ misc=/proc/sys/fs/binfmt_misc
 [ -e $misc/qemu-aarch64 ] || grep -v '^#' /usr/lib/binfmt.d/qemu-aarch64.conf > $misc/register
 grep -qx enabled $misc/qemu-aarch64 || { echo "test-arm64.sh: $misc/qemu-aarch64 is not enabled" >&2; exit 1; }
 
+# eBPF cannot run under qemu-user (docs/ebpf.md): heapctl trace for arm64
+# is only checked to build, with the real tracer (heap.c's arm64 object
+# and its loader), not bpf/other.go's stub.
+go tool nm bin/arm64/heapctl | grep ' T github.com/heapline/heapline/bpf.loadHeap$' >/dev/null ||
+	{ echo "test-arm64.sh: bin/arm64/heapctl has no eBPF tracer (bpf.loadHeap)" >&2; exit 1; }
+
 # Debian's arm64 libc6, libunwind and python3.11 (.ci/arm64-sysroot.sh):
 # qemu loads every program's libraries from it.
 ARM64_SYSROOT=$(.ci/arm64-sysroot.sh)

@@ -27,9 +27,76 @@
  */
 #include <linux/types.h>
 #include <linux/bpf.h>
+#if defined(__TARGET_ARCH_arm64)
+/* arm64's registers as the kernel hands them to a uprobe program (the
+ * uapi struct of asm/ptrace.h, which bpf_tracing.h reads): declared here
+ * because the include path names x86-64's asm headers only. */
+struct user_pt_regs {
+	__u64 regs[31];
+	__u64 sp;
+	__u64 pc;
+	__u64 pstate;
+};
+#else
 #include <asm/ptrace.h>
+#endif
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+
+/*
+ * What differs between the two architectures bpf2go builds this file for
+ * (-target amd64,arm64; it defines __TARGET_ARCH_x86 or __TARGET_ARCH_arm64):
+ * where a function finds its return address at entry, how a direct call
+ * is encoded, and how far the stack pointer moves when a function returns.
+ *
+ * x86-64: `call rel32` (e8 and 4 bytes) pushes the return address at [sp];
+ * `ret` pops it, so the caller's sp is 8 above the callee's entry sp.
+ * aarch64: `bl imm26` (a 4-byte word, top bits 100101) leaves it in x30,
+ * the link register, and sp is the same at entry and after the return.
+ * The probe is never past an instruction that saves or changes x30 or sp
+ * (probeSkip in libc.go), so x30 still holds it there.
+ */
+#if defined(__TARGET_ARCH_arm64)
+#define CALL_LEN 4
+#define RET_POP 0
+#else
+#define CALL_LEN 5
+#define RET_POP 8
+#endif
+
+/* return_address reads the return address of a call at the probe, which
+ * sits at the function's entry (or past instructions that leave it be). */
+static __always_inline int return_address(struct pt_regs *ctx, __u64 *ret)
+{
+#if defined(__TARGET_ARCH_arm64)
+	*ret = PT_REGS_RET(ctx);
+	return 0;
+#else
+	return bpf_probe_read_user(ret, sizeof(*ret), (void *)PT_REGS_SP(ctx));
+#endif
+}
+
+/* call_target returns where the direct call that returns to ret goes, or 0
+ * when the instruction before ret is not one. */
+static __always_inline __u64 call_target(__u64 ret)
+{
+	__u8 insn[CALL_LEN] = {};
+	if (bpf_probe_read_user(insn, sizeof(insn), (void *)(ret - CALL_LEN)) != 0)
+		return 0;
+#if defined(__TARGET_ARCH_arm64)
+	__u32 w = (__u32)insn[0] | (__u32)insn[1] << 8 | (__u32)insn[2] << 16 | (__u32)insn[3] << 24;
+	if ((w & 0xfc000000) != 0x94000000) /* bl */
+		return 0;
+	/* imm26, in words, sign-extended, from the bl itself. */
+	__s64 rel = (__s64)((__s32)(w << 6) >> 6) * 4;
+	return ret - 4 + rel;
+#else
+	if (insn[0] != 0xe8) /* call rel32 */
+		return 0;
+	__s32 rel = (__s32)((__u32)insn[1] | (__u32)insn[2] << 8 | (__u32)insn[3] << 16 | (__u32)insn[4] << 24);
+	return ret + (__s64)rel;
+#endif
+}
 
 char __license[] SEC("license") = "Dual MIT/GPL";
 
@@ -412,7 +479,7 @@ static __always_inline void count_free(struct counters *k, struct call *c, __u64
 
 /*
  * internal reports whether this call comes straight from inside libc with a
- * direct `call rel32` to the function's own address: glibc's malloc code
+ * direct call (`call rel32`, `bl`) to the function's own address: glibc's malloc code
  * calling __libc_malloc or __libc_free by name, bypassing its PLT. An
  * interposer never sees such a call, so neither do we. The one that
  * matters outside an outer allocator call is tcache_thread_shutdown: every
@@ -422,14 +489,10 @@ static __always_inline void count_free(struct counters *k, struct call *c, __u64
 static __always_inline int internal(struct pt_regs *ctx, __u64 skip)
 {
 	__u64 ret = 0;
-	__u8 insn[5] = {};
-	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)) != 0 ||
-	    bpf_probe_read_user(insn, sizeof(insn), (void *)(ret - 5)) != 0)
+	if (return_address(ctx, &ret) != 0)
 		return 0;
-	if (insn[0] != 0xe8)
-		return 0;
-	__s32 rel = (__s32)((__u32)insn[1] | (__u32)insn[2] << 8 | (__u32)insn[3] << 16 | (__u32)insn[4] << 24);
-	return ret + (__s64)rel == PT_REGS_IP(ctx) - skip;
+	__u64 to = call_target(ret);
+	return to != 0 && to == PT_REGS_IP(ctx) - skip;
 }
 
 /* enter records the outermost call of a thread; nested ones are ignored. */
@@ -466,9 +529,10 @@ static __always_inline struct call *leave(struct pt_regs *ctx, __u32 fn)
 	struct call *c = bpf_map_lookup_elem(&calls, &id);
 	if (!c || c->sp == 0 || c->fn != fn)
 		return 0;
-	/* The outermost return pops its return address: sp is above the
-	 * entry's. A nested call returns below it. */
-	if (PT_REGS_SP(ctx) <= c->sp)
+	/* The outermost return leaves sp where the caller had it: RET_POP
+	 * above the entry's (the popped return address on x86-64), equal on
+	 * arm64. A nested call returns below it. */
+	if (PT_REGS_SP(ctx) < c->sp + RET_POP)
 		return 0;
 	c->sp = 0;
 	return c;
@@ -597,7 +661,7 @@ struct {
 } mcalls SEC(".maps");
 
 /* from_libc reports whether the caller is glibc itself: its return address
- * at [sp] is inside libc's span. The cookie of a map-family probe carries
+ * (at [sp] or in x30) is inside libc's span. The cookie of a map-family probe carries
  * the function's ELF address above the fn and skip bytes, so the probe's
  * own address gives libc's load bias. */
 static __always_inline int from_libc(struct pt_regs *ctx, __u64 *ret)
@@ -605,7 +669,7 @@ static __always_inline int from_libc(struct pt_regs *ctx, __u64 *ret)
 	__u64 ck = bpf_get_attach_cookie(ctx);
 	__u64 bias = PT_REGS_IP(ctx) - ((ck >> 8) & 0xff) - (ck >> 16);
 	*ret = 0;
-	if (bpf_probe_read_user(ret, sizeof(*ret), (void *)PT_REGS_SP(ctx)) != 0)
+	if (return_address(ctx, ret) != 0)
 		return 0;
 	return *ret - bias >= libc_lo && *ret - bias < libc_hi;
 }
@@ -668,7 +732,7 @@ static __always_inline int return_map(struct pt_regs *ctx, __u32 fn)
 		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
 	struct mcall *c = bpf_map_lookup_elem(&mcalls, &id);
-	if (!c || c->sp == 0 || c->fn != fn || PT_REGS_SP(ctx) <= c->sp)
+	if (!c || c->sp == 0 || c->fn != fn || PT_REGS_SP(ctx) < c->sp + RET_POP)
 		return 0;
 	c->sp = 0;
 	__u64 rc = PT_REGS_RC(ctx);

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,13 +168,22 @@ func LibcFor(path string, env []string) (string, error) {
 	if p := fromLdconfig(); p != "" {
 		return p, nil
 	}
-	for _, d := range []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"} {
+	for _, d := range []string{"/lib/" + multiarch, "/usr/lib/" + multiarch, "/lib64", "/usr/lib64", "/lib", "/usr/lib"} {
 		if p := filepath.Join(d, "libc.so.6"); isELF(p) {
 			return p, nil
 		}
 	}
 	return "", errors.New("libc.so.6 not found (DT_RPATH, LD_LIBRARY_PATH, DT_RUNPATH, ldconfig -p, /lib, /usr/lib): name it with --libc")
 }
+
+// multiarch is Debian's directory of this architecture's libraries, and
+// ldconfigArch how ldconfig -p names its 64-bit libraries.
+var multiarch, ldconfigArch = func() (string, string) {
+	if runtime.GOARCH == "arm64" {
+		return "aarch64-linux-gnu", "AArch64"
+	}
+	return "x86_64-linux-gnu", "x86-64"
+}()
 
 // searchDirs splits a DT_RPATH or DT_RUNPATH value into directories, with
 // $ORIGIN (the program's directory) expanded as the loader does.
@@ -209,7 +219,7 @@ func isELF(p string) bool {
 	return err == nil && bytes.Equal(b, []byte("\x7fELF"))
 }
 
-// fromLdconfig asks the loader's cache for the 64-bit libc.so.6.
+// fromLdconfig asks the loader's cache for this architecture's libc.so.6.
 func fromLdconfig() string {
 	out, err := exec.Command("ldconfig", "-p").Output()
 	if err != nil {
@@ -220,8 +230,9 @@ func fromLdconfig() string {
 	}
 	for _, line := range strings.Split(string(out), "\n") {
 		// "	libc.so.6 (libc6,x86-64) => /lib/x86_64-linux-gnu/libc.so.6"
+		// "	libc.so.6 (libc6,AArch64) => /lib/aarch64-linux-gnu/libc.so.6"
 		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "libc.so.6 ") || !strings.Contains(line, "x86-64") {
+		if !strings.HasPrefix(line, "libc.so.6 ") || !strings.Contains(line, ldconfigArch) {
 			continue
 		}
 		if _, p, ok := strings.Cut(line, "=> "); ok && isELF(p) {
@@ -302,7 +313,11 @@ func familyOffsets(libc string) (points map[string]probePoint, aliases []string,
 			return nil, nil, span, fmt.Errorf("libc %s: %s at %#x is in no executable segment", libc, name, va)
 		}
 		byAddr[va] = name
-		points[name] = probePoint{offset: off, skip: uint64(probeSkip(code)), vaddr: va}
+		skip := probeSkip(code)
+		if f.Machine == elf.EM_AARCH64 {
+			skip = probeSkipArm64(code)
+		}
+		points[name] = probePoint{offset: off, skip: uint64(skip), vaddr: va}
 	}
 	sort.Strings(aliases)
 	// libc's whole span (heap.c, from_libc): its calls to its own mmap.

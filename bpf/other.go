@@ -1,4 +1,4 @@
-//go:build linux && !amd64
+//go:build linux && !amd64 && !arm64
 
 package bpf
 
@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Tracer is only implemented on amd64: heap.c reads x86-64 registers and
-// the generated objects are built for that target only.
+// Tracer is only implemented on amd64 and arm64: heap.c reads their
+// registers, and bpf2go generates the objects for those targets only.
 type Tracer struct {
 	PID      int
 	Libc     string
@@ -22,25 +22,25 @@ type Mode string
 
 // Attach fails on this architecture.
 func Attach(pid int, libcPath string) (*Tracer, error) {
-	return nil, errors.New("eBPF tracing is only built for amd64")
+	return nil, errors.New("eBPF tracing is only built for amd64 and arm64")
 }
 
 // AttachWith fails on this architecture.
 func AttachWith(pid int, libcPath string, o Options) (*Tracer, error) {
-	return nil, errors.New("eBPF tracing is only built for amd64")
+	return nil, errors.New("eBPF tracing is only built for amd64 and arm64")
 }
 
 func (t *Tracer) Read() (Counts, error) {
-	return Counts{}, errors.New("eBPF tracing is only built for amd64")
+	return Counts{}, errors.New("eBPF tracing is only built for amd64 and arm64")
 }
 func (t *Tracer) Close() error { return nil }
 
 // PerThread is Read by thread; tests of ctl call it, so it exists here.
 func (t *Tracer) PerThread() (map[int]Counts, error) {
-	return nil, errors.New("eBPF tracing is only built for amd64")
+	return nil, errors.New("eBPF tracing is only built for amd64 and arm64")
 }
 
 // ProgramTime is the probes' run time; as PerThread.
 func (t *Tracer) ProgramTime() (time.Duration, uint64, error) {
-	return 0, 0, errors.New("eBPF tracing is only built for amd64")
+	return 0, 0, errors.New("eBPF tracing is only built for amd64 and arm64")
 }
