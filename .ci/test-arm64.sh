@@ -40,5 +40,4 @@ go test -count=1 -timeout 20m ./preload/shimtest \
 # CPython's thread states and pymalloc's pool headers with its fallback
 # (python.c, safe_read).
 GOARCH=arm64 CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc go test -count=1 -timeout 20m ./ctl -run '^(TestProfileShimSites|TestProfilePythonKnown|TestProfilePythonThreads|TestRunPythonLiveAtExit)$'
-# Not here: eBPF.
 echo "test-arm64.sh: $(( $(date +%s) - start )) s under qemu"
