@@ -20,4 +20,13 @@ if [ ! -e "$root/.done" ]; then
 	for d in "$cache/debs-$key"/*.deb; do dpkg-deb -x "$d" "$root.tmp"; done
 	touch "$root.tmp/.done" && rm -rf "$root" && mv "$root.tmp" "$root"
 fi
+# The standard library's bytecode, as Debian's postinst (py3compile) would
+# write it: without it every import compiles under qemu (its writes of
+# __pycache__ land outside the sysroot), and the compiler's distinct
+# stacks fill a profile's stack table. The host's python3.11 writes the
+# same bytecode (it does not depend on the machine).
+if [ ! -e "$root/.pyc" ]; then
+	python3.11 -m compileall -q -j0 -d /usr/lib/python3.11 "$root/usr/lib/python3.11" >/dev/null || true
+	touch "$root/.pyc"
+fi
 echo "$root"

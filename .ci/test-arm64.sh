@@ -31,9 +31,13 @@ start=$(date +%s)
 # (fork, _Fork, exec, threads across), the unwinder against libunwind.
 go test -count=1 -timeout 20m ./preload/shimtest \
 	-run '^(TestEveryFunction|TestThreadsAcross|TestPeakExact|TestFork|TestExec|TestUnwinderMatchesLibunwind)$'
-# The three-site profile, each site within 5 points: ctl's tests built
-# for arm64, so the heapctl they run in-process is arm64's too.
-GOARCH=arm64 CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc go test -count=1 -timeout 20m ./ctl -run '^(TestProfileShimSites)$'
-# Not here: Python frames (the shim reads CPython's structures with
-# process_vm_readv, which qemu-user does not implement: ENOSYS), eBPF.
+# The three-site profile and the sysroot's python3.11 running the Python
+# known-answer profile, each site and function within 5 points, and its
+# threads' samples holding their own Python frames, and pymalloc's live
+# blocks at exit within 1% of CPython's count: ctl's
+# tests built for arm64, so the heapctl they run in-process is arm64's
+# too. qemu-user answers process_vm_readv with ENOSYS: the shim reads
+# CPython's thread states and pymalloc's pool headers with its fallback
+# (python.c, safe_read).
+GOARCH=arm64 CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc go test -count=1 -timeout 20m ./ctl -run '^(TestProfileShimSites|TestProfilePythonKnown|TestProfilePythonThreads|TestRunPythonLiveAtExit)$'
 echo "test-arm64.sh: $(( $(date +%s) - start )) s under qemu"

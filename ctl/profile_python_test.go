@@ -78,78 +78,115 @@ var pyInterpreters = []struct{ name, glob string }{
 	{"pyenv-3.13", "/root/.pyenv/versions/3.13*/bin/python3.13"},
 }
 
-// TestProfilePythonKnown: on each interpreter, each of the three functions'
-// share of alloc_space is within 5 points of what the script allocated,
-// and at least 95% of its bytes are at the line of its allocating
-// statement, the function named by its qualified name in app.py.
+// pyReads are the shim's ways of reading CPython's thread states
+// (HEAPLINE_PY_READ, python.c): process_vm_readv, and the fallback of
+// mincore and a load that a kernel refusing it gets.
+var pyReads = []string{"auto", "mincore"}
+
+// pyEachRead runs f as a subtest for each of pyReads, HEAPLINE_PY_READ set.
+func pyEachRead(t *testing.T, f func(t *testing.T)) {
+	for _, read := range pyReads {
+		t.Run(read, func(t *testing.T) {
+			t.Setenv("HEAPLINE_PY_READ", read)
+			f(t)
+		})
+	}
+}
+
+// TestProfilePythonKnown: on each interpreter, with each way of reading,
+// each of the three functions' share of alloc_space is within 5 points of
+// what the script allocated, and at least 95% of its bytes are at the line
+// of its allocating statement, the function named by its qualified name
+// in app.py.
 func TestProfilePythonKnown(t *testing.T) {
 	lib := testkit.Shim(t)
 	for _, py := range pyInterpreters {
 		t.Run(py.name, func(t *testing.T) {
 			bin := testkit.Interpreter(t, py.glob)
-			dir := t.TempDir()
-			script := filepath.Join(dir, "app.py")
-			if err := os.WriteFile(script, []byte(pyKnownScript), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			t.Setenv("HEAPLINE_SAMPLE", pfSample)
-			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
-			file := filepath.Join(dir, "app.pb.gz")
-			r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script)
-			if r.err != nil {
-				t.Fatalf("%v\n%s", r.err, r.stderr)
-			}
-			want := map[string]float64{}
-			lines := map[string]int64{}
-			for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-				var f string
-				var line int64
-				var share float64
-				if _, err := fmt.Sscan(l, &f, &line, &share); err != nil {
-					t.Fatalf("script's line %q: %v", l, err)
-				}
-				want[f], lines[f] = share, line
-			}
-			if len(want) != 3 {
-				t.Fatalf("script printed %q", r.stdout)
-			}
-			p := pfParse(t, file)
-			var all int64
-			in, atLine := map[string]int64{}, map[string]int64{}
-			for _, s := range p.Sample {
-				all += s.Value[1]
-				for _, l := range s.Location {
-					if len(l.Line) == 0 || l.Line[0].Function.Filename != script {
-						continue
-					}
-					fn := l.Line[0].Function.Name
-					if _, ok := want[fn]; ok {
-						in[fn] += s.Value[1]
-						if l.Line[0].Line == lines[fn] {
-							atLine[fn] += s.Value[1]
-						}
-					}
-					break // the innermost of the script's frames
-				}
-			}
-			for f, w := range want {
-				got := float64(in[f]) / float64(max(all, 1))
-				if d := got - w; d > 0.05 || d < -0.05 {
-					t.Errorf("%s: %.1f%% of alloc_space, want %.1f%% ± 5 points", f, 100*got, 100*w)
-				}
-				if a := float64(atLine[f]) / float64(max(in[f], 1)); a < 0.95 {
-					t.Errorf("%s: %.1f%% of its bytes at app.py:%d, want at least 95%%", f, 100*a, lines[f])
-				}
-				t.Logf("%s app.py:%d: %.1f%% of alloc_space (want %.1f%%)", f, lines[f], 100*got, 100*w)
-			}
+			pyEachRead(t, func(t *testing.T) { pyKnown(t, lib, bin) })
 		})
+	}
+}
+
+// TestProfilePythonSeccomp: the known-answer profile of Debian's python3.11
+// under a seccomp filter that refuses process_vm_readv (ENOSYS, as qemu-user
+// answers, and EPERM, as a container's filter may), installed by a launcher
+// that then execs python: the shim falls back to mincore by itself.
+func TestProfilePythonSeccomp(t *testing.T) {
+	lib := testkit.Shim(t)
+	bin := testkit.Interpreter(t, pyInterpreters[0].glob)
+	launcher := testkit.CC(t, "", "testdata/noreadv.c")
+	for _, errno := range []string{"ENOSYS", "EPERM"} {
+		t.Run(errno, func(t *testing.T) { pyKnown(t, lib, launcher, errno, bin) })
+	}
+}
+
+// pyKnown runs pyKnownScript under heapctl run --profile with cmd (the
+// interpreter, or a launcher and its arguments ending with it) and checks
+// its profile.
+func pyKnown(t *testing.T, lib string, cmd ...string) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "app.py")
+	if err := os.WriteFile(script, []byte(pyKnownScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
+	file := filepath.Join(dir, "app.pb.gz")
+	r := rgHeapctl(t, append(append([]string{"run", "--lib", lib, "--profile", file, "--"}, cmd...), script)...)
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	want := map[string]float64{}
+	lines := map[string]int64{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var f string
+		var line int64
+		var share float64
+		if _, err := fmt.Sscan(l, &f, &line, &share); err != nil {
+			t.Fatalf("script's line %q: %v", l, err)
+		}
+		want[f], lines[f] = share, line
+	}
+	if len(want) != 3 {
+		t.Fatalf("script printed %q", r.stdout)
+	}
+	p := pfParse(t, file)
+	var all int64
+	in, atLine := map[string]int64{}, map[string]int64{}
+	for _, s := range p.Sample {
+		all += s.Value[1]
+		for _, l := range s.Location {
+			if len(l.Line) == 0 || l.Line[0].Function.Filename != script {
+				continue
+			}
+			fn := l.Line[0].Function.Name
+			if _, ok := want[fn]; ok {
+				in[fn] += s.Value[1]
+				if l.Line[0].Line == lines[fn] {
+					atLine[fn] += s.Value[1]
+				}
+			}
+			break // the innermost of the script's frames
+		}
+	}
+	for f, w := range want {
+		got := float64(in[f]) / float64(max(all, 1))
+		if d := got - w; d > 0.05 || d < -0.05 {
+			t.Errorf("%s: %.1f%% of alloc_space, want %.1f%% ± 5 points", f, 100*got, 100*w)
+		}
+		if a := float64(atLine[f]) / float64(max(in[f], 1)); a < 0.95 {
+			t.Errorf("%s: %.1f%% of its bytes at app.py:%d, want at least 95%%", f, 100*a, lines[f])
+		}
+		t.Logf("%s app.py:%d: %.1f%% of alloc_space (want %.1f%%)", f, lines[f], 100*got, 100*w)
 	}
 }
 
 // TestProfilePythonThreads: three threads allocate at once, from a loop, a
 // generator and a coroutine (testdata/pythreads.py). Every sample's Python
 // frames are its own thread's: the generator's under worker_b only, the
-// coroutine's under worker_c only, the loop's under worker_a only.
+// coroutine's under worker_c only, the loop's under worker_a only; with
+// each way of reading the threads' states.
 func TestProfilePythonThreads(t *testing.T) {
 	lib := testkit.Shim(t)
 	script, err := filepath.Abs("testdata/pythreads.py")
@@ -160,43 +197,45 @@ func TestProfilePythonThreads(t *testing.T) {
 	for _, py := range pyInterpreters {
 		t.Run(py.name, func(t *testing.T) {
 			bin := testkit.Interpreter(t, py.glob)
-			t.Setenv("HEAPLINE_SAMPLE", pfSample)
-			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
-			file := filepath.Join(t.TempDir(), "threads.pb.gz")
-			if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
-				t.Fatalf("%v\n%s", r.err, r.stderr)
-			}
-			seen := map[string]int64{} // alloc_space
-			for _, s := range pfParse(t, file).Sample {
-				var names []string
-				for _, l := range s.Location {
-					if len(l.Line) > 0 && l.Line[0].Function.Filename == script {
-						names = append(names, l.Line[0].Function.Name)
+			pyEachRead(t, func(t *testing.T) {
+				t.Setenv("HEAPLINE_SAMPLE", pfSample)
+				t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
+				file := filepath.Join(t.TempDir(), "threads.pb.gz")
+				if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
+					t.Fatalf("%v\n%s", r.err, r.stderr)
+				}
+				seen := map[string]int64{} // alloc_space
+				for _, s := range pfParse(t, file).Sample {
+					var names []string
+					for _, l := range s.Location {
+						if len(l.Line) > 0 && l.Line[0].Function.Filename == script {
+							names = append(names, l.Line[0].Function.Name)
+						}
 					}
-				}
-				if len(names) == 0 {
-					continue
-				}
-				want, ok := owner[names[0]]
-				if !ok {
-					continue
-				}
-				seen[names[0]] += s.Value[1]
-				for w := range owner {
-					if w == names[0] || !strings.HasPrefix(w, "worker_") {
+					if len(names) == 0 {
 						continue
 					}
-					if slicesContains(names, w) != (w == want) {
-						t.Errorf("%s's sample: stack %v, want %s in it and no other worker", names[0], names, want)
-						break
+					want, ok := owner[names[0]]
+					if !ok {
+						continue
+					}
+					seen[names[0]] += s.Value[1]
+					for w := range owner {
+						if w == names[0] || !strings.HasPrefix(w, "worker_") {
+							continue
+						}
+						if slicesContains(names, w) != (w == want) {
+							t.Errorf("%s's sample: stack %v, want %s in it and no other worker", names[0], names, want)
+							break
+						}
 					}
 				}
-			}
-			for f := range owner {
-				if seen[f] < 8<<20 {
-					t.Errorf("%s: %d bytes of alloc_space, want at least 8 MiB (%v)", f, seen[f], seen)
+				for f := range owner {
+					if seen[f] < 8<<20 {
+						t.Errorf("%s: %d bytes of alloc_space, want at least 8 MiB (%v)", f, seen[f], seen)
+					}
 				}
-			}
+			})
 		})
 	}
 }

@@ -91,37 +91,40 @@ func TestShowPythonLive(t *testing.T) {
 // TestRunPythonLiveAtExit: the exit summary gives pymalloc's blocks in use
 // as the shim sums them from the pools' headers at exit: within 1% of
 // sys.getallocatedblocks() printed just before an os._exit (which leaves
-// the objects in place), on each interpreter.
+// the objects in place), on each interpreter, with each way of reading
+// (pyReads).
 func TestRunPythonLiveAtExit(t *testing.T) {
 	lib := testkit.Shim(t)
 	for _, py := range pyInterpreters {
 		t.Run(py.name, func(t *testing.T) {
 			bin := testkit.Interpreter(t, py.glob)
-			r := rgHeapctl(t, "run", "--json", "--lib", lib, "--", bin, "-c",
-				"import os, sys\nx = [str(i) * 3 for i in range(200000)]\nprint(sys.getallocatedblocks(), flush=True)\nos._exit(0)")
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			var blocks float64
-			var s struct {
-				PyLiveObjects float64 `json:"py_live_objects"`
-				PyLiveBytes   float64 `json:"py_live_bytes"`
-			}
-			for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-				if strings.HasPrefix(l, "{") {
-					if err := json.Unmarshal([]byte(l), &s); err != nil {
-						t.Fatalf("%v: %s", err, l)
-					}
-				} else {
-					blocks, _ = strconv.ParseFloat(l, 64)
+			pyEachRead(t, func(t *testing.T) {
+				r := rgHeapctl(t, "run", "--json", "--lib", lib, "--", bin, "-c",
+					"import os, sys\nx = [str(i) * 3 for i in range(200000)]\nprint(sys.getallocatedblocks(), flush=True)\nos._exit(0)")
+				if r.err != nil {
+					t.Fatal(r.err)
 				}
-			}
-			if d := s.PyLiveObjects/blocks - 1; blocks < 200000 || d > 0.01 || d < -0.01 {
-				t.Errorf("py_live_objects %.0f at exit, sys.getallocatedblocks() %.0f: %s", s.PyLiveObjects, blocks, r.stdout)
-			}
-			if s.PyLiveBytes < 200000*48 {
-				t.Errorf("py_live_bytes %.0f, want at least 200000 x 48", s.PyLiveBytes)
-			}
+				var blocks float64
+				var s struct {
+					PyLiveObjects float64 `json:"py_live_objects"`
+					PyLiveBytes   float64 `json:"py_live_bytes"`
+				}
+				for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+					if strings.HasPrefix(l, "{") {
+						if err := json.Unmarshal([]byte(l), &s); err != nil {
+							t.Fatalf("%v: %s", err, l)
+						}
+					} else {
+						blocks, _ = strconv.ParseFloat(l, 64)
+					}
+				}
+				if d := s.PyLiveObjects/blocks - 1; blocks < 200000 || d > 0.01 || d < -0.01 {
+					t.Errorf("py_live_objects %.0f at exit, sys.getallocatedblocks() %.0f: %s", s.PyLiveObjects, blocks, r.stdout)
+				}
+				if s.PyLiveBytes < 200000*48 {
+					t.Errorf("py_live_bytes %.0f, want at least 200000 x 48", s.PyLiveBytes)
+				}
+			})
 		})
 	}
 }

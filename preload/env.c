@@ -153,6 +153,13 @@ static void setting(const char *kv)
             hl_config.find_object = HL_FIND_PHDR;
         else
             hl_say("HEAPLINE_FIND_OBJECT=", v, " is neither auto nor phdr; using auto", NULL);
+    } else if (starts_with(kv, "HEAPLINE_PY_READ=")) {
+        if (strcmp(v, "auto") == 0 || *v == 0)
+            hl_config.py_read = HL_PYREAD_AUTO;
+        else if (strcmp(v, "mincore") == 0)
+            hl_config.py_read = HL_PYREAD_MINCORE;
+        else
+            hl_say("HEAPLINE_PY_READ=", v, " is neither auto nor mincore; using auto", NULL);
     } else if (starts_with(kv, "HEAPLINE_STACKS=")) {
         if ((n = number(v, 1, HL_STACKS_MAX)) < 0)
             hl_say("HEAPLINE_STACKS=", v, " is not a number from 1 to 65536; using 1024", NULL);

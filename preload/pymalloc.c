@@ -49,6 +49,7 @@
  * address compare (profile.c).
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
@@ -197,21 +198,38 @@ static void arena_free(void *ctx, void *p, size_t size)
 /* pymalloc's blocks in use now, summed from the headers of the listed
  * arenas' pools (ref.count at 0, szidx at 36), for the exit summary. Read
  * with process_vm_readv on ourselves: an arena another thread gives back
- * meanwhile is a failed read, never a fault. */
+ * meanwhile is a failed read, never a fault. Where the kernel refuses it,
+ * by mincore on the arena and loads (python.c's safe_read says what that
+ * leaves open: here, an arena unmapped between the probe and the loads,
+ * which arena_free's removal from the table before its munmap makes
+ * rare). */
 void hl_pymalloc_live(uint64_t *blocks, uint64_t *bytes)
 {
     static uint32_t hdr[ARENA >> 14][12]; /* 48-byte pool headers; static: a deep stack may be short at exit */
+    static unsigned char vec[(ARENA >> 12) + 1];
     struct iovec local = {hdr, sizeof hdr}, remote[ARENA >> 14];
     long pid = syscall(SYS_getpid);
+    int saved = errno;
     *blocks = *bytes = 0;
     for (uint32_t k = 0; table != NULL && k < ntable; k++) {
         uintptr_t a = (uintptr_t)__atomic_load_n(&table[k].address, __ATOMIC_ACQUIRE);
         if (a == 0)
             continue;
-        for (size_t i = 0; i < ARENA >> 14; i++)
-            remote[i] = (struct iovec){(void *)(a + (i << 14)), sizeof hdr[0]};
-        if (syscall(SYS_process_vm_readv, pid, &local, 1, remote, ARENA >> 14, 0) != (long)sizeof hdr)
-            continue;
+        long got = -1;
+        if (!hl_py_by_mincore(0)) {
+            for (size_t i = 0; i < ARENA >> 14; i++)
+                remote[i] = (struct iovec){(void *)(a + (i << 14)), sizeof hdr[0]};
+            got = syscall(SYS_process_vm_readv, pid, &local, 1, remote, ARENA >> 14, 0);
+            if (got != (long)sizeof hdr && (got >= 0 || !hl_py_by_mincore(errno)))
+                continue;
+        }
+        if (got != (long)sizeof hdr) {
+            if (hl_py_mapped(a, ARENA, vec, sizeof vec) != 0)
+                continue;
+            for (size_t i = 0; i < ARENA >> 14; i++)
+                for (size_t j = 0; j < 12; j++)
+                    hdr[i][j] = ((const volatile uint32_t *)(a + (i << 14)))[j];
+        }
         for (size_t i = 0; i < ARENA >> 14; i++) {
             uint64_t count = hdr[i][0], size = ((uint64_t)hdr[i][9] + 1) << 4;
             if (count == 0 || hdr[i][9] >= 32 || count > ((1u << 14) - 48) / size)
@@ -220,6 +238,7 @@ void hl_pymalloc_live(uint64_t *blocks, uint64_t *bytes)
             *bytes += count * size;
         }
     }
+    errno = saved;
 }
 
 // ---- counting ---------------------------------------------------------------------

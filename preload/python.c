@@ -22,7 +22,8 @@
  * The thread: its PyThreadState is found by comparing each state's
  * thread_id (pthread_self() of the thread that made it) with ours, in the
  * interpreters' lists, read with process_vm_readv so that a state freed
- * meanwhile by another thread is a failed read, never a fault. It is kept
+ * meanwhile by another thread is a failed read, never a fault (or, where
+ * the kernel refuses that, with mincore and a load: safe_read). It is kept
  * per thread and checked the same way at each sample. The frames
  * themselves are the thread's own: while it is in malloc nothing else
  * changes them, and what they point to (code objects, their strings) is
@@ -37,10 +38,12 @@
  * itself land in.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include "shim.h"
@@ -84,14 +87,81 @@ static uint32_t ncodes;
 static inline uint64_t rd64(uintptr_t a) { return *(const volatile uint64_t *)a; }
 static inline uint32_t rd32(uintptr_t a) { return *(const volatile uint32_t *)a; }
 
-/* n bytes at a, or -1: a read that cannot fault (memory another thread may
- * free). */
+/*
+ * Reads of memory another thread may free: the interpreters' and thread
+ * states' lists (own_state, below). process_vm_readv on ourselves copies
+ * them and fails with EFAULT where nothing is mapped. Where the kernel
+ * refuses it (qemu-user does not implement it: ENOSYS; a seccomp filter,
+ * as a container's may be: EPERM), the first refusal switches every
+ * thread, once, to the fallback: mincore() on the page or two read, which
+ * fails with ENOMEM where one is not mapped, then a plain load.
+ * HEAPLINE_PY_READ=mincore takes the fallback from the start (tests).
+ *
+ * What the fallback leaves open is the time between the probe and the
+ * load. What it reads there: _PyRuntime, in libpython's data, which
+ * stays mapped as long as the code that calls us; the main interpreter,
+ * inside _PyRuntime, and the main thread's state (3.12 on, inside the
+ * interpreter); other interpreters' and threads' states, malloc's
+ * blocks. A state leaves its list under the runtime's HEAD_LOCK and is
+ * freed afterwards, so a walk that takes no lock can hold a pointer to a
+ * state freed a moment later, and a cached state can be one its thread
+ * has since deleted (PyGILState_Release). A freed block stays mapped
+ * unless glibc gives its page back (a trim of the main heap's top past
+ * M_TRIM_THRESHOLD, or a thread arena's heap shrunk or unmapped; under
+ * vm.overcommit_memory=2 a shrunk heap is made PROT_NONE, which mincore
+ * does not see): unmapped before the probe, the probe fails and the walk
+ * stops; unmapped in the few hundred instructions between the probe and
+ * the load, the load faults. That takes another thread ending its
+ * Python state and trimming the heap at that instant, while this thread
+ * walks the list: at its first sample, or after 64 samples with no state.
+ * The frames and what they point to are read directly in both modes:
+ * they are the thread's own (hl_py_frames). pymalloc.c reads its arenas'
+ * pool headers at exit the same two ways.
+ */
+static long page_size = 4096; /* AT_PAGESZ, at boot */
+static int by_mincore;        /* the fallback: process_vm_readv was refused, or HEAPLINE_PY_READ=mincore */
+
+/* Whether reads go by mincore: on, for good, once err (process_vm_readv's
+ * errno after it failed) is a refusal. */
+int hl_py_by_mincore(int err)
+{
+    if (err == ENOSYS || err == EPERM)
+        __atomic_store_n(&by_mincore, 1, RELAXED);
+    return __atomic_load_n(&by_mincore, RELAXED);
+}
+
+/* 0 when every page of [a, a + n) is mapped, by mincore with vec's cap
+ * bytes (one a page, zeroed: qemu-user 7.2 reads it as a string first);
+ * -1 otherwise. */
+int hl_py_mapped(uintptr_t a, size_t n, unsigned char *vec, size_t cap)
+{
+    uintptr_t lo = a & ~(uintptr_t)(page_size - 1), hi = (a + n - 1) & ~(uintptr_t)(page_size - 1);
+    if (n == 0 || a + n < a || (hi - lo) / (uintptr_t)page_size + 1 > cap)
+        return -1;
+    memset(vec, 0, cap);
+    return syscall(SYS_mincore, lo, hi - lo + (uintptr_t)page_size, vec) == 0 ? 0 : -1;
+}
+
+/* n bytes at a (n at most a page), or -1: a read that cannot fault
+ * (memory another thread may free), but for the fallback's window. */
 static int safe_read(long pid, uintptr_t a, void *out, size_t n)
 {
-    struct iovec local = {out, n}, remote = {(void *)a, n};
-    if (a < 4096)
+    if (a < 4096 || n > (size_t)page_size || a + n < a)
         return -1;
-    return syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1, 0) == (long)n ? 0 : -1;
+    if (!hl_py_by_mincore(0)) {
+        struct iovec local = {out, n}, remote = {(void *)a, n};
+        long got = syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1, 0);
+        if (got == (long)n)
+            return 0;
+        if (got >= 0 || !hl_py_by_mincore(errno))
+            return -1;
+    }
+    unsigned char vec[2];
+    if (hl_py_mapped(a, n, vec, sizeof vec) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        ((uint8_t *)out)[i] = ((const volatile uint8_t *)a)[i];
+    return 0;
 }
 
 static uint64_t safe64(long pid, uintptr_t a)
@@ -218,6 +288,9 @@ static int debug_offsets(void)
  * failures may calloc: boot's pool serves them. */
 void hl_py_resolve(void)
 {
+    if (getauxval(AT_PAGESZ) != 0)
+        page_size = (long)getauxval(AT_PAGESZ);
+    by_mincore = hl_config.py_read == HL_PYREAD_MINCORE;
     /* one failed lookup for a program that is not CPython (each costs
      * about 2,000 instructions at start) */
     void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
@@ -414,7 +487,9 @@ int hl_py_frames(uint64_t *frames, int n, int max)
         i++;
     if (i == n)
         return n < max ? n : max;
+    int saved = errno; /* a failed read's, not the program's to see */
     uintptr_t ts = own_state(syscall(SYS_getpid));
+    errno = saved;
     if (ts == 0)
         return n < max ? n : max;
     uintptr_t f = off.ts_cframe ? rd64(ts + off.ts_cframe) : ts;

@@ -279,6 +279,8 @@ void hl_py_resolve(void);                   /* at boot, before the region is mad
 size_t hl_py_codes_size(void);              /* the code table's bytes, 0 without one */
 void hl_py_attach(struct hl_header *r, struct hl_pycode *table);
 int hl_py_frames(uint64_t *frames, int n, int max); /* eval frames -> Python frames; the new count */
+int hl_py_by_mincore(int err);              /* python.c: reads by mincore and a load (err a refusal turns it on) */
+int hl_py_mapped(uintptr_t a, size_t n, unsigned char *vec, size_t cap); /* 0: every page of [a, a+n) mapped */
 
 /* pymalloc.c: pymalloc's blocks, counted and sampled */
 void hl_pymalloc_install(void);             /* from the constructor, before Python runs */
@@ -302,12 +304,15 @@ struct hl_config {
     char profile[512];    /* HEAPLINE_PROFILE: where the region goes at exit, empty for nowhere */
     int pymalloc;         /* HEAPLINE_PYMALLOC=1: wrap CPython's pymalloc (pymalloc.c); off by default */
     int find_object;      /* HEAPLINE_FIND_OBJECT: HL_FIND_* (objects.c) */
+    int py_read;          /* HEAPLINE_PY_READ: HL_PYREAD_* (python.c) */
 };
 /* HEAPLINE_SUMMARY: off; one line per run (a process whose parent runs
  * the shim stays silent, summary.c); every process's line. */
 enum { HL_SUMMARY_OFF = 0, HL_SUMMARY_ONE = 1, HL_SUMMARY_ALL = 2 };
 /* HEAPLINE_FIND_OBJECT: _dl_find_object where glibc has it, else dl_iterate_phdr; always the latter (tests). */
 enum { HL_FIND_AUTO = 0, HL_FIND_PHDR = 1 };
+/* HEAPLINE_PY_READ: process_vm_readv unless the kernel refuses it, then mincore and a load; always the latter (tests). */
+enum { HL_PYREAD_AUTO = 0, HL_PYREAD_MINCORE = 1 };
 extern struct hl_config hl_config;
 void hl_config_read(void);
 void hl_command_read(char *buf, size_t n);
