@@ -10,9 +10,10 @@
 #                    against a glibc references no symbol version newer
 #                    than it. The compiler is the host's, not Debian 11's
 #                    gcc 10, because gcc 10 makes malloc's fast path two
-#                    instructions longer (docs/journal.md, "instructions
-#                    per pair on glibc 2.31"): the release runs the same
-#                    code as the host build. glibc 2.31's <sys/mman.h>
+#                    instructions longer: the release runs the same code
+#                    as the host build (why:
+#                    docs/journal.md, "2026-12-02: the release compiled by the host's gcc, and its start-up on glibc 2.31").
+#                    glibc 2.31's <sys/mman.h>
 #                    lacks MREMAP_DONTUNMAP (2.32 added it; Linux 5.7's
 #                    flag, value 4), which preload/mapped.c tests
 #                    mremap's flags for.
