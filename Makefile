@@ -170,14 +170,14 @@ VERSION_LDFLAGS := -X github.com/heapline/heapline/ctl/internal/version.release=
 DIST ?= dist
 # DIST_ARCHS are the release's architectures, each its own tarball and
 # .deb, all in one SHA256SUMS: release/build.sh maps each to GOARCH and
-# the C compiler in the Debian 11 chroot that builds libheap.so
-# (release/chroot.sh, cached under /var/cache/heapline/; arm64's is
-# Debian 11's aarch64 cross gcc there). debootstrap makes the chroots;
+# the host's C compiler (gcc, arm64's gcc-aarch64-linux-gnu) that builds
+# libheap.so against the Debian 11 chroot as a sysroot (release/chroot.sh,
+# cached under /var/cache/heapline/). debootstrap makes the chroots;
 # release's TestSymbolVersions reads arm64 files with aarch64's objdump.
 # make test-dist checks ARCH's (amd64) in the chroots.
 ARCH ?= amd64
 DIST_ARCHS ?= amd64 arm64
-RELEASE_DEBS := debootstrap binutils-aarch64-linux-gnu
+RELEASE_DEBS := debootstrap binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu
 DEBS += $(RELEASE_DEBS)
 
 .PHONY: dist test-dist deps-release

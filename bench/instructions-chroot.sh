@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# instructions-chroot.sh LIB [SUITE]: bench/instructions.sh inside Debian
-# SUITE (default bullseye: Debian 11, glibc 2.31) with LIB (a release's
-# libheap.so) preloaded, so the counts are of that system's glibc.
+# instructions-chroot.sh LIB [SUITE]: bench/instructions.sh, then
+# bench/startup.sh, inside Debian SUITE (default bullseye: Debian 11, glibc
+# 2.31) with LIB (a release's libheap.so) preloaded, so the counts are of
+# that system's glibc.
 #
 # The chroot is release/chroot.sh's cached one, used as release/test-dist.sh
 # uses it: an overlay over it in a mount namespace of its own (unshare), so
 # the cache never changes and no mount outlives the run. valgrind is
 # installed into the overlay from Debian's archive (the chroot has gcc);
-# instructions.sh, measure.sh, pair.c and LIB are copied in.
+# the scripts, pair.c, nothing.c and LIB are copied in.
 #
 #   bench/instructions-chroot.sh dist/heapline-VERSION/lib/libheap.so
 set -euo pipefail
@@ -26,8 +27,9 @@ inside() { chroot "$mnt" /usr/bin/env -i PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME
 inside apt-get update -qq >&2
 inside apt-get install -y -qq --no-install-recommends valgrind >/dev/null
 mkdir -p "$mnt/bench/bench" "$mnt/bench/bin"
-cp "$root/bench/instructions.sh" "$root/bench/measure.sh" "$root/bench/pair.c" "$mnt/bench/bench/"
+cp "$root/bench/instructions.sh" "$root/bench/startup.sh" "$root/bench/measure.sh" "$root/bench/pair.c" "$root/bench/nothing.c" "$mnt/bench/bench/"
 cp "$lib" "$mnt/bench/bin/libheap.so"
 inside bash -c 'echo "instructions-chroot.sh: $(ldd --version | head -1), $(valgrind --version), $(gcc --version | head -1)" >&2'
 inside bash /bench/bench/instructions.sh
+inside bash /bench/bench/startup.sh
 INNER
