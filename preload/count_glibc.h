@@ -51,7 +51,7 @@ static inline __attribute__((always_inline)) void *hl_glibc_malloc(size_t n)
     size_t h = HDR(p);
     if (HL_UNLIKELY(h & SLOW_BITS))
         return hl_glibc_malloc_cold(p);
-    if (HL_UNLIKELY(hl_word_add(&s->alloc_word, INC(h))))
+    if (HL_UNLIKELY(hl_chunk_add(&s->alloc_word, h)))
         return hl_glibc_malloc_carry(p, s);
     return p;
 }
@@ -66,9 +66,18 @@ static inline __attribute__((always_inline)) void hl_glibc_free(void *p)
     size_t h = HDR(p);
     if (HL_UNLIKELY(h & SLOW_BITS))
         return hl_glibc_free_cold(p);
-    if (HL_UNLIKELY(hl_word_add(&s->free_word, INC(h))))
+    if (HL_UNLIKELY(hl_chunk_add(&s->free_word, h)))
         return hl_glibc_free_carry(p, s);
+#if defined(__aarch64__)
+    /* The tail call's address loaded straight into x16, the register a
+     * BTI landing pad accepts a br from: gcc loads it elsewhere and moves
+     * it (one instruction more). */
+    register void (*x16)(void *) __asm__("x16") = hl_next.free;
+    __asm__("" : "+r"(x16));
+    x16(p);
+#else
     hl_next.free(p);
+#endif
 }
 
 #endif

@@ -143,6 +143,32 @@ static inline __attribute__((always_inline)) int hl_word_add(uint64_t *w, uint64
 #endif
 }
 
+/* hl_word_add(w, INC(h)) for a chunk header h of the fast path (bits 17
+ * up clear), as the hot pair calls it. On aarch64 the increment is never
+ * built: adds takes h >> 4 shifted left by 50 (the byte field; the bits
+ * shifted out are h's clear ones), and a plain add puts the 1 in the count
+ * field after it, leaving the carry flag alone. That is x86-64's carry
+ * whenever the count field is not all ones; it is only in the dummy's ~0,
+ * where both carry (h >> 4 is at least 2). */
+static inline __attribute__((always_inline)) int hl_chunk_add(uint64_t *w, size_t h)
+{
+#if defined(__aarch64__)
+    uint64_t v;
+    uint32_t failed;
+    int carry;
+    __asm__("1: ldxr %0, %3\n"
+            "   adds %0, %0, %4, lsl #50\n"
+            "   add %0, %0, #1\n"
+            "   stxr %w1, %0, %3\n"
+            "   cbnz %w1, 1b"
+            : "=&r"(v), "=&r"(failed), "=@cccs"(carry), "+Q"(*w)
+            : "r"(h >> 4));
+    return carry;
+#else
+    return hl_word_add(w, ((uint64_t)(h >> 4) << HL_WORD_SHIFT) | 1);
+#endif
+}
+
 /* ---- process state ---------------------------------------------------- */
 extern HL_HIDDEN struct hl_header *hl_region;   /* NULL when profiling is off */
 extern HL_HIDDEN uint64_t hl_peak_batch; /* slow-path batch; 0: every operation publishes */
