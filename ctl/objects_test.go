@@ -101,6 +101,40 @@ func TestObjectsKnown(t *testing.T) {
 	}
 }
 
+// TestObjectsRunning: a walk without --stop of a process whose youngest
+// GC list changes all the time (testdata/pyobjects_churn.py) ends, and
+// finds the 2,000 large objects it holds in the oldest generation.
+func TestObjectsRunning(t *testing.T) {
+	lib := testkit.Shim(t)
+	bin := testkit.Interpreter(t, "/usr/bin/python3.11")
+	cmd := exec.Command(bin, "testdata/pyobjects_churn.py")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	pid := rgStart(t, cmd, lib)
+	defer func() { in.Close(); _ = cmd.Wait() }()
+	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "ready\n" {
+		t.Fatalf("script: %q %v", l, err)
+	}
+	for i := 0; i < 3; i++ {
+		r := rgHeapctl(t, "objects", "--top", "0", strconv.Itoa(pid))
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		wide := ""
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[len(f)-1] == "Wide" {
+				wide = f[0]
+			}
+			if strings.Contains(l, "GC lists") {
+				t.Log(l)
+			}
+		}
+		if wide != "2000" {
+			t.Errorf("walk %d: %q Wide objects, want 2000: %s", i, wide, r.stdout)
+		}
+	}
+}
+
 // TestObjectsRefused: a process that is not a CPython heapctl objects can
 // walk gets a clear error: not CPython, a CPython before 3.11.
 func TestObjectsRefused(t *testing.T) {

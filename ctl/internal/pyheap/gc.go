@@ -99,11 +99,11 @@ func (w *walker) walkGC(r GCRoots, by map[string]*TypeCount) GCWalk {
 		gc := interp + r.layout.interpGC
 		heads := [...]uint64{gc + gcGenerations, gc + gcGenerations + gcGenSize, gc + gcGenerations + 2*gcGenSize, gc + gcPermanent}
 		for i, h := range heads {
-			if err := w.walkList(h, by, &g); err != nil {
-				if g.Interpreters == 0 && i == 0 {
-					g.Err = err // the first list of the first interpreter: the layout is wrong
-					return g
-				}
+			switch err := w.walkList(h, by, &g); {
+			case errors.Is(err, errNoList) && g.Interpreters == 0 && i == 0:
+				g.Err = err // the first list of the first interpreter: the layout is wrong
+				return g
+			case err != nil:
 				g.Cut++
 			}
 		}
@@ -114,6 +114,11 @@ func (w *walker) walkGC(r GCRoots, by map[string]*TypeCount) GCWalk {
 	}
 	return g
 }
+
+var (
+	errNoList  = errors.New("this build's interpreter state is not as its version's")
+	errChanged = errors.New("the list changed under the read")
+)
 
 func (w *walker) word(addr uint64) (uint64, bool) {
 	b, ok := w.read(addr, 8)
@@ -135,19 +140,21 @@ func (w *walker) walkList(h uint64, by map[string]*TypeCount, g *GCWalk) error {
 	}
 	next, last := u64(b, 0)&^nextUnreachable, u64(b, 8)&prevMask
 	if next == 0 || last == 0 || (next == h) != (last == h) {
-		return fmt.Errorf("no GC list at %#x: this build's interpreter state is not as its version's", h)
+		return fmt.Errorf("no GC list at %#x: %w", h, errNoList)
 	}
 	cur, first := h, next
 	for steps := 0; next != h; steps++ {
 		if steps >= gcMaxSteps || (steps > 0 && next == first) {
-			return errors.New("the list changed under the read")
+			return errChanged
 		}
 		n, p, obj, outside, ok := w.node(next)
 		if !ok || p&prevMask != cur {
-			if cur == h {
-				return fmt.Errorf("no GC list at %#x: this build's interpreter state is not as its version's", h)
+			// the first node not pointing back to a head that still
+			// points to it: not a list
+			if b, read := w.read(h, 8); cur == h && read && u64(b, 0)&^nextUnreachable == next {
+				return fmt.Errorf("no GC list at %#x: %w", h, errNoList)
 			}
-			return errors.New("the list changed under the read")
+			return errChanged
 		}
 		g.Tracked++
 		if outside {
