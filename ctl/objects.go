@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/pyheap"
@@ -16,17 +17,19 @@ import (
 func objectsCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "objects",
-		Usage: "list a running CPython's live objects by type (count and sys.getsizeof bytes), read from pymalloc's pools from outside",
+		Usage: "list a running CPython's live objects by type (count and sys.getsizeof bytes), read from pymalloc's pools and the GC lists from outside",
 		Description: "Reads every live block of pymalloc's pools, in the arenas the shim lists, with process_vm_readv " +
 			"(the process's owner or root only), and names each object's type from its ob_type, checked as a type " +
 			"object. CPython 3.11 to 3.13, not free-threaded. The process runs on while it is read unless --stop " +
 			"is given; the blocks that held no object of a type found (buffers, dict keys, or changed under the " +
-			"read) are counted apart. Objects of more than 512 bytes are malloc's and not listed.",
+			"read) are counted apart. Objects of more than 512 bytes, malloc's, are found on the interpreters' " +
+			"GC generation lists (from _PyRuntime, which the python program or libpython exports): those of " +
+			"GC-tracked types are listed, the others (a long str or bytes) are not.",
 		ArgsUsage: "PID",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "top", Value: 20, Usage: "types to list, the largest bytes first; 0 for all"},
 			&cli.BoolFlag{Name: "json", Usage: `a JSON list of {"type", "count", "bytes"}, the largest first`},
-			&cli.BoolFlag{Name: "stop", Usage: "stop the process (SIGSTOP) while its arenas are read, and say for how long; it is continued even if heapctl is killed"},
+			&cli.BoolFlag{Name: "stop", Usage: "stop the process (SIGSTOP) while its arenas and GC lists are read, and say for how long; it is continued even if heapctl is killed"},
 		},
 		Action: func(c *cli.Context) error {
 			return objects(e, c.Args().Slice(), c.Int("top"), c.Bool("json"), c.Bool("stop"))
@@ -53,6 +56,7 @@ func objects(e *env, args []string, top int, asJSON, stop bool) error {
 	if err := pyheap.Walkable(a); err != nil {
 		return fmt.Errorf("objects: pid %d %w", pid, err)
 	}
+	roots := pyheap.FindGC(ent.Proc, a.Version) // before the stop: it reads files
 	release := func() {}
 	if stop {
 		if release, err = pyheap.Hold(ent.Proc); err != nil {
@@ -60,9 +64,12 @@ func objects(e *env, args []string, top int, asJSON, stop bool) error {
 		}
 		defer release()
 	}
-	o, err := pyheap.WalkObjects(ent.Proc, a.Version, a, release)
+	o, err := pyheap.WalkObjects(ent.Proc, a.Version, a, roots, release)
 	if err != nil {
 		return fmt.Errorf("objects: pid %d: %w", pid, err)
+	}
+	if o.GC.Err != nil {
+		e.log.Warn("its GC lists were not read: objects of more than 512 bytes are not listed", zap.Int("pid", pid), zap.Error(o.GC.Err))
 	}
 	types := o.Types
 	if top > 0 && len(types) > top {

@@ -8,7 +8,9 @@ import (
 )
 
 // Table is the objects listing for a terminal: one row per type, then
-// what the walk read and could not classify.
+// what the walk read and could not classify. blocks is the bytes of the
+// objects' blocks: pymalloc's size classes, or what malloc was asked for
+// an object outside the pools.
 func Table(o Objects, types []TypeCount, stopped bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%12s %12s %12s  %s\n", "count", "bytes", "blocks", "type")
@@ -20,8 +22,15 @@ func Table(o Objects, types []TypeCount, stopped bool) string {
 	}
 	fmt.Fprintf(&b, "%d live blocks in %d arenas (%s), %d of them no object of a known type (buffers, dict keys, or changed under the read)\n",
 		o.Blocks, o.Arenas, report.Bytes(int64(o.HeapBytes)), o.Unclassified)
+	if g := o.GC; g.Err == nil {
+		fmt.Fprintf(&b, "%d objects on the GC lists of %d interpreters, %d of them outside the arenas (malloc's), %d of those no object of a known type\n",
+			g.Tracked, g.Interpreters, g.Outside, g.Unclassified)
+		if g.Cut > 0 {
+			fmt.Fprintf(&b, "%d GC lists changed under the read: walked up to the change\n", g.Cut)
+		}
+	}
 	if stopped {
-		fmt.Fprintf(&b, "stopped for %s while its arenas were read\n", o.Read.Round(10_000))
+		fmt.Fprintf(&b, "stopped for %s while its arenas and GC lists were read\n", o.Read.Round(10_000))
 	} else {
 		fmt.Fprintf(&b, "read in %s while it ran (--stop for one moment's objects)\n", o.Read.Round(10_000))
 	}

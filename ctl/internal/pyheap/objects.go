@@ -83,15 +83,16 @@ type TypeCount struct {
 	BlockBytes uint64 `json:"-"`
 }
 
-// Objects is one walk of pymalloc's pools.
+// Objects is one walk of pymalloc's pools and of the GC lists.
 type Objects struct {
 	Types        []TypeCount // largest bytes first
 	Blocks       uint64      // live blocks walked
 	Unclassified uint64      // live blocks that held no object of a type found (buffers, dict keys) or changed under the read
 	Arenas, Gone int
 	Lost         uint64        // arenas the shim's table had no room for: not walked
-	Read         time.Duration // reading the arenas (the time a --stop holds the process)
+	Read         time.Duration // reading the arenas and the GC lists (the time a --stop holds the process)
 	HeapBytes    uint64        // arena bytes read
+	GC           GCWalk        // the objects outside the pools, from the GC lists
 }
 
 type typeInfo struct {
@@ -111,6 +112,7 @@ type walker struct {
 	arenas  map[uint64][]byte
 	strHead uint64 // sizeof PyASCIIObject
 	strComp uint64 // sizeof PyCompactUnicodeObject
+	gcBuf   [gcHead + gcObjRead]byte
 }
 
 func (w *walker) read(addr uint64, n int) ([]byte, bool) {
@@ -248,10 +250,13 @@ func (w *walker) sizeof(ti *typeInfo, b []byte) uint64 {
 	return size + ti.preheader
 }
 
-// WalkObjects reads every arena listed (all first, while hold says the
-// process is held, then hold is released), then classifies every live
-// block of every pool: its type from ob_type, checked as a type object.
-func WalkObjects(pid int, version uint32, a region.PyArenas, release func()) (Objects, error) {
+// WalkObjects reads every arena listed and walks the GC lists from roots
+// (both while the caller holds the process; then release is called),
+// then classifies every live block of every pool: its type from ob_type,
+// checked as a type object. The GC lists add the tracked objects outside
+// the arenas: those of more than 512 bytes, which pymalloc leaves to
+// malloc.
+func WalkObjects(pid int, version uint32, a region.PyArenas, roots GCRoots, release func()) (Objects, error) {
 	w := &walker{pid: pid, ver: Version(version), types: map[uint64]*typeInfo{}, arenas: map[uint64][]byte{}}
 	w.strHead, w.strComp = 40, 56
 	if w.ver.minor() == 11 {
@@ -284,11 +289,12 @@ func WalkObjects(pid int, version uint32, a region.PyArenas, release func()) (Ob
 		w.arenas[addr] = buf
 		o.HeapBytes += uint64(len(buf))
 	}
+	by := map[string]*TypeCount{} // two classes of one name are one row
+	o.GC = w.walkGC(roots, by)
 	o.Read = time.Since(start)
 	release()
 	o.Arenas = len(w.arenas)
 
-	by := map[string]*TypeCount{} // two classes of one name are one row
 	for addr, buf := range w.arenas {
 		for p := 0; p+PoolSize <= len(buf); p += PoolSize {
 			pool := buf[p : p+PoolSize]
