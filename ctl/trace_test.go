@@ -818,7 +818,10 @@ int main(void)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	time.Sleep(100 * time.Millisecond)
+	testkit.Poll(t, "busy to map libc, where the uprobes go", func() bool {
+		maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid))
+		return err == nil && strings.Contains(string(maps), "/libc.so")
+	})
 	for i := range 5 {
 		js, err := traceRun(t, traceOpts{pid: cmd.Process.Pid, json: true, duration: 300 * time.Millisecond})
 		if err != nil {

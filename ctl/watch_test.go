@@ -292,13 +292,12 @@ func TestWatchTmux(t *testing.T) {
 	})
 	p.finish(t)
 	final := regexp.MustCompile(fmt.Sprintf(`(?m)^heapline\[%d\] \S+heapsteps \S+: \d+ allocs, \d+ frees, peak .*, live (at exit )?.*, \d+\.\d\d s( \(last sample; the process has ended\))?\n`, p.pid))
-	deadline := time.Now().Add(testkit.Timeout)
-	for !final.MatchString(m.Joined()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no final line, whole:\n%s", m.Joined())
+	defer func() {
+		if t.Failed() {
+			t.Logf("whole:\n%s", m.Joined())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	testkit.Poll(t, "the final line", func() bool { return final.MatchString(m.Joined()) })
 }
 
 // watch --all at 80 columns: the line of a process that ended is folded
