@@ -316,7 +316,7 @@ func TestExportPrometheus(t *testing.T) {
 	pid := strconv.Itoa(p.pid)
 	live := flAwait(t, api, `heapline_live_bytes{job="heapline",pid="`+pid+`"}`, exited, log)
 	var s report.Summary
-	if r := rgHeapctl(t, "show", "--json", pid); r.err != nil {
+	if r := heapctl(t, "show", "--json", pid); r.err != nil {
 		t.Fatal(r.err)
 	} else if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
 		t.Fatal(err)

@@ -510,7 +510,7 @@ func TestRunPythonObjects(t *testing.T) {
 // hsRemoved: heapctl cmd (watch or record --pid) follows heapsteps, and
 // once ready holds the region file is deleted while heapsteps runs on;
 // heapctl should say so and end. It returns heapctl's result and stdout.
-func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r rgResult, stdout string) {
+func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r result, stdout string) {
 	t.Helper()
 	p := hsStart(t)
 	out := &hsBuffer{}
@@ -526,7 +526,7 @@ func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r 
 	}
 	select {
 	case err := <-done:
-		r = rgResult{stderr: stderr.String(), logs: logs, err: err}
+		r = result{stderr: stderr.String(), logs: logs, err: err}
 	case <-time.After(testkit.Timeout):
 		t.Fatalf("%v did not end when the region went", args)
 	}
@@ -600,7 +600,7 @@ func TestRecordExec(t *testing.T) {
 // says so, and the exit summary still ends the timeline.
 func TestRecordCommandRegionRemoved(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "heap.json")
-	r := rgHeapctl(t, "record", "-o", out, "-i", "5ms", "--lib", testkit.Shim(t), "--",
+	r := heapctl(t, "record", "-o", out, "-i", "5ms", "--lib", testkit.Shim(t), "--",
 		"sh", "-c", `sleep 0.2; rm /dev/shm/heapline.$$; sleep 0.6`)
 	if r.err != nil {
 		t.Fatalf("record: %v", r.err)
@@ -620,8 +620,8 @@ func TestRecordCommandRegionRemoved(t *testing.T) {
 func TestRecordExecWithoutShim(t *testing.T) {
 	pid, in := rgStartExecWithoutShim(t)
 	out := filepath.Join(t.TempDir(), "x.csv")
-	done := make(chan rgResult, 1)
-	go func() { done <- rgHeapctl(t, "record", "--interval", "10ms", "-o", out, "--pid", strconv.Itoa(pid)) }()
+	done := make(chan result, 1)
+	go func() { done <- heapctl(t, "record", "--interval", "10ms", "-o", out, "--pid", strconv.Itoa(pid)) }()
 	testkit.Poll(t, "a sample", func() bool { return len(hsCSV(out)) > 0 })
 	in.Write([]byte("\n"))
 	select {
