@@ -186,8 +186,7 @@ func TestWatchErrors(t *testing.T) {
 		{[]string{"1", "-i", "5"}, "--interval 5: not a duration (for example 10s, 1m"},
 		{[]string{"--interval", "100h", "1"}, "--interval 100h0m0s is longer than the sparkline's --window (1m0s by default): give --window too"},
 	} {
-		e, _, _ := hsApp(t)
-		err := newAppEnv(e).Run(append([]string{"heapctl", "watch"}, c.args...))
+		err := heapctl(t, append([]string{"watch"}, c.args...)...).err
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("watch %q: err %v, want %q", c.args, err, c.want)
 		}
@@ -205,8 +204,7 @@ func TestWatchErrors(t *testing.T) {
 		{"watch", strconv.Itoa(self)},
 		{"record", "-o", filepath.Join(t.TempDir(), "x.csv"), "--pid", strconv.Itoa(self)},
 	} {
-		e, _, _ := hsApp(t)
-		err := newAppEnv(e).Run(append([]string{"heapctl"}, cmd...))
+		err := heapctl(t, cmd...).err
 		if err == nil || !strings.Contains(err.Error(), "bad magic") || !strings.Contains(err.Error(), fmt.Sprintf("region of process %d", self)) {
 			t.Errorf("%s on a corrupt region: err %v", cmd[0], err)
 		}
