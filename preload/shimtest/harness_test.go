@@ -42,12 +42,12 @@ type summary struct {
 // show runs `heapctl show --json PID`.
 func show(t testing.TB, pid int) (summary, error) {
 	var s summary
-	out, err := exec.Command(testkit.Heapctl(t), "show", "--json", strconv.Itoa(pid)).CombinedOutput()
-	if err != nil {
-		return s, fmt.Errorf("heapctl show --json %d: %v: %s", pid, err, out)
+	r := testkit.RunHeapctl(t, "show", "--json", strconv.Itoa(pid))
+	if r.Err != nil {
+		return s, fmt.Errorf("%v: %s", r.Err, r.Stderr)
 	}
-	if err := json.Unmarshal(out, &s); err != nil {
-		return s, fmt.Errorf("heapctl show --json %d: %v: %s", pid, err, out)
+	if err := json.Unmarshal([]byte(r.Stdout), &s); err != nil {
+		return s, fmt.Errorf("heapctl show --json %d: %v: %s%s", pid, err, r.Stdout, r.Stderr)
 	}
 	return s, nil
 }
