@@ -1,25 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/heapline/heapline/internal/testkit"
 )
-
-func heapctlAllocators(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	app := newAppEnv(&env{stdout: &out, stderr: &errb, log: zaptest.NewLogger(t)})
-	err := app.Run(append([]string{"heapctl", "allocators"}, args...))
-	return out.String(), errb.String(), err
-}
 
 func TestAllocatorsBadArgs(t *testing.T) {
 	nop := testkit.NopLib(t)
@@ -44,7 +33,7 @@ func TestAllocatorsBadArgs(t *testing.T) {
 		{[]string{"--root", t.TempDir(), "--", "true"}, "the count runs need libheap.so, found neither beside heapctl nor in "},
 		{[]string{"--count-runs", "0", "--out", "/nonexistent/dir/r.json", "--", "true"}, "--out: "},
 	} {
-		_, _, err := heapctlAllocators(t, tc.args...)
+		err := heapctl(t, append([]string{"allocators"}, tc.args...)...).err
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("allocators %q: error %v, want %q", tc.args, err, tc.want)
 		}
@@ -69,7 +58,8 @@ func TestAllocatorsCommand(t *testing.T) {
 	}
 	script := `case "$LD_PRELOAD" in *libbad.so*) echo "not with this one" >&2; exit 9;; esac`
 	args := []string{"-n", "2", "--warmup", "0", "--count-runs", "0", "--root", root, "--lib", "bad=" + bad, "--json", "--", "sh", "-c", script}
-	out, stderr, err := heapctlAllocators(t, args...)
+	r := heapctl(t, append([]string{"allocators"}, args...)...)
+	out, stderr, err := r.stdout, r.stderr, r.err
 	if err == nil || !strings.Contains(err.Error(), "bad on sh -c "+script+" failed; the other sides' results are above") {
 		t.Errorf("error = %v, want bad's failure", err)
 	}

@@ -15,14 +15,8 @@ import (
 	"github.com/heapline/heapline/internal/testkit"
 )
 
-// heapctl builds the app as main does (its own logger) and runs args.
-// The writers lock: a command's child writes into them from os/exec's
-// copying goroutine while heapctl logs.
-func heapctl(args ...string) (stdout, stderr string, err error) {
-	var out, errb hsBuffer
-	err = newApp(&out, &errb).Run(append([]string{"heapctl"}, args...))
-	return out.String(), errb.String(), err
-}
+// main builds the app with its own logger: these tests run it so.
+var asMain = how{ownLogs: true}
 
 // The global flags work before and after the command's name.
 func TestGlobalFlagsAnywhere(t *testing.T) {
@@ -33,19 +27,19 @@ func TestGlobalFlagsAnywhere(t *testing.T) {
 		{"record", "-v", "-o", csv, "--lib", lib, "--", "true"},
 		{"record", "-o", csv, "--verbose", "--lib", lib, "--", "true"},
 	} {
-		_, stderr, err := heapctl(args...)
-		if err != nil {
-			t.Errorf("%q: %v", args, err)
+		r := heapctlWith(t, asMain, args...)
+		if r.err != nil {
+			t.Errorf("%q: %v", args, r.err)
 		}
-		if !strings.Contains(stderr, "heapctl: debug: started ") {
-			t.Errorf("%q: no debug log; stderr:\n%s", args, stderr)
+		if !strings.Contains(r.stderr, "heapctl: debug: started ") {
+			t.Errorf("%q: no debug log; stderr:\n%s", args, r.stderr)
 		}
 	}
-	if _, stderr, _ := heapctl("record", "-o", csv, "--lib", lib, "--", "true"); strings.Contains(stderr, "debug") {
-		t.Errorf("without -v, debug lines:\n%s", stderr)
+	if r := heapctlWith(t, asMain, "record", "-o", csv, "--lib", lib, "--", "true"); strings.Contains(r.stderr, "debug") {
+		t.Errorf("without -v, debug lines:\n%s", r.stderr)
 	}
-	if _, _, err := heapctl("history", "check", "-v", "--store", t.TempDir()); err != nil && strings.Contains(err.Error(), "flag") {
-		t.Errorf("a subcommand refuses -v: %v", err)
+	if r := heapctlWith(t, asMain, "history", "check", "-v", "--store", t.TempDir()); r.err != nil && strings.Contains(r.err.Error(), "flag") {
+		t.Errorf("a subcommand refuses -v: %v", r.err)
 	}
 }
 
@@ -68,7 +62,8 @@ func TestErrorsSayOnlyWhatWentWrong(t *testing.T) {
 		{[]string{"history", "check"}, "missing --store (heapctl history check --help lists the flags)"},
 		{[]string{"history", "render", "--store", "x"}, "missing --out (heapctl history render --help lists the flags)"},
 	} {
-		stdout, stderr, err := heapctl(c.args...)
+		r := heapctlWith(t, asMain, c.args...)
+		stdout, stderr, err := r.stdout, r.stderr, r.err
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%q: error %v, want %q", c.args, err, c.want)
 		}
@@ -131,9 +126,9 @@ func TestShortFlagsMeanOneThing(t *testing.T) {
 // --version prints what the toolchain stamped (package version); the
 // release make stamps is release's TestInstalledFindsShim's.
 func TestVersionFlag(t *testing.T) {
-	stdout, _, err := heapctl("--version")
+	r := heapctlWith(t, asMain, "--version")
 	v := version.Get()
-	if want := fmt.Sprintf("heapctl %s commit %s (%s), %s\n", v.Release, v.Revision, v.Date, v.GoVersion); err != nil || stdout != want {
-		t.Errorf("--version: %q, %v; want %q", stdout, err, want)
+	if want := fmt.Sprintf("heapctl %s commit %s (%s), %s\n", v.Release, v.Revision, v.Date, v.GoVersion); r.err != nil || r.stdout != want {
+		t.Errorf("--version: %q, %v; want %q", r.stdout, r.err, want)
 	}
 }

@@ -179,13 +179,12 @@ func TestExportBadWebConfig(t *testing.T) {
 		if err := os.WriteFile(p, []byte(c.yml), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		e, _, stderr := hsApp(t)
-		err := newAppEnv(e).Run([]string{"heapctl", "export", "--listen", "127.0.0.1:0", "--web.config.file", p})
-		if err == nil || !strings.Contains(err.Error(), "--web.config.file: "+p+": ") || !strings.Contains(err.Error(), c.want) {
+		r := heapctl(t, "export", "--listen", "127.0.0.1:0", "--web.config.file", p)
+		if err := r.err; err == nil || !strings.Contains(err.Error(), "--web.config.file: "+p+": ") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err %v, want --web.config.file, the file and %q", name, err, c.want)
 		}
-		if strings.Contains(stderr.String(), "serving") {
-			t.Errorf("%s: served before failing:\n%s", name, stderr)
+		if strings.Contains(r.stderr, "serving") {
+			t.Errorf("%s: served before failing:\n%s", name, r.stderr)
 		}
 	}
 }
@@ -316,7 +315,7 @@ func TestExportPrometheus(t *testing.T) {
 	pid := strconv.Itoa(p.pid)
 	live := flAwait(t, api, `heapline_live_bytes{job="heapline",pid="`+pid+`"}`, exited, log)
 	var s report.Summary
-	if r := rgHeapctl(t, "show", "--json", pid); r.err != nil {
+	if r := heapctl(t, "show", "--json", pid); r.err != nil {
 		t.Fatal(r.err)
 	} else if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
 		t.Fatal(err)

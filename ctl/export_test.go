@@ -126,13 +126,13 @@ func TestExportScrape(t *testing.T) {
 	up := p.base + hsTotal(t, p.lines.next("up 1 ")) // heapsteps now blocks reading its fifo: quiescent
 
 	fams, famsFull := hsScrape(t, url), hsScrape(t, urlFull)
-	e, stdout, _ := hsApp(t)
-	if err := newAppEnv(e).Run([]string{"heapctl", "show", "--json", strconv.Itoa(p.pid)}); err != nil {
-		t.Fatal(err)
+	r := heapctl(t, "show", "--json", strconv.Itoa(p.pid))
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
 	var s report.Summary
-	if err := json.Unmarshal([]byte(stdout.String()), &s); err != nil {
-		t.Fatalf("show --json: %v\n%s", err, stdout)
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+		t.Fatalf("show --json: %v\n%s", err, r.stdout)
 	}
 	for name, want := range map[string]float64{
 		"heapline_live_bytes":            float64(s.LiveBytes),
@@ -217,8 +217,7 @@ func TestExportBadUse(t *testing.T) {
 		{[]string{"--command-label", "argv"}, `--command-label "argv": want "name"`},
 		{[]string{"--web.config.file", "/nonexistent/web.yml"}, "--web.config.file: /nonexistent/web.yml: open /nonexistent/web.yml: no such file"},
 	} {
-		e, _, _ := hsApp(t)
-		err := newAppEnv(e).Run(append([]string{"heapctl", "export"}, c.args...))
+		err := heapctl(t, append([]string{"export"}, c.args...)...).err
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("export %q: err %v, want %q", c.args, err, c.want)
 		}

@@ -82,7 +82,7 @@ func TestGC(t *testing.T) {
 		}
 		return b.String()
 	}
-	r := rgHeapctl(t, "gc", "--dry-run")
+	r := heapctl(t, "gc", "--dry-run")
 	if r.err != nil || r.stdout != expect("would remove") {
 		t.Fatalf("gc --dry-run: %v\n%s\nwant\n%s", r.err, r.stdout, expect("would remove"))
 	}
@@ -91,7 +91,7 @@ func TestGC(t *testing.T) {
 			t.Fatalf("dry run removed %s", p)
 		}
 	}
-	r = rgHeapctl(t, "gc")
+	r = heapctl(t, "gc")
 	if r.err != nil || r.stdout != expect("removed") {
 		t.Fatalf("gc: %v\n%s\nwant\n%s", r.err, r.stdout, expect("removed"))
 	}
@@ -100,11 +100,11 @@ func TestGC(t *testing.T) {
 			t.Errorf("%s: kept %v, want %v", p, err == nil, kept)
 		}
 	}
-	r = rgHeapctl(t, "gc")
+	r = heapctl(t, "gc")
 	if r.err != nil || r.stdout != "" || r.stderr != "heapctl: info: no regions of gone or detached processes in "+d+"\n" {
 		t.Fatalf("second gc: %v %q %q", r.err, r.stdout, r.stderr)
 	}
-	if r := rgHeapctl(t, "gc", "now"); r.err == nil || r.err.Error() != `gc: takes no arguments, got "now"` {
+	if r := heapctl(t, "gc", "now"); r.err == nil || r.err.Error() != `gc: takes no arguments, got "now"` {
 		t.Errorf("gc now: %v", r.err)
 	}
 }

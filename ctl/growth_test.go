@@ -22,7 +22,7 @@ import (
 // function's first stack (its highest ranked), and the report.
 func growthKinds(t *testing.T, dir string) (map[string]growth.Stack, growth.Report) {
 	t.Helper()
-	r := rgHeapctl(t, "growth", "--json", dir)
+	r := heapctl(t, "growth", "--json", dir)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -82,7 +82,7 @@ func TestRecordProfilesGrowth(t *testing.T) {
 
 	t.Run("command", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "series")
-		r := rgHeapctl(t, "record", "--profiles", dir, "--every", "250ms", "--lib", lib, "--", bin, "4")
+		r := heapctl(t, "record", "--profiles", dir, "--every", "250ms", "--lib", lib, "--", bin, "4")
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
@@ -90,12 +90,12 @@ func TestRecordProfilesGrowth(t *testing.T) {
 			t.Errorf("record's last line: %s", r.stderr)
 		}
 		growthCheck(t, dir, 6, "leak_site", "cache_site", "steady_site")
-		txt := rgHeapctl(t, "growth", dir)
+		txt := heapctl(t, "growth", dir)
 		if txt.err != nil || !strings.Contains(txt.stdout, "\n1     leak suspect ") || !strings.Contains(txt.stdout, "heapctl view --base ") {
 			t.Errorf("growth text: %v\n%s", txt.err, txt.stdout)
 		}
 		// A second series into the same directory would mix with it.
-		if r := rgHeapctl(t, "record", "--profiles", dir, "--lib", lib, "--", bin, "0"); r.err == nil || !strings.Contains(r.err.Error(), "already holds a series") {
+		if r := heapctl(t, "record", "--profiles", dir, "--lib", lib, "--", bin, "0"); r.err == nil || !strings.Contains(r.err.Error(), "already holds a series") {
 			t.Errorf("second series: %v", r.err)
 		}
 	})
@@ -109,7 +109,7 @@ func TestRecordProfilesGrowth(t *testing.T) {
 		})
 		dir := t.TempDir()
 		csv := filepath.Join(t.TempDir(), "heap.csv")
-		if r := rgHeapctl(t, "record", "-o", csv, "--profiles", dir, "--every", "250ms", "--pid", strconv.Itoa(pid)); r.err != nil {
+		if r := heapctl(t, "record", "-o", csv, "--profiles", dir, "--every", "250ms", "--pid", strconv.Itoa(pid)); r.err != nil {
 			t.Fatal(r.err)
 		}
 		cmd.Wait()
@@ -134,7 +134,7 @@ func TestGrowthKnownAnswerEvery(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "series")
 			secs := strconv.FormatFloat((12 * every).Seconds(), 'f', -1, 64)
-			r := rgHeapctl(t, "record", "--profiles", dir, "--every", every.String(), "--lib", lib, "--", bin, secs)
+			r := heapctl(t, "record", "--profiles", dir, "--every", every.String(), "--lib", lib, "--", bin, secs)
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
@@ -145,17 +145,17 @@ func TestGrowthKnownAnswerEvery(t *testing.T) {
 
 func TestGrowthErrors(t *testing.T) {
 	dir := t.TempDir()
-	if r := rgHeapctl(t, "growth", dir); r.err == nil || !strings.Contains(r.err.Error(), "holds 0 profiles (*.pb.gz), need at least 3") {
+	if r := heapctl(t, "growth", dir); r.err == nil || !strings.Contains(r.err.Error(), "holds 0 profiles (*.pb.gz), need at least 3") {
 		t.Errorf("empty dir: %v", r.err)
 	}
-	if r := rgHeapctl(t, "growth", filepath.Join(dir, "none")); r.err == nil {
+	if r := heapctl(t, "growth", filepath.Join(dir, "none")); r.err == nil {
 		t.Error("missing dir: no error")
 	}
 	os.WriteFile(filepath.Join(dir, profile.SeriesName(1)), []byte("not a profile"), 0o644)
-	if r := rgHeapctl(t, "growth", dir); r.err == nil || !strings.Contains(r.err.Error(), "heap-0001.pb.gz") {
+	if r := heapctl(t, "growth", dir); r.err == nil || !strings.Contains(r.err.Error(), "heap-0001.pb.gz") {
 		t.Errorf("bad profile: %v", r.err)
 	}
-	if r := rgHeapctl(t, "growth"); r.err == nil {
+	if r := heapctl(t, "growth"); r.err == nil {
 		t.Error("no dir: no error")
 	}
 	// Three profiles of two processes: refused, each pid named.
@@ -172,23 +172,23 @@ func TestGrowthErrors(t *testing.T) {
 		}
 		f.Close()
 	}
-	if r := rgHeapctl(t, "growth", mixed); r.err == nil || !strings.Contains(r.err.Error(), "mixes the profiles of 2 processes, pids 41 (heap-0001.pb.gz), 42 (heap-0003.pb.gz)") {
+	if r := heapctl(t, "growth", mixed); r.err == nil || !strings.Contains(r.err.Error(), "mixes the profiles of 2 processes, pids 41 (heap-0001.pb.gz), 42 (heap-0003.pb.gz)") {
 		t.Errorf("two pids: %v", r.err)
 	}
 	// A run shorter than --every writes no profile: record says so, and
 	// growth's error suggests no --every.
 	none := filepath.Join(t.TempDir(), "none")
-	if r := rgHeapctl(t, "record", "--profiles", none, "--lib", testkit.Shim(t), "--", "true"); r.err != nil || !strings.Contains(r.stderr, ", 0 profiles in "+none+", one each --every 30s: heapctl growth needs 3 (a shorter --every, or a longer run)") {
+	if r := heapctl(t, "record", "--profiles", none, "--lib", testkit.Shim(t), "--", "true"); r.err != nil || !strings.Contains(r.stderr, ", 0 profiles in "+none+", one each --every 30s: heapctl growth needs 3 (a shorter --every, or a longer run)") {
 		t.Errorf("record of 0 profiles: %v %s", r.err, r.stderr)
 	}
-	if r := rgHeapctl(t, "growth", none); r.err == nil || strings.Contains(r.err.Error(), "--every 30s") || !strings.Contains(r.err.Error(), "holds 0 profiles") {
+	if r := heapctl(t, "growth", none); r.err == nil || strings.Contains(r.err.Error(), "--every 30s") || !strings.Contains(r.err.Error(), "holds 0 profiles") {
 		t.Errorf("growth of 0 profiles: %v", r.err)
 	}
-	if r := rgHeapctl(t, "record", "--", "true"); r.err == nil || !strings.Contains(r.err.Error(), "need -o FILE (the timeline), --profiles DIR, or both") {
+	if r := heapctl(t, "record", "--", "true"); r.err == nil || !strings.Contains(r.err.Error(), "need -o FILE (the timeline), --profiles DIR, or both") {
 		t.Errorf("record without outputs: %v", r.err)
 	}
 	t.Setenv("HEAPLINE_SAMPLE", "0")
-	if r := rgHeapctl(t, "record", "--profiles", t.TempDir(), "--", "true"); r.err == nil || !strings.Contains(r.err.Error(), "HEAPLINE_SAMPLE=0 turns them off") {
+	if r := heapctl(t, "record", "--profiles", t.TempDir(), "--", "true"); r.err == nil || !strings.Contains(r.err.Error(), "HEAPLINE_SAMPLE=0 turns them off") {
 		t.Errorf("record --profiles without samples: %v", r.err)
 	}
 }

@@ -9,21 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/heapline/heapline/ctl/internal/history"
 	"github.com/heapline/heapline/internal/testkit"
 )
-
-// heapctlHistory runs heapctl with args and returns its stdout and error.
-func heapctlHistory(t *testing.T, stdin string, args ...string) (string, error) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	app := newAppEnv(&env{stdout: &out, stderr: &errb, log: zaptest.NewLogger(t)})
-	app.Reader = strings.NewReader(stdin)
-	err := app.Run(append([]string{"heapctl"}, args...))
-	return out.String(), err
-}
 
 // historyResult is an overhead result in the contract's shape.
 func historyResult(commit string, overheads map[string]float64, measure string) string {
@@ -72,7 +60,8 @@ func TestHistoryPipeline(t *testing.T) {
 		timed := writeHistoryFile(t, dir, "t.json", historyResult(commit, map[string]float64{"churn-1t": 0.12, "churn-4t": o4}, "time"))
 		instr := writeHistoryFile(t, dir, "i.json", historyResult(commit, map[string]float64{"churn-1t": 0.09, "churn-4t": 0.1}, "instructions"))
 		date := fmt.Sprintf("2026-05-%02dT10:00:00Z", i+1)
-		out, err := heapctlHistory(t, "", "history", "add", "--store", store, "--ref", "refs/heads/main", "--date", date, timed, instr)
+		r := heapctl(t, "history", "add", "--store", store, "--ref", "refs/heads/main", "--date", date, timed, instr)
+		out, err := r.stdout, r.err
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +70,8 @@ func TestHistoryPipeline(t *testing.T) {
 		}
 		if i == 11 {
 			// Before the jump the history is stable: check passes.
-			out, err := heapctlHistory(t, "", "history", "check", "--store", store)
+			r := heapctl(t, "history", "check", "--store", store)
+			out, err := r.stdout, r.err
 			if err != nil || !strings.HasPrefix(out, "## Overhead check: no regression") {
 				t.Fatalf("stable check: %v\n%s", err, out)
 			}
@@ -95,7 +85,8 @@ func TestHistoryPipeline(t *testing.T) {
 		t.Errorf("first point: %+v", pts[0])
 	}
 
-	out, err := heapctlHistory(t, "", "history", "check", "--store", store, "-k", "10")
+	r := heapctl(t, "history", "check", "--store", store, "-k", "10")
+	out, err := r.stdout, r.err
 	if err == nil {
 		t.Fatalf("check passed a 15-point jump:\n%s", out)
 	}
@@ -106,7 +97,8 @@ func TestHistoryPipeline(t *testing.T) {
 		t.Errorf("check summary:\n%s", out)
 	}
 
-	out, err = heapctlHistory(t, "", "history", "render", "--store", store, "--out", page)
+	r = heapctl(t, "history", "render", "--store", store, "--out", page)
+	out, err = r.stdout, r.err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +115,7 @@ func TestHistoryPipeline(t *testing.T) {
 	}
 	// Rendering into the store itself (the bench-data layout) and again
 	// gives the same bytes.
-	if _, err := heapctlHistory(t, "", "history", "render", "--store", store, "--out", page); err != nil {
+	if err := heapctl(t, "history", "render", "--store", store, "--out", page).err; err != nil {
 		t.Fatal(err)
 	}
 	for f, b := range first {
@@ -138,7 +130,7 @@ func TestHistoryAddRefusesMalformed(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
 	good := writeHistoryFile(t, dir, "good.json", historyResult("abc1234abc1234abc1234abc1234abc1234abc12", map[string]float64{"churn-1t": 0.1}, "time"))
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, good); err != nil {
+	if err := heapctl(t, "history", "add", "--store", store, good).err; err != nil {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(filepath.Join(store, "points.jsonl"))
@@ -154,18 +146,18 @@ func TestHistoryAddRefusesMalformed(t *testing.T) {
 	for _, c := range cases {
 		bad := writeHistoryFile(t, dir, c.name, c.content)
 		// The good file first: nothing of it may be added either.
-		_, err := heapctlHistory(t, "", "history", "add", "--store", store, "--commit", "abc1234abc1234abc1234abc1234abc1234abc12", good, bad)
+		err := heapctl(t, "history", "add", "--store", store, "--commit", "abc1234abc1234abc1234abc1234abc1234abc12", good, bad).err
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
 		}
 	}
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, filepath.Join(dir, "missing.json")); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if err := heapctl(t, "history", "add", "--store", store, filepath.Join(dir, "missing.json")).err; err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing file: %v", err)
 	}
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store); err == nil || !strings.Contains(err.Error(), "no result file") {
+	if err := heapctl(t, "history", "add", "--store", store).err; err == nil || !strings.Contains(err.Error(), "no result file") {
 		t.Errorf("no file: %v", err)
 	}
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, "--date", "May 1", good); err == nil || !strings.Contains(err.Error(), "--date must be RFC 3339") {
+	if err := heapctl(t, "history", "add", "--store", store, "--date", "May 1", good).err; err == nil || !strings.Contains(err.Error(), "--date must be RFC 3339") {
 		t.Errorf("bad date: %v", err)
 	}
 	after, _ := os.ReadFile(filepath.Join(store, "points.jsonl"))
@@ -175,7 +167,7 @@ func TestHistoryAddRefusesMalformed(t *testing.T) {
 
 	// "-" reads stdin. The stamps look like revisions, so the points take
 	// them rather than the HEAD of whatever checkout the test runs in.
-	if _, err := heapctlHistory(t, historyResult("def5678def5678def5678def5678def5678def56", map[string]float64{"churn-4t": 0.2}, "time"), "history", "add", "--store", store, "-"); err != nil {
+	if err := heapctlWith(t, how{stdin: historyResult("def5678def5678def5678def5678def5678def56", map[string]float64{"churn-4t": 0.2}, "time")}, "history", "add", "--store", store, "-").err; err != nil {
 		t.Fatal(err)
 	}
 	pts, _, _ := history.Load(store)
@@ -197,7 +189,7 @@ func TestHistoryFlags(t *testing.T) {
 		{[]string{"render", "--store", filepath.Join(dir, "nope"), "--out", dir}, "no points.jsonl"},
 		{[]string{"add", "x.json"}, "missing --store (heapctl history add --help lists the flags)"},
 	} {
-		_, err := heapctlHistory(t, "", append([]string{"history"}, c.args...)...)
+		err := heapctl(t, append([]string{"history"}, c.args...)...).err
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
 		}
@@ -218,12 +210,12 @@ func TestHistoryAddGitDefaults(t *testing.T) {
 	file := writeHistoryFile(t, t.TempDir(), "r.json", res)
 	store := t.TempDir()
 	t.Chdir(repo)
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, file); err != nil {
+	if err := heapctl(t, "history", "add", "--store", store, file).err; err != nil {
 		t.Fatal(err)
 	}
 	gitRun("tag", "v0.1.0")
 	gitRun("checkout", "-q", "--detach", "v0.1.0")
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, file); err != nil {
+	if err := heapctl(t, "history", "add", "--store", store, file).err; err != nil {
 		t.Fatal(err)
 	}
 	pts, _, _ := history.Load(store)
@@ -231,7 +223,7 @@ func TestHistoryAddGitDefaults(t *testing.T) {
 		t.Errorf("git defaults: %+v", pts)
 	}
 	// Flags win over git and over the result.
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, "--commit", "cafecafecafecafecafecafecafecafecafecafe", "--ref", "refs/heads/x", "--vs", "v0.0.9", file); err != nil {
+	if err := heapctl(t, "history", "add", "--store", store, "--commit", "cafecafecafecafecafecafecafecafecafecafe", "--ref", "refs/heads/x", "--vs", "v0.0.9", file).err; err != nil {
 		t.Fatal(err)
 	}
 	pts, _, _ = history.Load(store)
@@ -240,7 +232,7 @@ func TestHistoryAddGitDefaults(t *testing.T) {
 	}
 	// Outside any checkout, with no commit anywhere, add says what to do.
 	t.Chdir(t.TempDir())
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, file); err == nil || !strings.Contains(err.Error(), "pass --commit") {
+	if err := heapctl(t, "history", "add", "--store", store, file).err; err == nil || !strings.Contains(err.Error(), "pass --commit") {
 		t.Errorf("no commit: %v", err)
 	}
 }
@@ -253,13 +245,13 @@ func TestHistoryAddRefusesOtherComparisons(t *testing.T) {
 	vsLib := writeHistoryFile(t, dir, "vs.json", strings.Replace(res, `"cpu":`, `"baseline_lib":"/tmp/old/libheap.so","cpu":`, 1))
 	wrap := writeHistoryFile(t, dir, "wrap.json", strings.Replace(res, `"cpu":`, `"wrap":"heaptrack","cpu":`, 1))
 	store := filepath.Join(dir, "store")
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, vsLib); err == nil || !strings.Contains(err.Error(), "pass --vs VERSION") {
+	if err := heapctl(t, "history", "add", "--store", store, vsLib).err; err == nil || !strings.Contains(err.Error(), "pass --vs VERSION") {
 		t.Errorf("baseline-lib without --vs: %v", err)
 	}
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, "--vs", "v0.1.0", wrap); err == nil || !strings.Contains(err.Error(), "measures another profiler") {
+	if err := heapctl(t, "history", "add", "--store", store, "--vs", "v0.1.0", wrap).err; err == nil || !strings.Contains(err.Error(), "measures another profiler") {
 		t.Errorf("wrap: %v", err)
 	}
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, "--vs", "v0.1.0", "--ref", "refs/tags/v0.2.0", vsLib); err != nil {
+	if err := heapctl(t, "history", "add", "--store", store, "--vs", "v0.1.0", "--ref", "refs/tags/v0.2.0", vsLib).err; err != nil {
 		t.Fatal(err)
 	}
 	pts, _, _ := history.Load(store)
@@ -312,7 +304,7 @@ func TestHistoryAddFullCommit(t *testing.T) {
 		if c.flag != "" {
 			args = append(args, "--commit", c.flag)
 		}
-		if _, err := heapctlHistory(t, "", append(args, res)...); err != nil {
+		if err := heapctl(t, append(args, res)...).err; err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}
 		pts, _, _ := history.Load(store)
@@ -321,7 +313,7 @@ func TestHistoryAddFullCommit(t *testing.T) {
 		}
 	}
 	res := writeHistoryFile(t, t.TempDir(), "r.json", historyResult("", map[string]float64{"churn-1t": 0.1}, "time"))
-	if _, err := heapctlHistory(t, "", "history", "add", "--store", store, "--commit", "0badc0de", res); err == nil ||
+	if err := heapctl(t, "history", "add", "--store", store, "--commit", "0badc0de", res).err; err == nil ||
 		!strings.Contains(err.Error(), `commit "0badc0de": git cannot resolve it to a full hash here`) {
 		t.Errorf("unknown short hash: %v", err)
 	}

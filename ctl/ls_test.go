@@ -23,7 +23,7 @@ func TestLsRealProcess(t *testing.T) {
 	p.next(t) // alloc: quiescent
 	want := rgShowJSON(t, p.pid)
 
-	r := rgHeapctl(t, "ls", "--json")
+	r := heapctl(t, "ls", "--json")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -52,7 +52,7 @@ func TestLsRealProcess(t *testing.T) {
 		t.Fatalf("pid %d not in ls --json: %s", p.pid, r.stdout)
 	}
 
-	r = rgHeapctl(t, "ls")
+	r = heapctl(t, "ls")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -69,11 +69,11 @@ func TestLsRealProcess(t *testing.T) {
 // regions says so on stderr.
 func TestLsUnreadable(t *testing.T) {
 	d := regiontest.UseDir(t)
-	r := rgHeapctl(t, "ls")
+	r := heapctl(t, "ls")
 	if r.err != nil || r.stdout != "" || r.stderr != "no heapline regions of yours in "+d+"\n" {
 		t.Fatalf("empty ls: %q %q %v", r.stdout, r.stderr, r.err)
 	}
-	r = rgHeapctl(t, "ls", "--json")
+	r = heapctl(t, "ls", "--json")
 	if r.err != nil || r.stdout != "[]\n" {
 		t.Fatalf("empty ls --json: %q %v", r.stdout, r.err)
 	}
@@ -92,7 +92,7 @@ func TestLsUnreadable(t *testing.T) {
 	oddPath := bad("heapline.x", nil)
 	bad("other", nil)
 
-	r = rgHeapctl(t, "ls")
+	r = heapctl(t, "ls")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -118,7 +118,7 @@ func TestLsUnreadable(t *testing.T) {
 		}
 	}
 
-	r = rgHeapctl(t, "ls", "--json")
+	r = heapctl(t, "ls", "--json")
 	var got []map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 3 {
 		t.Fatalf("ls --json %q: %v", r.stdout, err)
@@ -132,7 +132,7 @@ func TestLsUnreadable(t *testing.T) {
 		}
 	}
 
-	if r := rgHeapctl(t, "ls", "extra"); r.err == nil || r.err.Error() != `ls: takes no arguments, got "extra"` {
+	if r := heapctl(t, "ls", "extra"); r.err == nil || r.err.Error() != `ls: takes no arguments, got "extra"` {
 		t.Errorf("ls extra: %v", r.err)
 	}
 }

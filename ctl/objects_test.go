@@ -62,7 +62,7 @@ func TestObjectsKnown(t *testing.T) {
 				if stop {
 					args = append(args, "--stop")
 				}
-				r := rgHeapctl(t, args...)
+				r := heapctl(t, args...)
 				if r.err != nil {
 					t.Fatal(r.err)
 				}
@@ -116,7 +116,7 @@ func TestObjectsRunning(t *testing.T) {
 		t.Fatalf("script: %q %v", l, err)
 	}
 	for i := 0; i < 3; i++ {
-		r := rgHeapctl(t, "objects", "--top", "0", strconv.Itoa(pid))
+		r := heapctl(t, "objects", "--top", "0", strconv.Itoa(pid))
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
@@ -151,9 +151,9 @@ func TestObjectsRefused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pid := rgStart(t, c.cmd, lib)
 			defer func() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() }()
-			var r rgResult
+			var r result
 			testkit.Poll(t, "the region", func() bool {
-				r = rgHeapctl(t, "objects", strconv.Itoa(pid))
+				r = heapctl(t, "objects", strconv.Itoa(pid))
 				return r.err != nil && !strings.Contains(r.err.Error(), "region")
 			})
 			if !strings.Contains(r.err.Error(), c.want) {
@@ -187,7 +187,7 @@ func TestRunProfilePython(t *testing.T) {
 			if c.profile {
 				args = append(args, "--profile", t.TempDir()+"/p.pb.gz")
 			}
-			r := rgHeapctl(t, append(args, "--", bin, "-c", "x = [str(i) for i in range(10000)]")...)
+			r := heapctl(t, append(args, "--", bin, "-c", "x = [str(i) for i in range(10000)]")...)
 			if r.err != nil {
 				t.Fatal(r.err)
 			}

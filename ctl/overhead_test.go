@@ -18,16 +18,6 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// heapctlOverhead runs `heapctl overhead args...` and returns stdout,
-// stderr and the error.
-func heapctlOverhead(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	app := newAppEnv(&env{stdout: &out, stderr: &errb, log: zaptest.NewLogger(t)})
-	err := app.Run(append([]string{"heapctl", "overhead"}, args...))
-	return out.String(), errb.String(), err
-}
-
 func TestOverheadBadFlags(t *testing.T) {
 	lib := testkit.NopLib(t)
 	for _, tc := range []struct {
@@ -64,7 +54,7 @@ func TestOverheadBadFlags(t *testing.T) {
 		{[]string{"churn-4t", "--", "true"}, "name scenarios or give a command after --, not both"},
 		{[]string{"churn-4t", "--bogus"}, "flag provided but not defined: -bogus"},
 	} {
-		_, _, err := heapctlOverhead(t, tc.args...)
+		err := heapctl(t, append([]string{"overhead"}, tc.args...)...).err
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("overhead %q: error %v, want %q", tc.args, err, tc.want)
 		}
@@ -75,7 +65,8 @@ func TestOverheadBadFlags(t *testing.T) {
 // program is not even looked for: there is no --root here that has one).
 func TestOverheadHelpAfterName(t *testing.T) {
 	for _, args := range [][]string{{"churn-4t", "-h"}, {"all", "-n", "3", "--help"}, {"churn-1t", "-help"}} {
-		out, stderr, err := heapctlOverhead(t, append(args, "--root", t.TempDir())...)
+		r := heapctl(t, append([]string{"overhead"}, append(args, "--root", t.TempDir())...)...)
+		out, stderr, err := r.stdout, r.stderr, r.err
 		if err != nil || !strings.Contains(out, "heapctl overhead - measure what profiling costs") || stderr != "" {
 			t.Errorf("overhead %q: error %v, stdout %.80q, stderr %q; want the help", args, err, out, stderr)
 		}
@@ -85,7 +76,8 @@ func TestOverheadHelpAfterName(t *testing.T) {
 func TestOverheadCommand(t *testing.T) {
 	lib := testkit.NopLib(t)
 	// Flags before --; after it, -n belongs to the command (sh ignores it).
-	out, stderr, err := heapctlOverhead(t, "-n", "3", "--warmup", "1", "--lib", lib, "--", "sh", "-c", "exit 0", "-n", "99")
+	r := heapctl(t, "overhead", "-n", "3", "--warmup", "1", "--lib", lib, "--", "sh", "-c", "exit 0", "-n", "99")
+	out, stderr, err := r.stdout, r.stderr, r.err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +100,7 @@ func TestOverheadCommand(t *testing.T) {
 	}
 
 	// The same with a failing command: an error naming the exit status.
-	_, _, err = heapctlOverhead(t, "-n", "3", "--lib", lib, "--", "sh", "-c", "exit 3")
+	err = heapctl(t, "overhead", "-n", "3", "--lib", lib, "--", "sh", "-c", "exit 3").err
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Errorf("failing command: error = %v", err)
 	}
@@ -116,7 +108,8 @@ func TestOverheadCommand(t *testing.T) {
 
 func TestOverheadJSON(t *testing.T) {
 	lib := testkit.NopLib(t)
-	out, _, err := heapctlOverhead(t, "--json", "-n", "2", "--warmup", "0", "--lib", lib, "--", "true")
+	r := heapctl(t, "overhead", "--json", "-n", "2", "--warmup", "0", "--lib", lib, "--", "true")
+	out, err := r.stdout, r.err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +179,8 @@ func TestOverheadScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	lib := testkit.NopLib(t)
-	out, _, err := heapctlOverhead(t, "churn-4t", "-n", "2", "--warmup", "0", "--root", root, "--lib", lib)
+	r := heapctl(t, "overhead", "churn-4t", "-n", "2", "--warmup", "0", "--root", root, "--lib", lib)
+	out, err := r.stdout, r.err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +191,8 @@ func TestOverheadScenario(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "bin", "libheap.so"), mustRead(t, lib), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err = heapctlOverhead(t, "churn-4t", "churn-4t", "-n", "1", "--warmup", "0", "--root", root, "--json")
+	r = heapctl(t, "overhead", "churn-4t", "churn-4t", "-n", "1", "--warmup", "0", "--root", root, "--json")
+	out, err = r.stdout, r.err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +207,7 @@ func TestOverheadScenario(t *testing.T) {
 		t.Errorf("lib %q, %d scenarios", doc.Env.Lib, len(doc.Scenarios))
 	}
 	// A scenario whose program is not built.
-	_, _, err = heapctlOverhead(t, "python", "-n", "1", "--root", root)
+	err = heapctl(t, "overhead", "python", "-n", "1", "--root", root).err
 	if err == nil || !strings.Contains(err.Error(), "alloc_heavy.py not found: build the scenarios with make") {
 		t.Errorf("missing script: error = %v", err)
 	}
@@ -231,7 +226,8 @@ func mustRead(t *testing.T, p string) []byte {
 // under --root (built or not).
 func TestOverheadList(t *testing.T) {
 	root := t.TempDir()
-	out, _, err := heapctlOverhead(t, "--list", "--root", root)
+	r := heapctl(t, "overhead", "--list", "--root", root)
+	out, err := r.stdout, r.err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +241,8 @@ func TestOverheadList(t *testing.T) {
 	if !strings.HasPrefix(lines[4], "python\tenv PYTHONHASHSEED=0 ") || !strings.Contains(lines[4], root+"/scenarios/alloc_heavy.py 4 4000\t") {
 		t.Errorf("python line = %q", lines[4])
 	}
-	out, _, err = heapctlOverhead(t, "--list", "--measure", "instructions", "--root", root)
+	r = heapctl(t, "overhead", "--list", "--measure", "instructions", "--root", root)
+	out, err = r.stdout, r.err
 	if err != nil || !strings.Contains(out, "malloc_churn -t 1 -i 500000 ") {
 		t.Errorf("--list --measure instructions: %v\n%s", err, out)
 	}
@@ -263,8 +260,9 @@ func TestOverheadMarkdownOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := filepath.Join(t.TempDir(), "r.json")
-	out, _, err := heapctlOverhead(t, "-n", "2", "--warmup", "0", "--root", root, "--lib", lib, "--baseline-lib", lib,
+	r := heapctl(t, "overhead", "-n", "2", "--warmup", "0", "--root", root, "--lib", lib, "--baseline-lib", lib,
 		"--floor", "--format", "markdown", "--out", res, "--", "true")
+	out, err := r.stdout, r.err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +295,8 @@ func TestOverheadMarkdownOut(t *testing.T) {
 // the count is deterministic.
 func TestOverheadInstructionsOnce(t *testing.T) {
 	testkit.NeedTool(t, "valgrind", "make deps installs it")
-	out, stderr, err := heapctlOverhead(t, "--measure", "instructions", "--json", "--lib", testkit.NopLib(t), "--", "true")
+	r := heapctl(t, "overhead", "--measure", "instructions", "--json", "--lib", testkit.NopLib(t), "--", "true")
+	out, stderr, err := r.stdout, r.stderr, r.err
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func TestProfilePeakHeaptrack(t *testing.T) {
 
 	// Ours, written at exit beside run --profile's.
 	file := filepath.Join(dir, "heap.pb.gz")
-	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", py, script); r.err != nil {
+	if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", py, script); r.err != nil {
 		t.Fatal(r.err)
 	}
 	ours := inclusiveShares(t, filepath.Join(dir, "heap.peak.pb.gz"))

@@ -61,10 +61,10 @@ func TestProfilePeak(t *testing.T) {
 			t.Fatalf("peak said %q, %v", l, err)
 		}
 		peak, now := filepath.Join(dir, "peak.pb.gz"), filepath.Join(dir, "now.pb.gz")
-		if r := rgHeapctl(t, "profile", "--peak", "-o", peak, strconv.Itoa(pid)); r.err != nil || !strings.Contains(r.stderr, ", at the peak in ") {
+		if r := heapctl(t, "profile", "--peak", "-o", peak, strconv.Itoa(pid)); r.err != nil || !strings.Contains(r.stderr, ", at the peak in ") {
 			t.Fatalf("profile --peak: %v %s", r.err, r.stderr)
 		}
-		if r := rgHeapctl(t, "profile", "-o", now, strconv.Itoa(pid)); r.err != nil {
+		if r := heapctl(t, "profile", "-o", now, strconv.Itoa(pid)); r.err != nil {
 			t.Fatal(r.err)
 		}
 		check(t, "peak", peak, atPeak)
@@ -101,7 +101,7 @@ func TestProfilePeak(t *testing.T) {
 			t.Fatalf("peak threads said %q, %v", l, err)
 		}
 		file := filepath.Join(dir, "threads.pb.gz")
-		if r := rgHeapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(pid)); r.err != nil {
+		if r := heapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(pid)); r.err != nil {
 			t.Fatal(r.err)
 		}
 		check(t, "4 threads' peak", file, atPeak)
@@ -117,7 +117,7 @@ func TestProfilePeak(t *testing.T) {
 		cmd.Wait()
 		defer os.Remove(region.Path(pid))
 		file := filepath.Join(dir, "killed.pb.gz")
-		r := rgHeapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(pid))
+		r := heapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(pid))
 		if r.err != nil || !r.warned("the process is gone") {
 			t.Fatalf("profile --peak of a killed process: %v", r.err)
 		}
@@ -136,7 +136,7 @@ func TestProfilePeak(t *testing.T) {
 		{"record sigkill", []string{"record", "--lib", lib, "-o", filepath.Join(dir, "kill.csv"), "--", bin, "kill"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := rgHeapctl(t, c.args...)
+			r := heapctl(t, c.args...)
 			if code, _ := rgStatus(r.err); code != 137 {
 				t.Fatalf("status %d (%v), want 137", code, r.err)
 			}
@@ -150,7 +150,7 @@ func TestProfilePeak(t *testing.T) {
 				t.Errorf("no warning that the region stays; logs %v", r.logs.All())
 			}
 			file := filepath.Join(dir, "killed-"+strings.ReplaceAll(c.name, " ", "")+".pb.gz")
-			if r := rgHeapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(pid)); r.err != nil || !r.warned("the process is gone") {
+			if r := heapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(pid)); r.err != nil || !r.warned("the process is gone") {
 				t.Fatalf("profile --peak %d after %s: %v", pid, c.name, r.err)
 			}
 			check(t, c.name, file, atPeak)
@@ -159,7 +159,7 @@ func TestProfilePeak(t *testing.T) {
 			}
 			// gc removes it, and the error then says what became of it.
 			os.Remove(region.Path(pid))
-			r = rgHeapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(pid))
+			r = heapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(pid))
 			if r.err == nil || !strings.Contains(r.err.Error(), "a killed one's stays until heapctl gc removes it") {
 				t.Errorf("profile --peak of a gone region: %v", r.err)
 			}
@@ -170,7 +170,7 @@ func TestProfilePeak(t *testing.T) {
 	// child's profile, and says so.
 	t.Run("tree", func(t *testing.T) {
 		file := filepath.Join(dir, "tree.pb.gz")
-		r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", "sh", "-c", bin+" </dev/null; true")
+		r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", "sh", "-c", bin+" </dev/null; true")
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
@@ -184,7 +184,7 @@ func TestProfilePeak(t *testing.T) {
 
 	t.Run("exit", func(t *testing.T) {
 		file := filepath.Join(dir, "run.pb.gz")
-		if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
+		if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
 			t.Fatal(r.err)
 		}
 		check(t, "run --profile, now", file, atEnd)

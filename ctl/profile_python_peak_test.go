@@ -45,7 +45,7 @@ func TestProfilePythonPeak(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
 	t.Setenv("HEAPLINE_PYMALLOC", "1")
 	file := filepath.Join(dir, "py.pb.gz")
-	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
+	if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
 	p := pfParse(t, filepath.Join(dir, "py.peak.pb.gz"))

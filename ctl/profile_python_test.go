@@ -133,7 +133,7 @@ func pyKnown(t *testing.T, lib string, cmd ...string) {
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
 	t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
 	file := filepath.Join(dir, "app.pb.gz")
-	r := rgHeapctl(t, append(append([]string{"run", "--lib", lib, "--profile", file, "--"}, cmd...), script)...)
+	r := heapctl(t, append(append([]string{"run", "--lib", lib, "--profile", file, "--"}, cmd...), script)...)
 	if r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
@@ -201,7 +201,7 @@ func TestProfilePythonThreads(t *testing.T) {
 				t.Setenv("HEAPLINE_SAMPLE", pfSample)
 				t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
 				file := filepath.Join(t.TempDir(), "threads.pb.gz")
-				if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
+				if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
 					t.Fatalf("%v\n%s", r.err, r.stderr)
 				}
 				seen := map[string]int64{} // alloc_space
@@ -283,7 +283,7 @@ func TestProfilePythonInuse(t *testing.T) {
 				}
 			}
 			file := filepath.Join(dir, "now.pb.gz")
-			if r := rgHeapctl(t, "profile", strconv.Itoa(pid), "-o", file); r.err != nil {
+			if r := heapctl(t, "profile", strconv.Itoa(pid), "-o", file); r.err != nil {
 				t.Fatal(r.err)
 			}
 			e := regions.Inspect(pid)
@@ -324,7 +324,7 @@ func TestProfilePythonOlder(t *testing.T) {
 	bin := testkit.Interpreter(t, "/root/.pyenv/versions/3.10*/bin/python3.10")
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
 	file := filepath.Join(t.TempDir(), "old.pb.gz")
-	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, "-c", "x = [str(i) * 9 for i in range(200000)]")
+	r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, "-c", "x = [str(i) * 9 for i in range(200000)]")
 	if r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
@@ -360,7 +360,7 @@ func TestProfilePythonModuleLevel(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "mod.pb.gz")
-	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
+	if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
 	top, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=alloc_space", file).CombinedOutput()

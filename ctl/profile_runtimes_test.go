@@ -97,7 +97,7 @@ func TestProfileShimNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "node.pb.gz")
-	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", node, "--perf-basic-prof", "--interpreted-frames-native-stack", script)
+	r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", node, "--perf-basic-prof", "--interpreted-frames-native-stack", script)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -172,7 +172,7 @@ func TestProfileShimJava(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
 	lib := testkit.Shim(t)
 	file := filepath.Join(t.TempDir(), "java.pb.gz")
-	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", java, "-XX:+PreserveFramePointer",
+	r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", java, "-XX:+PreserveFramePointer",
 		"-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit", "-Xbatch", "-cp", classes, "Alloc")
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -317,7 +317,7 @@ func TestProfileShimGo(t *testing.T) {
 				t.Fatalf("go build: %v\n%s", err, out)
 			}
 			file := filepath.Join(dir, c.name+".pb.gz")
-			if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
+			if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
 				t.Fatal(r.err)
 			}
 			got := rtShares(t, file, []string{"alpha", "beta", "gamma"}, func(n string) *regexp.Regexp {

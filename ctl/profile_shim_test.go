@@ -134,7 +134,7 @@ func TestProfileShimPaused(t *testing.T) {
 		t.Fatalf("pfprog said %q, %v", l, err)
 	}
 	file := filepath.Join(t.TempDir(), "now.pb.gz")
-	if r := rgHeapctl(t, "profile", strconv.Itoa(pid), "-o", file); r.err != nil {
+	if r := heapctl(t, "profile", strconv.Itoa(pid), "-o", file); r.err != nil {
 		t.Fatal(r.err)
 	}
 	pfCheck(t, file)
@@ -146,7 +146,7 @@ func TestProfileShimPaused(t *testing.T) {
 	defer os.Remove(region.Path(pid)) // the region it left, for make test leaves none
 	in.Close()
 	gone := filepath.Join(t.TempDir(), "gone.pb.gz")
-	r := rgHeapctl(t, "profile", "-o", gone, strconv.Itoa(pid))
+	r := heapctl(t, "profile", "-o", gone, strconv.Itoa(pid))
 	if r.err != nil || !r.warned("the process is gone") {
 		t.Fatalf("profile of a killed process: %v", r.err)
 	}
@@ -158,7 +158,7 @@ func TestProfileShimRun(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
 	lib, prog := testkit.Shim(t), pfProg(t)
 	file := filepath.Join(t.TempDir(), "heap.pb.gz")
-	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", prog)
+	r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", prog)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -215,7 +215,7 @@ func pfShare(stacks map[string]int64, fn string) float64 {
 func TestProfileShimPython(t *testing.T) {
 	lib := testkit.Shim(t)
 	file := filepath.Join(t.TempDir(), "py.pb.gz")
-	r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", "python3", "-c", "x = [bytearray(100000) for _ in range(1000)]")
+	r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", "python3", "-c", "x = [bytearray(100000) for _ in range(1000)]")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -245,7 +245,7 @@ int main() { make_nodes(20000); return 0; }
 	}
 	bin := testkit.CC(t, filepath.Join(dir, "nodes"), src, "-O2")
 	file := filepath.Join(dir, "nodes.pb.gz")
-	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
+	if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
 		t.Fatal(r.err)
 	}
 	stacks := pfStackFunctions(t, file)
@@ -282,7 +282,7 @@ func TestProfileShimSites(t *testing.T) {
 	take := func(name string) map[string]int64 {
 		t.Helper()
 		file := filepath.Join(dir, name)
-		if r := rgHeapctl(t, "profile", "-o", file, strconv.Itoa(pid)); r.err != nil {
+		if r := heapctl(t, "profile", "-o", file, strconv.Itoa(pid)); r.err != nil {
 			t.Fatal(r.err)
 		}
 		return pfByFunction(t, file, "alloc_space")
@@ -311,7 +311,7 @@ func TestProfileShimSites(t *testing.T) {
 	}
 	next("PAUSE")
 	file := filepath.Join(dir, "freed.pb.gz")
-	if r := rgHeapctl(t, "profile", "-o", file, strconv.Itoa(pid)); r.err != nil {
+	if r := heapctl(t, "profile", "-o", file, strconv.Itoa(pid)); r.err != nil {
 		t.Fatal(r.err)
 	}
 	inuse := pfByFunction(t, file, "inuse_space")
@@ -338,7 +338,7 @@ func TestProfileShimTableFull(t *testing.T) {
 	t.Setenv("HEAPLINE_STACKS", "2")
 	lib, prog := testkit.Shim(t), pfProg(t)
 	file := filepath.Join(t.TempDir(), "full.pb.gz")
-	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", prog); r.err != nil {
+	if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", prog); r.err != nil {
 		t.Fatal(r.err)
 	}
 	alloc, inuse := pfByFunction(t, file, "alloc_space"), pfByFunction(t, file, "inuse_space")
@@ -353,7 +353,7 @@ func TestProfileShimTableFull(t *testing.T) {
 	// One entry: the catch-all alone takes every sample (this divided by
 	// zero once).
 	t.Setenv("HEAPLINE_STACKS", "1")
-	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", prog); r.err != nil {
+	if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", prog); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if alloc := pfByFunction(t, file, "alloc_space"); len(alloc) != 1 || alloc[profile.TableFull] < 72<<20 {
@@ -436,7 +436,7 @@ func TestProfileShimSamplingOff(t *testing.T) {
 	p := rgStartSteps(t, testkit.Shim(t), rgProg(t))
 	p.next(t) // base
 	file := filepath.Join(t.TempDir(), "none.pb.gz")
-	r := rgHeapctl(t, "profile", strconv.Itoa(p.pid), "-o", file)
+	r := heapctl(t, "profile", strconv.Itoa(p.pid), "-o", file)
 	want := "profile: process " + strconv.Itoa(p.pid) + " takes no samples: it was started with HEAPLINE_SAMPLE=0 (the default samples every 512 KiB)"
 	if r.err == nil || r.err.Error() != want {
 		t.Errorf("err %v, want %q", r.err, want)
@@ -493,7 +493,7 @@ int main(void) {
 		t.Fatalf("readelf -l: want three executable segments (%v)\n%s", err, out)
 	}
 	file := filepath.Join(dir, "far.pb.gz")
-	if r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
+	if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", bin); r.err != nil {
 		t.Fatal(r.err)
 	}
 	alloc := pfByFunction(t, file, "alloc_space")
@@ -558,7 +558,7 @@ func TestProfileShimJIT(t *testing.T) {
 	bin := testkit.CCode(t, "jit.c", pfJITSource, "-O2", "-fomit-frame-pointer", "-Wall", "-Werror")
 	for _, c := range []struct{ arg, name string }{{"", profile.JIT}, {"map", "JS:*stub_one"}} {
 		file := filepath.Join(t.TempDir(), "jit.pb.gz")
-		r := rgHeapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, c.arg)
+		r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, c.arg)
 		if r.err != nil {
 			t.Fatal(r.err)
 		}

@@ -76,7 +76,7 @@ func TestProfileFromDump(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "heap.pb.gz")
-	r := rgHeapctl(t, "profile", "--from", dump, "-o", out)
+	r := heapctl(t, "profile", "--from", dump, "-o", out)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -90,7 +90,7 @@ func TestProfileFromDump(t *testing.T) {
 	if got := fmt.Sprint(pfValues(t, b)); got != pfWant {
 		t.Errorf("values %s, want %s", got, pfWant)
 	}
-	r = rgHeapctl(t, "profile", "-o", "-", "--from", dump)
+	r = heapctl(t, "profile", "-o", "-", "--from", dump)
 	if r.err != nil || fmt.Sprint(pfValues(t, []byte(r.stdout))) != pfWant || r.stderr != "" {
 		t.Errorf("-o -: err %v, stderr %q", r.err, r.stderr)
 	}
@@ -113,7 +113,7 @@ func TestProfileFromDump(t *testing.T) {
 	if err := os.WriteFile(dump, regiontest.EncodeProfile(region.Profile{PID: 4711}, 0), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r = rgHeapctl(t, "profile", "--from", dump, "-o", out)
+	r = heapctl(t, "profile", "--from", dump, "-o", out)
 	if want := "profile: " + dump + ": the process took no samples (HEAPLINE_SAMPLE=0): no profile to write"; r.err == nil || r.err.Error() != want {
 		t.Fatalf("a dump without a profile: err %v, want %q", r.err, want)
 	}
@@ -129,7 +129,7 @@ func TestProfileOfPID(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "now.pb.gz")
 	// The PID before -o, as a user types it.
-	r := rgHeapctl(t, "profile", strconv.Itoa(dead), "-o", out)
+	r := heapctl(t, "profile", strconv.Itoa(dead), "-o", out)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -169,7 +169,7 @@ func TestProfileOfPID(t *testing.T) {
 		{[]string{"-o", out, "--from", notDump}, "profile: " + notDump + " is not a heapline dump: it does not start with a region's magic (HEAPLINE_PROFILE=FILE writes one at exit)"},
 		{[]string{"-o", out, "--from", empty}, "profile: " + empty + " is not a heapline dump: it does not start with a region's magic (HEAPLINE_PROFILE=FILE writes one at exit)"},
 	} {
-		r := rgHeapctl(t, append([]string{"profile"}, c.args...)...)
+		r := heapctl(t, append([]string{"profile"}, c.args...)...)
 		if r.err == nil || r.err.Error() != c.want {
 			t.Errorf("profile %v: err %v, want %q", c.args, r.err, c.want)
 		}
@@ -206,7 +206,7 @@ func TestRunProfileDump(t *testing.T) {
 	script := `ns=$(readlink /proc/$$/ns/pid); ns=${ns#pid:[}; ns=${ns%]}; ` +
 		`cp "$1" "${HEAPLINE_PROFILE%.%n.%p}.$ns.$$" && touch "$2"`
 
-	r := rgHeapctl(t, "run", "--lib", lib, "--profile", "/nonexistent/heap.pb.gz", "--", "sh", "-c", script, "sh", dump, marker)
+	r := heapctl(t, "run", "--lib", lib, "--profile", "/nonexistent/heap.pb.gz", "--", "sh", "-c", script, "sh", dump, marker)
 	if r.err == nil || r.err.Error() != "run: --profile: cannot write /nonexistent/heap.pb.gz: no such file or directory" {
 		t.Fatalf("unwritable --profile: %v", r.err)
 	}
@@ -215,7 +215,7 @@ func TestRunProfileDump(t *testing.T) {
 	}
 
 	out := filepath.Join(dir, "heap.pb.gz")
-	r = rgHeapctl(t, "run", "--lib", lib, "--profile", out, "--", "sh", "-c", script, "sh", dump, marker)
+	r = heapctl(t, "run", "--lib", lib, "--profile", out, "--", "sh", "-c", script, "sh", dump, marker)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -230,7 +230,7 @@ func TestRunProfileDump(t *testing.T) {
 	// A command that leaves no profile: the run fails with its reason,
 	// and no file is made.
 	out2 := filepath.Join(dir, "none.pb.gz")
-	r = rgHeapctl(t, "run", "--lib", lib, "--profile", out2, "--", "true")
+	r = heapctl(t, "run", "--lib", lib, "--profile", out2, "--", "true")
 	want := "run: --profile: no profile: the command left no profile: it exec'd a program that does not load libheap.so, or ended with _exit"
 	if r.err == nil || r.err.Error() != want {
 		t.Errorf("no dump: err %v, want %q", r.err, want)
@@ -242,7 +242,7 @@ func TestRunProfileDump(t *testing.T) {
 		t.Errorf("run --profile wrote no profile at the peak beside: %v", err)
 	}
 	// The command's own failure comes first.
-	r = rgHeapctl(t, "run", "--lib", lib, "--profile", out2, "--", "false")
+	r = heapctl(t, "run", "--lib", lib, "--profile", out2, "--", "false")
 	if code, _ := rgStatus(r.err); code != 1 || strings.Contains(fmt.Sprint(r.err), "profile") {
 		t.Errorf("false with --profile: %v", r.err)
 	}

@@ -318,10 +318,9 @@ func TestRecordJSON(t *testing.T) {
 	dir := t.TempDir()
 	bin := hsBuild(t, dir)
 	out := filepath.Join(dir, "heap.json")
-	e, _, stderr := hsApp(t)
 	// Hold each of 2 steps of 64 KiB for 20 ms.
-	if err := newAppEnv(e).Run([]string{"heapctl", "record", "-o", out, "--lib", lib, "--", bin, "20", "2", "64"}); err != nil {
-		t.Fatalf("%v\n%s", err, stderr)
+	if r := heapctl(t, "record", "-o", out, "--lib", lib, "--", bin, "20", "2", "64"); r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -378,8 +377,7 @@ func TestRecordExitStatus(t *testing.T) {
 		{[]string{"sh", "-c", "kill -TERM $$"}, 128 + 15},
 		{[]string{filepath.Join(dir, "no-such-program")}, 127},
 	} {
-		e, _, _ := hsApp(t)
-		err := newAppEnv(e).Run(append([]string{"heapctl", "record", "-o", filepath.Join(dir, "x.csv"), "--lib", lib, "--"}, c.args...))
+		err := heapctl(t, append([]string{"record", "-o", filepath.Join(dir, "x.csv"), "--lib", lib, "--"}, c.args...)...).err
 		var ee *launch.ExitError
 		if !errors.As(err, &ee) || ee.Code != c.code {
 			t.Errorf("%v: err %v, want exit status %d", c.args, err, c.code)
@@ -402,8 +400,7 @@ func TestRecordKeepsOutputOnBadStart(t *testing.T) {
 		{"--lib", lib, "--", "heapline-no-such-command"},
 		{"--lib", "/etc/passwd", "--", "true"},
 	} {
-		e, _, _ := hsApp(t)
-		err := newAppEnv(e).Run(append([]string{"heapctl", "record", "-o", old}, args...))
+		err := heapctl(t, append([]string{"record", "-o", old}, args...)...).err
 		if err == nil {
 			t.Errorf("%v: no error", args)
 		}
@@ -429,8 +426,7 @@ func TestRecordBadUse(t *testing.T) {
 		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", "-4"}, `record: --pid: "-4" is not a process id`},
 		{[]string{"-o", filepath.Join(dir, "a.csv"), "--pid", "1", "--python-objects"}, "--python-objects applies to a command"},
 	} {
-		e, _, _ := hsApp(t)
-		err := newAppEnv(e).Run(append([]string{"heapctl", "record"}, c.args...))
+		err := heapctl(t, append([]string{"record"}, c.args...)...).err
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("record %q: err %v, want %q", c.args, err, c.want)
 		}
@@ -448,10 +444,9 @@ func TestRecordPythonObjects(t *testing.T) {
 	py, script, n := hsPython(t)
 	allocs := func(extra ...string) uint64 {
 		out := filepath.Join(t.TempDir(), "py.json")
-		e, _, stderr := hsApp(t)
-		args := append([]string{"heapctl", "record", "-o", out, "--lib", lib}, extra...)
-		if err := newAppEnv(e).Run(append(args, "--", py, "-c", script)); err != nil {
-			t.Fatalf("%v\n%s", err, stderr)
+		args := append([]string{"record", "-o", out, "--lib", lib}, extra...)
+		if r := heapctl(t, append(args, "--", py, "-c", script)...); r.err != nil {
+			t.Fatalf("%v\n%s", r.err, r.stderr)
 		}
 		var doc timeline.Document
 		b, _ := os.ReadFile(out)
@@ -488,14 +483,14 @@ func TestRunPythonObjects(t *testing.T) {
 	lib := testkit.Shim(t)
 	py, script, n := hsPython(t)
 	allocs := func(extra ...string) uint64 {
-		e, stdout, stderr := hsApp(t)
-		args := append([]string{"heapctl", "run", "--json", "--lib", lib}, extra...)
-		if err := newAppEnv(e).Run(append(args, "--", py, "-c", script)); err != nil {
-			t.Fatalf("%v\n%s", err, stderr)
+		args := append([]string{"run", "--json", "--lib", lib}, extra...)
+		r := heapctl(t, append(args, "--", py, "-c", script)...)
+		if r.err != nil {
+			t.Fatalf("%v\n%s", r.err, r.stderr)
 		}
 		var s report.Summary
-		if err := json.Unmarshal([]byte(stdout.String()), &s); err != nil {
-			t.Fatalf("run --json: %v\n%s", err, stdout)
+		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+			t.Fatalf("run --json: %v\n%s", err, r.stdout)
 		}
 		return s.Allocs
 	}
@@ -510,7 +505,7 @@ func TestRunPythonObjects(t *testing.T) {
 // hsRemoved: heapctl cmd (watch or record --pid) follows heapsteps, and
 // once ready holds the region file is deleted while heapsteps runs on;
 // heapctl should say so and end. It returns heapctl's result and stdout.
-func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r rgResult, stdout string) {
+func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r result, stdout string) {
 	t.Helper()
 	p := hsStart(t)
 	out := &hsBuffer{}
@@ -526,7 +521,7 @@ func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r 
 	}
 	select {
 	case err := <-done:
-		r = rgResult{stderr: stderr.String(), logs: logs, err: err}
+		r = result{stderr: stderr.String(), logs: logs, err: err}
 	case <-time.After(testkit.Timeout):
 		t.Fatalf("%v did not end when the region went", args)
 	}
@@ -562,11 +557,10 @@ func TestRecordExec(t *testing.T) {
 	dir := t.TempDir()
 	csv, svg := filepath.Join(dir, "heap.csv"), filepath.Join(dir, "heap.svg")
 	py := "import time; x = bytearray(8 << 20); time.sleep(0.3)"
-	e, _, stderr := hsApp(t)
-	err := newAppEnv(e).Run([]string{"heapctl", "record", "-o", csv, "--svg", svg, "-i", "5ms", "--lib", lib,
-		"--", "sh", "-c", `sleep 0.3; exec python3 -c "$0"`, py})
-	if err != nil {
-		t.Fatalf("record: %v\n%s", err, stderr)
+	r := heapctl(t, "record", "-o", csv, "--svg", svg, "-i", "5ms", "--lib", lib,
+		"--", "sh", "-c", `sleep 0.3; exec python3 -c "$0"`, py)
+	if r.err != nil {
+		t.Fatalf("record: %v\n%s", r.err, r.stderr)
 	}
 	samples := hsCSV(csv)
 	var execs []timeline.Sample
@@ -600,7 +594,7 @@ func TestRecordExec(t *testing.T) {
 // says so, and the exit summary still ends the timeline.
 func TestRecordCommandRegionRemoved(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "heap.json")
-	r := rgHeapctl(t, "record", "-o", out, "-i", "5ms", "--lib", testkit.Shim(t), "--",
+	r := heapctl(t, "record", "-o", out, "-i", "5ms", "--lib", testkit.Shim(t), "--",
 		"sh", "-c", `sleep 0.2; rm /dev/shm/heapline.$$; sleep 0.6`)
 	if r.err != nil {
 		t.Fatalf("record: %v", r.err)
@@ -620,8 +614,8 @@ func TestRecordCommandRegionRemoved(t *testing.T) {
 func TestRecordExecWithoutShim(t *testing.T) {
 	pid, in := rgStartExecWithoutShim(t)
 	out := filepath.Join(t.TempDir(), "x.csv")
-	done := make(chan rgResult, 1)
-	go func() { done <- rgHeapctl(t, "record", "--interval", "10ms", "-o", out, "--pid", strconv.Itoa(pid)) }()
+	done := make(chan result, 1)
+	go func() { done <- heapctl(t, "record", "--interval", "10ms", "-o", out, "--pid", strconv.Itoa(pid)) }()
 	testkit.Poll(t, "a sample", func() bool { return len(hsCSV(out)) > 0 })
 	in.Write([]byte("\n"))
 	select {

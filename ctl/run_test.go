@@ -18,10 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
-	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/sys/unix"
 
 	"github.com/heapline/heapline/ctl/internal/launch"
@@ -57,58 +53,6 @@ var rgProgSource string
 func rgProg(t *testing.T) string {
 	t.Helper()
 	return testkit.CCode(t, "rgprog.c", rgProgSource, "-O1", "-pthread", "-Wall", "-Werror")
-}
-
-// rgResult is one in-process run of heapctl.
-type rgResult struct {
-	stdout, stderr string
-	logs           *observer.ObservedLogs
-	err            error
-}
-
-// rgHeapctl runs heapctl in process with args, as main would.
-func rgHeapctl(t *testing.T, args ...string) rgResult {
-	t.Helper()
-	var out, errb hsBuffer // locked: a child may write while heapctl does
-	core, logs := observer.New(zapcore.DebugLevel)
-	log := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))
-	err := newAppEnv(&env{stdout: &out, stderr: &errb, log: log}).Run(append([]string{"heapctl"}, args...))
-	rgRemoveLeft(t, logs)
-	return rgResult{stdout: out.String(), stderr: errb.String(), logs: logs, err: err}
-}
-
-// rgRemoveLeft removes, when the test ends, the regions that a child
-// killed under run or record left (heapctl leaves them for gc), as the
-// warnings logged say, so that make test leaves no dead regions in
-// /dev/shm.
-func rgRemoveLeft(t *testing.T, logs *observer.ObservedLogs) {
-	t.Cleanup(func() {
-		for _, e := range logs.FilterMessageSnippet("its region stays").All() {
-			for _, f := range e.Context {
-				if f.Key != "pid" {
-					continue
-				}
-				if ent := regions.Inspect(int(f.Integer)); ent.Stale {
-					_ = os.Remove(ent.Path)
-				}
-			}
-		}
-	})
-}
-
-// rgWarned reports whether a warning containing s was logged.
-func (r rgResult) warned(s string) bool {
-	for _, e := range r.logs.FilterLevelExact(zapcore.WarnLevel).All() {
-		if strings.Contains(e.Message, s) {
-			return true
-		}
-		for _, f := range e.Context {
-			if strings.Contains(f.String, s) || (f.Interface != nil && strings.Contains(fmt.Sprint(f.Interface), s)) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // rgStatus is the exit status main would give err.
@@ -210,7 +154,7 @@ func (p *rgSteps) proceed(t *testing.T) {
 // rgShowJSON is `heapctl show --json pid`, decoded.
 func rgShowJSON(t *testing.T, pid int) report.Summary {
 	t.Helper()
-	r := rgHeapctl(t, "show", "--json", strconv.Itoa(pid))
+	r := heapctl(t, "show", "--json", strconv.Itoa(pid))
 	if r.err != nil {
 		t.Fatalf("show --json %d: %v", pid, r.err)
 	}
@@ -251,7 +195,7 @@ func rgLastJSON(t *testing.T, out string) report.Summary {
 func TestRunKnownAnswer(t *testing.T) {
 	lib, prog := testkit.Shim(t), rgProg(t)
 	runN := func(n int) (report.Summary, int, uint64, uint64) {
-		r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "exit", strconv.Itoa(n))
+		r := heapctl(t, "run", "--lib", lib, "--json", "--", prog, "exit", strconv.Itoa(n))
 		if r.err != nil {
 			t.Fatalf("run %d: %v\nstderr: %s", n, r.err, r.stderr)
 		}
@@ -307,7 +251,7 @@ func TestRunLineMatchesShim(t *testing.T) {
 	if err := direct.Run(); err != nil {
 		t.Fatal(err)
 	}
-	r := rgHeapctl(t, "run", "--lib", lib, "--", prog, "exit", "3000")
+	r := heapctl(t, "run", "--lib", lib, "--", prog, "exit", "3000")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -348,7 +292,7 @@ func TestRunStatus(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := rgHeapctl(t, append([]string{"run", "--lib", lib}, c.args...)...)
+			r := heapctl(t, append([]string{"run", "--lib", lib}, c.args...)...)
 			code, msg := rgStatus(r.err)
 			if code != c.code || !strings.Contains(msg, c.msg) {
 				t.Errorf("status %d %q, want %d %q", code, msg, c.code, c.msg)
@@ -359,7 +303,7 @@ func TestRunStatus(t *testing.T) {
 		})
 	}
 	t.Run("missing lib", func(t *testing.T) {
-		r := rgHeapctl(t, "run", "--lib", "/nonexistent/libheap.so", "--", "true")
+		r := heapctl(t, "run", "--lib", "/nonexistent/libheap.so", "--", "true")
 		if r.err == nil || !strings.Contains(r.err.Error(), "--lib /nonexistent/libheap.so") {
 			t.Fatalf("err %v, want one naming --lib", r.err)
 		}
@@ -367,7 +311,7 @@ func TestRunStatus(t *testing.T) {
 	t.Run("no lib anywhere", func(t *testing.T) {
 		t.Setenv("HEAPLINE_LIB", "")
 		t.Chdir(t.TempDir()) // no ./bin/libheap.so; the test binary has none beside it
-		r := rgHeapctl(t, "run", "--", "true")
+		r := heapctl(t, "run", "--", "true")
 		if r.err == nil || !strings.Contains(r.err.Error(), "libheap.so not found") {
 			t.Fatalf("err %v, want libheap.so not found", r.err)
 		}
@@ -379,7 +323,7 @@ func TestRunStatus(t *testing.T) {
 // leaves it, for profile --peak after an OOM kill, until gc.
 func TestRunKilledChild(t *testing.T) {
 	lib, prog := testkit.Shim(t), rgProg(t)
-	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "kill", "1000")
+	r := heapctl(t, "run", "--lib", lib, "--json", "--", prog, "kill", "1000")
 	if code, msg := rgStatus(r.err); code != 137 || !strings.Contains(msg, "killed by signal 9") {
 		t.Fatalf("status %d %q, want 137", code, msg)
 	}
@@ -414,7 +358,7 @@ func TestRunNestedSummary(t *testing.T) {
 	testkit.NeedRoot(t, "to make a pid namespace")
 	lib, prog := testkit.Shim(t), rgProg(t)
 	script := `X=$$; unshare --pid --fork --mount-proc sh -c "echo $((X-1)) > /proc/sys/kernel/ns_last_pid && $0 exit 10 0; true"; kill -9 $$`
-	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", "sh", "-c", script, prog)
+	r := heapctl(t, "run", "--lib", lib, "--json", "--", "sh", "-c", script, prog)
 	if code, msg := rgStatus(r.err); code != 137 {
 		t.Fatalf("status %d %q, want 137", code, msg)
 	}
@@ -438,7 +382,7 @@ func TestRunNestedSummary(t *testing.T) {
 // program's status.
 func TestRunNoSummary(t *testing.T) {
 	prog := rgProg(t)
-	r := rgHeapctl(t, "run", "--lib", testkit.NopLib(t), "--", prog, "exit", "1", "5")
+	r := heapctl(t, "run", "--lib", testkit.NopLib(t), "--", prog, "exit", "1", "5")
 	if code, _ := rgStatus(r.err); code != 5 {
 		t.Fatalf("status %d, want 5 (%v)", code, r.err)
 	}
@@ -450,7 +394,7 @@ func TestRunNoSummary(t *testing.T) {
 func TestRunOutputFile(t *testing.T) {
 	lib, prog := testkit.Shim(t), rgProg(t)
 	out := filepath.Join(t.TempDir(), "summary.json")
-	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--output", out, "--", prog, "exit", "10")
+	r := heapctl(t, "run", "--lib", lib, "--json", "--output", out, "--", prog, "exit", "10")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -466,7 +410,7 @@ func TestRunOutputFile(t *testing.T) {
 		t.Fatalf("summary file %s", b)
 	}
 	// Text to a file: the line.
-	r = rgHeapctl(t, "run", "--lib", lib, "-o", out, "--", prog, "exit", "10")
+	r = heapctl(t, "run", "--lib", lib, "-o", out, "--", prog, "exit", "10")
 	if b, _ := os.ReadFile(out); r.err != nil || !regexp.MustCompile(`^heapline\[\d+\] .*: .* s\n$`).Match(b) {
 		t.Fatalf("text summary file %q, %v", b, r.err)
 	}
@@ -486,8 +430,8 @@ func TestRunForwardsSignals(t *testing.T) {
 			}
 			ready := filepath.Join(t.TempDir(), "ready")
 			script := fmt.Sprintf(`trap 'exit %d' %s; : > %s; while :; do sleep 0.05; done`, c.code, strings.TrimPrefix(sigName(c.sig), "SIG"), ready)
-			done := make(chan rgResult, 1)
-			go func() { done <- rgHeapctl(t, "run", "--lib", lib, "--", "sh", "-c", script) }()
+			done := make(chan result, 1)
+			go func() { done <- heapctl(t, "run", "--lib", lib, "--", "sh", "-c", script) }()
 			// Once the child runs, heapctl has installed its handler.
 			testkit.Poll(t, "the child's start", func() bool { _, err := os.Stat(ready); return err == nil })
 			if err := syscall.Kill(os.Getpid(), c.sig); err != nil {
@@ -515,7 +459,7 @@ func sigName(s syscall.Signal) string { return unix.SignalName(s) }
 // process, the biggest peak first.
 func TestRunTree(t *testing.T) {
 	lib, prog := testkit.Shim(t), rgProg(t)
-	r := rgHeapctl(t, "run", "--lib", lib, "--", prog, "spawn", "2000")
+	r := heapctl(t, "run", "--lib", lib, "--", prog, "spawn", "2000")
 	if r.err != nil {
 		t.Fatalf("run: %v\n%s", r.err, r.stderr)
 	}
@@ -531,7 +475,7 @@ func TestRunTree(t *testing.T) {
 	if !more.MatchString(lines[1]) {
 		t.Errorf("second line %q: want %s", lines[1], more)
 	}
-	r = rgHeapctl(t, "run", "--lib", lib, "--all", "--", prog, "spawn", "2000")
+	r = heapctl(t, "run", "--lib", lib, "--all", "--", prog, "spawn", "2000")
 	lines = strings.Split(strings.TrimSpace(r.stderr), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("--all: stderr %q: want two summary lines", r.stderr)
@@ -543,7 +487,7 @@ func TestRunTree(t *testing.T) {
 	if !strings.HasPrefix(lines[1], "heapline[") || !strings.Contains(lines[1], "] "+prog+" spawn 2000: ") {
 		t.Errorf("--all: second line %q: want rgprog spawn's", lines[1])
 	}
-	j := rgHeapctl(t, "run", "--lib", lib, "--json", "--", prog, "spawn", "2000")
+	j := heapctl(t, "run", "--lib", lib, "--json", "--", prog, "spawn", "2000")
 	var tree []report.Summary
 	for _, l := range strings.Split(strings.TrimSpace(j.stdout), "\n")[1:] {
 		tree = append(tree, rgLastJSON(t, l))
@@ -562,7 +506,7 @@ func TestRunTreeGcc(t *testing.T) {
 	if err := os.WriteFile(src, []byte("int f(int x) { return x * 2; }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := rgHeapctl(t, "run", "--lib", lib, "--json", "--", "gcc", "-c", "-o", src+".o", src)
+	r := heapctl(t, "run", "--lib", lib, "--json", "--", "gcc", "-c", "-o", src+".o", src)
 	if r.err != nil {
 		t.Fatalf("run: %v\n%s", r.err, r.stderr)
 	}
@@ -591,7 +535,7 @@ func TestOutputCheckedFirst(t *testing.T) {
 		{[]string{"record", "-o", filepath.Join(dir, "x.csv"), "--svg", "/nonexistent/x.svg"}, "record: --svg /nonexistent/x.svg: cannot write it: no such file or directory"},
 		{[]string{"record", "-o", filepath.Join(dir, "x.csv"), "--svg", "/etc/passwd/x.svg"}, "record: --svg /etc/passwd/x.svg: cannot write it: not a directory"},
 	} {
-		r := rgHeapctl(t, append(c.args, "--lib", lib, "--", "touch", marker)...)
+		r := heapctl(t, append(c.args, "--lib", lib, "--", "touch", marker)...)
 		if code, msg := rgStatus(r.err); code == 0 || !strings.Contains(msg, c.want) {
 			t.Errorf("%q: status %d %q, want non-zero and %q", c.args, code, msg, c.want)
 		}
@@ -615,7 +559,7 @@ func TestRunOneLinePerRun(t *testing.T) {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := rgHeapctl(t, "run", "--lib", lib, "--", wrapper, prog, "exit", "10")
+	r := heapctl(t, "run", "--lib", lib, "--", wrapper, prog, "exit", "10")
 	if r.err != nil {
 		t.Fatalf("run: %v\n%s", r.err, r.stderr)
 	}
@@ -628,11 +572,11 @@ func TestRunOneLinePerRun(t *testing.T) {
 	}
 
 	t.Setenv("HEAPLINE_SUMMARY", "0")
-	if r = rgHeapctl(t, "run", "--lib", lib, "--", wrapper, prog, "exit", "10"); r.err != nil || strings.Contains(r.stderr, "heapline") {
+	if r = heapctl(t, "run", "--lib", lib, "--", wrapper, prog, "exit", "10"); r.err != nil || strings.Contains(r.stderr, "heapline") {
 		t.Errorf("HEAPLINE_SUMMARY=0: %v, stderr %q: want no summary", r.err, r.stderr)
 	}
 	t.Setenv("HEAPLINE_SUMMARY", "all")
-	r = rgHeapctl(t, "run", "--lib", lib, "--", wrapper, prog, "exit", "10")
+	r = heapctl(t, "run", "--lib", lib, "--", wrapper, prog, "exit", "10")
 	if n := strings.Count(r.stderr, "heapline["); r.err != nil || n < 6 || strings.Contains(r.stderr, "more process") {
 		t.Errorf("HEAPLINE_SUMMARY=all: %v, %d lines: want every process's\n%s", r.err, n, r.stderr)
 	}

@@ -59,7 +59,7 @@ func TestShowPythonLive(t *testing.T) {
 		t.Run(py.name, func(t *testing.T) {
 			bin := testkit.Interpreter(t, py.glob)
 			pid, before, finish := pyHold(t, bin, lib, "HEAPLINE_PYMALLOC=")
-			r := rgHeapctl(t, "show", "--json", strconv.Itoa(pid))
+			r := heapctl(t, "show", "--json", strconv.Itoa(pid))
 			after := finish()
 			if r.err != nil {
 				t.Fatal(r.err)
@@ -99,7 +99,7 @@ func TestRunPythonLiveAtExit(t *testing.T) {
 		t.Run(py.name, func(t *testing.T) {
 			bin := testkit.Interpreter(t, py.glob)
 			pyEachRead(t, func(t *testing.T) {
-				r := rgHeapctl(t, "run", "--json", "--lib", lib, "--", bin, "-c",
+				r := heapctl(t, "run", "--json", "--lib", lib, "--", bin, "-c",
 					"import os, sys\nx = [str(i) * 3 for i in range(200000)]\nprint(sys.getallocatedblocks(), flush=True)\nos._exit(0)")
 				if r.err != nil {
 					t.Fatal(r.err)

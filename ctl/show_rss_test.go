@@ -46,7 +46,7 @@ func TestShowRSSKnownAnswer(t *testing.T) {
 			}
 			freed, _ := strconv.ParseInt(f[2], 10, 64)
 
-			r := rgHeapctl(t, "show", "--json", strconv.Itoa(pid))
+			r := heapctl(t, "show", "--json", strconv.Itoa(pid))
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
@@ -81,7 +81,7 @@ func TestShowRSSKnownAnswer(t *testing.T) {
 				t.Errorf("rss_large_bytes %d: the 10.7 MiB pointer table not found", b.LargeBytes)
 			}
 
-			h := rgHeapctl(t, "show", strconv.Itoa(pid))
+			h := heapctl(t, "show", strconv.Itoa(pid))
 			if h.err != nil {
 				t.Fatal(h.err)
 			}
@@ -109,13 +109,13 @@ func TestShowRSSKnownAnswer(t *testing.T) {
 			}
 
 			// watch's line and record's columns carry the same figures.
-			w := rgHeapctl(t, "watch", "--count", "1", strconv.Itoa(pid))
+			w := heapctl(t, "watch", "--count", "1", strconv.Itoa(pid))
 			if w.err != nil || !strings.Contains(w.stdout, ", rss "+report.Bytes(b.RSSBytes)[:3]) || !strings.Contains(w.stdout, "(retained by malloc 24") {
 				t.Errorf("watch: %v\n%s", w.err, w.stdout)
 			}
 			csv := filepath.Join(t.TempDir(), "heap.csv")
-			done := make(chan rgResult)
-			go func() { done <- rgHeapctl(t, "record", "-o", csv, "--pid", strconv.Itoa(pid)) }()
+			done := make(chan result)
+			go func() { done <- heapctl(t, "record", "-o", csv, "--pid", strconv.Itoa(pid)) }()
 			testkit.Poll(t, "a recorded row", func() bool {
 				b, _ := os.ReadFile(csv)
 				return strings.Count(string(b), "\n") >= 3

@@ -46,7 +46,7 @@ func TestShowKnownAnswer(t *testing.T) {
 	}
 
 	// The human view of the same moment.
-	r := rgHeapctl(t, "show", strconv.Itoa(p.pid))
+	r := heapctl(t, "show", strconv.Itoa(p.pid))
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -81,7 +81,7 @@ func TestShowKnownAnswer(t *testing.T) {
 	if err := p.cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	r = rgHeapctl(t, "show", strconv.Itoa(p.pid))
+	r = heapctl(t, "show", strconv.Itoa(p.pid))
 	if r.err == nil || r.err.Error() != "show: no process "+strconv.Itoa(p.pid)+", and no region of it in /dev/shm: a process removes its region when it exits; a killed one's stays until heapctl gc removes it" {
 		t.Fatalf("show of an exited process: %v", r.err)
 	}
@@ -115,7 +115,7 @@ func TestShowGone(t *testing.T) {
 	_ = p.cmd.Wait()
 	defer os.Remove(region.Path(p.pid)) // the region it left, for make test leaves none
 
-	r := rgHeapctl(t, "show", "--json", strconv.Itoa(p.pid))
+	r := heapctl(t, "show", "--json", strconv.Itoa(p.pid))
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -127,7 +127,7 @@ func TestShowGone(t *testing.T) {
 	if !r.warned("the process is gone") {
 		t.Error("no warning that the process is gone")
 	}
-	r = rgHeapctl(t, "show", strconv.Itoa(p.pid))
+	r = heapctl(t, "show", strconv.Itoa(p.pid))
 	if !strings.Contains(r.stdout, "state      gone (died without its exit summary") {
 		t.Errorf("human view of a gone process:\n%s", r.stdout)
 	}
@@ -138,7 +138,7 @@ func TestShowGone(t *testing.T) {
 // detached.
 func TestShowDetached(t *testing.T) {
 	pid := rgStartDetached(t, testkit.Shim(t))
-	r := rgHeapctl(t, "show", strconv.Itoa(pid))
+	r := heapctl(t, "show", strconv.Itoa(pid))
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -150,7 +150,7 @@ func TestShowDetached(t *testing.T) {
 		t.Error("no warning that the process runs on without the shim")
 	}
 
-	r = rgHeapctl(t, "ls", "--json")
+	r = heapctl(t, "ls", "--json")
 	var entries []struct {
 		PID      int  `json:"pid"`
 		Stale    bool `json:"stale"`
@@ -171,7 +171,7 @@ func TestShowDetached(t *testing.T) {
 	if !found {
 		t.Fatalf("pid %d not in ls --json: %s", pid, r.stdout)
 	}
-	r = rgHeapctl(t, "ls")
+	r = heapctl(t, "ls")
 	row := regexp.MustCompile(`(?m)^` + strconv.Itoa(pid) + ` .* detached +env -u LD_PRELOAD sleep 60$`)
 	if r.err != nil || !row.MatchString(r.stdout) {
 		t.Errorf("ls lacks the row %s: %v\n%s", row, r.err, r.stdout)
@@ -193,7 +193,7 @@ func TestShowErrors(t *testing.T) {
 		{[]string{strconv.Itoa(dead)}, "show: no process " + strconv.Itoa(dead) + ", and no region of it in /dev/shm: a process removes its region when it exits; a killed one's stays until heapctl gc removes it"},
 		{[]string{"1"}, "show: process 1 publishes no heapline region (/dev/shm/heapline.1): start it with `heapctl run` or with LD_PRELOAD=libheap.so"},
 	} {
-		r := rgHeapctl(t, append([]string{"show"}, c.args...)...)
+		r := heapctl(t, append([]string{"show"}, c.args...)...)
 		if r.err == nil || r.err.Error() != c.want {
 			t.Errorf("show %q: err %v, want %q", c.args, r.err, c.want)
 		}
@@ -204,7 +204,7 @@ func TestShowErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(d, "heapline."+strconv.Itoa(me)), make([]byte, 300), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := rgHeapctl(t, "show", strconv.Itoa(me))
+	r := heapctl(t, "show", strconv.Itoa(me))
 	if want := fmt.Sprintf("show: reading the region of process %d: ", me) + filepath.Join(d, "heapline."+strconv.Itoa(me)) + ": truncated: 300 bytes, need 1024"; r.err == nil || r.err.Error() != want {
 		t.Errorf("corrupt region: err %v, want %q", r.err, want)
 	}

@@ -192,7 +192,7 @@ y = [str(i) * 3 for i in range(200000)]
 	if _, err := traceRun(t, traceOpts{argv: []string{py, script}, profile: traced}); err != nil {
 		t.Fatal(err)
 	}
-	if r := rgHeapctl(t, "run", "--lib", testkit.Shim(t), "--profile", shimmed, "--", py, script); r.err != nil {
+	if r := heapctl(t, "run", "--lib", testkit.Shim(t), "--profile", shimmed, "--", py, script); r.err != nil {
 		t.Fatal(r.err)
 	}
 	tr, sh := traceFunctionShares(t, traced), traceFunctionShares(t, shimmed)
@@ -451,7 +451,7 @@ func TestTraceProfileBadArgs(t *testing.T) {
 		{[]string{"--profile", "-"}, "--profile -: the summary goes to stdout; name a file"},
 		{[]string{"--profile", "/nonexistent/dir/p.pb.gz"}, "cannot write /nonexistent/dir/p.pb.gz"},
 	} {
-		r := rgHeapctl(t, append(append([]string{"trace"}, c.args...), "--", "touch", marker)...)
+		r := heapctl(t, append(append([]string{"trace"}, c.args...), "--", "touch", marker)...)
 		if r.err == nil || !strings.Contains(r.err.Error(), c.want) {
 			t.Errorf("trace %q: %v, want an error with %q", c.args, r.err, c.want)
 		}

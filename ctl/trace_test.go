@@ -759,9 +759,7 @@ func TestTraceBadArgs(t *testing.T) {
 		{[]string{"--duration", "-1s", "--", "true"}, "trace: --duration must be 0 or more (got -1s)"},
 		{[]string{"--watch", "--interval", "0", "--", "true"}, "trace: --interval must be at least 1ms (got 0s)"},
 	} {
-		var out, errb bytes.Buffer
-		app := newAppEnv(&env{stdout: &out, stderr: &errb, log: zaptest.NewLogger(t)})
-		err := app.Run(append([]string{"heapctl", "trace"}, tc.args...))
+		err := heapctl(t, append([]string{"trace"}, tc.args...)...).err
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("trace %q: %v, want %q", tc.args, err, tc.want)
 		}
@@ -818,7 +816,10 @@ int main(void)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	time.Sleep(100 * time.Millisecond)
+	testkit.Poll(t, "busy to map libc, where the uprobes go", func() bool {
+		maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid))
+		return err == nil && strings.Contains(string(maps), "/libc.so")
+	})
 	for i := range 5 {
 		js, err := traceRun(t, traceOpts{pid: cmd.Process.Pid, json: true, duration: 300 * time.Millisecond})
 		if err != nil {

@@ -216,7 +216,7 @@ func TestViewBrowserDiff(t *testing.T) {
 	bin := testkit.CC(t, "", "testdata/growth.c", "-O2", "-Wall", "-Werror")
 	dir := t.TempDir()
 	series, csv := filepath.Join(dir, "series"), filepath.Join(dir, "heap.csv")
-	if r := rgHeapctl(t, "record", "-o", csv, "--profiles", series, "--every", "500ms", "--lib", lib, "--", bin, "3"); r.err != nil {
+	if r := heapctl(t, "record", "-o", csv, "--profiles", series, "--every", "500ms", "--lib", lib, "--", bin, "3"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	files, _ := filepath.Glob(filepath.Join(series, "heap-*.pb.gz"))

@@ -36,7 +36,7 @@ func TestWatchPython(t *testing.T) {
 			break
 		}
 	}
-	r := rgHeapctl(t, "show", "--json", strconv.Itoa(pid))
+	r := heapctl(t, "show", "--json", strconv.Itoa(pid))
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

@@ -186,8 +186,7 @@ func TestWatchErrors(t *testing.T) {
 		{[]string{"1", "-i", "5"}, "--interval 5: not a duration (for example 10s, 1m"},
 		{[]string{"--interval", "100h", "1"}, "--interval 100h0m0s is longer than the sparkline's --window (1m0s by default): give --window too"},
 	} {
-		e, _, _ := hsApp(t)
-		err := newAppEnv(e).Run(append([]string{"heapctl", "watch"}, c.args...))
+		err := heapctl(t, append([]string{"watch"}, c.args...)...).err
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("watch %q: err %v, want %q", c.args, err, c.want)
 		}
@@ -205,8 +204,7 @@ func TestWatchErrors(t *testing.T) {
 		{"watch", strconv.Itoa(self)},
 		{"record", "-o", filepath.Join(t.TempDir(), "x.csv"), "--pid", strconv.Itoa(self)},
 	} {
-		e, _, _ := hsApp(t)
-		err := newAppEnv(e).Run(append([]string{"heapctl"}, cmd...))
+		err := heapctl(t, cmd...).err
 		if err == nil || !strings.Contains(err.Error(), "bad magic") || !strings.Contains(err.Error(), fmt.Sprintf("region of process %d", self)) {
 			t.Errorf("%s on a corrupt region: err %v", cmd[0], err)
 		}
@@ -292,13 +290,12 @@ func TestWatchTmux(t *testing.T) {
 	})
 	p.finish(t)
 	final := regexp.MustCompile(fmt.Sprintf(`(?m)^heapline\[%d\] \S+heapsteps \S+: \d+ allocs, \d+ frees, peak .*, live (at exit )?.*, \d+\.\d\d s( \(last sample; the process has ended\))?\n`, p.pid))
-	deadline := time.Now().Add(testkit.Timeout)
-	for !final.MatchString(m.Joined()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no final line, whole:\n%s", m.Joined())
+	defer func() {
+		if t.Failed() {
+			t.Logf("whole:\n%s", m.Joined())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	testkit.Poll(t, "the final line", func() bool { return final.MatchString(m.Joined()) })
 }
 
 // watch --all at 80 columns: the line of a process that ended is folded

@@ -11,6 +11,7 @@ package docs
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -21,7 +22,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/heapline/heapline/internal/testkit"
 )
@@ -117,13 +117,14 @@ func (e *ex) live() (int, func() string) {
 		e.t.Fatal(err)
 	}
 	pid := c.Process.Pid
-	for i := 0; i < 200; i++ {
-		if _, err := os.Stat(fmt.Sprintf("/dev/shm/heapline.%d", pid)); err == nil {
-			break
+	// grown past its first MiB: started, and the examples' figures move
+	testkit.Poll(e.t, "grow.py's region to hold a MiB", func() bool {
+		var s struct {
+			LiveBytes int64 `json:"live_bytes"`
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
+		out, err := exec.Command(filepath.Join(e.bin, "heapctl"), "show", "--json", fmt.Sprint(pid)).Output()
+		return err == nil && json.Unmarshal(out, &s) == nil && s.LiveBytes >= 1<<20
+	})
 	return pid, func() string {
 		if err := c.Wait(); err != nil {
 			e.t.Fatalf("grow.py: %v\n%s", err, stderr.String())
@@ -231,15 +232,15 @@ var examples = map[string]func(e *ex) string{
 		defer func() { cancel(); _ = exp.Wait() }()
 		pid, wait := e.live()
 		var body []byte
-		for i := 0; i < 100; i++ {
+		testkit.Poll(e.t, "heapctl export to serve /metrics", func() bool {
 			resp, err := http.Get("http://" + addr + "/metrics")
-			if err == nil {
-				body, _ = io.ReadAll(resp.Body)
-				resp.Body.Close()
-				break
+			if err != nil {
+				return false
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			defer resp.Body.Close()
+			body, err = io.ReadAll(resp.Body)
+			return err == nil
+		})
 		wait()
 		var out strings.Builder
 		for sc := bufio.NewScanner(strings.NewReader(string(body))); sc.Scan(); {

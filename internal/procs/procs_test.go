@@ -1,12 +1,14 @@
 package procs
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // TestSelf reads this process's own /proc entries, whose answers are known.
@@ -74,14 +76,10 @@ func TestState(t *testing.T) {
 	pid := cmd.Process.Pid
 	wait := func(want byte) {
 		t.Helper()
-		var st byte
-		var err error
-		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
-			if st, err = State(pid); err == nil && st == want {
-				return
-			}
-		}
-		t.Fatalf("State(%d) = %q, %v; want %c", pid, st, err, want)
+		testkit.Poll(t, fmt.Sprintf("State(%d) = %c", pid, want), func() bool {
+			st, err := State(pid)
+			return err == nil && st == want
+		})
 	}
 	wait('S')
 	cmd.Process.Kill()

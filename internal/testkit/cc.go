@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -55,4 +56,28 @@ func outName(src string, args []string) string {
 		}
 	}
 	return name
+}
+
+// RegionOffset is where the C compiler puts member (named "struct.member",
+// "hl_header.overflow_threads") in preload/region.h, the one definition of
+// the region's layout, for tests outside ctl/ that cannot import
+// ctl/internal/region's mirror of it (Go's internal rule).
+func RegionOffset(t testing.TB, member string) int {
+	t.Helper()
+	s, f, ok := strings.Cut(member, ".")
+	if !ok {
+		t.Fatalf("RegionOffset(%q): want struct.member", member)
+	}
+	prog := CCode(t, "offset.c", "#include <stddef.h>\n#include <stdio.h>\n#include \"region.h\"\n"+
+		"int main(void) { printf(\"%zu\\n\", offsetof(struct "+s+", "+f+")); return 0; }\n",
+		"-I", filepath.Join(Root(), "preload"))
+	out, err := exec.Command(prog).Output()
+	if err != nil {
+		t.Fatalf("offset of %s in region.h: %v", member, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("offset of %s in region.h: %q", member, out)
+	}
+	return n
 }

@@ -60,6 +60,28 @@ func Heapctl(t testing.TB) string {
 		[]string{"ctl/...", "bpf/..."}, "Makefile", "go.mod", "go.sum")
 }
 
+// Ran is one run of Heapctl: what it wrote, its exit status, and Err when
+// it did not start or did not exit 0.
+type Ran struct {
+	Stdout, Stderr string
+	Code           int
+	Err            error
+}
+
+// RunHeapctl runs Heapctl with args, for the tests outside ctl/ (ctl's own
+// run heapctl in process, ctl/harness_test.go).
+func RunHeapctl(t testing.TB, args ...string) Ran {
+	t.Helper()
+	var out, errb strings.Builder
+	cmd := exec.Command(Heapctl(t), args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("heapctl %s: %w", strings.Join(args, " "), err)
+	}
+	return Ran{Stdout: out.String(), Stderr: errb.String(), Code: cmd.ProcessState.ExitCode(), Err: err}
+}
+
 func (b *built) get(t testing.TB, target, what string, trees []string, files ...string) string {
 	t.Helper()
 	b.once.Do(func() { b.path, b.err = makeTarget(target, trees, files) })

@@ -168,8 +168,8 @@ func TestSampledBlocks(t *testing.T) {
 			return
 		}
 		pb := filepath.Join(t.TempDir(), "p.pb.gz")
-		if b, err := exec.Command(testkit.Heapctl(t), "profile", "-o", pb, strconv.Itoa(s.pid)).CombinedOutput(); err != nil {
-			t.Fatalf("heapctl profile %d: %v\n%s", s.pid, err, b)
+		if r := testkit.RunHeapctl(t, "profile", "-o", pb, strconv.Itoa(s.pid)); r.Err != nil {
+			t.Fatalf("%v\n%s", r.Err, r.Stderr)
 		}
 		var sampled int64
 		for _, x := range parseProfile(t, pb).Sample {

@@ -72,11 +72,9 @@ func TestEmbeddedGoLibrary(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build -buildmode=c-archive: %v\n%s", err, out)
 	}
-	so := filepath.Join(dir, "libanswer.so")
-	if out, err := exec.Command("gcc", "-shared", "-o", so, "-Wl,--whole-archive", archive, "-Wl,--no-whole-archive", "-pthread").CombinedOutput(); err != nil {
-		t.Fatalf("gcc -shared: %v\n%s", err, out)
-	}
-	prog := compile(t, "goarchive.c", so, "-Wl,-rpath,"+dir)
+	// the library is the whole archive and nothing else: an empty source
+	so := testkit.CCode(t, "answer.c", "", "-shared", "-Wl,--whole-archive,"+archive+",--no-whole-archive", "-pthread")
+	prog := compile(t, "goarchive.c", so, "-Wl,-rpath,"+filepath.Dir(so))
 	for _, preload := range []bool{false, true} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cmd := exec.CommandContext(ctx, prog)

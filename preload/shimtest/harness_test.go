@@ -42,12 +42,12 @@ type summary struct {
 // show runs `heapctl show --json PID`.
 func show(t testing.TB, pid int) (summary, error) {
 	var s summary
-	out, err := exec.Command(testkit.Heapctl(t), "show", "--json", strconv.Itoa(pid)).CombinedOutput()
-	if err != nil {
-		return s, fmt.Errorf("heapctl show --json %d: %v: %s", pid, err, out)
+	r := testkit.RunHeapctl(t, "show", "--json", strconv.Itoa(pid))
+	if r.Err != nil {
+		return s, fmt.Errorf("%v: %s", r.Err, r.Stderr)
 	}
-	if err := json.Unmarshal(out, &s); err != nil {
-		return s, fmt.Errorf("heapctl show --json %d: %v: %s", pid, err, out)
+	if err := json.Unmarshal([]byte(r.Stdout), &s); err != nil {
+		return s, fmt.Errorf("heapctl show --json %d: %v: %s%s", pid, err, r.Stdout, r.Stderr)
 	}
 	return s, nil
 }
@@ -55,14 +55,12 @@ func show(t testing.TB, pid int) (summary, error) {
 // regionPath is where the shim publishes pid's counters.
 func regionPath(pid int) string { return "/dev/shm/heapline." + strconv.Itoa(pid) }
 
-// offOverflowThreads is hl_header.overflow_threads' offset (preload/region.h;
-// ctl/internal/region's layout test holds the Go mirror to it), a counter
-// heapctl does not show.
-const offOverflowThreads = 104
-
-// headerWord reads the 8-byte word at off of pid's region header.
-func headerWord(t testing.TB, pid, off int) uint64 {
+// headerWord reads the 8-byte member of pid's region header, where
+// preload/region.h puts it ("hl_header.overflow_threads", a counter heapctl
+// does not show).
+func headerWord(t testing.TB, pid int, member string) uint64 {
 	t.Helper()
+	off := testkit.RegionOffset(t, member)
 	b, err := os.ReadFile(regionPath(pid))
 	if err != nil || len(b) < off+8 {
 		t.Fatalf("reading the region of %d: %d bytes, %v", pid, len(b), err)

@@ -59,9 +59,9 @@ func TestMoreThreadsThanSlots(t *testing.T) {
 	known(t, []string{"HEAPLINE_SLOTS=4"}, prog, []string{"wide"}, func(s step, _ summary) {
 		switch s.name {
 		case "warm":
-			warm = headerWord(t, s.pid, offOverflowThreads)
+			warm = headerWord(t, s.pid, "hl_header.overflow_threads")
 		case "allocated":
-			if n := headerWord(t, s.pid, offOverflowThreads) - warm; n < 16-3 {
+			if n := headerWord(t, s.pid, "hl_header.overflow_threads") - warm; n < 16-3 {
 				t.Errorf("%d threads took the overflow path with 16 alive and 3 slots free, want at least 13", n)
 			}
 		}

@@ -108,7 +108,8 @@ func TestSamePidOtherNamespace(t *testing.T) {
 			t.Errorf("heapctl show 1 in %d's namespace: %+v, %v (%s); want %q", c.pid, s, err, out, c.command)
 		}
 	}
-	lsOut, err := exec.Command(testkit.Heapctl(t), "ls", "--json").Output()
+	ls := testkit.RunHeapctl(t, "ls", "--json")
+	lsOut, err := []byte(ls.Stdout), ls.Err
 	var entries []struct {
 		PID   int    `json:"pid"`
 		Path  string `json:"path"`

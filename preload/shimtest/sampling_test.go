@@ -25,8 +25,8 @@ func sampledProfile(t *testing.T, extra []string, argv ...string) *profile.Profi
 		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, b)
 	}
 	pb := filepath.Join(dir, "p.pb.gz")
-	if b, err := exec.Command(testkit.Heapctl(t), "profile", "--from", dump, "-o", pb).CombinedOutput(); err != nil {
-		t.Fatalf("heapctl profile --from: %v\n%s", err, b)
+	if r := testkit.RunHeapctl(t, "profile", "--from", dump, "-o", pb); r.Err != nil {
+		t.Fatalf("%v\n%s", r.Err, r.Stderr)
 	}
 	return parseProfile(t, pb)
 }

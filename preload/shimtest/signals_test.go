@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // sigBlocked is the SigBlk mask of one of pid's threads, from /proc.
@@ -83,14 +85,7 @@ func TestShellTrapsTERM(t *testing.T) {
 		cmd := exec.Command("sh", "-c", "trap 'exit 7' TERM; : > "+ready+"; while :; do sleep 0.01; done")
 		cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
 		started(t, cmd)
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			if _, err := os.Stat(ready); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("try %d: the shell never started its loop", i)
-			}
-		}
+		testkit.Poll(t, fmt.Sprintf("try %d: the shell to start its loop", i), func() bool { _, err := os.Stat(ready); return err == nil })
 		time.Sleep(time.Duration(i%10) * 3 * time.Millisecond) // land in different moments of the loop
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // buildScenarios compiles the project's scenario programs into a fresh bin
@@ -23,18 +25,15 @@ func buildScenarios(t *testing.T) Layout {
 	if len(cs) == 0 {
 		t.Fatalf("no scenarios in %s", src)
 	}
-	build := func(compiler string, flags []string, file, ext string) {
+	build := func(file, ext string, flags ...string) {
 		out := filepath.Join(bin, strings.TrimSuffix(filepath.Base(file), ext))
-		args := append(append([]string(nil), flags...), "-o", out, file)
-		if b, err := exec.Command(compiler, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%s %s: %v\n%s", compiler, strings.Join(args, " "), err, b)
-		}
+		testkit.CC(t, out, file, append([]string{"-O2", "-pthread", "-Wall", "-Wextra", "-Werror"}, flags...)...)
 	}
 	for _, f := range cs {
-		build("cc", []string{"-O2", "-pthread", "-Wall", "-Wextra", "-Werror"}, f, ".c")
+		build(f, ".c")
 	}
 	for _, f := range ccs {
-		build("c++", []string{"-O2", "-pthread", "-Wall", "-Wextra", "-Werror", "-std=c++17"}, f, ".cc")
+		build(f, ".cc", "-std=c++17")
 	}
 	return Layout{Bin: bin, Scenarios: src}
 }
