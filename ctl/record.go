@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/growth"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
@@ -25,7 +25,6 @@ import (
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/shim"
-	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 	"github.com/heapline/heapline/internal/procs"
 )
@@ -66,7 +65,7 @@ func record(e *env, c *cli.Context) error {
 	var pid int
 	if c.IsSet("pid") {
 		var err error
-		if pid, err = target.ParsePID(c.String("pid")); err != nil {
+		if pid, err = follow.ParsePID(c.String("pid")); err != nil {
 			return fmt.Errorf("record: --pid: %w", err)
 		}
 	}
@@ -114,7 +113,7 @@ func record(e *env, c *cli.Context) error {
 	// With --pid, a process that cannot be recorded is said before any
 	// file is created.
 	if pid > 0 {
-		if err := target.RegionError(pid, regions.Inspect(pid), true); err != nil {
+		if err := follow.RegionError(pid, regions.Inspect(pid), true); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
 		if ent, _ := regions.InspectProfile(pid); r.series != nil && errors.Is(ent.Err, region.ErrNoProfile) {
@@ -283,16 +282,16 @@ func (r *recorder) attach(pid int) error {
 	r.startSeries()
 	for {
 		ent := regions.Inspect(pid)
-		read, err := clikit.Follow(pid, ent, proc, len(r.samples) == 0)
+		read, err := follow.Classify(pid, ent, proc, len(r.samples) == 0)
 		switch {
 		case err != nil:
 			return err
-		case read == clikit.Removed:
-			r.e.log.Warn(regions.RemovedWhileRunning(pid).Error() + "; the timeline ends at the last sample")
+		case read == follow.Removed:
+			r.e.log.Warn(follow.RemovedWhileRunning(pid).Error() + "; the timeline ends at the last sample")
 			return nil
-		case read == clikit.Ended:
+		case read == follow.Ended:
 			return nil
-		case read == clikit.Busy:
+		case read == follow.Busy:
 			r.e.log.Debug("region busy", zap.Int("pid", pid), zap.Error(ent.Err))
 		default:
 			if err := r.add(ent.Summary, ent.StartNS); err != nil {
@@ -390,7 +389,7 @@ func (r *recorder) sample(pid int) error {
 		// Between an exec and the new image's shim there is none for a
 		// moment; a region that stays away was removed under the command.
 		if r.missing++; r.missing == unreadableAfter {
-			r.e.log.Warn(regions.RemovedWhileRunning(pid).Error() + "; its exit summary is still read when it ends")
+			r.e.log.Warn(follow.RemovedWhileRunning(pid).Error() + "; its exit summary is still read when it ends")
 		}
 		return nil
 	}

@@ -17,11 +17,11 @@ import (
 
 	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/traceprof"
 	"github.com/heapline/heapline/internal/procs"
 )
@@ -67,7 +67,7 @@ func traceCommand(e *env) *cli.Command {
 			}
 			o.sample = rate
 			if c.IsSet("pid") {
-				pid, err := target.ParsePID(c.String("pid"))
+				pid, err := follow.ParsePID(c.String("pid"))
 				if err != nil {
 					return fmt.Errorf("trace: --pid: %w", err)
 				}

@@ -13,11 +13,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/pyheap"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
-	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 	"github.com/heapline/heapline/ctl/internal/watchview"
 	"github.com/heapline/heapline/internal/procs"
@@ -64,7 +64,7 @@ func watch(e *env, c *cli.Context) error {
 	}
 	w := &watcher{log: e.log, window: window.Seconds(), procs: map[int]*watched{}, warned: map[string]bool{}, detached: map[string]bool{}}
 	if !all {
-		pid, err := target.ParsePID(c.Args().First())
+		pid, err := follow.ParsePID(c.Args().First())
 		if err != nil {
 			return fmt.Errorf("watch: %w", err)
 		}
@@ -200,15 +200,15 @@ func (w *watcher) poll() error {
 // process was killed) means the process ended.
 func (w *watcher) pollOne(first bool) error {
 	ent := regions.Inspect(w.pid)
-	read, err := clikit.Follow(w.pid, ent, w.proc, first)
+	read, err := follow.Classify(w.pid, ent, w.proc, first)
 	switch {
 	case err != nil:
 		return err
-	case read == clikit.Removed:
-		w.endWhy(w.pid, regions.RemovedWhileRunning(w.pid).Error())
-	case read == clikit.Ended:
+	case read == follow.Removed:
+		w.endWhy(w.pid, follow.RemovedWhileRunning(w.pid).Error())
+	case read == follow.Ended:
 		w.end(w.pid)
-	case read == clikit.Busy:
+	case read == follow.Busy:
 		// The view waits a refresh.
 		w.log.Debug("region busy", zap.Int("pid", w.pid), zap.Error(ent.Err))
 	case ent.Detached:

@@ -12,10 +12,10 @@ import (
 
 	pprof "github.com/google/pprof/profile"
 
+	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
-	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
@@ -130,7 +130,7 @@ func (l *Live) Profile() (*pprof.Profile, error) {
 	case errors.Is(ent.Err, region.ErrNoProfile):
 		return nil, fmt.Errorf("process %d takes no samples: it was started with HEAPLINE_SAMPLE=0 (the default samples every 512 KiB)", l.PID)
 	case ent.Err != nil:
-		return nil, target.RegionError(l.PID, ent, false)
+		return nil, follow.RegionError(l.PID, ent, false)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -165,7 +165,7 @@ func Parse(args []string, base string, peak bool, csv string) (Source, error) {
 	if _, err := os.Stat(args[0]); err == nil || !isNumber(args[0]) {
 		s.Path = args[0]
 	} else {
-		pid, err := target.ParsePID(args[0])
+		pid, err := follow.ParsePID(args[0])
 		if err != nil {
 			return s, err
 		}

@@ -1,4 +1,4 @@
-package clikit
+package follow
 
 import (
 	"errors"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
-	"github.com/heapline/heapline/ctl/internal/target"
 )
 
 // Read is what one read of a followed process's region says (watch PID,
@@ -16,20 +15,20 @@ type Read int
 const (
 	Sample  Read = iota // the entry holds counters
 	Ended               // the region is gone: unlinked at exit
-	Removed             // the region is gone while the process runs on (regions.RemovedWhileRunning)
+	Removed             // the region is gone while the process runs on (RemovedWhileRunning)
 	Busy                // a fold outlasted the read's retries: no counters this time
 )
 
-// Follow classifies ent, a read of pid's region (regions.Inspect) by a
+// Classify classifies ent, a read of pid's region (regions.Inspect) by a
 // command that follows the process. On the first read any failure is the
-// answer, said in the user's terms (target.RegionError). Later, a region
+// answer, said in the user's terms (RegionError). Later, a region
 // that is gone means the process ended, or that its region was removed
 // while proc runs on; one still being created (the process exec'd, and
 // its new image is making its own) is read again next time; any other
 // failure is an error.
-func Follow(pid int, ent regions.Entry, proc interface{ Running() bool }, first bool) (Read, error) {
+func Classify(pid int, ent regions.Entry, proc interface{ Running() bool }, first bool) (Read, error) {
 	if first {
-		if err := target.RegionError(pid, ent, true); err != nil {
+		if err := RegionError(pid, ent, true); err != nil {
 			return 0, err
 		}
 	}
@@ -43,7 +42,7 @@ func Follow(pid int, ent regions.Entry, proc interface{ Running() bool }, first 
 	case errors.Is(ent.Err, region.ErrStarting) && proc.Running():
 		return Busy, nil
 	case ent.Err != nil:
-		return 0, target.RegionError(pid, ent, true)
+		return 0, RegionError(pid, ent, true)
 	}
 	return Sample, nil
 }
