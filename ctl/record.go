@@ -1,14 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -272,11 +271,8 @@ func monotonicNS() uint64 {
 // it is stale (the process was killed), the exit flag is seen (the counters
 // are final), or heapctl is interrupted.
 func (r *recorder) attach(pid int) error {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	tick := time.NewTicker(r.interval)
-	defer tick.Stop()
+	loop := follow.Start(context.Background(), follow.Options{Interval: r.interval, Signals: true})
+	defer loop.Stop()
 	proc := procs.Open(pid)
 	defer proc.Close()
 	r.startSeries()
@@ -308,10 +304,8 @@ func (r *recorder) attach(pid int) error {
 				return err
 			}
 		}
-		select {
-		case <-sigs:
+		if loop.Wait() != follow.Tick {
 			return nil
-		case <-tick.C:
 		}
 	}
 }
@@ -334,28 +328,23 @@ func (r *recorder) run(path string, args []string, lib string) error {
 	r.started = true
 	pid := c.Pid
 	r.e.log.Debug("recording", zap.Int("pid", pid), zap.Strings("args", args), zap.Duration("interval", r.interval))
-	tick := time.NewTicker(r.interval)
-	defer tick.Stop()
+	// The launcher passes signals on to the command: recording ends
+	// with it.
+	loop := follow.Start(context.Background(), follow.Options{Interval: r.interval, Exited: c.Ended()})
+	defer loop.Stop()
 	r.startSeries()
 	var sampleErr error
-loop:
-	for {
-		select {
-		case <-c.Ended():
-			r.endNS = monotonicNS()
-			break loop
-		case <-tick.C:
-			if sampleErr = r.sample(pid); sampleErr == nil {
-				sampleErr = r.profile(pid)
-			}
-			if sampleErr != nil {
-				c.Kill()
-				<-c.Ended()
-				r.endNS = monotonicNS()
-				break loop
-			}
+	for loop.Wait() == follow.Tick {
+		if sampleErr = r.sample(pid); sampleErr == nil {
+			sampleErr = r.profile(pid)
+		}
+		if sampleErr != nil {
+			c.Kill()
+			<-c.Ended()
+			break
 		}
 	}
+	r.endNS = monotonicNS()
 	// Read while the child is a zombie: its pid is not reused yet.
 	if s, left, err := c.Own(); err == nil && !left {
 		r.final = &s

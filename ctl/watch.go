@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -77,18 +74,14 @@ func watch(e *env, c *cli.Context) error {
 		defer w.proc.Close()
 	}
 
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	scr := clikit.NewScreen(e.stdout)
 	defer scr.Close()
-	// A resized terminal is redrawn at once, in its new size.
-	winch := make(chan os.Signal, 1)
+	o := follow.Options{Interval: interval, Signals: true}
 	if scr.TTY {
-		signal.Notify(winch, syscall.SIGWINCH)
-		defer signal.Stop(winch)
+		o.Resize = func() { scr.Resize(); scr.Frame(nil, w.rows(scr)) }
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+	loop := follow.Start(c.Context, o)
+	defer loop.Stop()
 	for n := 1; ; n++ {
 		if all || n > 1 {
 			if err := w.poll(); err != nil {
@@ -102,18 +95,8 @@ func watch(e *env, c *cli.Context) error {
 			return nil
 		}
 		scr.Frame(endLines(ended), w.rows(scr))
-		if count > 0 && n >= count {
+		if count > 0 && n >= count || loop.Wait() != follow.Tick {
 			return nil
-		}
-	wait:
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-winch:
-			scr.Resize()
-			scr.Frame(nil, w.rows(scr))
-			goto wait
-		case <-tick.C:
 		}
 	}
 }
