@@ -27,23 +27,6 @@ const (
 	Alloc = "alloc_space"
 )
 
-// ReadFile reads a pprof profile file.
-func ReadFile(path string) (*pprof.Profile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	p, err := pprof.Parse(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s is not a pprof profile (heapctl profile and run --profile write them): %w", path, err)
-	}
-	if len(p.SampleType) == 0 {
-		return nil, fmt.Errorf("%s is not a pprof profile: it has no sample types", path)
-	}
-	return p, nil
-}
-
 // FileIndex is the sample type a profile file opens on: inuse_space for
 // heapline's profile at the peak, otherwise alloc_space, as for the
 // profile a program writes at exit.
@@ -76,7 +59,7 @@ func SeriesLine(files []string) ([]timeline.Sample, error) {
 	var out []timeline.Sample
 	var t0 int64
 	for _, f := range files {
-		p, err := ReadFile(f)
+		p, err := profile.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
@@ -228,13 +211,13 @@ func (s Source) Options() (Options, error) {
 			}
 			title = fmt.Sprintf("Heap line of %s (inuse_space of %d profiles)", s.Path, len(files))
 		}
-		p, err := ReadFile(file)
+		p, err := profile.ReadFile(file)
 		if err != nil {
 			return o, err
 		}
 		o.Fetch, o.SampleIndex = func() (*pprof.Profile, error) { return p, nil }, FileIndex(p)
 		if s.Base != "" {
-			base, err := ReadFile(s.Base)
+			base, err := profile.ReadFile(s.Base)
 			if err != nil {
 				return o, fmt.Errorf("--base: %w", err)
 			}
