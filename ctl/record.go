@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -231,8 +230,7 @@ type recorder struct {
 	last     report.Summary   // the last good sample
 	final    *report.Summary  // the exit summary, exact, when the process gave one
 	children []report.Summary // exit summaries of CMD's own children
-	fails    int              // failed reads in a row
-	missing  int              // reads in a row that found no region, after one was read
+	child    follow.Child     // what each read of a command's region is
 	detached bool             // said that the process exec'd without the shim
 	started  bool             // the command started
 	images   timeline.Images  // one time axis across execs
@@ -365,36 +363,24 @@ func (r *recorder) run(path string, args []string, lib string) error {
 	return status
 }
 
-// sample reads the child's region once. Before the shim has created it,
-// and after it was unlinked at exit, there is none: not an error. A region
-// left by an earlier process with the same pid is stale and skipped. A
-// region being created (magic not set yet) or a fold in progress (ErrBusy)
-// fails a read or two; only a region that stays unreadable is worth a
-// warning, once: the program then runs unrecorded, as it does when the
-// shim itself cannot publish.
+// sample reads the child's region once (follow.Child says what a read
+// is): the program runs unrecorded while its region stays unreadable, as
+// it does when the shim itself cannot publish.
 func (r *recorder) sample(pid int) error {
 	ent := regions.Inspect(pid)
-	if errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0 {
-		// Between an exec and the new image's shim there is none for a
-		// moment; a region that stays away was removed under the command.
-		if r.missing++; r.missing == unreadableAfter {
-			r.e.log.Warn(follow.RemovedWhileRunning(pid).Error() + "; its exit summary is still read when it ends")
-		}
+	switch r.child.Classify(ent) {
+	case follow.Removed:
+		r.e.log.Warn(follow.RemovedWhileRunning(pid).Error() + "; its exit summary is still read when it ends")
 		return nil
-	}
-	r.missing = 0
-	switch {
-	case errors.Is(ent.Err, fs.ErrNotExist), ent.Err == nil && ent.Stale:
+	case follow.Unreadable:
+		r.e.log.Warn("cannot read the region; not sampling it", zap.Int("pid", pid), zap.Error(ent.Err))
 		return nil
-	case ent.Err != nil:
-		r.fails++
+	case follow.Busy:
 		r.e.log.Debug("region read failed", zap.Int("pid", pid), zap.Error(ent.Err))
-		if r.fails == unreadableAfter {
-			r.e.log.Warn("cannot read the region; not sampling it", zap.Int("pid", pid), zap.Error(ent.Err))
-		}
+		return nil
+	case follow.Skip:
 		return nil
 	}
-	r.fails = 0
 	if ent.Detached {
 		r.saidDetached(pid, "recording on until it ends")
 	}
@@ -440,7 +426,3 @@ func (r *recorder) saidDetached(pid int, then string) {
 // so that growth's labels hold at a stack of a few MiB (profiling.md says
 // what it costs).
 const seriesSample = "64k"
-
-// unreadableAfter is how many failed reads in a row make a region
-// unreadable rather than busy for a moment.
-const unreadableAfter = 50

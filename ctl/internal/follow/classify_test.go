@@ -47,3 +47,49 @@ func TestFollow(t *testing.T) {
 		}
 	}
 }
+
+// TestChild: a command's region read by record -- CMD: none before the
+// shim made it and stale ones are skipped, a region that stays away after
+// a sample, or stays unreadable, is said once, at the UnreadableAfter'th
+// read in a row.
+func TestChild(t *testing.T) {
+	gone := regions.Entry{Err: fs.ErrNotExist}
+	bad := regions.Entry{Err: errors.New("magic not set")}
+	var c Child
+	for i, c2 := range []struct {
+		ent  regions.Entry
+		want Read
+	}{
+		{gone, Skip}, // not made yet
+		{regions.Entry{Stale: true}, Skip},
+		{regions.Entry{}, Sample},
+	} {
+		if got := c.Classify(c2.ent); got != c2.want {
+			t.Errorf("read %d: %v, want %v", i, got, c2.want)
+		}
+	}
+	for i := 1; i <= 2*UnreadableAfter; i++ {
+		want := Skip
+		if i == UnreadableAfter {
+			want = Removed
+		}
+		if got := c.Classify(gone); got != want {
+			t.Fatalf("missing read %d: %v, want %v", i, got, want)
+		}
+	}
+	for i := 1; i <= 2*UnreadableAfter; i++ {
+		want := Busy
+		if i == UnreadableAfter {
+			want = Unreadable
+		}
+		if got := c.Classify(bad); got != want {
+			t.Fatalf("failed read %d: %v, want %v", i, got, want)
+		}
+	}
+	if got := c.Classify(regions.Entry{}); got != Sample {
+		t.Errorf("a good read after: %v, want %v", got, Sample)
+	}
+	if got := c.Classify(bad); got != Busy {
+		t.Errorf("a failed read after a good one: %v, want %v (the count starts again)", got, Busy)
+	}
+}
