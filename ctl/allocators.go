@@ -15,6 +15,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/allocators"
 	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/measure"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
 	"github.com/heapline/heapline/ctl/internal/shim"
@@ -57,11 +58,11 @@ func allocatorsCommand(e *env) *cli.Command {
 }
 
 func runAllocators(c *cli.Context, e *env) error {
-	a, err := splitOverheadArgs(c)
+	a, err := measure.SplitArgs(c)
 	if err != nil {
 		return err
 	}
-	if a.help {
+	if a.Help {
 		return cli.ShowSubcommandHelp(c)
 	}
 	format := c.String("format")
@@ -91,18 +92,18 @@ func runAllocators(c *cli.Context, e *env) error {
 	case !(opts.Threshold >= 0):
 		return fmt.Errorf("--threshold must be at least 0, got %g", opts.Threshold)
 	}
-	layout, err := locate(c)
+	layout, err := measure.Locate(c)
 	if err != nil {
 		return err
 	}
-	targets, err := resolveTargets(a, layout)
+	targets, err := measure.Targets(a, layout)
 	if err != nil {
 		return err
 	}
-	if len(a.command) > 0 {
+	if len(a.Command) > 0 {
 		// Checked before any run: a missing command would fail every side.
-		if _, err := exec.LookPath(a.command[0]); err != nil {
-			return fmt.Errorf("-- %s: %w", a.command[0], err)
+		if _, err := exec.LookPath(a.Command[0]); err != nil {
+			return fmt.Errorf("-- %s: %w", a.Command[0], err)
 		}
 	}
 	sides, skipped, err := allocators.Select(allocators.LibDirs(), c.StringSlice("lib"), "--lib")
@@ -110,12 +111,12 @@ func runAllocators(c *cli.Context, e *env) error {
 		return err
 	}
 	for _, s := range skipped {
-		fmt.Fprintf(e.stderr, "heapctl: warning: %s\n", s)
+		e.warn(s)
 	}
 	var lib string
 	if opts.CountRuns > 0 {
-		// As overhead finds its --lib (overheadLibs), said for the count runs.
-		flag := projectLib(c.String("shim"), layout)
+		// As overhead finds its --lib (measure.ProjectLib), said for the count runs.
+		flag := measure.ProjectLib(c.String("shim"), layout)
 		lib, err = shim.Path(flag, "--shim")
 		if err != nil && flag == "" && os.Getenv("HEAPLINE_LIB") == "" {
 			err = fmt.Errorf("the count runs need %s, found neither beside heapctl nor in %s: build it with make, name it with --shim or HEAPLINE_LIB, or measure without counts with --count-runs 0", shim.LibName, layout.Bin)
@@ -126,10 +127,10 @@ func runAllocators(c *cli.Context, e *env) error {
 	}
 	rusage := findRusage(layout)
 	if rusage == "" {
-		fmt.Fprintf(e.stderr, "heapctl: warning: %s not found beside heapctl nor in %s (make builds it): a peak RSS no larger than heapctl's own is not known\n", allocators.RusageName, layout.Bin)
+		e.warn(fmt.Sprintf("%s not found beside heapctl nor in %s (make builds it): a peak RSS no larger than heapctl's own is not known", allocators.RusageName, layout.Bin))
 	}
 	if _, was := allocators.DropPreload(os.Environ()); was != "" {
-		fmt.Fprintf(e.stderr, "heapctl: warning: LD_PRELOAD=%s is not passed on: each side preloads its allocator alone\n", was)
+		e.warn("LD_PRELOAD=" + was + " is not passed on: each side preloads its allocator alone")
 	}
 
 	// The JSON file is checked before anything runs, and written whole at
@@ -162,7 +163,7 @@ func runAllocators(c *cli.Context, e *env) error {
 		if err != nil {
 			return err
 		}
-		job, err := allocators.Plan(allocators.Spec{Scenario: t.name, Description: t.desc, Argv: t.argv, Env: t.env,
+		job, err := allocators.Plan(allocators.Spec{Scenario: t.Name, Description: t.Desc, Argv: t.Argv, Env: t.Env,
 			Allocators: sides, Shim: lib, Rusage: rusage, Dir: jobDir}, os.Environ())
 		if err != nil {
 			return err
@@ -171,11 +172,11 @@ func runAllocators(c *cli.Context, e *env) error {
 		o.Dir = jobDir
 		res, err := allocators.Measure(ctx, job, o)
 		if err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
+			return fmt.Errorf("%s: %w", t.Name, err)
 		}
 		doc.Scenarios = append(doc.Scenarios, res)
 		for _, wn := range res.Warnings {
-			fmt.Fprintf(e.stderr, "heapctl: warning: %s\n", wn)
+			e.warn(wn)
 		}
 		if format == "text" {
 			if len(doc.Scenarios) > 1 {
@@ -186,7 +187,7 @@ func runAllocators(c *cli.Context, e *env) error {
 			}
 		}
 		for _, n := range res.Failed() {
-			failed = append(failed, n+" on "+t.name)
+			failed = append(failed, n+" on "+t.Name)
 		}
 	}
 	if outFile != nil {

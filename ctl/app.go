@@ -251,4 +251,9 @@ func prefix(l zapcore.Level) string {
 	return "heapctl: error:"
 }
 
+// warn writes msg on stderr as a warning, as the logger would, whatever
+// logger the env has: a measuring command's warnings qualify its results,
+// and are read beside them, with -v or without.
+func (e *env) warn(msg string) { fmt.Fprintln(e.stderr, prefix(zapcore.WarnLevel), msg) }
+
 func isNop(l *zap.Logger) bool { return !l.Core().Enabled(zapcore.FatalLevel) }

@@ -7,10 +7,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/pyheap"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/target"
 )
 
 // objectsCommand lists a live CPython's objects by type, read from outside.
@@ -47,7 +47,7 @@ func objects(e *env, args []string, top int, asJSON, stop bool) error {
 	}
 	ent := regions.Inspect(pid)
 	if ent.Err != nil {
-		return fmt.Errorf("objects: %w", target.RegionError(pid, ent, false))
+		return fmt.Errorf("objects: %w", follow.RegionError(pid, ent, false))
 	}
 	if ent.State() != report.Running || ent.Summary.Exited {
 		return fmt.Errorf("objects: pid %d is not running under libheap.so now: its objects cannot be read", pid)

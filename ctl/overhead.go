@@ -14,10 +14,10 @@ import (
 
 	"github.com/mattn/go-shellwords"
 	"github.com/urfave/cli/v2"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/launch"
+	"github.com/heapline/heapline/ctl/internal/measure"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
 	"github.com/heapline/heapline/ctl/internal/shim"
@@ -69,28 +69,28 @@ type overheadSettings struct {
 }
 
 func runOverhead(c *cli.Context, e *env) error {
-	a, err := splitOverheadArgs(c)
+	a, err := measure.SplitArgs(c)
 	if err != nil {
 		return err
 	}
-	if a.help { // "overhead all --help" asks for help, not for an hour of runs
+	if a.Help { // "overhead all --help" asks for help, not for an hour of runs
 		return cli.ShowSubcommandHelp(c)
 	}
 	set, err := overheadFlags(c)
 	if err != nil {
 		return err
 	}
-	layout, err := locate(c)
+	layout, err := measure.Locate(c)
 	if err != nil {
 		return err
 	}
 	if c.Bool("list") {
-		if len(a.names) > 0 || len(a.command) > 0 {
+		if len(a.Names) > 0 || len(a.Command) > 0 {
 			return errors.New("--list takes no scenario or command")
 		}
 		return overhead.WriteList(e.stdout, layout, set.mode)
 	}
-	targets, err := resolveTargets(a, layout)
+	targets, err := measure.Targets(a, layout)
 	if err != nil {
 		return err
 	}
@@ -135,32 +135,32 @@ func runOverhead(c *cli.Context, e *env) error {
 	doc.Env.Args = clikit.CommandLine(c)
 
 	for _, t := range targets {
-		argv := t.argv
+		argv := t.Argv
 		if set.mode == overhead.Instructions {
-			argv = t.short
+			argv = t.Short
 		}
 		jobDir, err := os.MkdirTemp(dir, "job-")
 		if err != nil {
 			return err
 		}
 		job, err := overhead.Plan(overhead.Spec{
-			Scenario: t.name, Description: t.desc, Argv: argv, Env: t.env,
+			Scenario: t.Name, Description: t.Desc, Argv: argv, Env: t.Env,
 			Lib: libs.lib, BaselineLib: libs.baseline, FloorLib: libs.floor, Wrap: set.wrap, Measure: set.mode, Valgrind: valgrind, Dir: jobDir,
 		}, os.Environ())
 		if err != nil {
 			return err
 		}
-		e.log.Debug("measuring " + t.name)
+		e.log.Debug("measuring " + t.Name)
 		res, err := overhead.Measure(ctx, job, overhead.Options{
 			Runs: set.n, Warmup: set.warmup, Rounds: set.rounds, Measure: set.mode, Dir: jobDir, Progress: progress, Log: e.log,
 		})
 		if err != nil && ctx.Err() != nil {
 			// One line, the status a shell gives an interrupted command;
 			// the engine has removed the killed run's region.
-			return &launch.ExitError{Code: 130, Msg: fmt.Sprintf("overhead: interrupted while measuring %s; nothing was written", t.name)}
+			return &launch.ExitError{Code: 130, Msg: fmt.Sprintf("overhead: interrupted while measuring %s; nothing was written", t.Name)}
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
+			return fmt.Errorf("%s: %w", t.Name, err)
 		}
 		doc.Scenarios = append(doc.Scenarios, res)
 		// One scenario prints its own block; several end with one table.
@@ -245,7 +245,7 @@ func overheadLibs(c *cli.Context, layout overhead.Layout, wrap []string) (overhe
 	var libs overheadLibraries
 	var err error
 	if len(wrap) == 0 {
-		libFlag := projectLib(c.String("lib"), layout)
+		libFlag := measure.ProjectLib(c.String("lib"), layout)
 		if c.Bool("any-lib") && libFlag != "" {
 			libs.lib, err = shim.CheckLoadable(libFlag, "--lib")
 		} else {
@@ -275,25 +275,13 @@ func overheadLibs(c *cli.Context, layout overhead.Layout, wrap []string) (overhe
 	return libs, nil
 }
 
-// projectLib is the shim a flag names, else, when $HEAPLINE_LIB names
-// none either, the one in the project's bin/ if it is there; "" leaves
-// the choice to shim.Path.
-func projectLib(flag string, layout overhead.Layout) string {
-	if flag == "" && os.Getenv("HEAPLINE_LIB") == "" {
-		if p := filepath.Join(layout.Bin, shim.LibName); fileExists(p) {
-			return p
-		}
-	}
-	return flag
-}
-
 // writeOverhead writes the results: warnings on stderr, the --out file
 // (out, at path) whole, and the document in its format on stdout.
 func writeOverhead(e *env, doc overhead.Document, format string, threshold float64, out *outfile.File, path string) error {
 	// Warnings on stderr, as every command's, after the results they
 	// qualify; JSON and Markdown carry them in the document too.
 	for _, wn := range overhead.Warnings(doc.Scenarios) {
-		fmt.Fprintln(e.stderr, prefix(zapcore.WarnLevel), wn)
+		e.warn(wn)
 	}
 	if out != nil {
 		if err := overhead.WriteJSON(out, doc); err != nil {
@@ -314,7 +302,8 @@ func writeOverhead(e *env, doc overhead.Document, format string, threshold float
 	return nil
 }
 
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
-}
+// Bounds on the counts of runs: -n 99999999999 is a typo, not a plan.
+const (
+	maxRuns   = 10000
+	maxRounds = 1000
+)

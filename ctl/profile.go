@@ -1,23 +1,19 @@
 package main
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
-	"github.com/heapline/heapline/ctl/internal/launch"
+	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/target"
 )
 
 // profileCommand writes the sampled allocation profile of a running
@@ -74,7 +70,7 @@ func writeProfile(e *env, args []string, from, output string, peak bool) error {
 	defer out.Abort()
 	var p region.Profile
 	if from != "" {
-		if p, err = readDump(from); err != nil {
+		if p, err = profile.ReadDump(from); err != nil {
 			return fmt.Errorf("profile: %w", err)
 		}
 	} else {
@@ -83,7 +79,7 @@ func writeProfile(e *env, args []string, from, output string, peak bool) error {
 		case errors.Is(ent.Err, region.ErrNoProfile):
 			return fmt.Errorf("profile: process %d takes no samples: it was started with HEAPLINE_SAMPLE=0 (the default samples every 512 KiB)", pid)
 		case ent.Err != nil:
-			return fmt.Errorf("profile: %w", target.RegionError(pid, ent, false))
+			return fmt.Errorf("profile: %w", follow.RegionError(pid, ent, false))
 		case ent.Stale:
 			e.log.Warn("the process is gone: this is the profile it last published", zap.Int("pid", pid), zap.String("region", ent.Path))
 		}
@@ -103,166 +99,4 @@ func writeProfile(e *env, args []string, from, output string, peak bool) error {
 		fmt.Fprintf(e.stderr, "heapctl profile: %s, %s of pid %d%s in %s\n", report.Count(len(p.Stacks), "stack"), report.Count(int(p.Samples), "sample"), p.PID, what, output)
 	}
 	return nil
-}
-
-// readDump reads the profile of a dump: the region's bytes as the shim
-// wrote them at exit.
-func readDump(path string) (region.Profile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return region.Profile{}, err
-	}
-	defer f.Close()
-	// No region is larger: a bigger file is read only that far.
-	b, err := io.ReadAll(io.LimitReader(f, region.MaxRegionSize))
-	if err != nil {
-		return region.Profile{}, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(b) < 8 || binary.LittleEndian.Uint64(b) != region.Magic {
-		return region.Profile{}, fmt.Errorf("%s is not a heapline dump: it does not start with a region's magic (HEAPLINE_PROFILE=FILE writes one at exit)", path)
-	}
-	p, err := region.ParseProfile(b)
-	if errors.Is(err, region.ErrNoProfile) {
-		return p, fmt.Errorf("%s: the process took no samples (HEAPLINE_SAMPLE=0): no profile to write", path)
-	}
-	if err != nil {
-		return p, fmt.Errorf("%s: %w", path, err)
-	}
-	return p, nil
-}
-
-// childProfile reads the profile of our child pid, a zombie: the dump it
-// wrote at exit, or, when it was killed before it could, the region it
-// left behind.
-func childProfile(dir string, pid int) (region.Profile, error) {
-	dump := launch.PerProcessPath(dir, "profile", "", pid)
-	if _, err := os.Stat(dump); err == nil {
-		return readDump(dump)
-	}
-	ent, p := regions.InspectProfile(pid)
-	switch {
-	case errors.Is(ent.Err, region.ErrNoProfile):
-		return p, errors.New("the command took no samples (HEAPLINE_SAMPLE=0)")
-	case ent.Err != nil || ent.Stale || ent.Proc != pid:
-		return p, errors.New("the command left no profile: it exec'd a program that does not load libheap.so, or ended with _exit")
-	}
-	return p, nil
-}
-
-// runProfile is `run --profile FILE`: the output is created before the
-// command starts, with a directory for the dumps of the command's tree;
-// the command's profile is read while it is a zombie (its pid not reused
-// yet), and written once it is reaped. A nil
-// *runProfile does nothing.
-type runProfile struct {
-	out  *profile.Output
-	peak *profile.Output // beside out (profile.PeakPath); nil for stdout
-	dir  string
-	p    region.Profile
-	err  error
-	path string // FILE
-	said string // which process's profile it is (pick)
-}
-
-func newRunProfile(path string, stdout io.Writer) (*runProfile, error) {
-	out, err := profile.Create(path, stdout)
-	if err != nil {
-		return nil, fmt.Errorf("--profile: %w", err)
-	}
-	var peak *profile.Output
-	if path != "-" {
-		if peak, err = profile.Create(profile.PeakPath(path), stdout); err != nil {
-			out.Abort()
-			return nil, fmt.Errorf("--profile: the profile at the peak: %w", err)
-		}
-	}
-	dir, err := os.MkdirTemp("", "heapctl-profiles-")
-	if err != nil {
-		out.Abort()
-		if peak != nil {
-			peak.Abort()
-		}
-		return nil, fmt.Errorf("--profile: %w", err)
-	}
-	return &runProfile{out: out, peak: peak, dir: dir, path: path, err: errors.New("the command never ran")}, nil
-}
-
-// env is what the child's environment gets.
-func (r *runProfile) env() []string {
-	if r == nil {
-		return nil
-	}
-	// every image of the command's tree dumps its region in dir
-	return []string{"HEAPLINE_PROFILE=" + launch.PerProcess(r.dir, "profile", "")}
-}
-
-func (r *runProfile) read(pid int) {
-	if r != nil {
-		r.p, r.err = childProfile(r.dir, pid)
-	}
-}
-
-// pick takes the profile of the tree's process with the biggest peak
-// (tree sorted by peak, the command's own summary among them) in place
-// of the command's, when that is another process that left its dump: a
-// shell or a driver whose child does the work. It says which it took.
-func (r *runProfile) pick(e *env, tree []report.Summary, pid int) {
-	if r == nil || len(tree) == 0 {
-		return
-	}
-	top := tree[0]
-	if top.PID != pid && top.PID > 0 {
-		p, err := readDump(launch.PerProcessPath(r.dir, "profile", "", top.PID))
-		if err != nil {
-			e.log.Warn("the profile of the process with the biggest peak; writing the command's", zap.Int("pid", top.PID), zap.Error(err))
-		} else {
-			r.p, r.err = p, nil
-		}
-	}
-	if r.err != nil {
-		return
-	}
-	what := fmt.Sprintf("heapctl run: the profile of pid %d (%s)", r.p.PID, report.Clip(r.p.Command, 60))
-	if len(tree) > 1 {
-		what += fmt.Sprintf(", the biggest peak of %d processes", len(tree))
-	}
-	r.said = what
-}
-
-// said is pick's line, for the summary's end.
-func (r *runProfile) line() string {
-	if r == nil || r.said == "" || r.err != nil {
-		return ""
-	}
-	if r.peak == nil {
-		return r.said + ", on stdout\n"
-	}
-	return fmt.Sprintf("%s: at exit in %s, at its peak in %s\n", r.said, r.path, profile.PeakPath(r.path))
-}
-
-func (r *runProfile) write() error {
-	if r == nil {
-		return nil
-	}
-	if r.err != nil {
-		return fmt.Errorf("no profile: %w", r.err)
-	}
-	sym, now := profile.NewSymbolizer(), time.Now()
-	if err := r.out.Write(profile.Build(r.p, sym, now)); err != nil {
-		return err
-	}
-	if r.peak == nil {
-		return nil
-	}
-	return r.peak.Write(profile.BuildPeak(r.p, sym, now))
-}
-
-func (r *runProfile) abort() {
-	if r != nil {
-		r.out.Abort()
-		if r.peak != nil {
-			r.peak.Abort()
-		}
-		os.RemoveAll(r.dir)
-	}
 }

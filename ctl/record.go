@@ -3,31 +3,22 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
-	"github.com/heapline/heapline/ctl/internal/clikit"
-	"github.com/heapline/heapline/ctl/internal/growth"
+	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/profile"
+	"github.com/heapline/heapline/ctl/internal/recorder"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
-	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/shim"
-	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
-	"github.com/heapline/heapline/internal/procs"
 )
 
 // recordCommand samples a process's region from outside at a fixed
@@ -66,7 +57,7 @@ func record(e *env, c *cli.Context) error {
 	var pid int
 	if c.IsSet("pid") {
 		var err error
-		if pid, err = target.ParsePID(c.String("pid")); err != nil {
+		if pid, err = follow.ParsePID(c.String("pid")); err != nil {
 			return fmt.Errorf("record: --pid: %w", err)
 		}
 	}
@@ -94,12 +85,13 @@ func record(e *env, c *cli.Context) error {
 	if svg != "" && strings.ToLower(filepath.Ext(svg)) != ".svg" {
 		return fmt.Errorf("record: --svg %s: name the chart .svg", svg)
 	}
-	r := &recorder{e: e, interval: interval}
+	o := recorder.Options{Interval: interval, PID: pid, Args: args, Output: c.String("output"), SVG: svg,
+		Log: e.log, Stdout: e.stdout, Stderr: e.stderr}
 	if c.Bool("python-objects") {
-		r.env = append(r.env, timeline.PythonObjectsEnv())
+		o.Env = append(o.Env, timeline.PythonObjectsEnv())
 	}
 	if dir := c.String("profiles"); dir != "" {
-		r.series = &profile.Series{Dir: dir, Every: c.Duration("every")}
+		o.Series = &profile.Series{Dir: dir, Every: c.Duration("every")}
 		v, set := os.LookupEnv("HEAPLINE_SAMPLE")
 		if v == "0" && pid == 0 {
 			return errors.New("record: --profiles needs samples, and HEAPLINE_SAMPLE=0 turns them off (unset it for record's default, 64 KiB)")
@@ -108,21 +100,21 @@ func record(e *env, c *cli.Context) error {
 			// growth tells a leak from a cache or a steady site by how a
 			// stack's estimate moves; at 512 KiB sampling alone moves a
 			// stack of 8 MiB by a third between two profiles.
-			r.env = append(r.env, "HEAPLINE_SAMPLE="+seriesSample)
+			o.Env = append(o.Env, "HEAPLINE_SAMPLE="+seriesSample)
 		}
 	}
 	// With --pid, a process that cannot be recorded is said before any
 	// file is created.
 	if pid > 0 {
-		if err := target.RegionError(pid, regions.Inspect(pid), true); err != nil {
+		if err := follow.RegionError(pid, regions.Inspect(pid), true); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
-		if ent, _ := regions.InspectProfile(pid); r.series != nil && errors.Is(ent.Err, region.ErrNoProfile) {
+		if ent, _ := regions.InspectProfile(pid); o.Series != nil && errors.Is(ent.Err, region.ErrNoProfile) {
 			return fmt.Errorf("record: --profiles: process %d takes no samples: it was started with HEAPLINE_SAMPLE=0", pid)
 		}
 	}
-	if r.series != nil {
-		if err := profile.CheckSeriesDir(r.series.Dir); err != nil {
+	if o.Series != nil {
+		if err := profile.CheckSeriesDir(o.Series.Dir); err != nil {
 			return fmt.Errorf("record: --profiles %w", err)
 		}
 	}
@@ -133,318 +125,16 @@ func record(e *env, c *cli.Context) error {
 	}
 	// So is a command that cannot be started, or a bad --lib: the output
 	// file, perhaps an earlier recording, is only truncated to record.
-	var lib, path string
 	if pid == 0 {
 		var err error
-		if lib, err = shim.Path(c.String("lib"), "--lib"); err != nil {
+		if o.Lib, err = shim.Path(c.String("lib"), "--lib"); err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
-		if path, err = launch.Look("record", args[0]); err != nil {
+		if o.Path, err = launch.Look("record", args[0]); err != nil {
 			return err
 		}
 	}
-	out := timeline.Discard
-	if c.String("output") != "" {
-		var err error
-		if out, err = timeline.Create(c.String("output")); err != nil {
-			return fmt.Errorf("record: %w", err)
-		}
-	}
-	r.out = out
-	var runErr error
-	if pid > 0 {
-		runErr = r.attach(pid)
-	} else {
-		runErr = r.run(path, args, lib)
-	}
-	var finalPoint timeline.Sample
-	if r.final != nil {
-		finalPoint = r.images.Point(*r.final, 0, r.endNS)
-		r.samples = append(r.samples, finalPoint)
-	}
-	if err := out.Close(r.final, finalPoint); err != nil {
-		return fmt.Errorf("record: %w", err)
-	}
-	var ee *launch.ExitError
-	if pid == 0 && !r.started {
-		return runErr // a command that could not start: no word about samples
-	}
-	if runErr != nil && !errors.As(runErr, &ee) {
-		return fmt.Errorf("record: %w", runErr)
-	}
-	if len(r.samples) == 0 {
-		// Only a command can end with no sample: --pid read one first.
-		err := fmt.Errorf("record: no sample: %s never published a region (statically linked programs cannot be preloaded)", args[0])
-		if runErr != nil {
-			e.log.Error(err.Error())
-			return runErr // the command's own failure says more
-		}
-		return err
-	}
-	last := r.last
-	if r.final != nil {
-		last = *r.final
-	}
-	fmt.Fprintln(e.stderr, report.Line(last))
-	for _, s := range r.children {
-		e.log.Debug("child's exit summary", zap.String("summary", report.Line(s)))
-	}
-	msg := "heapctl record: " + report.Count(len(r.samples), "sample")
-	if c.String("output") != "" {
-		msg += " in " + c.String("output")
-	}
-	if r.series != nil {
-		if n := r.series.Written(); n < growth.MinProfiles {
-			msg += fmt.Sprintf(", %s in %s, one each --every %v: heapctl growth needs %d (a shorter --every, or a longer run)",
-				report.Count(n, "profile"), r.series.Dir, r.series.Every, growth.MinProfiles)
-		} else {
-			msg += fmt.Sprintf(", %d profiles in %s (heapctl growth %s ranks their stacks)", n, r.series.Dir, r.series.Dir)
-		}
-	}
-	if n := len(r.children); n > 0 {
-		msg += fmt.Sprintf(" (%d child processes of %s ran under the shim too: -v logs their summaries)", n, args[0])
-	}
-	if svg != "" {
-		title := fmt.Sprintf("%s (pid %d)", report.Clip(last.Command, 300), last.PID) // the chart wraps it
-		if err := writeChart(svg, title, r.samples); err != nil {
-			return fmt.Errorf("record: %w", err)
-		}
-		msg += ", chart in " + svg
-	}
-	fmt.Fprintln(e.stderr, msg)
-	return runErr
-}
-
-func writeChart(path, title string, samples []timeline.Sample) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("creating chart: %w", err)
-	}
-	err = timeline.Chart{Title: title}.WriteSVG(f, samples)
-	return errors.Join(err, f.Close())
-}
-
-type recorder struct {
-	e        *env
-	interval time.Duration
-	env      []string // added to CMD's environment
-	out      timeline.Writer
-	samples  []timeline.Sample
-	last     report.Summary   // the last good sample
-	final    *report.Summary  // the exit summary, exact, when the process gave one
-	children []report.Summary // exit summaries of CMD's own children
-	fails    int              // failed reads in a row
-	missing  int              // reads in a row that found no region, after one was read
-	detached bool             // said that the process exec'd without the shim
-	started  bool             // the command started
-	images   timeline.Images  // one time axis across execs
-	endNS    uint64           // CLOCK_MONOTONIC when the command was seen to end
-	rss      rss.Sampler
-	series   *profile.Series // --profiles, or nil
-}
-
-// add takes snapshot s of the image that started counting at startNS (0:
-// not known, as for the counters read from a killed process's region).
-func (r *recorder) add(s report.Summary, startNS uint64) error {
-	if len(r.samples) > 0 && r.last.PID == s.PID && r.last.Command == s.Command {
-		// The peak recorded never goes down for the same image (watch
-		// says why).
-		s.PeakLiveBytes = max(s.PeakLiveBytes, r.last.PeakLiveBytes)
-	}
-	p := r.images.Point(s, startNS, monotonicNS())
-	if b, ok := r.rss.Read(s.PID, s); ok {
-		p.RSSBytes, p.RetainedBytes = b.RSSBytes, b.RetainedBytes
-	}
-	if p.Exec != "" {
-		r.e.log.Debug("exec", zap.Int("pid", s.PID), zap.String("command", s.Command), zap.Float64("time_s", p.TimeS))
-	}
-	r.last = s
-	r.samples = append(r.samples, p)
-	return r.out.Add(p, s)
-}
-
-func monotonicNS() uint64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
-}
-
-// attach samples a running process until its region is gone (it exited),
-// it is stale (the process was killed), the exit flag is seen (the counters
-// are final), or heapctl is interrupted.
-func (r *recorder) attach(pid int) error {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	tick := time.NewTicker(r.interval)
-	defer tick.Stop()
-	proc := procs.Open(pid)
-	defer proc.Close()
-	r.startSeries()
-	for {
-		ent := regions.Inspect(pid)
-		read, err := clikit.Follow(pid, ent, proc, len(r.samples) == 0)
-		switch {
-		case err != nil:
-			return err
-		case read == clikit.Removed:
-			r.e.log.Warn(regions.RemovedWhileRunning(pid).Error() + "; the timeline ends at the last sample")
-			return nil
-		case read == clikit.Ended:
-			return nil
-		case read == clikit.Busy:
-			r.e.log.Debug("region busy", zap.Int("pid", pid), zap.Error(ent.Err))
-		default:
-			if err := r.add(ent.Summary, ent.StartNS); err != nil {
-				return err
-			}
-			if ent.Detached {
-				r.saidDetached(pid, "the timeline ends here")
-				return nil
-			}
-			if ent.Stale || ent.Summary.Exited {
-				return nil
-			}
-			if err := r.profile(pid); err != nil {
-				return err
-			}
-		}
-		select {
-		case <-sigs:
-			return nil
-		case <-tick.C:
-		}
-	}
-}
-
-// run starts args under the shim and samples its region until it exits.
-// The shim writes its exit summary as JSON into a directory of the
-// launcher's, and that summary is the last point: the region is unlinked
-// at exit, so a sampler from outside cannot see the final counters. The
-// child's end, status and signals are handled as for `heapctl run`
-// (package launch); heapctl records on until the child has ended.
-func (r *recorder) run(path string, args []string, lib string) error {
-	c, err := launch.Start(launch.Options{
-		Verb: "record", Name: args[0], Path: path, Args: args[1:], Lib: lib, Extra: r.env,
-		Stdin: os.Stdin, Stdout: r.e.stdout, Stderr: r.e.stderr, Log: r.e.log,
-	})
-	if err != nil {
-		return launch.StartError("record", err)
-	}
-	defer c.Close()
-	r.started = true
-	pid := c.Pid
-	r.e.log.Debug("recording", zap.Int("pid", pid), zap.Strings("args", args), zap.Duration("interval", r.interval))
-	tick := time.NewTicker(r.interval)
-	defer tick.Stop()
-	r.startSeries()
-	var sampleErr error
-loop:
-	for {
-		select {
-		case <-c.Ended():
-			r.endNS = monotonicNS()
-			break loop
-		case <-tick.C:
-			if sampleErr = r.sample(pid); sampleErr == nil {
-				sampleErr = r.profile(pid)
-			}
-			if sampleErr != nil {
-				c.Kill()
-				<-c.Ended()
-				r.endNS = monotonicNS()
-				break loop
-			}
-		}
-	}
-	// Read while the child is a zombie: its pid is not reused yet.
-	if s, left, err := c.Own(); err == nil && !left {
-		r.final = &s
-	} else if err == nil {
-		// Killed: the counters it last published, read from the region it
-		// left, which stays for profile --peak (Own).
-		if err := r.add(s, 0); err != nil && sampleErr == nil {
-			sampleErr = err
-		}
-	} else {
-		r.e.log.Warn("no exit summary; the timeline ends at the last sample", zap.Int("pid", pid), zap.Error(err))
-	}
-	_, status := c.Wait()
-	r.children = c.Others()
-	if sampleErr != nil {
-		return sampleErr
-	}
-	return status
-}
-
-// sample reads the child's region once. Before the shim has created it,
-// and after it was unlinked at exit, there is none: not an error. A region
-// left by an earlier process with the same pid is stale and skipped. A
-// region being created (magic not set yet) or a fold in progress (ErrBusy)
-// fails a read or two; only a region that stays unreadable is worth a
-// warning, once: the program then runs unrecorded, as it does when the
-// shim itself cannot publish.
-func (r *recorder) sample(pid int) error {
-	ent := regions.Inspect(pid)
-	if errors.Is(ent.Err, fs.ErrNotExist) && len(r.samples) > 0 {
-		// Between an exec and the new image's shim there is none for a
-		// moment; a region that stays away was removed under the command.
-		if r.missing++; r.missing == unreadableAfter {
-			r.e.log.Warn(regions.RemovedWhileRunning(pid).Error() + "; its exit summary is still read when it ends")
-		}
-		return nil
-	}
-	r.missing = 0
-	switch {
-	case errors.Is(ent.Err, fs.ErrNotExist), ent.Err == nil && ent.Stale:
-		return nil
-	case ent.Err != nil:
-		r.fails++
-		r.e.log.Debug("region read failed", zap.Int("pid", pid), zap.Error(ent.Err))
-		if r.fails == unreadableAfter {
-			r.e.log.Warn("cannot read the region; not sampling it", zap.Int("pid", pid), zap.Error(ent.Err))
-		}
-		return nil
-	}
-	r.fails = 0
-	if ent.Detached {
-		r.saidDetached(pid, "recording on until it ends")
-	}
-	return r.add(ent.Summary, ent.StartNS)
-}
-
-func (r *recorder) startSeries() {
-	if r.series != nil {
-		r.series.Start(time.Now())
-	}
-}
-
-// profile writes the series' next profile of pid when it is due. A region
-// that cannot be read now (not made yet, or gone) waits for the next
-// sample; a profile that cannot be written ends the recording.
-func (r *recorder) profile(pid int) error {
-	now := time.Now()
-	if r.series == nil || !r.series.Due(now) {
-		return nil
-	}
-	ent, p := regions.InspectProfile(pid)
-	if ent.Err != nil || ent.Stale {
-		r.e.log.Debug("no profile this time", zap.Int("pid", pid), zap.Error(ent.Err))
-		return nil
-	}
-	if err := r.series.Write(p, now); err != nil {
-		return fmt.Errorf("--profiles: %w", err)
-	}
-	return nil
-}
-
-// saidDetached says, once and as soon as it is seen, that pid exec'd a
-// program without the shim: its region stays, frozen.
-func (r *recorder) saidDetached(pid int, then string) {
-	if !r.detached {
-		r.detached = true
-		r.e.log.Warn(fmt.Sprintf("process %d exec'd a program without the shim and runs on: its counters stopped; %s", pid, then))
-	}
+	return recorder.Record(o)
 }
 
 // seriesSample is the HEAPLINE_SAMPLE that record --profiles gives the
@@ -452,7 +142,3 @@ func (r *recorder) saidDetached(pid int, then string) {
 // so that growth's labels hold at a stack of a few MiB (profiling.md says
 // what it costs).
 const seriesSample = "64k"
-
-// unreadableAfter is how many failed reads in a row make a region
-// unreadable rather than busy for a moment.
-const unreadableAfter = 50

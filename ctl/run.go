@@ -13,6 +13,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
+	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/timeline"
@@ -75,12 +76,12 @@ func run(e *env, o runOptions) error {
 	if err := outfile.Check("--output", o.output); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	var prof *runProfile
+	var prof *profile.Run
 	if o.pprof != "" {
-		if prof, err = newRunProfile(o.pprof, e.stdout); err != nil {
+		if prof, err = profile.NewRun(o.pprof, e.stdout); err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
-		defer prof.abort()
+		defer prof.Abort()
 		// A profile asked for is a full one: Python's objects sampled too.
 		if kv, added := launch.PymallocEnv(); added && launch.IsPython(o.args[0], path) {
 			o.env = append(o.env, kv)
@@ -91,7 +92,7 @@ func run(e *env, o runOptions) error {
 	// command's own stderr stays the command's), one file a process of the
 	// tree, named by its pid.
 	c, err := launch.Start(launch.Options{
-		Verb: "run", Name: o.args[0], Path: path, Args: o.args[1:], Lib: lib, Extra: append(o.env, prof.env()...),
+		Verb: "run", Name: o.args[0], Path: path, Args: o.args[1:], Lib: lib, Extra: append(o.env, prof.Env()...),
 		Stdin: os.Stdin, Stdout: e.stdout, Stderr: e.stderr, Log: e.log,
 	})
 	if err != nil {
@@ -99,7 +100,7 @@ func run(e *env, o runOptions) error {
 	}
 	defer c.Close()
 	<-c.Ended()
-	prof.read(c.Pid) // while it is a zombie: its pid is not reused yet
+	prof.Read(c.Pid) // while it is a zombie: its pid is not reused yet
 	own, _, ownErr := c.Own()
 	_, status := c.Wait()
 	others := c.Others()
@@ -108,8 +109,8 @@ func run(e *env, o runOptions) error {
 		tree = append(append([]report.Summary(nil), others...), own)
 		launch.ByPeak(tree)
 	}
-	prof.pick(e, tree, c.Pid)
-	if err := prof.write(); err != nil {
+	prof.Pick(e.log, tree, c.Pid)
+	if err := prof.Write(); err != nil {
 		// The command's failure says more; without one, this is the
 		// failure, after the summary.
 		if status != nil {
@@ -119,7 +120,7 @@ func run(e *env, o runOptions) error {
 		}
 	}
 	// Which process's profile was written, after the summary it names.
-	defer func() { fmt.Fprint(e.stderr, prof.line()) }()
+	defer func() { fmt.Fprint(e.stderr, prof.Line()) }()
 	if o.summary == launch.SummaryNone {
 		return status
 	}

@@ -7,11 +7,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/pyheap"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
-	"github.com/heapline/heapline/ctl/internal/target"
 )
 
 // showCommand prints one process's counters as its region holds them now.
@@ -36,7 +36,7 @@ func show(e *env, args []string, asJSON bool) error {
 	}
 	ent := regions.Inspect(pid)
 	if ent.Err != nil {
-		return fmt.Errorf("show: %w", target.RegionError(pid, ent, false))
+		return fmt.Errorf("show: %w", follow.RegionError(pid, ent, false))
 	}
 	switch {
 	case ent.Summary.Exited:

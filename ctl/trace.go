@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -17,11 +15,11 @@ import (
 
 	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/traceprof"
 	"github.com/heapline/heapline/internal/procs"
 )
@@ -67,7 +65,7 @@ func traceCommand(e *env) *cli.Command {
 			}
 			o.sample = rate
 			if c.IsSet("pid") {
-				pid, err := target.ParsePID(c.String("pid"))
+				pid, err := follow.ParsePID(c.String("pid"))
 				if err != nil {
 					return fmt.Errorf("trace: --pid: %w", err)
 				}
@@ -215,11 +213,7 @@ func tracePID(ctx context.Context, e *env, o traceOpts) error {
 	if o.attached != nil {
 		o.attached(o.pid)
 	}
-
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	_, err = t.follow(ctx, exited, sigs, tr)
+	_, err = t.untilEnd(ctx, exited, tr)
 	return err
 }
 
@@ -287,15 +281,12 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	}()
 	// INT and TERM stop tracing (the launcher passes them on to the
 	// command too).
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	done, err := t.follow(ctx, exited, sigs, tr)
+	done, err := t.untilEnd(ctx, exited, tr)
 	if err != nil {
 		<-exited // heapctl lasts as long as the command
 		return err
 	}
-	if done != traceEndExit {
+	if done != follow.Exited {
 		// Tracing stopped early: the command goes on untraced, and heapctl
 		// lasts as long as it does, like heapctl run, passing signals on.
 		tr.Close()
@@ -304,15 +295,6 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	<-exited
 	return status
 }
-
-// Why tracing stopped.
-type traceEnd int
-
-const (
-	traceEndExit traceEnd = iota
-	traceEndSignal
-	traceEndDuration
-)
 
 // tracing is one attached tracer and what the summary needs.
 type tracing struct {
@@ -329,55 +311,41 @@ type tracing struct {
 	mapLost    uint64 // map-family calls the ring buffer had no room for
 }
 
-// loop waits for the end of tracing, refreshing the view with --watch.
-func (t *tracing) loop(ctx context.Context, exited <-chan struct{}, sigs <-chan os.Signal) traceEnd {
-	var timeout <-chan time.Time
-	if t.o.duration > 0 {
-		timer := time.NewTimer(t.o.duration)
-		defer timer.Stop()
-		timeout = timer.C
-	}
-	var tick <-chan time.Time
+// loop waits for the end of tracing (the process's exit, SIGINT or
+// SIGTERM, --duration), refreshing the view with --watch.
+func (t *tracing) loop(ctx context.Context, exited <-chan struct{}) follow.Event {
+	o := follow.Options{For: t.o.duration, Exited: exited, Signals: true, Log: t.e.log}
 	var scr *clikit.Screen
 	if t.o.watch {
-		ticker := time.NewTicker(t.o.interval)
-		defer ticker.Stop()
-		tick = ticker.C
+		o.Interval = t.o.interval
 		if !t.o.json {
 			scr = clikit.NewScreen(t.e.stdout)
 			defer scr.Close()
 		}
 	}
+	loop := follow.Start(ctx, o)
+	defer loop.Stop()
 	for {
-		select {
-		case <-exited:
-			return traceEndExit
-		case <-ctx.Done():
-			return traceEndSignal
-		case sig := <-sigs:
-			t.e.log.Debug("stopping", zap.Stringer("signal", sig))
-			return traceEndSignal
-		case <-timeout:
-			return traceEndDuration
-		case <-tick:
-			s, err := t.read(false)
-			if err != nil {
-				t.e.log.Warn("reading counters", zap.Error(err))
-				continue
-			}
-			if scr != nil {
-				scr.Frame(nil, []string{report.Line(s)})
-			} else if err := traceJSON(t.e.stdout, s, t.readErrors); err != nil {
-				t.e.log.Warn("writing", zap.Error(err))
-			}
+		if ev := loop.Wait(); ev != follow.Tick {
+			return ev
+		}
+		s, err := t.read(false)
+		if err != nil {
+			t.e.log.Warn("reading counters", zap.Error(err))
+			continue
+		}
+		if scr != nil {
+			scr.Frame(nil, []string{report.Line(s)})
+		} else if err := traceJSON(t.e.stdout, s, t.readErrors); err != nil {
+			t.e.log.Warn("writing", zap.Error(err))
 		}
 	}
 }
 
-// follow traces until the process exits, a signal arrives or --duration
+// untilEnd traces until the process exits, a signal arrives or --duration
 // ends, then prints the counters; it says which of those ended it.
-func (t *tracing) follow(ctx context.Context, exited <-chan struct{}, sigs <-chan os.Signal, tr *bpf.Tracer) (traceEnd, error) {
-	done := t.loop(ctx, exited, sigs)
+func (t *tracing) untilEnd(ctx context.Context, exited <-chan struct{}, tr *bpf.Tracer) (follow.Event, error) {
+	done := t.loop(ctx, exited)
 	s, err := t.summary(done)
 	if err != nil {
 		return done, err
@@ -453,8 +421,8 @@ func (t *tracing) read(exited bool) (report.Summary, error) {
 	}, nil
 }
 
-func (t *tracing) summary(done traceEnd) (report.Summary, error) {
-	s, err := t.read(done == traceEndExit)
+func (t *tracing) summary(done follow.Event) (report.Summary, error) {
+	s, err := t.read(done == follow.Exited)
 	if err != nil {
 		return s, err
 	}

@@ -3,24 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
-	"github.com/heapline/heapline/ctl/internal/pyheap"
-	"github.com/heapline/heapline/ctl/internal/regions"
-	"github.com/heapline/heapline/ctl/internal/report"
-	"github.com/heapline/heapline/ctl/internal/rss"
-	"github.com/heapline/heapline/ctl/internal/target"
-	"github.com/heapline/heapline/ctl/internal/timeline"
+	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/watchview"
-	"github.com/heapline/heapline/internal/procs"
 )
 
 // watchCommand shows the heap of running processes as it changes: live
@@ -62,293 +51,42 @@ func watch(e *env, c *cli.Context) error {
 	case !all && c.NArg() != 1:
 		return errors.New("watch: need one PID, or --all (usage: heapctl watch PID)")
 	}
-	w := &watcher{log: e.log, window: window.Seconds(), procs: map[int]*watched{}, warned: map[string]bool{}, detached: map[string]bool{}}
+	w := watchview.NewWatcher(e.log, window)
 	if !all {
-		pid, err := target.ParsePID(c.Args().First())
+		pid, err := follow.ParsePID(c.Args().First())
 		if err != nil {
 			return fmt.Errorf("watch: %w", err)
 		}
-		w.pid = pid
 		// The first read decides whether there is anything to watch.
-		if err := w.pollOne(true); err != nil {
+		if err := w.Follow(pid); err != nil {
 			return fmt.Errorf("watch: %w", err)
 		}
-		w.proc = procs.Open(pid)
-		defer w.proc.Close()
+		defer w.Close()
 	}
 
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	scr := clikit.NewScreen(e.stdout)
 	defer scr.Close()
-	// A resized terminal is redrawn at once, in its new size.
-	winch := make(chan os.Signal, 1)
+	o := follow.Options{Interval: interval, Signals: true}
 	if scr.TTY {
-		signal.Notify(winch, syscall.SIGWINCH)
-		defer signal.Stop(winch)
+		o.Resize = func() { scr.Resize(); scr.Frame(nil, w.Rows(scr)) }
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+	loop := follow.Start(c.Context, o)
+	defer loop.Stop()
 	for n := 1; ; n++ {
 		if all || n > 1 {
-			if err := w.poll(); err != nil {
+			if err := w.Poll(); err != nil {
 				return fmt.Errorf("watch: %w", err)
 			}
 		}
-		ended := w.takeEnded()
+		ended := w.TakeEnded()
 		if !all && len(ended) > 0 {
 			// The last view stays; the final line goes under it.
-			scr.Final(endLines(ended))
+			scr.Final(ended)
 			return nil
 		}
-		scr.Frame(endLines(ended), w.rows(scr))
-		if count > 0 && n >= count {
+		scr.Frame(ended, w.Rows(scr))
+		if count > 0 && n >= count || loop.Wait() != follow.Tick {
 			return nil
 		}
-	wait:
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-winch:
-			scr.Resize()
-			scr.Frame(nil, w.rows(scr))
-			goto wait
-		case <-tick.C:
-		}
 	}
-}
-
-// watched is one process as the watcher knows it.
-type watched struct {
-	pid     int
-	last    report.Summary
-	hist    []timeline.Sample // the last window of samples, oldest first
-	allocsS float64           // rates between the last two samples
-	freesS  float64
-	rss     rss.Breakdown // where its RSS went, read at most once a second (rss.Every)
-}
-
-type watcher struct {
-	log      *zap.Logger
-	pid      int // 0 with --all
-	window   float64
-	procs    map[int]*watched
-	order    []int           // pids in the order they appeared
-	ended    []ended         // processes that ended since takeEnded
-	warned   map[string]bool // unreadable regions already logged
-	detached map[string]bool // regions of processes that exec'd without the shim, already said
-	proc     *procs.Process  // the one watched process
-	rss      rss.Sampler
-}
-
-// ended is a process whose counters stopped: its last counters, and why,
-// when it is not the process's end.
-type ended struct {
-	s   report.Summary
-	why string
-}
-
-// execdWithout is why a process's counters stopped when it exec'd a
-// program that does not load the shim (the region stays, frozen).
-func execdWithout(pid int) string {
-	return fmt.Sprintf("process %d exec'd a program without the shim and runs on: its counters stopped there", pid)
-}
-
-func (w *watcher) poll() error {
-	if w.pid != 0 {
-		return w.pollOne(false)
-	}
-	entries, err := regions.List()
-	if err != nil {
-		return err
-	}
-	seen := map[int]bool{}
-	for _, ent := range entries {
-		switch {
-		case ent.PID == 0:
-		case ent.Err != nil:
-			// Debug, not a warning: a region being created reads as
-			// unreadable for a moment; heapctl ls shows the lasting ones.
-			if !w.warned[ent.Path] {
-				w.warned[ent.Path] = true
-				w.log.Debug("region not watched", zap.Error(ent.Err))
-			}
-		case ent.Stale:
-		case ent.Detached:
-			if !w.detached[ent.Path] {
-				w.detached[ent.Path] = true
-				w.update(ent.Summary)
-				w.endWhy(ent.Summary.PID, execdWithout(ent.Summary.PID))
-			}
-		default:
-			// Keyed as update keys it: by the pid we know the process by,
-			// which for another pid namespace's is not its name's.
-			seen[ent.Summary.PID] = true
-			w.update(withPyLive(ent))
-		}
-	}
-	for _, pid := range w.order {
-		if !seen[pid] {
-			w.end(pid)
-		}
-	}
-	return nil
-}
-
-// pollOne reads the one watched pid. On the first read any failure is the
-// answer; later, a region that is gone (unlinked at exit) or stale (the
-// process was killed) means the process ended.
-func (w *watcher) pollOne(first bool) error {
-	ent := regions.Inspect(w.pid)
-	read, err := clikit.Follow(w.pid, ent, w.proc, first)
-	switch {
-	case err != nil:
-		return err
-	case read == clikit.Removed:
-		w.endWhy(w.pid, regions.RemovedWhileRunning(w.pid).Error())
-	case read == clikit.Ended:
-		w.end(w.pid)
-	case read == clikit.Busy:
-		// The view waits a refresh.
-		w.log.Debug("region busy", zap.Int("pid", w.pid), zap.Error(ent.Err))
-	case ent.Detached:
-		w.update(ent.Summary)
-		w.endWhy(w.pid, execdWithout(w.pid))
-	case ent.Stale || ent.Summary.Exited:
-		w.update(ent.Summary)
-		w.end(w.pid)
-	default:
-		w.update(withPyLive(ent))
-	}
-	return nil
-}
-
-// withPyLive is ent's summary with Python's live objects read from its
-// pools' headers (package pyheap), as show has them: the region holds only
-// the arena table, and the shim counts nothing per object by default.
-// A read that fails leaves them out; the PYTHON column then says "–".
-func withPyLive(ent regions.Entry) report.Summary {
-	s := ent.Summary
-	if len(ent.PyArenas.Addrs) == 0 {
-		return s
-	}
-	if l, err := pyheap.ReadLive(ent.Proc, ent.PyArenas); err == nil {
-		s.PyLiveObjects, s.PyPoolBytes = l.Blocks, l.Bytes
-	}
-	return s
-}
-
-func (w *watcher) update(s report.Summary) {
-	p := w.procs[s.PID]
-	if p == nil {
-		// No rate before a second sample: "–", not a made-up 0/s.
-		p = &watched{pid: s.PID, allocsS: math.NaN(), freesS: math.NaN()}
-		w.procs[s.PID] = p
-		w.order = append(w.order, s.PID)
-	}
-	if n := len(p.hist); n > 0 && p.last.Command == s.Command {
-		// The published peak may be below a live total read before it
-		// (the peak is published in steps): the peak shown never goes
-		// down for the same image.
-		s.PeakLiveBytes = max(s.PeakLiveBytes, p.last.PeakLiveBytes)
-	}
-	cur := timeline.FromSummary(s)
-	if n := len(p.hist); n > 0 {
-		p.allocsS, p.freesS = timeline.Rates(p.hist[n-1], cur)
-	}
-	p.last = s
-	if b, ok := w.rss.Read(s.PID, s); ok {
-		p.rss = b
-	}
-	p.hist = append(p.hist, cur)
-	// Keep one sample older than the window: the sparkline starts from it.
-	i := 0
-	for i+1 < len(p.hist) && p.hist[i+1].TimeS < cur.TimeS-w.window {
-		i++
-	}
-	p.hist = p.hist[i:]
-}
-
-func (w *watcher) end(pid int) { w.endWhy(pid, "") }
-
-// endWhy ends pid's row; why says why its counters stopped, when it is
-// not the process's end.
-func (w *watcher) endWhy(pid int, why string) {
-	p := w.procs[pid]
-	if p == nil {
-		return
-	}
-	w.ended = append(w.ended, ended{p.last, why})
-	delete(w.procs, pid)
-	w.rss.Forget(pid)
-	for i, x := range w.order {
-		if x == pid {
-			w.order = append(w.order[:i], w.order[i+1:]...)
-			break
-		}
-	}
-}
-
-func (w *watcher) takeEnded() []ended {
-	e := w.ended
-	w.ended = nil
-	return e
-}
-
-// rows renders the watched processes for scr: a table that fits the
-// terminal (watchview), one line each otherwise.
-func (w *watcher) rows(scr *clikit.Screen) []string {
-	if scr.TTY {
-		var rows []watchview.Row
-		for _, pid := range w.order {
-			p := w.procs[pid]
-			rows = append(rows, watchview.Row{PID: pid, S: p.last, AllocsS: p.allocsS, FreesS: p.freesS, Hist: p.hist, RSS: p.rss.RSSBytes})
-		}
-		return watchview.Table(rows, w.window, scr.Width, scr.Height)
-	}
-	var out []string
-	for _, pid := range w.order {
-		p := w.procs[pid]
-		s := p.last
-		line := fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, mapped %s%s, %s allocs, %s frees",
-			pid, s.ElapsedS, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
-			report.Bytes(s.MappedBytes), rssWords(p.rss), report.Rate(p.allocsS), report.Rate(p.freesS))
-		if s.PyAllocs != 0 {
-			line += fmt.Sprintf(", python objects %s (%d)", report.Bytes(s.PyLiveBytes()), s.PyLive())
-		}
-		out = append(out, line)
-	}
-	return out
-}
-
-// rssWords ends a plain line with the RSS and what malloc retains of it.
-func rssWords(b rss.Breakdown) string {
-	if b.RSSBytes == 0 {
-		return ""
-	}
-	return ", rss " + report.Bytes(b.RSSBytes) + " (retained by malloc " + report.Bytes(b.RetainedBytes) + ")"
-}
-
-// endLines are the lines of processes that ended (endLine).
-func endLines(ended []ended) []string {
-	var l []string
-	for _, e := range ended {
-		l = append(l, endLine(e.s, e.why))
-	}
-	return l
-}
-
-// endLine is the line printed for a process that ended, or whose region
-// went (why says so): its counters as last seen. They are final only if
-// the last read caught the exit flag; otherwise the line says they come
-// from the last sample.
-func endLine(s report.Summary, why string) string {
-	l := report.Line(s)
-	switch {
-	case why != "":
-		l += " (last sample; " + why + ")"
-	case !s.Exited:
-		l += " (last sample; the process has ended)"
-	}
-	return l
 }

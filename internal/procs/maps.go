@@ -77,16 +77,7 @@ func ReadMaps(file string) (ms []Mapping, lines int, err error) {
 // parent may yet read a file it mapped (heapctl run reads its child's
 // region).
 func MapsFile(pid int, path string, dev, ino uint64) (mapped, known bool) {
-	ms, ok := Maps(strconv.Itoa(pid))
-	if !ok {
-		return false, false
-	}
-	for _, m := range ms {
-		if (m.Dev == dev && m.Ino == ino) || m.Path == path {
-			return true, true
-		}
-	}
-	return false, true
+	return (&Snapshot{PID: pid}).MapsFile(path, dev, ino)
 }
 
 // MappedFiles is, for one device, the files that a process we can read

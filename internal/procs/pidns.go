@@ -110,14 +110,7 @@ func ShowsOwnPidNS() bool {
 // namespace of the pid's holder now, where that can be read, and is not
 // known otherwise. A kernel without time namespaces has only one.
 func SameTimeNS(ns uint64, pid int) bool {
-	own := NamespaceIno("self", "time")
-	if own == 0 {
-		return true
-	}
-	if ns == 0 {
-		ns = NamespaceIno(strconv.Itoa(pid), "time") // 0, unreadable: not ours
-	}
-	return own == ns
+	return (&Snapshot{PID: pid, TimeNS: NamespaceIno(strconv.Itoa(pid), "time")}).sameTimeNS(ns)
 }
 
 // HidesPids reports whether /proc is mounted with hidepid, which hides

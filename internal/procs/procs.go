@@ -45,13 +45,9 @@ func numbers(pid int, key string) ([]uint64, error) {
 	if !ok {
 		return nil, fmt.Errorf("/proc/%d/status has no %s line", pid, key)
 	}
-	var out []uint64
-	for _, f := range strings.Fields(v) {
-		n, err := strconv.ParseUint(f, 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("/proc/%d/status: %s: %q", pid, key, v)
-		}
-		out = append(out, n)
+	out, ok := parseNumbers(v)
+	if !ok {
+		return nil, fmt.Errorf("/proc/%d/status: %s: %q", pid, key, v)
 	}
 	return out, nil
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
-	"github.com/heapline/heapline/ctl/internal/target"
+	"github.com/heapline/heapline/ctl/internal/follow"
 )
 
 // OnePID reads the single PID argument of cmd. urfave/cli stops parsing
@@ -29,7 +29,7 @@ func OnePID(cmd string, args []string) (int, error) {
 	case len(args) > 1:
 		return 0, fmt.Errorf("%s: want one PID, got %d arguments", cmd, len(args))
 	}
-	pid, err := target.ParsePID(args[0])
+	pid, err := follow.ParsePID(args[0])
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", cmd, err)
 	}

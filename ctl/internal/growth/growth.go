@@ -18,6 +18,8 @@ import (
 	"time"
 
 	pprof "github.com/google/pprof/profile"
+
+	"github.com/heapline/heapline/ctl/internal/profile"
 )
 
 // Kind is what a stack's series looks like.
@@ -90,7 +92,7 @@ func Read(dir string) (Report, error) {
 	}
 	var ps []read
 	for _, f := range files {
-		p, err := readFile(f)
+		p, err := profile.ReadFile(f)
 		if err != nil {
 			return Report{}, err
 		}
@@ -138,19 +140,6 @@ func profilePID(p *pprof.Profile) (pid int, ok bool) {
 		}
 	}
 	return 0, false
-}
-
-func readFile(path string) (*pprof.Profile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	p, err := pprof.Parse(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return p, nil
 }
 
 // Rank classifies every stack of profiles (in time order) and orders

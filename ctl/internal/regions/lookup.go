@@ -16,18 +16,32 @@ var (
 )
 
 // lookup is what one Inspect, List or gc check learns of the reader once:
-// its pid namespace, whether /proc shows it (procOurs), and an index of
-// the processes of other namespaces, built the first time a region of
-// another namespace needs one.
+// its pid namespace, whether /proc shows it (procOurs), an index of the
+// processes of other namespaces, built the first time a region of
+// another namespace needs one, and each process it judges a region by,
+// read once (procs.Snapshot).
 type lookup struct {
-	own  uint64 // our pid namespace (ownPidNS), 0 if /proc cannot say
-	ours bool
-	idx  *procs.NSIndex
+	own   uint64 // our pid namespace (ownPidNS), 0 if /proc cannot say
+	ours  bool
+	idx   *procs.NSIndex
+	procs map[int]*procs.Snapshot
 	// profile: the read also takes the sampled profile (InspectProfile).
 	profile bool
 }
 
-func newLookup() *lookup { return &lookup{own: ownPidNS(), ours: procOurs()} }
+func newLookup() *lookup {
+	return &lookup{own: ownPidNS(), ours: procOurs(), procs: map[int]*procs.Snapshot{}}
+}
+
+// proc is pid as /proc shows it, read the first time it is asked for.
+func (l *lookup) proc(pid int) *procs.Snapshot {
+	p := l.procs[pid]
+	if p == nil {
+		p = procs.Read(pid)
+		l.procs[pid] = p
+	}
+	return p
+}
 
 func (l *lookup) index() *procs.NSIndex {
 	if l.idx == nil {
@@ -37,7 +51,8 @@ func (l *lookup) index() *procs.NSIndex {
 }
 
 // alive reports whether the process that published a region still runs
-// (procs.Alive, with the start time and time namespace of its header).
+// (procs.Snapshot.Alive, with the start time and time namespace of its
+// header).
 func (l *lookup) alive(pid int, startTicks, timeNS uint64) bool {
-	return procs.Alive(pid, startTicks, timeNS, l.ours)
+	return l.proc(pid).Alive(startTicks, timeNS, l.ours)
 }

@@ -104,8 +104,8 @@ func inspectPID(l *lookup, pid int) Entry {
 			alt = &in
 		}
 	}
-	if ids, err := procs.NSpids(pid); err == nil && len(ids) > 1 && l.ours {
-		inner, ns := ids[len(ids)-1], procs.PidNS(strconv.Itoa(pid))
+	if p := l.proc(pid); len(p.NSpids) > 1 && l.ours {
+		inner, ns := p.NSpids[len(p.NSpids)-1], p.PidNS
 		for _, in := range []Entry{inspect(l, inner, 0, region.Path(inner)), inspect(l, inner, ns, pathNS(inner, ns))} {
 			if in.Err == nil && in.Proc == pid {
 				return in
@@ -186,7 +186,7 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 		}
 	}
 	if e.Err == nil && l.ours {
-		if err := checkOwner(e.Proc, uint32(e.UID)); err != nil {
+		if err := checkOwner(l.proc(e.Proc), uint32(e.UID)); err != nil {
 			e.Err = fail(err)
 		}
 	}
@@ -199,7 +199,7 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 	// between exec and the new image's open (region.c copes with gc
 	// removing it then).
 	if !e.Stale && e.Err == nil && l.ours {
-		if mapped, known := procs.MapsFile(e.Proc, path, e.dev, e.ino); known && !mapped {
+		if mapped, known := l.proc(e.Proc).MapsFile(path, e.dev, e.ino); known && !mapped {
 			e.Detached = true
 		}
 	}
@@ -211,13 +211,13 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 // what it says as that process's heap. The shim creates the file as the
 // process's effective user, so its owner is one of the uids of proc (the
 // process, as a pid of ours), or root (a process that started as root and
-// gave it up).
-func checkOwner(proc int, owner uint32) error {
+// gave it up). A process whose uids cannot be read is not judged.
+func checkOwner(proc *procs.Snapshot, owner uint32) error {
 	if owner == 0 {
 		return nil
 	}
-	if uids, err := procs.UIDs(proc); err == nil && !slices.Contains(uids, owner) {
-		return fmt.Errorf("owned by uid %d, but process %d runs as uid %d: not its region", owner, proc, uids[1])
+	if uids := proc.UIDs; uids != nil && !slices.Contains(uids, owner) {
+		return fmt.Errorf("owned by uid %d, but process %d runs as uid %d: not its region", owner, proc.PID, uids[1])
 	}
 	return nil
 }

@@ -5,10 +5,10 @@ import (
 	"html"
 	"strings"
 
+	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
-	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
@@ -24,7 +24,7 @@ const pageHead = `<!DOCTYPE html>
 func RSSPage(pid int) func(*strings.Builder) error {
 	return func(w *strings.Builder) error {
 		ent := regions.Inspect(pid)
-		if err := target.RegionError(pid, ent, true); err != nil {
+		if err := follow.RegionError(pid, ent, true); err != nil {
 			return err
 		}
 		b, err := rss.Read(ent.Proc, rss.Of(ent.Summary))

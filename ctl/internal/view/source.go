@@ -12,10 +12,10 @@ import (
 
 	pprof "github.com/google/pprof/profile"
 
+	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
-	"github.com/heapline/heapline/ctl/internal/target"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
@@ -26,23 +26,6 @@ const (
 	Inuse = "inuse_space"
 	Alloc = "alloc_space"
 )
-
-// ReadFile reads a pprof profile file.
-func ReadFile(path string) (*pprof.Profile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	p, err := pprof.Parse(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s is not a pprof profile (heapctl profile and run --profile write them): %w", path, err)
-	}
-	if len(p.SampleType) == 0 {
-		return nil, fmt.Errorf("%s is not a pprof profile: it has no sample types", path)
-	}
-	return p, nil
-}
 
 // FileIndex is the sample type a profile file opens on: inuse_space for
 // heapline's profile at the peak, otherwise alloc_space, as for the
@@ -76,7 +59,7 @@ func SeriesLine(files []string) ([]timeline.Sample, error) {
 	var out []timeline.Sample
 	var t0 int64
 	for _, f := range files {
-		p, err := ReadFile(f)
+		p, err := profile.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +113,7 @@ func (l *Live) Profile() (*pprof.Profile, error) {
 	case errors.Is(ent.Err, region.ErrNoProfile):
 		return nil, fmt.Errorf("process %d takes no samples: it was started with HEAPLINE_SAMPLE=0 (the default samples every 512 KiB)", l.PID)
 	case ent.Err != nil:
-		return nil, target.RegionError(l.PID, ent, false)
+		return nil, follow.RegionError(l.PID, ent, false)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -165,7 +148,7 @@ func Parse(args []string, base string, peak bool, csv string) (Source, error) {
 	if _, err := os.Stat(args[0]); err == nil || !isNumber(args[0]) {
 		s.Path = args[0]
 	} else {
-		pid, err := target.ParsePID(args[0])
+		pid, err := follow.ParsePID(args[0])
 		if err != nil {
 			return s, err
 		}
@@ -228,13 +211,13 @@ func (s Source) Options() (Options, error) {
 			}
 			title = fmt.Sprintf("Heap line of %s (inuse_space of %d profiles)", s.Path, len(files))
 		}
-		p, err := ReadFile(file)
+		p, err := profile.ReadFile(file)
 		if err != nil {
 			return o, err
 		}
 		o.Fetch, o.SampleIndex = func() (*pprof.Profile, error) { return p, nil }, FileIndex(p)
 		if s.Base != "" {
-			base, err := ReadFile(s.Base)
+			base, err := profile.ReadFile(s.Base)
 			if err != nil {
 				return o, fmt.Errorf("--base: %w", err)
 			}

@@ -1,5 +1,6 @@
-// Package watchview lays out heapctl watch's table for the terminal it is
-// in: columns are a table with priorities, and when the terminal is too
+// Package watchview is heapctl watch: the processes it watches, read each
+// refresh (Watcher), and its table laid out for the terminal it is in:
+// columns are a table with priorities, and when the terminal is too
 // narrow for all of them the least important go first. The command is
 // always shown, last, in whatever width is left, so that processes under
 // --all can be told apart at 80 columns. One more column is one more

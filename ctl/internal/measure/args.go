@@ -1,13 +1,16 @@
-package main
-
-// The operands overhead and allocators share: scenario names, or a command
-// after "--", with flags among them.
+// Package measure holds what the measuring commands, overhead and
+// allocators, share: their operands (scenario names, or a command after
+// "--", with flags among them), the scenarios' layout, and the shim they
+// count with.
+package measure
 
 import (
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -15,29 +18,30 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
+	"github.com/heapline/heapline/ctl/internal/shim"
 )
 
-// overheadArgs are the command's arguments after its flags: scenario names,
+// Args are the command's arguments after its flags: scenario names,
 // or a command given after "--".
-type overheadArgs struct {
-	names   []string
-	command []string
-	help    bool // -h or --help after a name
+type Args struct {
+	Names   []string
+	Command []string
+	Help    bool // -h or --help after a name
 }
 
-// splitOverheadArgs separates names from a "--" command and parses flags
+// SplitArgs separates names from a "--" command and parses flags
 // given after the names (`overhead churn-4t -n 10`), which urfave/cli
 // leaves in the arguments because Go's flag package stops at the first
 // non-flag.
-func splitOverheadArgs(c *cli.Context) (overheadArgs, error) {
-	var out overheadArgs
+func SplitArgs(c *cli.Context) (Args, error) {
+	var out Args
 	args := c.Args().Slice()
 	// flag.Parse drops a "--" that comes before any name; the parent
 	// context still holds it right before our arguments.
 	if lin := c.Lineage(); len(lin) > 1 {
 		p := lin[1].Args().Slice()
 		if i := len(p) - len(args) - 1; i >= 0 && p[i] == "--" {
-			out.command = args
+			out.Command = args
 			return out, nil
 		}
 	}
@@ -45,7 +49,7 @@ func splitOverheadArgs(c *cli.Context) (overheadArgs, error) {
 		a := args[0]
 		switch {
 		case a == "--":
-			out.command = args[1:]
+			out.Command = args[1:]
 			return out, nil
 		case strings.HasPrefix(a, "-") && a != "-":
 			fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
@@ -57,7 +61,7 @@ func splitOverheadArgs(c *cli.Context) (overheadArgs, error) {
 			}
 			err := fs.Parse(args)
 			if errors.Is(err, flag.ErrHelp) {
-				out.help = true
+				out.Help = true
 				return out, nil
 			}
 			if err != nil {
@@ -66,7 +70,7 @@ func splitOverheadArgs(c *cli.Context) (overheadArgs, error) {
 			var setErr error
 			fs.Visit(func(f *flag.Flag) {
 				if f.Name == "help" || f.Name == "h" {
-					out.help = true
+					out.Help = true
 				}
 				// Every name of the flag: c.Int("runs") does not see a
 				// value set as "n".
@@ -81,12 +85,12 @@ func splitOverheadArgs(c *cli.Context) (overheadArgs, error) {
 			}
 			rest := fs.Args()
 			if i := len(args) - len(rest) - 1; i >= 0 && args[i] == "--" {
-				out.command = rest
+				out.Command = rest
 				return out, nil
 			}
 			args = rest
 		default:
-			out.names = append(out.names, a)
+			out.Names = append(out.Names, a)
 			args = args[1:]
 		}
 	}
@@ -103,28 +107,28 @@ func flagNames(flags []cli.Flag, name string) []string {
 	return []string{name}
 }
 
-// measureTarget is one command to measure: a named scenario or the one
+// Target is one command to measure: a named scenario or the one
 // given after "--".
-type measureTarget struct {
-	name, desc  string
-	argv, short []string // short: the shortened run --measure instructions makes
-	env         []string
+type Target struct {
+	Name, Desc  string
+	Argv, Short []string // Short: the shortened run --measure instructions makes
+	Env         []string
 }
 
-// resolveTargets finds what to run: the named scenarios (all of them for
+// Targets finds what to run: the named scenarios (all of them for
 // "all"), or the command given after "--".
-func resolveTargets(a overheadArgs, layout overhead.Layout) ([]measureTarget, error) {
-	if len(a.command) > 0 {
-		if len(a.names) > 0 {
-			return nil, fmt.Errorf("name scenarios or give a command after --, not both (%s)", strings.Join(a.names, " "))
+func Targets(a Args, layout overhead.Layout) ([]Target, error) {
+	if len(a.Command) > 0 {
+		if len(a.Names) > 0 {
+			return nil, fmt.Errorf("name scenarios or give a command after --, not both (%s)", strings.Join(a.Names, " "))
 		}
-		return []measureTarget{{name: strings.Join(a.command, " "), argv: a.command, short: a.command}}, nil
+		return []Target{{Name: strings.Join(a.Command, " "), Argv: a.Command, Short: a.Command}}, nil
 	}
-	if len(a.names) == 0 {
+	if len(a.Names) == 0 {
 		return nil, fmt.Errorf("name a scenario (%s), all, or -- CMD ARGS", strings.Join(overhead.Names(), ", "))
 	}
 	var scens []overhead.Scenario
-	for _, name := range a.names {
+	for _, name := range a.Names {
 		if name == "all" {
 			scens = append(scens, overhead.Scenarios...)
 			continue
@@ -135,7 +139,7 @@ func resolveTargets(a overheadArgs, layout overhead.Layout) ([]measureTarget, er
 		}
 		scens = append(scens, s)
 	}
-	var out []measureTarget
+	var out []Target
 	for _, s := range scens {
 		argv, err := layout.Resolve(s.Argv)
 		if err != nil {
@@ -145,16 +149,10 @@ func resolveTargets(a overheadArgs, layout overhead.Layout) ([]measureTarget, er
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Name, missingHint(err))
 		}
-		out = append(out, measureTarget{name: s.Name, desc: s.Description, argv: argv, short: short, env: s.Env})
+		out = append(out, Target{Name: s.Name, Desc: s.Description, Argv: argv, Short: short, Env: s.Env})
 	}
 	return out, nil
 }
-
-// Bounds on the counts of runs: -n 99999999999 is a typo, not a plan.
-const (
-	maxRuns   = 10000
-	maxRounds = 1000
-)
 
 // missingHint adds to a missing scenario file how to point at the project.
 func missingHint(err error) error {
@@ -165,12 +163,25 @@ func missingHint(err error) error {
 	return err
 }
 
-// locate finds the scenarios' layout, under --root when given.
-func locate(c *cli.Context) (overhead.Layout, error) {
+// Locate finds the scenarios' layout, under --root when given.
+func Locate(c *cli.Context) (overhead.Layout, error) {
 	root := c.String("root")
 	layout, err := overhead.Locate(root)
 	if err != nil {
 		return layout, fmt.Errorf("--root %s: %w", root, outfile.Pathless(err))
 	}
 	return layout, nil
+}
+
+// ProjectLib is the shim a flag names, else, when $HEAPLINE_LIB names
+// none either, the one in the project's bin/ if it is there; "" leaves
+// the choice to shim.Path.
+func ProjectLib(flag string, layout overhead.Layout) string {
+	if flag == "" && os.Getenv("HEAPLINE_LIB") == "" {
+		p := filepath.Join(layout.Bin, shim.LibName)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	return flag
 }

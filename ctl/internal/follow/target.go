@@ -1,7 +1,8 @@
-// Package target is the process a command is pointed at (show, watch,
-// record --pid, trace --pid): its PID as the user wrote it, and why its
-// region cannot be read, said in the user's terms.
-package target
+// Package follow is the process a command is pointed at (show, watch,
+// record, trace): its PID as the user wrote it, why its region cannot be
+// read, said in the user's terms, what each read of it means to a command
+// that follows it (Classify), and the clock such a command keeps (Loop).
+package follow
 
 import (
 	"errors"
@@ -45,4 +46,10 @@ func RegionError(pid int, ent regions.Entry, gone bool) error {
 		return fmt.Errorf("process %d is gone; %s is the region it left behind (heapctl gc removes it)", pid, ent.Path)
 	}
 	return nil
+}
+
+// RemovedWhileRunning says what happened when pid's region file is gone
+// but the process is not.
+func RemovedWhileRunning(pid int) error {
+	return fmt.Errorf("%s was removed while process %d runs on: its counters can no longer be read (the process itself goes on)", region.Path(pid), pid)
 }

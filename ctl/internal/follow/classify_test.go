@@ -1,0 +1,95 @@
+package follow
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
+)
+
+type running bool
+
+func (r running) Running() bool { return bool(r) }
+
+// TestFollow: what each read of a followed region means, first and later.
+func TestFollow(t *testing.T) {
+	gone := regions.Entry{Path: "/dev/shm/heapline.7", Err: fs.ErrNotExist}
+	busy := regions.Entry{Err: fmt.Errorf("x: %w", region.ErrBusy)}
+	bad := regions.Entry{Err: errors.New("magic not set")}
+	starting := regions.Entry{Err: fmt.Errorf("x: %w", region.ErrStarting)}
+	for _, c := range []struct {
+		name  string
+		ent   regions.Entry
+		run   running
+		first bool
+		want  Read
+		err   string
+	}{
+		{"sample", regions.Entry{}, true, false, Sample, ""},
+		{"exited", gone, false, false, Ended, ""},
+		{"removed", gone, true, false, Removed, ""},
+		{"busy", busy, true, false, Busy, ""},
+		{"unreadable", bad, true, false, 0, "reading the region of process 7: magic not set"},
+		{"starting (exec'd)", starting, true, false, Busy, ""},
+		{"starting, process gone", starting, false, false, 0, "reading the region of process 7"},
+		{"first, starting", starting, true, true, 0, "reading the region of process 7"},
+		{"first, none", gone, true, true, 0, "process 7 publishes no heapline region"},
+		{"first, busy", busy, true, true, 0, "reading the region of process 7"},
+		{"first, stale", regions.Entry{Stale: true, Path: "/dev/shm/heapline.7"}, false, true, 0, "process 7 is gone"},
+	} {
+		got, err := Classify(7, c.ent, c.run, c.first)
+		if got != c.want || (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s: Classify = %v, %v; want %v, %q", c.name, got, err, c.want, c.err)
+		}
+	}
+}
+
+// TestChild: a command's region read by record -- CMD: none before the
+// shim made it and stale ones are skipped, a region that stays away after
+// a sample, or stays unreadable, is said once, at the UnreadableAfter'th
+// read in a row.
+func TestChild(t *testing.T) {
+	gone := regions.Entry{Err: fs.ErrNotExist}
+	bad := regions.Entry{Err: errors.New("magic not set")}
+	var c Child
+	for i, c2 := range []struct {
+		ent  regions.Entry
+		want Read
+	}{
+		{gone, Skip}, // not made yet
+		{regions.Entry{Stale: true}, Skip},
+		{regions.Entry{}, Sample},
+	} {
+		if got := c.Classify(c2.ent); got != c2.want {
+			t.Errorf("read %d: %v, want %v", i, got, c2.want)
+		}
+	}
+	for i := 1; i <= 2*UnreadableAfter; i++ {
+		want := Skip
+		if i == UnreadableAfter {
+			want = Removed
+		}
+		if got := c.Classify(gone); got != want {
+			t.Fatalf("missing read %d: %v, want %v", i, got, want)
+		}
+	}
+	for i := 1; i <= 2*UnreadableAfter; i++ {
+		want := Busy
+		if i == UnreadableAfter {
+			want = Unreadable
+		}
+		if got := c.Classify(bad); got != want {
+			t.Fatalf("failed read %d: %v, want %v", i, got, want)
+		}
+	}
+	if got := c.Classify(regions.Entry{}); got != Sample {
+		t.Errorf("a good read after: %v, want %v", got, Sample)
+	}
+	if got := c.Classify(bad); got != Busy {
+		t.Errorf("a failed read after a good one: %v, want %v (the count starts again)", got, Busy)
+	}
+}
