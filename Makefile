@@ -43,9 +43,11 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # named from their perf maps).
 # libc6-arm64-cross and binutils-aarch64-linux-gnu: bpf's test of the
 # probes' places on Debian's arm64 glibc, against aarch64's objdump.
+# gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user-static: the
+# unwinder's test on a real arm64 stack (ctl/internal/unwind).
 BUILD_DEBS :=
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium nodejs openjdk-17-jdk-headless libc6-arm64-cross binutils-aarch64-linux-gnu
+DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium nodejs openjdk-17-jdk-headless libc6-arm64-cross binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 
 # ---- arm64 ------------------------------------------------------------
 # `make ARCH=arm64` cross-builds libheap.so, heapctl and the helpers for

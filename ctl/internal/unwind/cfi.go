@@ -3,8 +3,8 @@
 // loaded objects (.eh_frame), as perf does for --call-graph dwarf: the
 // programs profiled here are built without frame pointers. The DWARF call
 // frame programs are read with delve's pkg/dwarf/frame; each address's
-// rule is reduced once to a small row (CFA = rsp or rbp + k, where the
-// return address and rbp were saved) and cached, so that a frame costs a
+// rule is reduced once to a small row (CFA = sp or the frame pointer + k,
+// where the return address and the frame pointer were saved) and cached, so that a frame costs a
 // map lookup and two loads from the copied stack (parca-agent's compact
 // unwind tables, framehop's rule cache).
 package unwind
@@ -20,20 +20,27 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/frame"
 )
 
-// DWARF register numbers on x86-64 (System V psABI, figure 3.36).
-const (
-	regRBP = 6
-	regRSP = 7
-	regRA  = 16
+// regs are the DWARF numbers of the registers a rule may name, by the
+// object's ELF machine.
+type regs struct{ sp, fp, ra uint64 }
+
+var (
+	// x86-64: System V psABI, figure 3.36 (rsp, rbp, the return address
+	// column).
+	regsAMD64 = regs{sp: 7, fp: 6, ra: 16}
+	// aarch64: DWARF for the Arm 64-bit Architecture, 4.1 (sp, x29, x30,
+	// the link register, where bl leaves the return address).
+	regsARM64 = regs{sp: 31, fp: 29, ra: 30}
 )
 
 // rule is how to find the caller's frame from a pc in this function.
 type rule struct {
 	ok       bool  // false: no usable CFI here (end of the walk)
-	cfaRBP   bool  // CFA = rbp + cfaOff, else rsp + cfaOff
+	cfaFP    bool  // CFA = the frame pointer + cfaOff, else sp + cfaOff
 	cfaOff   int64 // CFA offset
 	raOff    int64 // return address at CFA + raOff
-	bpSaved  bool  // rbp saved at CFA + bpOff, else unchanged
+	raInReg  bool  // the return address is still in its register (arm64's x30: a leaf, or before the prologue saved it)
+	bpSaved  bool  // the frame pointer saved at CFA + bpOff, else unchanged
 	bpOff    int64
 	outerEnd bool // the return address is undefined: the outermost frame
 }
@@ -41,12 +48,22 @@ type rule struct {
 // cfi is one object file's call frame information.
 type cfi struct {
 	fdes  frame.FrameDescriptionEntries
+	regs  regs
 	rules map[uint64]rule // by ELF virtual address; guarded by the Process's lock
 }
 
 // readCFI parses the .eh_frame of an ELF file (.debug_frame when it has
 // none).
 func readCFI(ef *elf.File) (*cfi, error) {
+	var rs regs
+	switch ef.Machine {
+	case elf.EM_X86_64:
+		rs = regsAMD64
+	case elf.EM_AARCH64:
+		rs = regsARM64
+	default:
+		return nil, fmt.Errorf("no unwinding for %v", ef.Machine)
+	}
 	var fdes frame.FrameDescriptionEntries
 	if s := ef.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS {
 		b, err := s.Data()
@@ -69,7 +86,7 @@ func readCFI(ef *elf.File) (*cfi, error) {
 	}
 	// FDEForPC searches by address: .eh_frame need not be in order.
 	sort.Slice(fdes, func(i, j int) bool { return fdes[i].Begin() < fdes[j].Begin() })
-	return &cfi{fdes: fdes, rules: map[uint64]rule{}}, nil
+	return &cfi{fdes: fdes, regs: rs, rules: map[uint64]rule{}}, nil
 }
 
 // parse wraps delve's parser, which panics on some malformed input.
@@ -103,12 +120,17 @@ func (c *cfi) establish(vaddr uint64) (r rule) {
 		return rule{}
 	}
 	fc, err := fde.EstablishFrame(vaddr)
-	if err != nil || fc.CFA.Rule != frame.RuleCFA || (fc.CFA.Reg != regRSP && fc.CFA.Reg != regRBP) {
+	rs := c.regs
+	if err != nil || fc.CFA.Rule != frame.RuleCFA || (fc.CFA.Reg != rs.sp && fc.CFA.Reg != rs.fp) {
 		return rule{} // an expression (PLT entries), or another register
 	}
-	r = rule{ok: true, cfaRBP: fc.CFA.Reg == regRBP, cfaOff: fc.CFA.Offset}
+	r = rule{ok: true, cfaFP: fc.CFA.Reg == rs.fp, cfaOff: fc.CFA.Offset}
 	ra, ok := fc.Regs[fc.RetAddrReg]
 	switch {
+	case rs == regsARM64 && (!ok || ra.Rule == frame.RuleSameVal):
+		// x30 is not saved yet: the return address is in it. aarch64's
+		// outermost frame (_start) says so with x30 undefined instead.
+		r.raInReg = true
 	case !ok || ra.Rule == frame.RuleUndefined:
 		r.outerEnd = true
 	case ra.Rule == frame.RuleOffset:
@@ -116,7 +138,7 @@ func (c *cfi) establish(vaddr uint64) (r rule) {
 	default:
 		return rule{}
 	}
-	if bp, ok := fc.Regs[regRBP]; ok && bp.Rule == frame.RuleOffset {
+	if bp, ok := fc.Regs[rs.fp]; ok && bp.Rule == frame.RuleOffset {
 		r.bpSaved, r.bpOff = true, bp.Offset
 	}
 	return r

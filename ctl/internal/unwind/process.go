@@ -15,8 +15,10 @@ import (
 
 // Regs are the registers a walk starts from: the thread's pc (a return
 // address into the function that made the sampled call), stack pointer
-// and frame pointer.
-type Regs struct{ IP, SP, BP uint64 }
+// and frame pointer (rbp; arm64's x29). LR is arm64's x30, the return
+// address of a function that has not saved it (a leaf); 0 where unknown
+// (x86-64, or heap.c's return probe, where every frame has saved it).
+type Regs struct{ IP, SP, BP, LR uint64 }
 
 // Process unwinds the samples of one process. It reads /proc/PID/maps
 // when it meets an address it has no mapping for (a library loaded since),
@@ -25,9 +27,10 @@ type Regs struct{ IP, SP, BP uint64 }
 type Process struct {
 	pid  int
 	root string // where the process's paths are seen from here
+	maps string // its /proc/PID/maps (a test's copy)
 
 	mu      sync.Mutex
-	maps    []mapping // sorted by start
+	mapped  []mapping // sorted by start
 	objects map[string]*object
 	reads   int // of /proc/PID/maps
 }
@@ -44,7 +47,7 @@ func NewProcess(pid int, root string) *Process {
 	if root == "/" {
 		root = ""
 	}
-	return &Process{pid: pid, root: root, objects: map[string]*object{}}
+	return &Process{pid: pid, root: root, maps: fmt.Sprintf("/proc/%d/maps", pid), objects: map[string]*object{}}
 }
 
 // Refresh reads the process's file mappings again.
@@ -55,7 +58,7 @@ func (p *Process) Refresh() error {
 }
 
 func (p *Process) refresh() error {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", p.pid))
+	f, err := os.Open(p.maps)
 	if err != nil {
 		return err
 	}
@@ -98,7 +101,7 @@ func (p *Process) refresh() error {
 		return err
 	}
 	sort.Slice(maps, func(i, j int) bool { return maps[i].start < maps[j].start })
-	p.maps = maps
+	p.mapped = maps
 	return nil
 }
 
@@ -106,9 +109,9 @@ func (p *Process) refresh() error {
 // once when there is none. The caller holds p.mu.
 func (p *Process) find(pc uint64) (*mapping, bool) {
 	for pass := 0; pass < 2; pass++ {
-		i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].end > pc })
-		if i < len(p.maps) && p.maps[i].start <= pc {
-			return &p.maps[i], true
+		i := sort.Search(len(p.mapped), func(i int) bool { return p.mapped[i].end > pc })
+		if i < len(p.mapped) && p.mapped[i].start <= pc {
+			return &p.mapped[i], true
 		}
 		if pass == 0 && p.refresh() != nil {
 			break
@@ -129,7 +132,7 @@ func (p *Process) Unwind(regs Regs, stack []byte, max int) []uint64 {
 		}
 		return binary.LittleEndian.Uint64(stack[addr-base:]), true
 	}
-	pc, sp, bp := regs.IP, regs.SP, regs.BP
+	pc, sp, bp, lr := regs.IP, regs.SP, regs.BP, regs.LR
 	frames := make([]uint64, 0, 16)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -146,23 +149,34 @@ func (p *Process) Unwind(regs Regs, stack []byte, max int) []uint64 {
 			break
 		}
 		cfa := sp
-		if r.cfaRBP {
+		if r.cfaFP {
 			cfa = bp
 		}
 		cfa = uint64(int64(cfa) + r.cfaOff)
-		ra, ok := load(uint64(int64(cfa) + r.raOff))
-		if !ok {
-			break
+		var ra uint64
+		if r.raInReg {
+			// Only the innermost frame's register is known: a caller's
+			// x30 was overwritten by the call it made.
+			if ra, lr = lr, 0; ra == 0 {
+				break
+			}
+			if cfa < sp {
+				break
+			}
+		} else {
+			if ra, ok = load(uint64(int64(cfa) + r.raOff)); !ok {
+				break
+			}
+			if cfa <= sp { // the stack grows down: a caller's frame is above
+				break
+			}
 		}
 		if r.bpSaved {
 			if bp, ok = load(uint64(int64(cfa) + r.bpOff)); !ok {
 				break
 			}
 		}
-		if cfa <= sp { // the stack grows down: a caller's frame is above
-			break
-		}
-		sp, pc = cfa, ra
+		sp, pc, lr = cfa, ra, 0
 	}
 	return frames
 }
@@ -174,7 +188,7 @@ func (p *Process) Objects() []region.Object {
 	defer p.mu.Unlock()
 	var out []region.Object
 	at := map[string]int{}
-	for _, m := range p.maps {
+	for _, m := range p.mapped {
 		if i, ok := at[m.path]; ok {
 			out[i].Start = min(out[i].Start, m.start)
 			out[i].End = max(out[i].End, m.end)
