@@ -1,5 +1,6 @@
 /*
- * sample.h: what the sampler (profile.c) and its arena (arena.c) share.
+ * sample.h: what the sampler (profile.c), its arena (arena.c) and its
+ * table of blocks sampled in place (placed.c) share.
  */
 #ifndef HEAPLINE_SAMPLE_H
 #define HEAPLINE_SAMPLE_H
@@ -24,6 +25,10 @@ int hl_arena_class(size_t need);              /* the smallest class whose blocks
 char *hl_arena_block_of(const void *p, int *cls); /* the block holding p, and its class */
 void *hl_arena_replace(void *p, size_t usable, const struct record *rec); /* p moved in with its record, or NULL */
 void hl_arena_boot(void);
+
+/* placed.c: the table of blocks sampled in place */
+int hl_place(const void *p, const struct record *rec); /* 0: no room, the sample is lost */
+void hl_placed_boot(void);
 
 /* stacks.c: the region's tables, laid out by hl_profile_attach */
 extern HL_HIDDEN struct hl_stack *hl_stacks;
