@@ -8,6 +8,10 @@
 #include "shim.h"
 
 #define NCLASS 14 /* the arena's size classes: 32 B << 0..13, up to 256 KiB */
+/* shim.h cannot see NCLASS: the thread's cache is tied to it here, and
+ * the fast path's slot to the start of hl_self (count_glibc.h). */
+_Static_assert(sizeof hl_self.arena_cache / sizeof hl_self.arena_cache[0] == NCLASS, "one cached arena block per class");
+_Static_assert(offsetof(struct hl_thread, slot) == 0, "slot is hl_self's first word");
 
 /* A sample's record: before an arena block's object, or in the table of
  * blocks sampled in place. */
