@@ -101,7 +101,7 @@ struct hl_thread {
     uint32_t samples_taken;
     uint32_t arena_busy;    /* in the thread's own arena lists: a handler uses the shared ones */
     uint32_t arena_kept;    /* blocks in them */
-    char *arena_cache[14];  /* the thread's released arena blocks, by class (profile.c, NCLASS) */
+    char *arena_cache[14];  /* the thread's released arena blocks, by class (arena.c; NCLASS, asserted in sample.h) */
     /* Python (python.c, pymalloc.c) */
     uintptr_t py_tstate;    /* this thread's PyThreadState, as last found */
     uint32_t py_misses;     /* samples left before looking for one again */
