@@ -1,6 +1,10 @@
 package procs
 
-import "golang.org/x/sys/unix"
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
 
 // Process follows a process through a pidfd, which
 // tells its end apart from a later process reusing the pid. A region
@@ -20,17 +24,22 @@ func Open(pid int) *Process {
 }
 
 // Running reports whether the process has not ended.
-func (p *Process) Running() bool {
+func (p *Process) Running() bool { return !p.EndsWithin(0) }
+
+// EndsWithin reports whether the process has ended, or ends within d:
+// the pidfd turns readable at its end. A nil Process never ends.
+func (p *Process) EndsWithin(d time.Duration) bool {
 	if p == nil {
-		return true
+		return false
 	}
 	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	deadline := time.Now().Add(d)
 	for {
-		n, err := unix.Poll(fds, 0)
+		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
 		if err == unix.EINTR {
 			continue
 		}
-		return err == nil && n == 0
+		return err != nil || n > 0
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/heapline/heapline/internal/testkit"
 )
@@ -97,7 +98,13 @@ func TestProcess(t *testing.T) {
 	if !p.Running() {
 		t.Error("a sleeping child is not running")
 	}
-	cmd.Process.Kill()
+	if p != nil && p.EndsWithin(50*time.Millisecond) {
+		t.Error("a sleeping child ended within 50 ms")
+	}
+	go func() { time.Sleep(100 * time.Millisecond); cmd.Process.Kill() }()
+	if p != nil && !p.EndsWithin(time.Minute) {
+		t.Error("a killed child did not end within a minute")
+	}
 	cmd.Wait()
 	if p != nil && p.Running() {
 		t.Error("a reaped child still runs")

@@ -3,6 +3,7 @@ package follow
 import (
 	"errors"
 	"io/fs"
+	"time"
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
@@ -28,14 +29,18 @@ const (
 // while proc runs on; one still being created (the process exec'd, and
 // its new image is making its own) is read again next time; any other
 // failure is an error.
-func Classify(pid int, ent regions.Entry, proc interface{ Running() bool }, first bool) (Read, error) {
+//
+// A process that exits unlinks its region before it has ended: under load
+// a read can fall between the two. So a region that is gone is called
+// Removed only when the process is still running ExitGrace later.
+func Classify(pid int, ent regions.Entry, proc Process, first bool) (Read, error) {
 	if first {
 		if err := RegionError(pid, ent, true); err != nil {
 			return 0, err
 		}
 	}
 	switch {
-	case errors.Is(ent.Err, fs.ErrNotExist) && proc.Running():
+	case errors.Is(ent.Err, fs.ErrNotExist) && !proc.EndsWithin(ExitGrace):
 		return Removed, nil
 	case errors.Is(ent.Err, fs.ErrNotExist):
 		return Ended, nil
@@ -48,6 +53,16 @@ func Classify(pid int, ent regions.Entry, proc interface{ Running() bool }, firs
 	}
 	return Sample, nil
 }
+
+// Process is the followed process, as procs.Process gives it.
+type Process interface {
+	Running() bool
+	EndsWithin(time.Duration) bool
+}
+
+// ExitGrace is how long a process whose region is gone may take to end
+// before its region counts as removed under it.
+const ExitGrace = 2 * time.Second
 
 // UnreadableAfter is how many failed reads in a row make a region
 // unreadable rather than busy for a moment.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
@@ -13,7 +14,8 @@ import (
 
 type running bool
 
-func (r running) Running() bool { return bool(r) }
+func (r running) Running() bool                 { return bool(r) }
+func (r running) EndsWithin(time.Duration) bool { return !bool(r) }
 
 // TestFollow: what each read of a followed region means, first and later.
 func TestFollow(t *testing.T) {
