@@ -35,7 +35,8 @@ func (p *Process) EndsWithin(d time.Duration) bool {
 	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
 	deadline := time.Now().Add(d)
 	for {
-		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
+		// Never negative: poll's -1 waits for ever.
+		n, err := unix.Poll(fds, int(max(time.Until(deadline), 0).Milliseconds()))
 		if err == unix.EINTR {
 			continue
 		}
