@@ -8,17 +8,14 @@ import (
 
 // Line is the breakdown as one sum, for show:
 //
-//	340.0 MiB = live 33.3 MiB + mapped 0 B + retained by malloc 243.9 MiB + stacks 132.0 KiB + files 3.1 MiB + shared 12.0 KiB + other 10.7 MiB
+//	340.0 MiB = live 33.3 MiB + mapped 0 B + retained by malloc 243.9 MiB + stacks 132.0 KiB + files 3.1 MiB + shared 12.0 KiB + sample arena 0 B + other 10.7 MiB
 //
-// with "+ sample arena N" before other when the shim's arena holds any.
+// Every part is named, even at 0 B, so that the line keeps one shape:
+// whether the sample arena holds a page depends on where samples fell.
 func (b Breakdown) Line() string {
-	arena := ""
-	if b.SampleArenaBytes != 0 {
-		arena = " + sample arena " + report.Bytes(b.SampleArenaBytes)
-	}
-	return fmt.Sprintf("%s = live %s + mapped %s + retained by malloc %s + stacks %s + files %s + shared %s%s + other %s",
+	return fmt.Sprintf("%s = live %s + mapped %s + retained by malloc %s + stacks %s + files %s + shared %s + sample arena %s + other %s",
 		report.Bytes(b.RSSBytes), report.Bytes(b.LiveBytes), report.Bytes(b.MappedBytes), report.Bytes(b.RetainedBytes),
-		report.Bytes(b.StackBytes), report.Bytes(b.FileBytes), report.Bytes(b.ShmemBytes), arena, report.Bytes(b.OtherBytes))
+		report.Bytes(b.StackBytes), report.Bytes(b.FileBytes), report.Bytes(b.ShmemBytes), report.Bytes(b.SampleArenaBytes), report.Bytes(b.OtherBytes))
 }
 
 // Retention at or above both of these is large enough for Hint.
