@@ -74,31 +74,27 @@ static char *local_pop(int cls)
 static int local_push(int cls, char *b)
 {
     /* after the thread's exit hook, nothing would give its blocks back */
-    if (hl_self.arena_busy || hl_self.arena_kept >= 64 || hl_self.state == HL_T_GONE)
+    if (hl_guard_held(HL_IN_ARENA) || hl_self.arena_kept >= 64 || hl_self.state == HL_T_GONE)
         return 0;
-    hl_self.arena_busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    hl_guard_enter(HL_IN_ARENA);
     *(char **)b = hl_self.arena_cache[cls];
     hl_self.arena_cache[cls] = b;
     hl_self.arena_kept++;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hl_self.arena_busy = 0;
+    hl_guard_leave(HL_IN_ARENA);
     return 1;
 }
 
 /* At thread exit: the thread's kept blocks go back to the shared lists. */
 void hl_arena_release(void)
 {
-    hl_self.arena_busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    hl_guard_enter(HL_IN_ARENA);
     for (int cls = 0; cls < NCLASS; cls++) {
         char *b;
         while ((b = local_pop(cls)) != NULL)
             push(cls, b);
     }
     hl_self.arena_kept = 0;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hl_self.arena_busy = 0;
+    hl_guard_leave(HL_IN_ARENA);
 }
 
 /* A block never used yet: the next of its class's current page, or the
@@ -131,13 +127,11 @@ static char *fresh_block(int cls)
 char *hl_arena_get(int cls)
 {
     char *b = NULL;
-    if (!hl_self.arena_busy) {
-        hl_self.arena_busy = 1;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (!hl_guard_held(HL_IN_ARENA)) {
+        hl_guard_enter(HL_IN_ARENA);
         if ((b = local_pop(cls)) != NULL)
             hl_self.arena_kept--;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        hl_self.arena_busy = 0;
+        hl_guard_leave(HL_IN_ARENA);
         if (b != NULL)
             return b;
     }

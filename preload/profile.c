@@ -166,11 +166,11 @@ static char *object_block(size_t usable, const struct record *rec)
 
 void *hl_sample_object(size_t usable)
 {
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample || hl_arena_len == 0)
+    if (hl_sample_rate == 0 || hl_region == NULL || hl_guard_held(HL_IN_SAMPLE) || hl_arena_len == 0)
         return NULL;
-    hl_self.in_sample = 1;
+    hl_guard_enter(HL_IN_SAMPLE);
     void *q = take(NULL, usable, AN_OBJECT);
-    hl_self.in_sample = 0;
+    hl_guard_leave(HL_IN_SAMPLE);
     return q;
 }
 
@@ -210,9 +210,9 @@ static void arm(struct hl_slot *own)
 void *hl_sample(void *p, size_t usable, int in_arena)
 {
     struct hl_slot *own = hl_self.own;
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample)
+    if (hl_sample_rate == 0 || hl_region == NULL || hl_guard_held(HL_IN_SAMPLE))
         return p;
-    hl_self.in_sample = 1;
+    hl_guard_enter(HL_IN_SAMPLE);
     uint64_t pos = position(own);
     if (hl_self.sample_from != own || !hl_self.sample_armed) { /* a new stream, from this block on */
         hl_self.sample_from = own;
@@ -225,7 +225,7 @@ void *hl_sample(void *p, size_t usable, int in_arena)
         hl_peak_sampled(usable); /* peak.c: the block may belong in the copy at the peak */
     }
     arm(own);
-    hl_self.in_sample = 0;
+    hl_guard_leave(HL_IN_SAMPLE);
     return p;
 }
 
@@ -235,14 +235,14 @@ void *hl_sample(void *p, size_t usable, int in_arena)
 void hl_sample_begin(void)
 {
     struct hl_slot *own = hl_self.own;
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample)
+    if (hl_sample_rate == 0 || hl_region == NULL || hl_guard_held(HL_IN_SAMPLE))
         return;
-    hl_self.in_sample = 1;
+    hl_guard_enter(HL_IN_SAMPLE);
     hl_self.sample_from = own;
     hl_self.sample_armed = 1;
     hl_self.next_sample = position(own) + gap();
     arm(own);
-    hl_self.in_sample = 0;
+    hl_guard_leave(HL_IN_SAMPLE);
 }
 
 // ---- setting up ------------------------------------------------------------------------

@@ -84,10 +84,9 @@ static void publish(struct hl_header *r, struct hl_slot *s)
     /* A signal handler's operations that arrive in the middle of ours
      * are published by the next publication: two at once would both add
      * the same change. */
-    if (hl_self.publishing)
+    if (hl_guard_held(HL_PUBLISHING))
         return;
-    hl_self.publishing = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    hl_guard_enter(HL_PUBLISHING);
     int64_t live = live_of(s);
     int64_t d = live - s->synced_live;
     s->synced_live = live;
@@ -98,8 +97,7 @@ static void publish(struct hl_header *r, struct hl_slot *s)
         if (d > 0)
             hl_peak_update(r, now);
     }
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hl_self.publishing = 0;
+    hl_guard_leave(HL_PUBLISHING);
 }
 
 // ---- thread start -----------------------------------------------------------------
