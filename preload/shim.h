@@ -69,75 +69,7 @@ extern HL_HIDDEN unsigned char hl_mode; /* enum hl_mode; read with a plain load,
 static inline int hl_counting(void) { return hl_mode == HL_MODE_GLIBC || hl_mode == HL_MODE_GENERIC; }
 void *hl_generic_counted(void *p);
 
-/* ---- per-thread state -------------------------------------------------
- * Initial-exec TLS: the only model that never calls malloc (a dynamic TLS
- * block is allocated lazily by __tls_get_addr). `slot` is what the fast path
- * adds to. It is NULL until the thread's first call registers it on the
- * slow path (a shared all-ones dummy would do without that test, but two
- * threads' adds to one word, without a lock, lose counts). A thread without
- * a fast slot afterwards (exited, slot-less, or every thread when the peak
- * must be exact) adds to its own `dummy`, all ones, so that every add
- * carries and is drained (thread.c, carry). `own` is the thread's real
- * slot. */
-enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE };
-struct hl_thread {
-    struct hl_slot *slot;   /* the fast path's: own, dummy, or NULL (see above); first: aarch64
-                               loads it with one ldr [tp, offset], no add */
-    struct hl_slot dummy;   /* this thread's all-ones slot */
-    struct hl_slot *own;    /* NULL without a slot */
-    uint64_t alloc_mark;    /* slow path: publish when own->alloc_bytes reaches it */
-    uint64_t free_mark;
-    uint32_t state;
-    uint32_t guard;         /* HL_IN_*: the re-entry guard (below) */
-    /* the sampler (profile.c) */
-    uint64_t next_sample;   /* the position of the next sample point */
-    uint64_t solo_bytes;    /* the position of a thread without a slot */
-    uint64_t rng;
-    const void *sample_from; /* the slot the position is in */
-    uint32_t sample_armed;
-    uint32_t keep_contents; /* the block being counted holds data (calloc, realloc): a sample copies it */
-    uint32_t samples_taken;
-    uint32_t arena_kept;    /* blocks in them */
-    char *arena_cache[14];  /* the thread's released arena blocks, by class (arena.c; NCLASS, asserted in sample.h) */
-    /* Python (python.c, pymalloc.c) */
-    uintptr_t py_tstate;    /* this thread's PyThreadState, as last found */
-    uint32_t py_misses;     /* samples left before looking for one again */
-};
-extern __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) HL_HIDDEN;
-
-/* The re-entry guard: one word of the thread's, a bit for each case the
- * shim can be re-entered in. A call that finds its bit set came back while
- * the thread was already in that case, from the case's own work or from a
- * signal handler that interrupted it. heaptrack's RecursionGuard is one
- * flag, and every nested call passes through; here what the nested call
- * does differs by case, so each has its bit:
- *   HL_IN_BOOT     resolving the next allocator (boot.c): the thread's own
- *                  calls (dlsym's calloc) and its handlers' get the
- *                  bootstrap pool, since there is no allocator to pass to;
- *   HL_PUBLISHING  in publish() (thread.c): a handler's publication returns
- *                  and the next one carries its change, since two at once
- *                  would both add it;
- *   HL_IN_SAMPLE   in the sampler (profile.c): a handler's allocation is
- *                  counted, not sampled;
- *   HL_IN_ARENA    in the thread's own arena lists (arena.c): a handler's
- *                  sample or release uses the shared lists.
- * Only the thread and its handlers write the word, with plain loads and
- * stores: a handler that comes between an enter's load and store leaves
- * the word as it found it (it leaves every bit it entered), so the store is
- * still right. The fences keep the compiler from moving the guarded work
- * out from between enter and leave. */
-enum { HL_IN_BOOT = 1u << 0, HL_PUBLISHING = 1u << 1, HL_IN_SAMPLE = 1u << 2, HL_IN_ARENA = 1u << 3 };
-static inline int hl_guard_held(uint32_t bit) { return (hl_self.guard & bit) != 0; }
-static inline void hl_guard_enter(uint32_t bit)
-{
-    hl_self.guard |= bit;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-}
-static inline void hl_guard_leave(uint32_t bit)
-{
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hl_self.guard &= ~bit;
-}
+/* The thread's state and the re-entry guard: thread.h. */
 
 /* Add inc to a word of this thread's slot as one instruction, and say
  * whether it carried out of bit 63. A signal handler that allocates on

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include "shim.h"
+#include "thread.h"
 
 __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) = {
     .dummy = {.alloc_word = ~0ull, .free_word = ~0ull},
@@ -197,7 +198,7 @@ static void count_slow(int alloc, uint64_t n, uint64_t bytes)
     struct hl_slot *s = own_slot();
     if (s == NULL) {
         if (alloc)
-            hl_self.solo_bytes += bytes; /* the sampler's position (profile.c) */
+            hl_self.sampler.solo_bytes += bytes; /* the sampler's position (profile.c) */
         atomic_count(alloc, n, bytes - HL_CHUNK_BIAS * n);
         return;
     }
