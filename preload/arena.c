@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include "shim.h"
 #include "sample.h"
+#include "thread.h"
 
 #define RELAXED __ATOMIC_RELAXED
 
@@ -65,40 +66,36 @@ static char *pop(int cls)
  * while its thread is in one of these lists uses the shared ones. */
 static char *local_pop(int cls)
 {
-    char *b = hl_self.arena_cache[cls];
+    char *b = hl_self.arena.cache[cls];
     if (b != NULL)
-        hl_self.arena_cache[cls] = *(char **)b;
+        hl_self.arena.cache[cls] = *(char **)b;
     return b;
 }
 
 static int local_push(int cls, char *b)
 {
     /* after the thread's exit hook, nothing would give its blocks back */
-    if (hl_self.arena_busy || hl_self.arena_kept >= 64 || hl_self.state == HL_T_GONE)
+    if (hl_guard_held(HL_IN_ARENA) || hl_self.arena.kept >= 64 || hl_self.state == HL_T_GONE)
         return 0;
-    hl_self.arena_busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    *(char **)b = hl_self.arena_cache[cls];
-    hl_self.arena_cache[cls] = b;
-    hl_self.arena_kept++;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hl_self.arena_busy = 0;
+    hl_guard_enter(HL_IN_ARENA);
+    *(char **)b = hl_self.arena.cache[cls];
+    hl_self.arena.cache[cls] = b;
+    hl_self.arena.kept++;
+    hl_guard_leave(HL_IN_ARENA);
     return 1;
 }
 
 /* At thread exit: the thread's kept blocks go back to the shared lists. */
 void hl_arena_release(void)
 {
-    hl_self.arena_busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    hl_guard_enter(HL_IN_ARENA);
     for (int cls = 0; cls < NCLASS; cls++) {
         char *b;
         while ((b = local_pop(cls)) != NULL)
             push(cls, b);
     }
-    hl_self.arena_kept = 0;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hl_self.arena_busy = 0;
+    hl_self.arena.kept = 0;
+    hl_guard_leave(HL_IN_ARENA);
 }
 
 /* A block never used yet: the next of its class's current page, or the
@@ -131,13 +128,11 @@ static char *fresh_block(int cls)
 char *hl_arena_get(int cls)
 {
     char *b = NULL;
-    if (!hl_self.arena_busy) {
-        hl_self.arena_busy = 1;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (!hl_guard_held(HL_IN_ARENA)) {
+        hl_guard_enter(HL_IN_ARENA);
         if ((b = local_pop(cls)) != NULL)
-            hl_self.arena_kept--;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        hl_self.arena_busy = 0;
+            hl_self.arena.kept--;
+        hl_guard_leave(HL_IN_ARENA);
         if (b != NULL)
             return b;
     }
@@ -175,7 +170,7 @@ void *hl_arena_replace(void *p, size_t usable, const struct record *rec)
     memcpy(b, rec, sizeof *rec);
     char *q = b + head;
     hl_own_header(q, usable);
-    if (hl_self.keep_contents)
+    if (hl_self.sampler.keep_contents)
         memcpy(q, p, usable); /* calloc's zeros, realloc's data; a malloc's block holds nothing yet */
     hl_next.free(p); /* counted as q now */
     return q;

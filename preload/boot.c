@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "shim.h"
+#include "thread.h"
 
 /* The exported malloc calls hl_next.malloc before it knows anything
  * (count_glibc.c): until boot is done that is the bootstrap's own. */
@@ -367,13 +368,13 @@ static void boot(void)
  * in all but contrived cases. */
 void hl_boot(void)
 {
-    if (__atomic_load_n(&boot_state, __ATOMIC_ACQUIRE) == BOOT_DONE || hl_self.in_boot)
+    if (__atomic_load_n(&boot_state, __ATOMIC_ACQUIRE) == BOOT_DONE || hl_guard_held(HL_IN_BOOT))
         return;
     int expect = BOOT_NONE;
     if (__atomic_compare_exchange_n(&boot_state, &expect, BOOT_RUNNING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        hl_self.in_boot = 1;
+        hl_guard_enter(HL_IN_BOOT);
         boot();
-        hl_self.in_boot = 0;
+        hl_guard_leave(HL_IN_BOOT);
         __atomic_store_n(&boot_state, BOOT_DONE, __ATOMIC_RELEASE);
         return;
     }
@@ -401,7 +402,7 @@ __attribute__((constructor)) static void at_load(void)
 static void *b_malloc(size_t n)
 {
     hl_boot();
-    return hl_self.in_boot ? pool_alloc(n, 16) : hl_impl.malloc(n);
+    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, 16) : hl_impl.malloc(n);
 }
 
 /* hl_next.malloc before boot, for the exported malloc, which counts what
@@ -410,7 +411,7 @@ static void *b_malloc(size_t n)
 static void *b_next_malloc(size_t n)
 {
     hl_boot();
-    return hl_self.in_boot ? pool_alloc(n, 16) : hl_next.malloc(n);
+    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, 16) : hl_next.malloc(n);
 }
 
 static void b_free(void *p)
@@ -424,7 +425,7 @@ static void b_free(void *p)
 static void *b_calloc(size_t n, size_t size)
 {
     hl_boot();
-    if (!hl_self.in_boot)
+    if (!hl_guard_held(HL_IN_BOOT))
         return hl_impl.calloc(n, size);
     size_t bytes;
     if (__builtin_mul_overflow(n, size, &bytes)) {
@@ -437,7 +438,7 @@ static void *b_calloc(size_t n, size_t size)
 static void *b_realloc(void *p, size_t n)
 {
     hl_boot();
-    if (hl_self.in_boot) {
+    if (hl_guard_held(HL_IN_BOOT)) {
         void *q = pool_alloc(n, 16);
         if (q != NULL && p != NULL) {
             size_t old = hl_pool_owns(p) ? hl_own_usable(p) : n;
@@ -451,7 +452,7 @@ static void *b_realloc(void *p, size_t n)
 static int b_posix_memalign(void **out, size_t align, size_t n)
 {
     hl_boot();
-    if (!hl_self.in_boot)
+    if (!hl_guard_held(HL_IN_BOOT))
         return hl_impl.posix_memalign(out, align, n);
     void *p = pool_alloc(n, align);
     if (p == NULL)
@@ -463,25 +464,25 @@ static int b_posix_memalign(void **out, size_t align, size_t n)
 static void *b_aligned_alloc(size_t align, size_t n)
 {
     hl_boot();
-    return hl_self.in_boot ? pool_alloc(n, align) : hl_impl.aligned_alloc(align, n);
+    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, align) : hl_impl.aligned_alloc(align, n);
 }
 
 static void *b_memalign(size_t align, size_t n)
 {
     hl_boot();
-    return hl_self.in_boot ? pool_alloc(n, align) : hl_impl.memalign(align, n);
+    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, align) : hl_impl.memalign(align, n);
 }
 
 static void *b_valloc(size_t n)
 {
     hl_boot();
-    return hl_self.in_boot ? pool_alloc(n, 4096) : hl_impl.valloc(n);
+    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, 4096) : hl_impl.valloc(n);
 }
 
 static void *b_pvalloc(size_t n)
 {
     hl_boot();
-    return hl_self.in_boot ? pool_alloc(n, 4096) : hl_impl.pvalloc(n);
+    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, 4096) : hl_impl.pvalloc(n);
 }
 
 struct hl_fns hl_impl = {

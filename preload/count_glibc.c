@@ -15,6 +15,7 @@
 #include <string.h>
 #include "shim.h"
 #include "count_glibc.h"
+#include "thread.h"
 
 
 static inline size_t usable_of(size_t h)
@@ -43,10 +44,10 @@ static inline void *counted(void *p)
  * signal handler's calloc may come in between. */
 static void *counted_kept(void *p)
 {
-    uint32_t was = hl_self.keep_contents;
-    hl_self.keep_contents = 1;
+    uint32_t was = hl_self.sampler.keep_contents;
+    hl_self.sampler.keep_contents = 1;
     p = counted(p);
-    hl_self.keep_contents = was;
+    hl_self.sampler.keep_contents = was;
     return p;
 }
 

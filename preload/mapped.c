@@ -37,6 +37,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include "shim.h"
+#include "thread.h"
 
 enum kind { NONE = 0, COUNTED, RESERVED };
 

@@ -40,6 +40,7 @@
 #include "shim.h"
 #include "lnexp.h"
 #include "sample.h"
+#include "thread.h"
 
 #define RELAXED __ATOMIC_RELAXED
 
@@ -73,11 +74,11 @@ void hl_sampled_free(void *p)
 /* An exponential gap of mean rate, from the thread's xorshift64*. */
 static uint64_t gap(void)
 {
-    uint64_t x = hl_self.rng;
+    uint64_t x = hl_self.sampler.rng;
     if (x == 0)
         x = hl_now_ns() ^ ((uint64_t)(uintptr_t)&hl_self << 16) ^ 0x9e3779b97f4a7c15ull; /* no system call: threads are many */
     x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-    hl_self.rng = x;
+    hl_self.sampler.rng = x;
     double u = (double)((x * 0x2545f4914f6cdd1dull) >> 11) * 0x1p-53; /* [0, 1) */
     double g = -ln(1.0 - u) * rate;
     return g < 1 ? 1 : g > 0x1p62 ? (uint64_t)1 << 62 : (uint64_t)g;
@@ -166,11 +167,11 @@ static char *object_block(size_t usable, const struct record *rec)
 
 void *hl_sample_object(size_t usable)
 {
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample || hl_arena_len == 0)
+    if (hl_sample_rate == 0 || hl_region == NULL || hl_guard_held(HL_IN_SAMPLE) || hl_arena_len == 0)
         return NULL;
-    hl_self.in_sample = 1;
+    hl_guard_enter(HL_IN_SAMPLE);
     void *q = take(NULL, usable, AN_OBJECT);
-    hl_self.in_sample = 0;
+    hl_guard_leave(HL_IN_SAMPLE);
     return q;
 }
 
@@ -178,7 +179,7 @@ void *hl_sample_object(size_t usable)
 static uint64_t position(const struct hl_slot *own)
 {
     if (own == NULL)
-        return hl_self.solo_bytes;
+        return hl_self.sampler.solo_bytes;
     return own->alloc_bytes + (own->alloc_word >> HL_WORD_SHIFT) * HL_WORD_UNIT;
 }
 
@@ -189,7 +190,7 @@ static void arm(struct hl_slot *own)
     if (own == NULL || hl_self.slot != own)
         return;
     uint64_t room = ((uint64_t)1 << (64 - HL_WORD_SHIFT)) - (own->alloc_word >> HL_WORD_SHIFT);
-    int64_t dist = (int64_t)(hl_self.next_sample - position(own));
+    int64_t dist = (int64_t)(hl_self.sampler.next_sample - position(own));
     if (dist <= 0)
         return;
     uint64_t units = ((uint64_t)dist + HL_WORD_UNIT - 1) / HL_WORD_UNIT;
@@ -210,22 +211,22 @@ static void arm(struct hl_slot *own)
 void *hl_sample(void *p, size_t usable, int in_arena)
 {
     struct hl_slot *own = hl_self.own;
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample)
+    if (hl_sample_rate == 0 || hl_region == NULL || hl_guard_held(HL_IN_SAMPLE))
         return p;
-    hl_self.in_sample = 1;
+    hl_guard_enter(HL_IN_SAMPLE);
     uint64_t pos = position(own);
-    if (hl_self.sample_from != own || !hl_self.sample_armed) { /* a new stream, from this block on */
-        hl_self.sample_from = own;
-        hl_self.sample_armed = 1;
-        hl_self.next_sample = pos - (usable + HL_CHUNK_BIAS) + gap();
+    if (hl_self.sampler.from != own || !hl_self.sampler.armed) { /* a new stream, from this block on */
+        hl_self.sampler.from = own;
+        hl_self.sampler.armed = 1;
+        hl_self.sampler.next_sample = pos - (usable + HL_CHUNK_BIAS) + gap();
     }
-    if ((int64_t)(pos - hl_self.next_sample) >= 0) {
+    if ((int64_t)(pos - hl_self.sampler.next_sample) >= 0) {
         p = take(p, usable, in_arena ? IN_ARENA : IN_PLACE);
-        hl_self.next_sample = pos + gap();
+        hl_self.sampler.next_sample = pos + gap();
         hl_peak_sampled(usable); /* peak.c: the block may belong in the copy at the peak */
     }
     arm(own);
-    hl_self.in_sample = 0;
+    hl_guard_leave(HL_IN_SAMPLE);
     return p;
 }
 
@@ -235,14 +236,14 @@ void *hl_sample(void *p, size_t usable, int in_arena)
 void hl_sample_begin(void)
 {
     struct hl_slot *own = hl_self.own;
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample)
+    if (hl_sample_rate == 0 || hl_region == NULL || hl_guard_held(HL_IN_SAMPLE))
         return;
-    hl_self.in_sample = 1;
-    hl_self.sample_from = own;
-    hl_self.sample_armed = 1;
-    hl_self.next_sample = position(own) + gap();
+    hl_guard_enter(HL_IN_SAMPLE);
+    hl_self.sampler.from = own;
+    hl_self.sampler.armed = 1;
+    hl_self.sampler.next_sample = position(own) + gap();
     arm(own);
-    hl_self.in_sample = 0;
+    hl_guard_leave(HL_IN_SAMPLE);
 }
 
 // ---- setting up ------------------------------------------------------------------------

@@ -47,6 +47,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include "shim.h"
+#include "thread.h"
 
 #define RELAXED __ATOMIC_RELAXED
 
@@ -457,12 +458,12 @@ static uint32_t line_of(uintptr_t code, int64_t unit)
 static uintptr_t own_state(long pid)
 {
     uint64_t me = (uint64_t)pthread_self();
-    uintptr_t t = hl_self.py_tstate;
+    uintptr_t t = hl_self.py.tstate;
     if (t != 0 && safe64(pid, t + off.ts_thread_id) == me)
         return t;
-    hl_self.py_tstate = 0;
-    if (hl_self.py_misses != 0) { /* no state at the last look: look again later */
-        hl_self.py_misses--;
+    hl_self.py.tstate = 0;
+    if (hl_self.py.misses != 0) { /* no state at the last look: look again later */
+        hl_self.py.misses--;
         return 0;
     }
     uintptr_t interp = safe64(pid, runtime + off.rt_interp_head);
@@ -470,9 +471,9 @@ static uintptr_t own_state(long pid)
         t = safe64(pid, interp + off.interp_threads);
         for (int j = 0; t != 0 && j < 4096; j++, t = safe64(pid, t + off.ts_next))
             if (safe64(pid, t + off.ts_thread_id) == me)
-                return hl_self.py_tstate = t;
+                return hl_self.py.tstate = t;
     }
-    hl_self.py_misses = 64;
+    hl_self.py.misses = 64;
     return 0;
 }
 

@@ -8,10 +8,24 @@
 #include "shim.h"
 
 #define NCLASS 14 /* the arena's size classes: 32 B << 0..13, up to 256 KiB */
-/* shim.h cannot see NCLASS: the thread's cache is tied to it here, and
- * the fast path's slot to the start of hl_self (count_glibc.h). */
-_Static_assert(sizeof hl_self.arena_cache / sizeof hl_self.arena_cache[0] == NCLASS, "one cached arena block per class");
-_Static_assert(offsetof(struct hl_thread, slot) == 0, "slot is hl_self's first word");
+
+/* The sampler's part of the thread's state (hl_self.sampler; thread.h
+ * composes the parts). */
+struct hl_sampler_tls {
+    uint64_t next_sample;   /* the position of the next sample point */
+    uint64_t solo_bytes;    /* the position of a thread without a slot (thread.c adds to it) */
+    uint64_t rng;
+    const void *from;       /* the slot the position is in */
+    uint32_t armed;
+    uint32_t keep_contents; /* the block being counted holds data (calloc, realloc: count_glibc.c): a sample copies it */
+};
+
+/* The arena's (hl_self.arena): the blocks the thread released, kept for
+ * its own next samples (arena.c). */
+struct hl_arena_tls {
+    char *cache[NCLASS];    /* by class, each a list through the blocks' first word */
+    uint32_t kept;          /* blocks in them */
+};
 
 /* A sample's record: before an arena block's object, or in the table of
  * blocks sampled in place. */

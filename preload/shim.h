@@ -69,44 +69,7 @@ extern HL_HIDDEN unsigned char hl_mode; /* enum hl_mode; read with a plain load,
 static inline int hl_counting(void) { return hl_mode == HL_MODE_GLIBC || hl_mode == HL_MODE_GENERIC; }
 void *hl_generic_counted(void *p);
 
-/* ---- per-thread state -------------------------------------------------
- * Initial-exec TLS: the only model that never calls malloc (a dynamic TLS
- * block is allocated lazily by __tls_get_addr). `slot` is what the fast path
- * adds to. It is NULL until the thread's first call registers it on the
- * slow path (a shared all-ones dummy would do without that test, but two
- * threads' adds to one word, without a lock, lose counts). A thread without
- * a fast slot afterwards (exited, slot-less, or every thread when the peak
- * must be exact) adds to its own `dummy`, all ones, so that every add
- * carries and is drained (thread.c, carry). `own` is the thread's real
- * slot. */
-enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE };
-struct hl_thread {
-    struct hl_slot *slot;   /* the fast path's: own, dummy, or NULL (see above); first: aarch64
-                               loads it with one ldr [tp, offset], no add */
-    struct hl_slot dummy;   /* this thread's all-ones slot */
-    struct hl_slot *own;    /* NULL without a slot */
-    uint64_t alloc_mark;    /* slow path: publish when own->alloc_bytes reaches it */
-    uint64_t free_mark;
-    uint32_t state;
-    uint32_t in_boot;       /* this thread is resolving the next allocator */
-    uint32_t publishing;    /* in publish(): a signal handler's publish waits for the next */
-    /* the sampler (profile.c) */
-    uint64_t next_sample;   /* the position of the next sample point */
-    uint64_t solo_bytes;    /* the position of a thread without a slot */
-    uint64_t rng;
-    const void *sample_from; /* the slot the position is in */
-    uint32_t sample_armed;
-    uint32_t in_sample;     /* a handler's allocation is not sampled inside a sample */
-    uint32_t keep_contents; /* the block being counted holds data (calloc, realloc): a sample copies it */
-    uint32_t samples_taken;
-    uint32_t arena_busy;    /* in the thread's own arena lists: a handler uses the shared ones */
-    uint32_t arena_kept;    /* blocks in them */
-    char *arena_cache[14];  /* the thread's released arena blocks, by class (arena.c; NCLASS, asserted in sample.h) */
-    /* Python (python.c, pymalloc.c) */
-    uintptr_t py_tstate;    /* this thread's PyThreadState, as last found */
-    uint32_t py_misses;     /* samples left before looking for one again */
-};
-extern __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) HL_HIDDEN;
+/* The thread's state and the re-entry guard: thread.h. */
 
 /* Add inc to a word of this thread's slot as one instruction, and say
  * whether it carried out of bit 63. A signal handler that allocates on

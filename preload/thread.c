@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include "shim.h"
+#include "thread.h"
 
 __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) = {
     .dummy = {.alloc_word = ~0ull, .free_word = ~0ull},
@@ -84,10 +85,9 @@ static void publish(struct hl_header *r, struct hl_slot *s)
     /* A signal handler's operations that arrive in the middle of ours
      * are published by the next publication: two at once would both add
      * the same change. */
-    if (hl_self.publishing)
+    if (hl_guard_held(HL_PUBLISHING))
         return;
-    hl_self.publishing = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    hl_guard_enter(HL_PUBLISHING);
     int64_t live = live_of(s);
     int64_t d = live - s->synced_live;
     s->synced_live = live;
@@ -98,8 +98,7 @@ static void publish(struct hl_header *r, struct hl_slot *s)
         if (d > 0)
             hl_peak_update(r, now);
     }
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    hl_self.publishing = 0;
+    hl_guard_leave(HL_PUBLISHING);
 }
 
 // ---- thread start -----------------------------------------------------------------
@@ -199,7 +198,7 @@ static void count_slow(int alloc, uint64_t n, uint64_t bytes)
     struct hl_slot *s = own_slot();
     if (s == NULL) {
         if (alloc)
-            hl_self.solo_bytes += bytes; /* the sampler's position (profile.c) */
+            hl_self.sampler.solo_bytes += bytes; /* the sampler's position (profile.c) */
         atomic_count(alloc, n, bytes - HL_CHUNK_BIAS * n);
         return;
     }
