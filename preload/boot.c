@@ -24,7 +24,11 @@
 /* The exported malloc calls hl_next.malloc before it knows anything
  * (count_glibc.c): until boot is done that is the bootstrap's own. */
 static void *b_next_malloc(size_t n);
+#if defined(__aarch64__)
+struct hl_hot hl_hot = {.next = {.malloc = b_next_malloc}}; /* hl_next is hl_hot.next (shim.h) */
+#else
 struct hl_fns hl_next = {.malloc = b_next_malloc};
+#endif
 static void *(*real_malloc)(size_t); /* during boot, while hl_next.malloc is the bootstrap's */
 struct hl_sys_fns hl_next_sys;
 
@@ -371,6 +375,9 @@ void hl_boot(void)
         return;
     int expect = BOOT_NONE;
     if (__atomic_compare_exchange_n(&boot_state, &expect, BOOT_RUNNING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+#if defined(__aarch64__)
+        hl_hot_init(); /* before any fast malloc or free reads the offsets */
+#endif
         hl_self.in_boot = 1;
         boot();
         hl_self.in_boot = 0;

@@ -39,7 +39,23 @@ struct hl_fns {
     size_t (*usable)(void *);
 };
 #define HL_HIDDEN __attribute__((visibility("hidden")))
+#if defined(__aarch64__)
+/* aarch64's fast pair (hotpair_arm64.c) reaches hl_next and the thread
+ * pointer's offsets of hl_self's fast words with one adrp: all in one
+ * object, aligned so that it never straddles a page. The offsets are
+ * copies of what the GOT holds, set at boot (hl_hot_init) before the first
+ * malloc or free can load them. */
+struct hl_hot {
+    struct hl_fns next;     /*  0: hl_next */
+    uint64_t tp_slot;       /* 80: &hl_self.slot - the thread pointer */
+    uint64_t tp_free_at;    /* 88: &hl_self.free_at - the thread pointer */
+} __attribute__((aligned(128)));
+extern HL_HIDDEN struct hl_hot hl_hot;
+#define hl_next hl_hot.next
+void hl_hot_init(void);
+#else
 extern HL_HIDDEN struct hl_fns hl_next;
+#endif
 /* The other functions we wrap, as the object after us defines them:
  * resolved with hl_next, in one place (boot.c's resolve); NULL before
  * then, and where nothing after us defines one. */
@@ -83,6 +99,9 @@ enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE };
 struct hl_thread {
     struct hl_slot *slot;   /* the fast path's: own, dummy, or NULL (see above); first: aarch64
                                loads it with one ldr [tp, offset], no add */
+#if defined(__aarch64__)
+    uint64_t *free_at;      /* &slot->free_word, NULL with slot (hl_set_slot): ldxr takes no offset */
+#endif
     struct hl_slot dummy;   /* this thread's all-ones slot */
     struct hl_slot *own;    /* NULL without a slot */
     uint64_t alloc_mark;    /* slow path: publish when own->alloc_bytes reaches it */
@@ -107,6 +126,17 @@ struct hl_thread {
     uint32_t py_misses;     /* samples left before looking for one again */
 };
 extern __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) HL_HIDDEN;
+
+/* Every change of the fast slot: aarch64's fast free adds to free_at.
+ * Either store may come first: a handler's free between them adds to the
+ * old slot's word, or finds none and counts through hl_self.slot. */
+static inline void hl_set_slot(struct hl_slot *s)
+{
+    hl_self.slot = s;
+#if defined(__aarch64__)
+    hl_self.free_at = s != NULL ? &s->free_word : NULL;
+#endif
+}
 
 /* Add inc to a word of this thread's slot as one instruction, and say
  * whether it carried out of bit 63. A signal handler that allocates on
