@@ -25,7 +25,11 @@
 /* The exported malloc calls hl_next.malloc before it knows anything
  * (count_glibc.c): until boot is done that is the bootstrap's own. */
 static void *b_next_malloc(size_t n);
+#if defined(__aarch64__)
+struct hl_hot hl_hot = {.next = {.malloc = b_next_malloc}}; /* hl_next is hl_hot.next (shim.h) */
+#else
 struct hl_fns hl_next = {.malloc = b_next_malloc};
+#endif
 static void *(*real_malloc)(size_t); /* during boot, while hl_next.malloc is the bootstrap's */
 struct hl_sys_fns hl_next_sys;
 
@@ -372,6 +376,9 @@ void hl_boot(void)
         return;
     int expect = BOOT_NONE;
     if (__atomic_compare_exchange_n(&boot_state, &expect, BOOT_RUNNING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+#if defined(__aarch64__)
+        hl_hot_init(); /* before any fast malloc or free reads the offsets */
+#endif
         hl_guard_enter(HL_IN_BOOT);
         boot();
         hl_guard_leave(HL_IN_BOOT);

@@ -20,8 +20,10 @@
 
 // ---- the malloc family ------------------------------------------------------
 
+#if !defined(__aarch64__) /* aarch64's are in assembly: hotpair_arm64.c */
 HL_EXPORT void *malloc(size_t n) { return hl_glibc_malloc(n); }
 HL_EXPORT void free(void *p) { hl_glibc_free(p); }
+#endif
 HL_EXPORT void *calloc(size_t n, size_t size) { return hl_impl.calloc(n, size); }
 HL_EXPORT void *realloc(void *p, size_t n) { return hl_impl.realloc(p, n); }
 HL_EXPORT int posix_memalign(void **out, size_t align, size_t n) { return hl_impl.posix_memalign(out, align, n); }

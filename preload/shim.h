@@ -39,7 +39,23 @@ struct hl_fns {
     size_t (*usable)(void *);
 };
 #define HL_HIDDEN __attribute__((visibility("hidden")))
+#if defined(__aarch64__)
+/* aarch64's fast pair (hotpair_arm64.c) reaches hl_next and the thread
+ * pointer's offsets of hl_self's fast words with one adrp: all in one
+ * object, aligned so that it never straddles a page. The offsets are
+ * copies of what the GOT holds, set at boot (hl_hot_init) before the first
+ * malloc or free can load them. */
+struct hl_hot {
+    struct hl_fns next;     /*  0: hl_next */
+    uint64_t tp_slot;       /* 80: &hl_self.slot - the thread pointer */
+    uint64_t tp_free_at;    /* 88: &hl_self.free_at - the thread pointer */
+} __attribute__((aligned(128)));
+extern HL_HIDDEN struct hl_hot hl_hot;
+#define hl_next hl_hot.next
+void hl_hot_init(void);
+#else
 extern HL_HIDDEN struct hl_fns hl_next;
+#endif
 /* The other functions we wrap, as the object after us defines them:
  * resolved with hl_next, in one place (boot.c's resolve); NULL before
  * then, and where nothing after us defines one. */

@@ -117,7 +117,7 @@ static HL_NOINLINE void thread_start(void)
      * here and counts through the atomic path. */
     hl_self.state = HL_T_STARTING;
     if (r == NULL) {
-        hl_self.slot = no_fast_slot();
+        hl_set_slot(no_fast_slot());
         hl_self.state = HL_T_OVERFLOW;
         return;
     }
@@ -142,13 +142,13 @@ static HL_NOINLINE void thread_start(void)
         hl_self.alloc_mark = hl_self.free_mark = hl_peak_batch;
         /* With a batch of 0 the peak is exact: every operation takes the
          * slow path and publishes, so the fast path adds to the dummy. */
-        hl_self.slot = hl_peak_batch && hl_mode == HL_MODE_GLIBC ? s : no_fast_slot();
+        hl_set_slot(hl_peak_batch && hl_mode == HL_MODE_GLIBC ? s : no_fast_slot());
         hl_self.state = HL_T_SLOTTED;
         hl_sample_begin();
         return;
     }
     __atomic_add_fetch(&r->overflow_threads, 1, RELAXED);
-    hl_self.slot = no_fast_slot();
+    hl_set_slot(no_fast_slot());
     hl_self.state = HL_T_OVERFLOW;
     hl_sample_begin();
 }
@@ -316,7 +316,7 @@ static void fold(struct hl_header *r, struct hl_slot *s)
 static void thread_exit(void *unused)
 {
     struct hl_slot *s = hl_self.own;
-    hl_self.slot = no_fast_slot();
+    hl_set_slot(no_fast_slot());
     hl_self.own = NULL;
     hl_self.state = HL_T_GONE; /* later frees of this thread: atomic path */
     if (s != NULL && hl_region != NULL)
@@ -361,7 +361,7 @@ void hl_totals(struct hl_header *r, struct hl_counters *out)
 void hl_thread_forget(void)
 {
     hl_self.dummy.alloc_word = hl_self.dummy.free_word = ~0ull;
-    hl_self.slot = NULL;
+    hl_set_slot(NULL);
     hl_self.own = NULL;
     hl_self.state = HL_T_NEW;
 }

@@ -28,6 +28,9 @@
 enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE };
 struct hl_thread {
     struct hl_slot *slot;   /* the fast path's: own, dummy, or NULL (see above) */
+#if defined(__aarch64__)
+    uint64_t *free_at;      /* &slot->free_word, NULL with slot (hl_set_slot): ldxr takes no offset */
+#endif
     struct hl_slot dummy;   /* this thread's all-ones slot */
     struct hl_slot *own;    /* NULL without a slot */
     uint64_t alloc_mark;    /* slow path: publish when own->alloc_bytes reaches it */
@@ -43,6 +46,17 @@ _Static_assert(offsetof(struct hl_thread, slot) == 0, "slot is hl_self's first w
 /* Every thread of the program carries this, in the static TLS block it
  * is created with: a part that grows past the six lines says so here. */
 _Static_assert(sizeof(struct hl_thread) <= 6 * HL_LINE, "the thread's state: six cache lines, the dummy slot one");
+
+/* Every change of the fast slot: aarch64's fast free adds to free_at.
+ * Either store may come first: a handler's free between them adds to the
+ * old slot's word, or finds none and counts through hl_self.slot. */
+static inline void hl_set_slot(struct hl_slot *s)
+{
+    hl_self.slot = s;
+#if defined(__aarch64__)
+    hl_self.free_at = s != NULL ? &s->free_word : NULL;
+#endif
+}
 
 /* The re-entry guard: one word of the thread's, a bit for each case the
  * shim can be re-entered in. A call that finds its bit set came back while

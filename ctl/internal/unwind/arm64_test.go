@@ -15,7 +15,8 @@ import (
 // An arm64 program's real stack, taken in c of main → a → b → c under
 // qemu-user (testdata/stack_arm64.c), unwinds with the CFI of the program
 // and of Debian's arm64 glibc to exactly its callers, named by the
-// objects' own symbols.
+// objects' own symbols; and so does the same stack taken in leaf, which c
+// calls, a function without a frame whose return address is in x30 alone.
 func TestUnwindARM64(t *testing.T) {
 	qemu := testkit.NeedTool(t, "qemu-aarch64-static", "make deps installs qemu-user-static")
 	testkit.NeedTool(t, "aarch64-linux-gnu-gcc", "make deps installs gcc-aarch64-linux-gnu")
@@ -37,25 +38,12 @@ func TestUnwindARM64(t *testing.T) {
 			if b, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("%s: %v\n%s", bin, err, b)
 			}
-			var regs Regs
-			b, err := os.ReadFile(filepath.Join(out, "regs"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := fmt.Sscanf(string(b), "%x %x %x %x", &regs.IP, &regs.SP, &regs.BP, &regs.LR); err != nil {
-				t.Fatalf("regs %q: %v", b, err)
-			}
 			stack, err := os.ReadFile(filepath.Join(out, "stack"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			p := NewProcess(0, "")
 			p.maps = filepath.Join(out, "maps")
-			frames := p.Unwind(regs, stack, 64)
-			var got []string
-			for _, pc := range frames {
-				got = append(got, p.name(t, pc))
-			}
 			// libc.a names __libc_start_main's code by its first name.
 			want := []string{"c", "b", "a", "main", "__libc_start_call_main", "__libc_start_main_impl", "_start"}
 			if link == "dynamic" {
@@ -64,8 +52,32 @@ func TestUnwindARM64(t *testing.T) {
 				want[4] = "libc.so.6"
 				want[5] = "__libc_start_main@libc.so.6"
 			}
-			if strings.Join(got, " ") != strings.Join(want, " ") {
-				t.Errorf("frames %x\n got %q\nwant %q", frames, got, want)
+			var sp uint64 // c's, where the stack's copy starts
+			for _, from := range []struct {
+				regs string
+				want []string
+			}{{"regs", want}, {"leafregs", append([]string{"leaf"}, want...)}} {
+				var regs Regs
+				b, err := os.ReadFile(filepath.Join(out, from.regs))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := fmt.Sscanf(string(b), "%x %x %x %x", &regs.IP, &regs.SP, &regs.BP, &regs.LR); err != nil {
+					t.Fatalf("%s %q: %v", from.regs, b, err)
+				}
+				if sp == 0 {
+					sp = regs.SP
+				} else if regs.SP != sp {
+					t.Fatalf("%s: sp %#x, not c's %#x: the copy of the stack is c's", from.regs, regs.SP, sp)
+				}
+				frames := p.Unwind(regs, stack, 64)
+				var got []string
+				for _, pc := range frames {
+					got = append(got, p.name(t, pc))
+				}
+				if strings.Join(got, " ") != strings.Join(from.want, " ") {
+					t.Errorf("from %s: frames %x\n got %q\nwant %q", from.regs, frames, got, from.want)
+				}
 			}
 		})
 	}

@@ -2,7 +2,9 @@
  * a, a calls b, b calls c; c takes its pc, sp, x29 and x30, then writes
  * them, the stack from sp up (page by page, to where it ends, at most
  * 16 KiB as bpf/heap.c copies) and /proc/self/maps into the directory
- * argv[1]. */
+ * argv[1]. c also calls leaf, a function without a frame, whose pc, sp,
+ * x29 and x30 it writes too (leafregs): a leaf's return address is in x30
+ * alone, and its sp is c's, so the one copy of the stack serves both. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -24,11 +26,32 @@ static int open_in(const char *name)
 	return fd;
 }
 
+/* leaf records its registers in leaf_regs and returns: no frame, no
+ * save of x30, the default CFI rules (CFA = sp, x30 unchanged). Its pc is
+ * taken after its first instruction: the walk looks up pc - 1. */
+uint64_t leaf_regs[4];
+void leaf(void);
+__asm__(".text\n"
+	".globl leaf\n"
+	".type leaf, %function\n"
+	"leaf:\n"
+	".cfi_startproc\n"
+	"	mov x10, sp\n"
+	"	adr x9, .\n"
+	"	adrp x11, leaf_regs\n"
+	"	add x11, x11, :lo12:leaf_regs\n"
+	"	stp x9, x10, [x11]\n"
+	"	stp x29, x30, [x11, #16]\n"
+	"	ret\n"
+	".cfi_endproc\n"
+	".size leaf, .-leaf\n");
+
 __attribute__((noinline)) int c(int n)
 {
 	uint64_t pc, sp, fp, lr;
 	__asm__ volatile("adr %0, .\n\tmov %1, sp\n\tmov %2, x29\n\tmov %3, x30"
 			 : "=r"(pc), "=r"(sp), "=r"(fp), "=r"(lr));
+	leaf();
 	int fd = open_in("stack");
 	/* A write that crosses the stack's end fails whole (EFAULT): up to
 	 * the page boundary first, then page by page. */
@@ -41,6 +64,10 @@ __attribute__((noinline)) int c(int n)
 	FILE *f = fdopen(open_in("regs"), "w");
 	fprintf(f, "%llx %llx %llx %llx\n", (unsigned long long)pc, (unsigned long long)sp,
 		(unsigned long long)fp, (unsigned long long)lr);
+	fclose(f);
+	f = fdopen(open_in("leafregs"), "w");
+	fprintf(f, "%llx %llx %llx %llx\n", (unsigned long long)leaf_regs[0], (unsigned long long)leaf_regs[1],
+		(unsigned long long)leaf_regs[2], (unsigned long long)leaf_regs[3]);
 	fclose(f);
 	int in = open("/proc/self/maps", O_RDONLY), out = open_in("maps");
 	char buf[4096];
