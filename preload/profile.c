@@ -249,27 +249,27 @@ void hl_sample_begin(void)
 
 size_t hl_profile_size(void)
 {
-    if (hl_config.sample == 0)
+    if (hl_cfg->sample == 0)
         return 0;
-    return (size_t)hl_config.stacks * sizeof(struct hl_stack) + (size_t)HL_OBJECTS_DEFAULT * sizeof(struct hl_object) +
+    return (size_t)hl_cfg->stacks * sizeof(struct hl_stack) + (size_t)HL_OBJECTS_DEFAULT * sizeof(struct hl_object) +
            hl_py_codes_size();
 }
 
 /* A new region with room for the profile at off: lay it out. */
 void hl_profile_attach(struct hl_header *r, uint64_t off)
 {
-    if (hl_config.sample == 0) {
+    if (hl_cfg->sample == 0) {
         hl_py_attach(r, NULL);
         return;
     }
-    hl_nstacks = hl_config.stacks;
+    hl_nstacks = hl_cfg->stacks;
     hl_nobjects = HL_OBJECTS_DEFAULT;
     hl_stacks = (struct hl_stack *)((char *)r + off);
     hl_objects = (struct hl_object *)(hl_stacks + hl_nstacks);
     hl_stacks[0].hash = 1; /* the catch-all: readable, never matched */
     hl_stacks[0].state = 1;
     r->prof_offset = off;
-    r->sample_rate = hl_config.sample;
+    r->sample_rate = hl_cfg->sample;
     r->nstacks = hl_nstacks;
     r->nobjects = hl_nobjects;
     hl_py_attach(r, hl_py_codes_size() ? (struct hl_pycode *)(hl_objects + hl_nobjects) : NULL);
@@ -292,7 +292,7 @@ void hl_profile_inherit(const struct hl_header *parent)
  * table of blocks sampled in place, and the loading thread's stream. */
 void hl_profile_boot(void)
 {
-    if (hl_config.sample == 0 || hl_stacks == NULL)
+    if (hl_cfg->sample == 0 || hl_stacks == NULL)
         return;
     hl_object_span((const void *)hl_profile_boot, &self_lo, &self_hi);
     if (hl_unwind_boot() != 0)
@@ -300,7 +300,7 @@ void hl_profile_boot(void)
     hl_framewalk_boot();
     hl_arena_boot();
     hl_placed_boot();
-    rate = (double)hl_config.sample;
-    hl_sample_rate = hl_config.sample;
+    rate = (double)hl_cfg->sample;
+    hl_sample_rate = hl_cfg->sample;
     hl_sample_begin();
 }
