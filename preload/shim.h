@@ -171,7 +171,6 @@ static inline __attribute__((always_inline)) int hl_chunk_add(uint64_t *w, size_
 
 /* ---- process state ---------------------------------------------------- */
 extern HL_HIDDEN struct hl_header *hl_region;   /* NULL when profiling is off */
-extern HL_HIDDEN uint64_t hl_peak_batch; /* slow-path batch; 0: every operation publishes */
 
 /* The blocks of ours that the program holds (the bootstrap pool's,
  * boot.c; sampled blocks moved into the sample arena, arena.c) carry a
