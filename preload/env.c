@@ -233,6 +233,7 @@ void hl_config_read(void)
             if (starts_with(*e, "HEAPLINE_") && strchr(*e, '='))
                 setting(*e);
     }
+    config.sample_mean = (double)config.sample; /* the sampler's draws and weights are in doubles (profile.c) */
 }
 
 /* argv joined by spaces, as much as fits. */

@@ -43,8 +43,10 @@
 
 #define RELAXED __ATOMIC_RELAXED
 
-uint64_t hl_sample_rate; /* 0: sampling off */
-static double rate;
+/* Not a setting (HEAPLINE_SAMPLE is hl_cfg->sample): 1 once
+ * hl_profile_boot has what a sample needs, which a region without a
+ * profile, or no memory for the unwinder's cache, leaves at 0. */
+static _Bool sampling;
 static uintptr_t self_lo, self_hi; /* libheap.so: frames here are ours */
 
 // ---- blocks sampled: their release ----------------------------------------------------
@@ -70,7 +72,7 @@ void hl_sampled_free(void *p)
 
 // ---- taking a sample -------------------------------------------------------------------
 
-/* An exponential gap of mean rate, from the thread's xorshift64*. */
+/* An exponential gap of mean HEAPLINE_SAMPLE, from the thread's xorshift64*. */
 static uint64_t gap(void)
 {
     uint64_t x = hl_self.rng;
@@ -79,7 +81,7 @@ static uint64_t gap(void)
     x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
     hl_self.rng = x;
     double u = (double)((x * 0x2545f4914f6cdd1dull) >> 11) * 0x1p-53; /* [0, 1) */
-    double g = -ln(1.0 - u) * rate;
+    double g = -ln(1.0 - u) * hl_cfg->sample_mean;
     return g < 1 ? 1 : g > 0x1p62 ? (uint64_t)1 << 62 : (uint64_t)g;
 }
 
@@ -118,7 +120,7 @@ static char *object_block(size_t usable, const struct record *rec);
 static inline __attribute__((always_inline)) void *take(void *p, size_t usable, enum where where)
 {
     /* pymalloc's blocks have no chunk header: their stream is their sizes */
-    double c = (double)usable + (where == AN_OBJECT ? 0 : HL_CHUNK_BIAS), w = 1.0 / one_minus_exp_neg(c / rate);
+    double c = (double)usable + (where == AN_OBJECT ? 0 : HL_CHUNK_BIAS), w = 1.0 / one_minus_exp_neg(c / hl_cfg->sample_mean);
     struct record rec = {current_stack(), where == AN_OBJECT, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
                          (uint64_t)((double)usable * w + 0.5)};
     void *q = where == IN_PLACE   ? (hl_place(p, &rec) ? p : NULL)
@@ -141,7 +143,7 @@ static inline __attribute__((always_inline)) void *take(void *p, size_t usable, 
  * sample arena, its record marked (_pad = 1), so that the object
  * domain's free knows it by one address compare. */
 
-uint64_t hl_sample_gap(void) { return rate > 0 ? gap() : (uint64_t)1 << 62; }
+uint64_t hl_sample_gap(void) { return sampling ? gap() : (uint64_t)1 << 62; }
 
 int hl_sampled_object(const void *p)
 {
@@ -166,7 +168,7 @@ static char *object_block(size_t usable, const struct record *rec)
 
 void *hl_sample_object(size_t usable)
 {
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample || hl_arena_len == 0)
+    if (!sampling || hl_region == NULL || hl_self.in_sample || hl_arena_len == 0)
         return NULL;
     hl_self.in_sample = 1;
     void *q = take(NULL, usable, AN_OBJECT);
@@ -210,7 +212,7 @@ static void arm(struct hl_slot *own)
 void *hl_sample(void *p, size_t usable, int in_arena)
 {
     struct hl_slot *own = hl_self.own;
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample)
+    if (!sampling || hl_region == NULL || hl_self.in_sample)
         return p;
     hl_self.in_sample = 1;
     uint64_t pos = position(own);
@@ -235,7 +237,7 @@ void *hl_sample(void *p, size_t usable, int in_arena)
 void hl_sample_begin(void)
 {
     struct hl_slot *own = hl_self.own;
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_self.in_sample)
+    if (!sampling || hl_region == NULL || hl_self.in_sample)
         return;
     hl_self.in_sample = 1;
     hl_self.sample_from = own;
@@ -300,7 +302,6 @@ void hl_profile_boot(void)
     hl_framewalk_boot();
     hl_arena_boot();
     hl_placed_boot();
-    rate = (double)hl_cfg->sample;
-    hl_sample_rate = hl_cfg->sample;
+    sampling = 1;
     hl_sample_begin();
 }

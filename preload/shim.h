@@ -269,7 +269,6 @@ void hl_mapped_fork_prepare(void);
 void hl_mapped_fork_done(void);      /* in parent and child */
 
 /* profile.c: sampled allocation stacks */
-extern HL_HIDDEN uint64_t hl_sample_rate;   /* 0: off */
 extern HL_HIDDEN uint64_t hl_placed_live;   /* blocks sampled in place, not yet released */
 void *hl_sample(void *p, size_t usable, int in_arena);
 void hl_sample_begin(void);                 /* a thread's stream starts: its first point */
@@ -333,6 +332,7 @@ struct hl_config {
     int pymalloc;         /* HEAPLINE_PYMALLOC=1: wrap CPython's pymalloc (pymalloc.c); off by default */
     int find_object;      /* HEAPLINE_FIND_OBJECT: HL_FIND_* (objects.c) */
     int py_read;          /* HEAPLINE_PY_READ: HL_PYREAD_* (python.c) */
+    double sample_mean;   /* sample as a double, made once at boot: the sample path draws gaps and weights in doubles */
 };
 /* HEAPLINE_SUMMARY: off; one line per run (a process whose parent runs
  * the shim stays silent, summary.c); every process's line. */
