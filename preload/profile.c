@@ -264,15 +264,14 @@ void hl_profile_attach(struct hl_header *r, uint64_t off)
         hl_py_attach(r, NULL);
         return;
     }
-    hl_nstacks = hl_cfg->stacks;
     hl_nobjects = HL_OBJECTS_DEFAULT;
     hl_stacks = (struct hl_stack *)((char *)r + off);
-    hl_objects = (struct hl_object *)(hl_stacks + hl_nstacks);
+    hl_objects = (struct hl_object *)(hl_stacks + hl_cfg->stacks);
     hl_stacks[0].hash = 1; /* the catch-all: readable, never matched */
     hl_stacks[0].state = 1;
     r->prof_offset = off;
     r->sample_rate = hl_cfg->sample;
-    r->nstacks = hl_nstacks;
+    r->nstacks = hl_cfg->stacks;
     r->nobjects = hl_nobjects;
     hl_py_attach(r, hl_py_codes_size() ? (struct hl_pycode *)(hl_objects + hl_nobjects) : NULL);
 }
@@ -282,7 +281,7 @@ void hl_profile_attach(struct hl_header *r, uint64_t off)
 void hl_profile_inherit(const struct hl_header *parent)
 {
     struct hl_header *r = hl_region;
-    if (hl_stacks == NULL || parent->prof_offset == 0 || parent->nstacks != hl_nstacks)
+    if (hl_stacks == NULL || parent->prof_offset == 0 || parent->nstacks != hl_cfg->stacks)
         return;
     memcpy(hl_stacks, (const char *)parent + parent->prof_offset, hl_profile_size());
     r->samples = parent->samples;
