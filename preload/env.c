@@ -24,10 +24,10 @@ extern char **environ;
 #endif
 
 /* The one home of every setting. Only env.c can name it, and only
- * hl_config_read and the parsers it calls write it: once, from boot (boot.c), while any other
- * thread that calls in waits for boot to end. Everyone else reads it
- * through hl_cfg, a pointer to const (in RELRO, being a relocated
- * constant): nothing can write a setting after boot. */
+ * hl_config_read (with the parsers it calls) writes it: once, from boot
+ * (boot.c), while any other thread that calls in waits for boot to end.
+ * Everyone else reads it through hl_cfg, a const pointer to const (in
+ * RELRO, being a relocated constant): nothing writes a setting after. */
 static struct hl_config config = {
     .summary = HL_SUMMARY_ONE,
     .json = 0,
