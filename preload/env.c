@@ -23,7 +23,12 @@ extern char **environ;
 #define HL_SAMPLE_BUILD_DEFAULT HL_SAMPLE_DEFAULT
 #endif
 
-struct hl_config hl_config = {
+/* The one home of every setting. Only env.c can name it, and only
+ * hl_config_read (with the parsers it calls) writes it: once, from boot
+ * (boot.c), while any other thread that calls in waits for boot to end.
+ * Everyone else reads it through hl_cfg, a const pointer to const (in
+ * RELRO, being a relocated constant): nothing writes a setting after. */
+static struct hl_config config = {
     .summary = HL_SUMMARY_ONE,
     .json = 0,
     .slots = HL_SLOTS_DEFAULT,
@@ -31,6 +36,7 @@ struct hl_config hl_config = {
     .sample = HL_SAMPLE_BUILD_DEFAULT,
     .stacks = HL_STACKS_DEFAULT,
 };
+HL_HIDDEN const struct hl_config *const hl_cfg = &config;
 
 static int starts_with(const char *s, const char *prefix)
 {
@@ -114,67 +120,67 @@ static void setting(const char *kv)
     long long n;
     if (starts_with(kv, "HEAPLINE_SUMMARY=")) {
         if (one_of(v, "0", "off", "no", "false"))
-            hl_config.summary = HL_SUMMARY_OFF;
+            config.summary = HL_SUMMARY_OFF;
         else if (one_of(v, "1", "on", "yes", "true") || *v == 0)
-            hl_config.summary = HL_SUMMARY_ONE;
+            config.summary = HL_SUMMARY_ONE;
         else if (strcmp(v, "all") == 0)
-            hl_config.summary = HL_SUMMARY_ALL;
+            config.summary = HL_SUMMARY_ALL;
         else
             hl_say("HEAPLINE_SUMMARY=", v, " is neither 0, 1 nor all; summary on", NULL);
     } else if (starts_with(kv, "HEAPLINE_FORMAT=")) {
         if (strcmp(v, "json") == 0)
-            hl_config.json = 1;
+            config.json = 1;
         else if (strcmp(v, "text") == 0 || *v == 0)
-            hl_config.json = 0;
+            config.json = 0;
         else
             hl_say("HEAPLINE_FORMAT=", v, " is neither text nor json; using text", NULL);
     } else if (starts_with(kv, "HEAPLINE_OUTPUT=")) {
         if (*v != 0)
-            path_setting("HEAPLINE_OUTPUT", v, hl_config.output, sizeof hl_config.output, "; summary on stderr");
+            path_setting("HEAPLINE_OUTPUT", v, config.output, sizeof config.output, "; summary on stderr");
     } else if (starts_with(kv, "HEAPLINE_PROFILE=")) {
         if (*v != 0)
-            path_setting("HEAPLINE_PROFILE", v, hl_config.profile, sizeof hl_config.profile, "; no profile at exit");
+            path_setting("HEAPLINE_PROFILE", v, config.profile, sizeof config.profile, "; no profile at exit");
     } else if (starts_with(kv, "HEAPLINE_SAMPLE=")) {
         if ((n = bytes(v, 0, (long long)1 << 40)) < 0)
             hl_say("HEAPLINE_SAMPLE=", v, " is not a byte count (512k, 1m, 0 for off); ignored", NULL);
         else
-            hl_config.sample = (uint64_t)n;
+            config.sample = (uint64_t)n;
     } else if (starts_with(kv, "HEAPLINE_PYMALLOC=")) {
         if (one_of(v, "0", "off", "no", "false") || *v == 0)
-            hl_config.pymalloc = 0;
+            config.pymalloc = 0;
         else if (one_of(v, "1", "on", "yes", "true"))
-            hl_config.pymalloc = 1;
+            config.pymalloc = 1;
         else
             hl_say("HEAPLINE_PYMALLOC=", v, " is neither 0 nor 1; pymalloc not wrapped", NULL);
     } else if (starts_with(kv, "HEAPLINE_FIND_OBJECT=")) {
         if (strcmp(v, "auto") == 0 || *v == 0)
-            hl_config.find_object = HL_FIND_AUTO;
+            config.find_object = HL_FIND_AUTO;
         else if (strcmp(v, "phdr") == 0)
-            hl_config.find_object = HL_FIND_PHDR;
+            config.find_object = HL_FIND_PHDR;
         else
             hl_say("HEAPLINE_FIND_OBJECT=", v, " is neither auto nor phdr; using auto", NULL);
     } else if (starts_with(kv, "HEAPLINE_PY_READ=")) {
         if (strcmp(v, "auto") == 0 || *v == 0)
-            hl_config.py_read = HL_PYREAD_AUTO;
+            config.py_read = HL_PYREAD_AUTO;
         else if (strcmp(v, "mincore") == 0)
-            hl_config.py_read = HL_PYREAD_MINCORE;
+            config.py_read = HL_PYREAD_MINCORE;
         else
             hl_say("HEAPLINE_PY_READ=", v, " is neither auto nor mincore; using auto", NULL);
     } else if (starts_with(kv, "HEAPLINE_STACKS=")) {
         if ((n = number(v, 1, HL_STACKS_MAX)) < 0)
             hl_say("HEAPLINE_STACKS=", v, " is not a number from 1 to 65536; using 1024", NULL);
         else
-            hl_config.stacks = (uint32_t)n;
+            config.stacks = (uint32_t)n;
     } else if (starts_with(kv, "HEAPLINE_SLOTS=")) {
         if ((n = number(v, 1, HL_SLOTS_MAX)) < 0)
             hl_say("HEAPLINE_SLOTS=", v, " is not a number from 1 to 65536; using 256", NULL);
         else
-            hl_config.slots = (uint32_t)n;
+            config.slots = (uint32_t)n;
     } else if (starts_with(kv, "HEAPLINE_PEAK_BATCH=")) {
         if ((n = number(v, 0, (long long)1 << 40)) < 0)
             hl_say("HEAPLINE_PEAK_BATCH=", v, " is not a byte count from 0 to 2^40; using 262144", NULL);
         else
-            hl_config.peak_batch = (uint64_t)n;
+            config.peak_batch = (uint64_t)n;
     } else if (!starts_with(kv, "HEAPLINE_LIB=")) { /* heapctl's, passed down to children */
         /* A misspelt name would otherwise be ignored without a word. */
         char name[64];
@@ -218,6 +224,7 @@ static int read_environ_file(void)
     return 0;
 }
 
+/* The settings' one write, from boot. */
 void hl_config_read(void)
 {
     if (read_environ_file() != 0) {
@@ -226,6 +233,7 @@ void hl_config_read(void)
             if (starts_with(*e, "HEAPLINE_") && strchr(*e, '='))
                 setting(*e);
     }
+    config.sample_mean = (double)config.sample; /* the sampler's draws and weights are in doubles (profile.c) */
 }
 
 /* argv joined by spaces, as much as fits. */

@@ -286,7 +286,7 @@ static int table_find(uintptr_t a, struct hl_dlfo *out)
 void hl_find_object_resolve(void)
 {
     page_mask = ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
-    *(void **)&dl_find_object = hl_config.find_object != HL_FIND_PHDR ? dlsym(RTLD_DEFAULT, "_dl_find_object") : NULL;
+    *(void **)&dl_find_object = hl_cfg->find_object != HL_FIND_PHDR ? dlsym(RTLD_DEFAULT, "_dl_find_object") : NULL;
     if (dl_find_object == NULL)
         refresh();
 }

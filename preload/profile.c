@@ -44,8 +44,10 @@
 
 #define RELAXED __ATOMIC_RELAXED
 
-uint64_t hl_sample_rate; /* 0: sampling off */
-static double rate;
+/* Not a setting (HEAPLINE_SAMPLE is hl_cfg->sample): 1 once
+ * hl_profile_boot has what a sample needs, which a region without a
+ * profile, or no memory for the unwinder's cache, leaves at 0. */
+static _Bool sampling;
 static uintptr_t self_lo, self_hi; /* libheap.so: frames here are ours */
 
 // ---- blocks sampled: their release ----------------------------------------------------
@@ -71,7 +73,7 @@ void hl_sampled_free(void *p)
 
 // ---- taking a sample -------------------------------------------------------------------
 
-/* An exponential gap of mean rate, from the thread's xorshift64*. */
+/* An exponential gap of mean HEAPLINE_SAMPLE, from the thread's xorshift64*. */
 static uint64_t gap(void)
 {
     uint64_t x = hl_self.sampler.rng;
@@ -80,7 +82,7 @@ static uint64_t gap(void)
     x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
     hl_self.sampler.rng = x;
     double u = (double)((x * 0x2545f4914f6cdd1dull) >> 11) * 0x1p-53; /* [0, 1) */
-    double g = -ln(1.0 - u) * rate;
+    double g = -ln(1.0 - u) * hl_cfg->sample_mean;
     return g < 1 ? 1 : g > 0x1p62 ? (uint64_t)1 << 62 : (uint64_t)g;
 }
 
@@ -119,7 +121,7 @@ static char *object_block(size_t usable, const struct record *rec);
 static inline __attribute__((always_inline)) void *take(void *p, size_t usable, enum where where)
 {
     /* pymalloc's blocks have no chunk header: their stream is their sizes */
-    double c = (double)usable + (where == AN_OBJECT ? 0 : HL_CHUNK_BIAS), w = 1.0 / one_minus_exp_neg(c / rate);
+    double c = (double)usable + (where == AN_OBJECT ? 0 : HL_CHUNK_BIAS), w = 1.0 / one_minus_exp_neg(c / hl_cfg->sample_mean);
     struct record rec = {current_stack(), where == AN_OBJECT, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
                          (uint64_t)((double)usable * w + 0.5)};
     void *q = where == IN_PLACE   ? (hl_place(p, &rec) ? p : NULL)
@@ -142,7 +144,7 @@ static inline __attribute__((always_inline)) void *take(void *p, size_t usable, 
  * sample arena, its record marked (_pad = 1), so that the object
  * domain's free knows it by one address compare. */
 
-uint64_t hl_sample_gap(void) { return rate > 0 ? gap() : (uint64_t)1 << 62; }
+uint64_t hl_sample_gap(void) { return sampling ? gap() : (uint64_t)1 << 62; }
 
 int hl_sampled_object(const void *p)
 {
@@ -167,7 +169,7 @@ static char *object_block(size_t usable, const struct record *rec)
 
 void *hl_sample_object(size_t usable)
 {
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_guard_held(HL_IN_SAMPLE) || hl_arena_len == 0)
+    if (!sampling || hl_region == NULL || hl_guard_held(HL_IN_SAMPLE) || hl_arena_len == 0)
         return NULL;
     hl_guard_enter(HL_IN_SAMPLE);
     void *q = take(NULL, usable, AN_OBJECT);
@@ -211,7 +213,7 @@ static void arm(struct hl_slot *own)
 void *hl_sample(void *p, size_t usable, int in_arena)
 {
     struct hl_slot *own = hl_self.own;
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_guard_held(HL_IN_SAMPLE))
+    if (!sampling || hl_region == NULL || hl_guard_held(HL_IN_SAMPLE))
         return p;
     hl_guard_enter(HL_IN_SAMPLE);
     uint64_t pos = position(own);
@@ -236,7 +238,7 @@ void *hl_sample(void *p, size_t usable, int in_arena)
 void hl_sample_begin(void)
 {
     struct hl_slot *own = hl_self.own;
-    if (hl_sample_rate == 0 || hl_region == NULL || hl_guard_held(HL_IN_SAMPLE))
+    if (!sampling || hl_region == NULL || hl_guard_held(HL_IN_SAMPLE))
         return;
     hl_guard_enter(HL_IN_SAMPLE);
     hl_self.sampler.from = own;
@@ -250,28 +252,27 @@ void hl_sample_begin(void)
 
 size_t hl_profile_size(void)
 {
-    if (hl_config.sample == 0)
+    if (hl_cfg->sample == 0)
         return 0;
-    return (size_t)hl_config.stacks * sizeof(struct hl_stack) + (size_t)HL_OBJECTS_DEFAULT * sizeof(struct hl_object) +
+    return (size_t)hl_cfg->stacks * sizeof(struct hl_stack) + (size_t)HL_OBJECTS_DEFAULT * sizeof(struct hl_object) +
            hl_py_codes_size();
 }
 
 /* A new region with room for the profile at off: lay it out. */
 void hl_profile_attach(struct hl_header *r, uint64_t off)
 {
-    if (hl_config.sample == 0) {
+    if (hl_cfg->sample == 0) {
         hl_py_attach(r, NULL);
         return;
     }
-    hl_nstacks = hl_config.stacks;
     hl_nobjects = HL_OBJECTS_DEFAULT;
     hl_stacks = (struct hl_stack *)((char *)r + off);
-    hl_objects = (struct hl_object *)(hl_stacks + hl_nstacks);
+    hl_objects = (struct hl_object *)(hl_stacks + hl_cfg->stacks);
     hl_stacks[0].hash = 1; /* the catch-all: readable, never matched */
     hl_stacks[0].state = 1;
     r->prof_offset = off;
-    r->sample_rate = hl_config.sample;
-    r->nstacks = hl_nstacks;
+    r->sample_rate = hl_cfg->sample;
+    r->nstacks = hl_cfg->stacks;
     r->nobjects = hl_nobjects;
     hl_py_attach(r, hl_py_codes_size() ? (struct hl_pycode *)(hl_objects + hl_nobjects) : NULL);
 }
@@ -281,7 +282,7 @@ void hl_profile_attach(struct hl_header *r, uint64_t off)
 void hl_profile_inherit(const struct hl_header *parent)
 {
     struct hl_header *r = hl_region;
-    if (hl_stacks == NULL || parent->prof_offset == 0 || parent->nstacks != hl_nstacks)
+    if (hl_stacks == NULL || parent->prof_offset == 0 || parent->nstacks != hl_cfg->stacks)
         return;
     memcpy(hl_stacks, (const char *)parent + parent->prof_offset, hl_profile_size());
     r->samples = parent->samples;
@@ -293,7 +294,7 @@ void hl_profile_inherit(const struct hl_header *parent)
  * table of blocks sampled in place, and the loading thread's stream. */
 void hl_profile_boot(void)
 {
-    if (hl_config.sample == 0 || hl_stacks == NULL)
+    if (hl_cfg->sample == 0 || hl_stacks == NULL)
         return;
     hl_object_span((const void *)hl_profile_boot, &self_lo, &self_hi);
     if (hl_unwind_boot() != 0)
@@ -301,7 +302,6 @@ void hl_profile_boot(void)
     hl_framewalk_boot();
     hl_arena_boot();
     hl_placed_boot();
-    rate = (double)hl_config.sample;
-    hl_sample_rate = hl_config.sample;
+    sampling = 1;
     hl_sample_begin();
 }

@@ -436,7 +436,7 @@ void hl_pymalloc_install(void)
     aset(&a);
     hl_py_flags |= HL_PY_ARENAS;
     hl_region->py_flags = hl_py_flags;
-    if (!hl_config.pymalloc)
+    if (!hl_cfg->pymalloc)
         return; /* the arenas alone: no cost per object */
     get(DOMAIN_MEM, &next_mem);
     get(DOMAIN_OBJ, &next_obj);

@@ -291,7 +291,7 @@ void hl_py_resolve(void)
 {
     if (getauxval(AT_PAGESZ) != 0)
         page_size = (long)getauxval(AT_PAGESZ);
-    by_mincore = hl_config.py_read == HL_PYREAD_MINCORE;
+    by_mincore = hl_cfg->py_read == HL_PYREAD_MINCORE;
     /* one failed lookup for a program that is not CPython (each costs
      * about 2,000 instructions at start) */
     void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");

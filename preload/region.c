@@ -41,10 +41,8 @@ int hl_region_header_of(int fd, struct hl_header *h, uint64_t pid)
            (uint64_t)(uint32_t)h->pid == pid;
 }
 
-
 struct hl_header *hl_region;
 static size_t region_len;
-uint64_t hl_peak_batch = HL_PEAK_BATCH_DEFAULT;
 
 uint64_t hl_now_ns(void)
 {
@@ -246,7 +244,6 @@ int hl_region_open(void)
     pid_t pid = raw_getpid();
     uint64_t ticks = hl_start_ticks(), ns = hl_pid_ns();
     region_path(path, pid, 0);
-    hl_peak_batch = hl_config.peak_batch;
     if (ticks == 0 || ns == 0) {
         /* Without them a region under our pid could be ours or another
          * live process's (a container's that shares /dev/shm), and ours
@@ -276,7 +273,7 @@ int hl_region_open(void)
         hl_say(path, ": ", why, "; running unprofiled", NULL);
         return -1;
     }
-    size_t slots_end = HL_HEADER_SIZE + (size_t)hl_config.slots * HL_SLOT_SIZE;
+    size_t slots_end = HL_HEADER_SIZE + (size_t)hl_cfg->slots * HL_SLOT_SIZE;
     size_t arenas_at = slots_end + hl_profile_size();
     size_t len = arenas_at + hl_pymalloc_table_size();
     void *m = MAP_FAILED;
@@ -302,7 +299,7 @@ int hl_region_open(void)
     r->version = HL_VERSION;
     r->header_size = HL_HEADER_SIZE;
     r->slot_size = HL_SLOT_SIZE;
-    r->nslots = hl_config.slots;
+    r->nslots = hl_cfg->slots;
     r->region_size = len;
     r->pid = pid;
     r->uid = geteuid();
@@ -311,7 +308,7 @@ int hl_region_open(void)
     r->time_ns = ns_inode("/proc/self/ns/time");
     r->start_ns = hl_now_ns();
     /* unpublished at most: a fast word's 256 KiB and a slow-path batch */
-    r->peak_slack = hl_peak_batch ? HL_WORD_BATCH + hl_peak_batch : 0;
+    r->peak_slack = hl_cfg->peak_batch ? HL_WORD_BATCH + hl_cfg->peak_batch : 0;
     hl_command_read(r->command, sizeof r->command);
     hl_profile_attach(r, slots_end);
     hl_pymalloc_attach(r, arenas_at);

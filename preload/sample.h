@@ -51,7 +51,7 @@ void hl_placed_boot(void);
 /* stacks.c: the region's tables, laid out by hl_profile_attach */
 extern HL_HIDDEN struct hl_stack *hl_stacks;
 extern HL_HIDDEN struct hl_object *hl_objects;
-extern HL_HIDDEN uint32_t hl_nstacks, hl_nobjects;
+extern HL_HIDDEN uint32_t hl_nobjects; /* the stack table has hl_cfg->stacks entries */
 void hl_account(const struct record *r, int freed); /* r's weight to its stack's totals, allocated or freed */
 uint32_t hl_stack_entry(const uint64_t *frames, int n); /* the stack's entry, made if new; 0 (the catch-all) when no room */
 

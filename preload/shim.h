@@ -150,7 +150,6 @@ static inline __attribute__((always_inline)) int hl_chunk_add(uint64_t *w, size_
 
 /* ---- process state ---------------------------------------------------- */
 extern HL_HIDDEN struct hl_header *hl_region;   /* NULL when profiling is off */
-extern HL_HIDDEN uint64_t hl_peak_batch; /* slow-path batch; 0: every operation publishes */
 
 /* The blocks of ours that the program holds (the bootstrap pool's,
  * boot.c; sampled blocks moved into the sample arena, arena.c) carry a
@@ -249,7 +248,6 @@ void hl_mapped_fork_prepare(void);
 void hl_mapped_fork_done(void);      /* in parent and child */
 
 /* profile.c: sampled allocation stacks */
-extern HL_HIDDEN uint64_t hl_sample_rate;   /* 0: off */
 extern HL_HIDDEN uint64_t hl_placed_live;   /* blocks sampled in place, not yet released */
 void *hl_sample(void *p, size_t usable, int in_arena);
 void hl_sample_begin(void);                 /* a thread's stream starts: its first point */
@@ -297,12 +295,15 @@ void *hl_sample_object(size_t usable);      /* profile.c: a sampled object's blo
 int hl_sampled_object(const void *p);       /* profile.c: p (of the arena) is a sampled object's */
 uint64_t hl_sample_gap(void);               /* profile.c: the next gap of the thread's sampler */
 
-/* env.c */
+/* env.c: every HEAPLINE_* setting, each in one field. Filled once at boot
+ * (hl_config_read), before any other thread can run the shim, and read
+ * only through hl_cfg after: a pointer to const, whose storage only env.c
+ * can name. */
 struct hl_config {
     int summary;          /* HEAPLINE_SUMMARY: HL_SUMMARY_* */
     int json;             /* summary as JSON */
-    uint32_t slots;
-    uint64_t peak_batch;
+    uint32_t slots;       /* HEAPLINE_SLOTS: the region's per-thread slots */
+    uint64_t peak_batch;  /* HEAPLINE_PEAK_BATCH: slow-path batch; 0: every operation publishes */
     char output[512];     /* HEAPLINE_OUTPUT, empty for stderr */
     uint64_t sample;      /* HEAPLINE_SAMPLE: mean bytes between samples, 0 off */
     uint32_t stacks;      /* HEAPLINE_STACKS: the stack table's entries */
@@ -310,6 +311,7 @@ struct hl_config {
     int pymalloc;         /* HEAPLINE_PYMALLOC=1: wrap CPython's pymalloc (pymalloc.c); off by default */
     int find_object;      /* HEAPLINE_FIND_OBJECT: HL_FIND_* (objects.c) */
     int py_read;          /* HEAPLINE_PY_READ: HL_PYREAD_* (python.c) */
+    double sample_mean;   /* sample as a double, made once at boot: the sample path draws gaps and weights in doubles */
 };
 /* HEAPLINE_SUMMARY: off; one line per run (a process whose parent runs
  * the shim stays silent, summary.c); every process's line. */
@@ -318,7 +320,7 @@ enum { HL_SUMMARY_OFF = 0, HL_SUMMARY_ONE = 1, HL_SUMMARY_ALL = 2 };
 enum { HL_FIND_AUTO = 0, HL_FIND_PHDR = 1 };
 /* HEAPLINE_PY_READ: process_vm_readv unless the kernel refuses it, then mincore and a load; always the latter (tests). */
 enum { HL_PYREAD_AUTO = 0, HL_PYREAD_MINCORE = 1 };
-extern struct hl_config hl_config;
+extern HL_HIDDEN const struct hl_config *const hl_cfg;
 void hl_config_read(void);
 void hl_command_read(char *buf, size_t n);
 uint64_t hl_start_ticks(void);

@@ -14,7 +14,7 @@
 
 struct hl_stack *hl_stacks;
 struct hl_object *hl_objects;
-uint32_t hl_nstacks, hl_nobjects;
+uint32_t hl_nobjects;
 
 /* A sample's weight, added to its stack's allocated or freed totals. */
 void hl_account(const struct record *r, int freed)
@@ -93,11 +93,12 @@ static int same_frames(const uint64_t *a, const uint64_t *b, int n)
 
 uint32_t hl_stack_entry(const uint64_t *frames, int n)
 {
-    if (hl_nstacks < 2)
+    uint32_t entries = hl_cfg->stacks; /* the table's, laid out by hl_profile_attach */
+    if (entries < 2)
         return 0; /* HEAPLINE_STACKS=1: the catch-all only */
     uint64_t h = hash_frames(frames, n);
-    uint32_t at = (uint32_t)(h % (hl_nstacks - 1)) + 1;
-    for (int i = 0; i < 32; i++, at = at + 1 < hl_nstacks ? at + 1 : 1) {
+    uint32_t at = (uint32_t)(h % (entries - 1)) + 1;
+    for (int i = 0; i < 32; i++, at = at + 1 < entries ? at + 1 : 1) {
         struct hl_stack *s = &hl_stacks[at];
         uint64_t sh = __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE);
         if (sh == h && s->nframes == (uint32_t)n && same_frames(s->frames, frames, n))

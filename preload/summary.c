@@ -188,9 +188,9 @@ static int open_output(const char *setting, pid_t pid, const char *what, const c
 static void profile_write(void)
 {
     struct hl_header *r = hl_region;
-    if (hl_config.profile[0] == 0 || r->prof_offset == 0)
+    if (hl_cfg->profile[0] == 0 || r->prof_offset == 0)
         return;
-    int fd = open_output(hl_config.profile, r->pid, "profile", "");
+    int fd = open_output(hl_cfg->profile, r->pid, "profile", "");
     if (fd >= 0) {
         hl_write_all(fd, (const char *)r, hl_region_len());
         close(fd);
@@ -288,7 +288,7 @@ void hl_summary_write(void)
     hl_pymalloc_live(&r->py_exit_objects, &r->py_exit_bytes); /* before the flag: readers take them with it */
     __atomic_store_n(&r->exit_ns, now, __ATOMIC_RELAXED);
     __atomic_or_fetch(&r->flags, HL_FLAG_EXITED, __ATOMIC_RELEASE);
-    if (hl_config.summary == HL_SUMMARY_OFF || (hl_config.summary == HL_SUMMARY_ONE && !output_per_process(hl_config.output) &&
+    if (hl_cfg->summary == HL_SUMMARY_OFF || (hl_cfg->summary == HL_SUMMARY_ONE && !output_per_process(hl_cfg->output) &&
                                                parent_runs_shim()))
         return;
 
@@ -298,7 +298,7 @@ void hl_summary_write(void)
     uint64_t elapsed = now - r->start_ns;
     static struct buf o; /* static: a deep stack may be short at exit */
     o.n = 0;
-    if (hl_config.json) {
+    if (hl_cfg->json) {
         put(&o, "{\"pid\":");
         put_i64(&o, r->pid);
         put(&o, ",\"command\":");
@@ -400,7 +400,7 @@ void hl_summary_write(void)
         put_fixed(&o, elapsed, 1000000000u, 2);
         put(&o, " s\n");
     }
-    int fd = hl_config.output[0] ? open_output(hl_config.output, r->pid, "summary", "; writing it on stderr") : -1;
+    int fd = hl_cfg->output[0] ? open_output(hl_cfg->output, r->pid, "summary", "; writing it on stderr") : -1;
     if (fd >= 0) {
         hl_write_all(fd, o.b, o.n);
         close(fd);

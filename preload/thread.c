@@ -91,8 +91,8 @@ static void publish(struct hl_header *r, struct hl_slot *s)
     int64_t live = live_of(s);
     int64_t d = live - s->synced_live;
     s->synced_live = live;
-    hl_self.alloc_mark = s->alloc_bytes + hl_peak_batch;
-    hl_self.free_mark = s->free_bytes + hl_peak_batch;
+    hl_self.alloc_mark = s->alloc_bytes + hl_cfg->peak_batch;
+    hl_self.free_mark = s->free_bytes + hl_cfg->peak_batch;
     if (d != 0) {
         int64_t now = __atomic_add_fetch(&r->published_live, d, RELAXED);
         if (d > 0)
@@ -139,10 +139,10 @@ static HL_NOINLINE void thread_start(void)
         s->tid = (uint32_t)syscall(SYS_gettid);
         max_store(&r->threads_max, __atomic_add_fetch(&r->threads_live, 1, RELAXED));
         hl_self.own = s;
-        hl_self.alloc_mark = hl_self.free_mark = hl_peak_batch;
+        hl_self.alloc_mark = hl_self.free_mark = hl_cfg->peak_batch;
         /* With a batch of 0 the peak is exact: every operation takes the
          * slow path and publishes, so the fast path adds to the dummy. */
-        hl_set_slot(hl_peak_batch && hl_mode == HL_MODE_GLIBC ? s : no_fast_slot());
+        hl_set_slot(hl_cfg->peak_batch && hl_mode == HL_MODE_GLIBC ? s : no_fast_slot());
         hl_self.state = HL_T_SLOTTED;
         hl_sample_begin();
         return;

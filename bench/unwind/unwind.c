@@ -30,7 +30,8 @@
 #define THREADS 200
 #define MAX     64
 
-struct hl_config hl_config;
+static struct hl_config config; /* env.c's part: the bench sets find_object per unwinder */
+const struct hl_config *const hl_cfg = &config;
 
 void *hl_raw_map(size_t len)
 {
@@ -123,7 +124,7 @@ int main(void)
            "100th", DEPTH, THREADS);
     for (size_t u = 0; u < sizeof all / sizeof all[0]; u++) {
         walk = all[u].fn;
-        hl_config.find_object = all[u].find;
+        config.find_object = all[u].find;
         hl_find_object_resolve();
         hl_unwind_forget();
         if (!all[u].cold)

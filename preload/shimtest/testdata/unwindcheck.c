@@ -25,7 +25,8 @@ void *hl_raw_map(size_t len)
 
 /* objects.c, compiled in too, finds the objects: through _dl_find_object,
  * or its own table when HEAPLINE_FIND_OBJECT=phdr, as in the shim. */
-struct hl_config hl_config;
+static struct hl_config config; /* env.c's part: this checker is the one to set it */
+const struct hl_config *const hl_cfg = &config;
 
 extern void *__libc_malloc(size_t);
 static __thread int busy;
@@ -99,7 +100,7 @@ __attribute__((constructor)) static void start(void)
 {
     busy = 1;
     const char *mode = getenv("HEAPLINE_FIND_OBJECT");
-    hl_config.find_object = mode != NULL && strcmp(mode, "phdr") == 0 ? HL_FIND_PHDR : HL_FIND_AUTO;
+    config.find_object = mode != NULL && strcmp(mode, "phdr") == 0 ? HL_FIND_PHDR : HL_FIND_AUTO;
     hl_find_object_resolve();
     ready = hl_unwind_boot() == 0;
     pac = getenv("UNWINDCHECK_PAC") != NULL;
