@@ -72,7 +72,7 @@ HL_COLD void *hl_pool_realloc(void *p, size_t n)
 {
     if (n == 0)
         return NULL;
-    void *q = hl_impl.malloc(n);
+    void *q = hl_impl.fn.malloc(n);
     if (q != NULL) {
         size_t old = hl_own_usable(p);
         memcpy(q, p, old < n ? old : n);
@@ -132,7 +132,7 @@ static size_t glibc_usable(void *p) { return hl_glibc_usable(p); }
 
 // ---- mode ---------------------------------------------------------------------------
 
-HL_HIDDEN unsigned char hl_mode; /* enum hl_mode (shim.h) */
+HL_HIDDEN unsigned char hl_mode; /* enum hl_mode (shim.h): its name only, hl_impl decides */
 
 static int same_object(void *a, void *b)
 {
@@ -173,16 +173,17 @@ static int next_is_glibc(void)
     return formula_agrees(hl_next.memalign(256, 100));
 }
 
-static struct hl_fns off_fns;
+static struct hl_impl off_impl; /* built whole, then copied: hl_impl never holds the next allocator's free unguarded */
 
 void hl_set_mode_off(const char *why)
 {
     if (why != NULL)
         hl_say(why, "; running unprofiled", NULL);
-    hl_off_fns_make(&off_fns);
     /* bypassed, with a region: mapped memory is still counted (mapped.c) */
-    hl_mode = hl_region != NULL ? HL_MODE_BYPASSED : HL_MODE_OFF;
-    hl_impl = off_fns;
+    int bypassed = hl_region != NULL;
+    hl_off_impl_make(&off_impl, bypassed);
+    hl_mode = bypassed ? HL_MODE_BYPASSED : HL_MODE_OFF;
+    hl_impl = off_impl;
 }
 
 // ---- boot -------------------------------------------------------------------------------
@@ -356,7 +357,7 @@ static void boot(void)
         hl_fork_init();
     } else {
         int glibc = next_is_glibc();
-        hl_impl = glibc ? hl_glibc_fns : hl_generic_fns;
+        hl_impl = glibc ? hl_glibc_impl : hl_generic_impl;
         hl_mode = glibc ? HL_MODE_GLIBC : HL_MODE_GENERIC;
         if (!glibc)
             hl_mapped_skip((const void *)hl_next.malloc);
@@ -409,12 +410,13 @@ __attribute__((constructor)) static void at_load(void)
 static void *b_malloc(size_t n)
 {
     hl_boot();
-    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, 16) : hl_impl.malloc(n);
+    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, 16) : hl_impl.fn.malloc(n);
 }
 
 /* hl_next.malloc before boot, for the exported malloc, which counts what
- * it returns itself: boots, then the next allocator's block, uncounted;
- * the booting thread's own calls get the pool. */
+ * it returns itself (through hl_impl, the mode's table by then): boots,
+ * then the next allocator's block; the booting thread's own calls get the
+ * pool. */
 static void *b_next_malloc(size_t n)
 {
     hl_boot();
@@ -426,14 +428,14 @@ static void b_free(void *p)
     if (p == NULL || hl_pool_owns(p))
         return;
     hl_boot();
-    hl_impl.free(p);
+    hl_impl.fn.free(p);
 }
 
 static void *b_calloc(size_t n, size_t size)
 {
     hl_boot();
     if (!hl_guard_held(HL_IN_BOOT))
-        return hl_impl.calloc(n, size);
+        return hl_impl.fn.calloc(n, size);
     size_t bytes;
     if (__builtin_mul_overflow(n, size, &bytes)) {
         errno = ENOMEM;
@@ -453,14 +455,14 @@ static void *b_realloc(void *p, size_t n)
         }
         return q;
     }
-    return hl_impl.realloc(p, n);
+    return hl_impl.fn.realloc(p, n);
 }
 
 static int b_posix_memalign(void **out, size_t align, size_t n)
 {
     hl_boot();
     if (!hl_guard_held(HL_IN_BOOT))
-        return hl_impl.posix_memalign(out, align, n);
+        return hl_impl.fn.posix_memalign(out, align, n);
     void *p = pool_alloc(n, align);
     if (p == NULL)
         return ENOMEM;
@@ -471,29 +473,39 @@ static int b_posix_memalign(void **out, size_t align, size_t n)
 static void *b_aligned_alloc(size_t align, size_t n)
 {
     hl_boot();
-    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, align) : hl_impl.aligned_alloc(align, n);
+    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, align) : hl_impl.fn.aligned_alloc(align, n);
 }
 
 static void *b_memalign(size_t align, size_t n)
 {
     hl_boot();
-    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, align) : hl_impl.memalign(align, n);
+    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, align) : hl_impl.fn.memalign(align, n);
 }
 
 static void *b_valloc(size_t n)
 {
     hl_boot();
-    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, 4096) : hl_impl.valloc(n);
+    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, 4096) : hl_impl.fn.valloc(n);
 }
 
 static void *b_pvalloc(size_t n)
 {
     hl_boot();
-    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, 4096) : hl_impl.pvalloc(n);
+    return hl_guard_held(HL_IN_BOOT) ? pool_alloc(n, 4096) : hl_impl.fn.pvalloc(n);
 }
 
-struct hl_fns hl_impl = {
-    .malloc = b_malloc, .free = b_free, .calloc = b_calloc, .realloc = b_realloc,
-    .posix_memalign = b_posix_memalign, .aligned_alloc = b_aligned_alloc,
-    .memalign = b_memalign, .valloc = b_valloc, .pvalloc = b_pvalloc,
+/* The exported malloc's block, for a call made while booting (the booting
+ * thread's own, from the pool): uncounted. A call that boots reads
+ * hl_impl again after the boot, and gets the mode's. */
+static void *b_malloc_noslot(void *p) { return p; }
+
+struct hl_impl hl_impl = {
+    .fn = {
+        .malloc = b_malloc, .free = b_free, .calloc = b_calloc, .realloc = b_realloc,
+        .posix_memalign = b_posix_memalign, .aligned_alloc = b_aligned_alloc,
+        .memalign = b_memalign, .valloc = b_valloc, .pvalloc = b_pvalloc,
+    },
+    .malloc_noslot = b_malloc_noslot, .free_noslot = b_free,
+    .fast_slot = 0, .counting = 0,
+    .mapped = 1, /* what is mapped before boot is counted (mapped.c), or skipped as the allocator's */
 };

@@ -17,8 +17,8 @@ static inline void *counted(void *p) { return hl_alloc_slow(p, hl_next.usable(p)
 static inline void *counted_kept(void *p) { return counted(p); } /* nothing moves here */
 
 /* The exported malloc calls the next allocator itself and hands its block
- * here (count_glibc.c). */
-void *hl_generic_counted(void *p) { return counted(p); }
+ * here (count_glibc.h). */
+static void *malloc_noslot(void *p) { return counted(p); }
 
 // ---- counting -------------------------------------------------------------------
 
@@ -59,10 +59,16 @@ static void *x_realloc(void *p, size_t n)
 #define FAMILY(name) x_##name
 #include "family.h"
 
-const struct hl_fns hl_generic_fns = {
-    .malloc = x_malloc, .free = x_free, .calloc = x_calloc, .realloc = x_realloc,
-    .posix_memalign = x_posix_memalign, .aligned_alloc = x_aligned_alloc,
-    .memalign = x_memalign, .valloc = x_valloc, .pvalloc = x_pvalloc,
+/* Every thread's fast slot is NULL: the exported malloc and free come
+ * here on every call. */
+const struct hl_impl hl_generic_impl = {
+    .fn = {
+        .malloc = x_malloc, .free = x_free, .calloc = x_calloc, .realloc = x_realloc,
+        .posix_memalign = x_posix_memalign, .aligned_alloc = x_aligned_alloc,
+        .memalign = x_memalign, .valloc = x_valloc, .pvalloc = x_pvalloc,
+    },
+    .malloc_noslot = malloc_noslot, .free_noslot = x_free,
+    .fast_slot = 0, .counting = 1, .mapped = 1,
 };
 
 // ---- pass-through -----------------------------------------------------------------
@@ -91,11 +97,18 @@ static void *off_realloc(void *p, size_t n)
     return hl_next.realloc(p, n);
 }
 
+static void *off_malloc_noslot(void *p) { return p; }
+
 /* The next allocator's own functions, but for the two that may meet a
- * bootstrap block. */
-void hl_off_fns_make(struct hl_fns *f)
+ * bootstrap block; mapped memory is counted when bypassed (a region to
+ * count it in), not when off. */
+void hl_off_impl_make(struct hl_impl *t, int mapped)
 {
-    *f = hl_next;
-    f->free = off_free;
-    f->realloc = off_realloc;
+    *t = (struct hl_impl){
+        .fn = hl_next,
+        .malloc_noslot = off_malloc_noslot, .free_noslot = off_free,
+        .fast_slot = 0, .counting = 0, .mapped = (unsigned char)mapped,
+    };
+    t->fn.free = off_free;
+    t->fn.realloc = off_realloc;
 }

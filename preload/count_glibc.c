@@ -69,15 +69,10 @@ void *hl_glibc_malloc_cold(void *p) { return counted(p); }
 
 void *hl_glibc_malloc_carry(void *p, struct hl_slot *s) { return hl_alloc_carry(s, p); }
 
-/* No fast slot: the next allocator's block, before boot the bootstrap's. */
-void *hl_glibc_malloc_noslot(void *p)
-{
-    if (hl_mode == HL_MODE_GLIBC)
-        return hl_pool_owns(p) ? p : counted(p);
-    if (hl_mode == HL_MODE_GENERIC)
-        return hl_generic_counted(p);
-    return p; /* booting, or running unprofiled */
-}
+/* No fast slot yet (the thread's first call): the slow path registers
+ * it. A bootstrap block may still come back from a call begun before
+ * boot was done. */
+static HL_COLD void *malloc_noslot(void *p) { return hl_pool_owns(p) ? p : counted(p); }
 
 /* The header test sends here the blocks glibc mapped itself, chunks of
  * 128 KiB and more, the bootstrap pool's and the sample arena's (both
@@ -104,14 +99,6 @@ void hl_glibc_free_carry(void *p, struct hl_slot *s)
 {
     hl_free_carry(s);
     hl_next.free(p);
-}
-
-void hl_glibc_free_noslot(void *p)
-{
-    if (hl_mode == HL_MODE_GLIBC)
-        hl_glibc_free_cold(p);
-    else
-        hl_impl.free(p);
 }
 
 static void *g_malloc_fn(size_t n) { return hl_glibc_malloc(n); }
@@ -157,10 +144,15 @@ static void *g_realloc(void *p, size_t n)
 #define FAMILY(name) g_##name
 #include "family.h"
 
-const struct hl_fns hl_glibc_fns = {
-    .malloc = g_malloc_fn, .free = g_free_fn, .calloc = g_calloc, .realloc = g_realloc,
-    .posix_memalign = g_posix_memalign, .aligned_alloc = g_aligned_alloc,
-    .memalign = g_memalign, .valloc = g_valloc, .pvalloc = g_pvalloc,
+const struct hl_impl hl_glibc_impl = {
+    .fn = {
+        .malloc = g_malloc_fn, .free = g_free_fn, .calloc = g_calloc, .realloc = g_realloc,
+        .posix_memalign = g_posix_memalign, .aligned_alloc = g_aligned_alloc,
+        .memalign = g_memalign, .valloc = g_valloc, .pvalloc = g_pvalloc,
+    },
+    /* a thread's first free: the cold path counts it on the slow path, which registers the thread */
+    .malloc_noslot = malloc_noslot, .free_noslot = hl_glibc_free_cold,
+    .fast_slot = 1, .counting = 1, .mapped = 1,
 };
 
 /* boot.c's check: does the header formula agree with glibc? */

@@ -27,7 +27,7 @@
  * about 6% on a churn loop (a taken indirect branch each). A thread's fast
  * slot is NULL until its first call registers it, and always outside the
  * glibc mode: that one test sends boot, the other modes and a new thread
- * to the cold paths, and no word is ever shared between threads. Their
+ * to hl_impl's no-slot paths, and no word is ever shared between threads. Their
  * cold paths are tail calls that end the operation themselves (malloc's
  * return the block, free's free it), so the hot path keeps nothing across
  * a call: one load of the header, one test, one add to the thread's word,
@@ -37,10 +37,8 @@
 
 void *hl_glibc_malloc_cold(void *p) HL_COLD;
 void *hl_glibc_malloc_carry(void *p, struct hl_slot *s) HL_COLD;
-void *hl_glibc_malloc_noslot(void *p) HL_COLD; /* no fast slot: the next allocator's block, before boot the bootstrap's */
 void hl_glibc_free_cold(void *p) HL_COLD;
 void hl_glibc_free_carry(void *p, struct hl_slot *s) HL_COLD;
-void hl_glibc_free_noslot(void *p) HL_COLD;
 
 static inline __attribute__((always_inline)) void *hl_glibc_malloc(size_t n)
 {
@@ -49,7 +47,7 @@ static inline __attribute__((always_inline)) void *hl_glibc_malloc(size_t n)
         return p;
     struct hl_slot *s = hl_self.slot;
     if (HL_UNLIKELY(s == NULL))
-        return hl_glibc_malloc_noslot(p);
+        return hl_impl.malloc_noslot(p);
     size_t h = HDR(p);
     if (HL_UNLIKELY(h & SLOW_BITS))
         return hl_glibc_malloc_cold(p);
@@ -64,7 +62,7 @@ static inline __attribute__((always_inline)) void hl_glibc_free(void *p)
         return;
     struct hl_slot *s = hl_self.slot;
     if (HL_UNLIKELY(s == NULL))
-        return hl_glibc_free_noslot(p);
+        return hl_impl.free_noslot(p);
     size_t h = HDR(p);
     if (HL_UNLIKELY(h & SLOW_BITS))
         return hl_glibc_free_cold(p);

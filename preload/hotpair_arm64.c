@@ -38,6 +38,11 @@ void hl_hot_init(void)
     hl_hot.tp_free_at = (uintptr_t)&hl_self.free_at - tp;
 }
 
+/* The asm's exits for a thread without a fast slot: the mode's own
+ * continuation, from the one table (shim.h, hl_impl), as the C pair's. */
+HL_HIDDEN void *hl_glibc_malloc_noslot(void *p) { return hl_impl.malloc_noslot(p); }
+HL_HIDDEN void hl_glibc_free_noslot(void *p) { hl_impl.free_noslot(p); }
+
 __asm__(
     "   .text\n"
     "   .p2align 5\n"

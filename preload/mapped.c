@@ -251,7 +251,7 @@ void hl_mapped_publish(void)
 
 static int counts_caller(const void *ret)
 {
-    if (__atomic_load_n(&hl_mode, __ATOMIC_RELAXED) == HL_MODE_OFF)
+    if (!__atomic_load_n(&hl_impl.mapped, __ATOMIC_RELAXED))
         return 0;
     uintptr_t a = (uintptr_t)ret;
     for (int i = 0; i < SKIPS; i++)

@@ -6,7 +6,8 @@
  *
  * The allocation functions but malloc and free jump through hl_impl, the
  * mode's table (shim.h); malloc and free count inline (count_glibc.h), as a
- * jump through the table would cost the hot pair about 6%.
+ * jump through the table would cost the hot pair about 6%, and take the
+ * table's no-slot continuations where a thread has no fast slot.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,13 +25,13 @@
 HL_EXPORT void *malloc(size_t n) { return hl_glibc_malloc(n); }
 HL_EXPORT void free(void *p) { hl_glibc_free(p); }
 #endif
-HL_EXPORT void *calloc(size_t n, size_t size) { return hl_impl.calloc(n, size); }
-HL_EXPORT void *realloc(void *p, size_t n) { return hl_impl.realloc(p, n); }
-HL_EXPORT int posix_memalign(void **out, size_t align, size_t n) { return hl_impl.posix_memalign(out, align, n); }
-HL_EXPORT void *aligned_alloc(size_t align, size_t n) { return hl_impl.aligned_alloc(align, n); }
-HL_EXPORT void *memalign(size_t align, size_t n) { return hl_impl.memalign(align, n); }
-HL_EXPORT void *valloc(size_t n) { return hl_impl.valloc(n); }
-HL_EXPORT void *pvalloc(size_t n) { return hl_impl.pvalloc(n); }
+HL_EXPORT void *calloc(size_t n, size_t size) { return hl_impl.fn.calloc(n, size); }
+HL_EXPORT void *realloc(void *p, size_t n) { return hl_impl.fn.realloc(p, n); }
+HL_EXPORT int posix_memalign(void **out, size_t align, size_t n) { return hl_impl.fn.posix_memalign(out, align, n); }
+HL_EXPORT void *aligned_alloc(size_t align, size_t n) { return hl_impl.fn.aligned_alloc(align, n); }
+HL_EXPORT void *memalign(size_t align, size_t n) { return hl_impl.fn.memalign(align, n); }
+HL_EXPORT void *valloc(size_t n) { return hl_impl.fn.valloc(n); }
+HL_EXPORT void *pvalloc(size_t n) { return hl_impl.fn.pvalloc(n); }
 
 /* glibc's reallocarray calls realloc through its PLT, which would be us
  * again and count twice; do its overflow check here, then call the realloc
@@ -46,7 +47,7 @@ HL_EXPORT void *reallocarray(void *p, size_t n, size_t size)
     }
     if (HL_UNLIKELY(hl_realloc_first == NULL))
         hl_boot();
-    return hl_realloc_first != NULL ? hl_realloc_first(p, bytes) : hl_impl.realloc(p, bytes);
+    return hl_realloc_first != NULL ? hl_realloc_first(p, bytes) : hl_impl.fn.realloc(p, bytes);
 }
 
 /* Passes through, but knows the bootstrap pool and the sample arena, which

@@ -419,7 +419,7 @@ static void *py_realloc(void *ctx, void *p, size_t n)
 
 void hl_pymalloc_install(void)
 {
-    if (table == NULL || hl_region == NULL || !hl_counting())
+    if (table == NULL || hl_region == NULL || !hl_impl.counting)
         return;
     void (*get)(int, pymem_allocator *) = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
     void (*set)(int, pymem_allocator *) = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");

@@ -1,14 +1,16 @@
 /*
  * shim.h: what the files of the shim share, and the counting fast paths.
  *
- * The exported allocation functions (override.c) jump through hl_impl, which
- * starts on the bootstrap functions (boot.c), then points at the counting
- * functions of the mode chosen at start (count_glibc.c, count_generic.c), or
- * straight at the next allocator when profiling is off. malloc and free,
- * the hot pair, call the next allocator (the bootstrap's, before boot) and
- * count inline in the glibc mode; a thread's fast slot, NULL in every other
- * mode and before the thread's first call, sends the rest to cold paths: a
- * predictable branch is cheaper there than a taken jump.
+ * Every decision that depends on the mode reads one table, hl_impl
+ * (struct hl_impl), which starts as the bootstrap's (boot.c), then is the
+ * table of the mode chosen at start (count_glibc.c, count_generic.c), or
+ * the next allocator's when profiling is off (mimalloc's shape: one table,
+ * chosen once). The exported functions jump through it, but for malloc and
+ * free, the hot pair: they call the next allocator (the bootstrap's, before
+ * boot) and count inline on the thread's fast slot, which is NULL in every
+ * mode but glibc's and before the thread's first call; that one test sends
+ * them to the table's no-slot continuations. A predictable branch is
+ * cheaper there than a taken jump.
  */
 #ifndef HEAPLINE_SHIM_H
 #define HEAPLINE_SHIM_H
@@ -25,7 +27,7 @@
 #define HL_COLD     __attribute__((cold, noinline))
 
 /* The malloc family, as a table: hl_next is the allocator after us,
- * hl_impl what our exported symbols run. */
+ * hl_impl.fn what our exported symbols run. */
 struct hl_fns {
     void  *(*malloc)(size_t);
     void   (*free)(void *);
@@ -69,11 +71,24 @@ struct hl_sys_fns {
 };
 extern HL_HIDDEN struct hl_sys_fns hl_next_sys;
 void hl_sys_resolve(void); /* boot.c: hl_next_sys; again from a wrapper called before boot */
-extern HL_HIDDEN struct hl_fns hl_impl;
-extern HL_HIDDEN const struct hl_fns hl_glibc_fns, hl_generic_fns;
 /* What the shim does, chosen once at boot (boot.c), or off later (a fork
- * child without a region). hl_impl follows it: the bootstrap's functions,
- * then the mode's, or the next allocator's when off. */
+ * child without a region): one table that the exported functions and every
+ * reader that depends on the mode consult. */
+struct hl_impl {
+    struct hl_fns fn; /* what the exported family runs; malloc and free only from our own code */
+    /* The exported malloc and free of a thread without a fast slot
+     * (count_glibc.h), where the mode's work is done: malloc's gets the
+     * next allocator's block (the bootstrap's, before boot) and returns the
+     * block for the program; free's releases p, not NULL. */
+    void *(*malloc_noslot)(void *p);
+    void (*free_noslot)(void *p);
+    unsigned char fast_slot; /* malloc and free count inline: a registered thread's fast slot is its own or its dummy, never NULL (thread.c) */
+    unsigned char counting;  /* allocations are counted (pymalloc.c wraps pymalloc only then) */
+    unsigned char mapped;    /* mapped memory is counted (mapped.c); read with an atomic load */
+};
+extern HL_HIDDEN struct hl_impl hl_impl;
+extern HL_HIDDEN const struct hl_impl hl_glibc_impl, hl_generic_impl;
+/* The mode's name, for a debugger: set with hl_impl, decides nothing. */
 enum hl_mode {
     HL_MODE_BOOT = 0,  /* nothing resolved yet */
     HL_MODE_GLIBC,     /* counting over glibc's malloc; malloc and free count inline (count_glibc.c) */
@@ -81,9 +96,7 @@ enum hl_mode {
     HL_MODE_BYPASSED,  /* another malloc comes first: not counted; mapped memory is, in the region */
     HL_MODE_OFF,       /* no region: nothing counted */
 };
-extern HL_HIDDEN unsigned char hl_mode; /* enum hl_mode; read with a plain load, set before threads see it */
-static inline int hl_counting(void) { return hl_mode == HL_MODE_GLIBC || hl_mode == HL_MODE_GENERIC; }
-void *hl_generic_counted(void *p);
+extern HL_HIDDEN unsigned char hl_mode; /* enum hl_mode */
 
 /* The thread's state and the re-entry guard: thread.h. */
 
@@ -177,7 +190,7 @@ void hl_write_all(int fd, const char *p, size_t n); /* no SIGPIPE, no endless wa
 
 /* count_glibc.c, count_generic.c */
 size_t hl_glibc_usable(const void *p); /* the header formula, for boot's check */
-void hl_off_fns_make(struct hl_fns *f);
+void hl_off_impl_make(struct hl_impl *t, int mapped); /* count_generic.c: pass-through */
 
 /* thread.c: the slow paths. *_slow take a block's usable size (mmapped and
  * large blocks, other allocators); *_carry the slot whose fast word an add

@@ -21,9 +21,10 @@ __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) = {
     .state = HL_T_NEW,
 };
 
-/* The fast path's slot for a thread without a real one: its own dummy in
- * the glibc mode, none in the others (shim.h). */
-static struct hl_slot *no_fast_slot(void) { return hl_mode == HL_MODE_GLIBC ? &hl_self.dummy : NULL; }
+/* The fast path's slot for a thread without a real one: its own dummy
+ * where malloc and free count inline (the glibc mode), none in the others
+ * (shim.h). */
+static struct hl_slot *no_fast_slot(void) { return hl_impl.fast_slot ? &hl_self.dummy : NULL; }
 
 static pthread_key_t exit_key;
 static int exit_key_ok;
@@ -142,7 +143,7 @@ static HL_NOINLINE void thread_start(void)
         hl_self.alloc_mark = hl_self.free_mark = hl_cfg->peak_batch;
         /* With a batch of 0 the peak is exact: every operation takes the
          * slow path and publishes, so the fast path adds to the dummy. */
-        hl_set_slot(hl_cfg->peak_batch && hl_mode == HL_MODE_GLIBC ? s : no_fast_slot());
+        hl_set_slot(hl_cfg->peak_batch && hl_impl.fast_slot ? s : no_fast_slot());
         hl_self.state = HL_T_SLOTTED;
         hl_sample_begin();
         return;
