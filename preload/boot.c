@@ -132,7 +132,15 @@ static size_t glibc_usable(void *p) { return hl_glibc_usable(p); }
 
 // ---- mode ---------------------------------------------------------------------------
 
-HL_HIDDEN unsigned char hl_mode; /* enum hl_mode (shim.h): its name only, hl_impl decides */
+HL_HIDDEN unsigned char hl_mode; /* enum hl_mode (region.h): its name only, hl_impl decides */
+
+/* Name the mode, here and in the region for heapctl (show --json's mode). */
+static void report_mode(unsigned char m)
+{
+    hl_mode = m;
+    if (hl_region != NULL)
+        __atomic_store_n(&hl_region->mode, (uint32_t)m, __ATOMIC_RELAXED);
+}
 
 static int same_object(void *a, void *b)
 {
@@ -182,7 +190,7 @@ void hl_set_mode_off(const char *why)
     /* bypassed, with a region: mapped memory is still counted (mapped.c) */
     int bypassed = hl_region != NULL;
     hl_off_impl_make(&off_impl, bypassed);
-    hl_mode = bypassed ? HL_MODE_BYPASSED : HL_MODE_OFF;
+    report_mode(bypassed ? HL_MODE_BYPASSED : HL_MODE_OFF);
     hl_impl = off_impl;
 }
 
@@ -358,7 +366,7 @@ static void boot(void)
     } else {
         int glibc = next_is_glibc();
         hl_impl = glibc ? hl_glibc_impl : hl_generic_impl;
-        hl_mode = glibc ? HL_MODE_GLIBC : HL_MODE_GENERIC;
+        report_mode(glibc ? HL_MODE_GLIBC : HL_MODE_GENERIC);
         if (!glibc)
             hl_mapped_skip((const void *)hl_next.malloc);
         hl_thread_init();

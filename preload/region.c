@@ -310,6 +310,7 @@ int hl_region_open(void)
     /* unpublished at most: a fast word's 256 KiB and a slow-path batch */
     r->peak_slack = hl_cfg->peak_batch ? HL_WORD_BATCH + hl_cfg->peak_batch : 0;
     hl_command_read(r->command, sizeof r->command);
+    r->mode = hl_mode; /* a fork's child keeps its parent's; at boot, boot.c sets it next */
     hl_profile_attach(r, slots_end);
     hl_pymalloc_attach(r, arenas_at);
     /* the magic last: a reader never takes a half-made header for a region */

@@ -52,6 +52,16 @@
 /* header.flags */
 #define HL_FLAG_EXITED   1u /* the process ran its exit summary; counters are final */
 
+/* header.mode: how the shim counts, as boot chose (boot.c). Only reported:
+ * what the shim does in each is decided by its table (shim.h, hl_impl). */
+enum hl_mode {
+    HL_MODE_BOOT = 0,  /* nothing resolved yet */
+    HL_MODE_GLIBC,     /* counting over glibc's malloc; malloc and free count inline (count_glibc.c) */
+    HL_MODE_GENERIC,   /* counting over another allocator (count_generic.c) */
+    HL_MODE_BYPASSED,  /* another malloc comes first: not counted; mapped memory is, in the region */
+    HL_MODE_OFF,       /* no region: nothing counted */
+};
+
 /* slot.state */
 #define HL_SLOT_FREE     0u
 #define HL_SLOT_ACTIVE   1u
@@ -125,7 +135,8 @@ struct hl_header {
     /* line 3: the peak */
     int64_t  published_live; /* 192: sum of every publication */
     uint64_t peak_live;      /* 200: highest published_live seen, or live at a read */
-    uint8_t  _pad3[48];      /* 208 */
+    uint32_t mode;           /* 208: HL_MODE_*, how the shim counts; set once at boot, 0 before */
+    uint8_t  _pad3[44];      /* 212 */
 
     /* lines 4-7: what ran */
     char     command[HL_COMMAND_MAX]; /* 256: argv joined by spaces, NUL-terminated */

@@ -88,14 +88,8 @@ struct hl_impl {
 };
 extern HL_HIDDEN struct hl_impl hl_impl;
 extern HL_HIDDEN const struct hl_impl hl_glibc_impl, hl_generic_impl;
-/* The mode's name, for a debugger: set with hl_impl, decides nothing. */
-enum hl_mode {
-    HL_MODE_BOOT = 0,  /* nothing resolved yet */
-    HL_MODE_GLIBC,     /* counting over glibc's malloc; malloc and free count inline (count_glibc.c) */
-    HL_MODE_GENERIC,   /* counting over another allocator (count_generic.c) */
-    HL_MODE_BYPASSED,  /* another malloc comes first: not counted; mapped memory is, in the region */
-    HL_MODE_OFF,       /* no region: nothing counted */
-};
+/* The mode boot chose (region.h, enum hl_mode), also in the region's header:
+ * reported, deciding nothing. */
 extern HL_HIDDEN unsigned char hl_mode; /* enum hl_mode */
 
 /* The thread's state and the re-entry guard: thread.h. */

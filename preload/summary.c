@@ -22,7 +22,6 @@
 #include <sys/syscall.h>
 #include "shim.h"
 
-
 struct buf {
     char b[2048];
     size_t n;
@@ -32,6 +31,18 @@ static void put(struct buf *o, const char *s)
 {
     for (; *s && o->n < sizeof o->b - 1; s++)
         o->b[o->n++] = *s;
+}
+
+/* header.mode's name in the JSON summary (heapctl's: region.ModeName);
+ * NULL where the shim counts nothing or has not booted. */
+static const char *mode_name(uint32_t m)
+{
+    switch (m) {
+    case HL_MODE_GLIBC: return "glibc";
+    case HL_MODE_GENERIC: return "generic";
+    case HL_MODE_BYPASSED: return "bypassed";
+    }
+    return NULL;
 }
 
 static void put_u64(struct buf *o, uint64_t v)
@@ -330,6 +341,12 @@ void hl_summary_write(void)
         if (r->py_exit_objects != 0) { /* from pymalloc's pools (pymalloc.c) */
             field_u64(&o, "py_live_objects", r->py_exit_objects);
             field_u64(&o, "py_live_bytes", r->py_exit_bytes);
+        }
+        const char *mode = mode_name(__atomic_load_n(&r->mode, __ATOMIC_RELAXED));
+        if (mode != NULL) {
+            put(&o, ",\"mode\":\"");
+            put(&o, mode);
+            put(&o, "\"");
         }
         if (r->bypassed_by[0]) {
             put(&o, ",\"bypassed_by\":");

@@ -36,7 +36,17 @@ type summary struct {
 	MappedBytes     int64  `json:"mapped_bytes"`
 	PeakMappedBytes int64  `json:"peak_mapped_bytes"`
 	Mappings        uint64 `json:"mappings"`
+	Mode            string `json:"mode"`
 	BypassedBy      string `json:"bypassed_by"`
+}
+
+// inMode is a known check that each reading names the shim's mode.
+func inMode(t *testing.T, mode string) func(step, summary) {
+	return func(s step, now summary) {
+		if now.Mode != mode {
+			t.Errorf("step %s (pid %d): mode %q, want %q", s.name, s.pid, now.Mode, mode)
+		}
+	}
 }
 
 // show runs `heapctl show --json PID`.

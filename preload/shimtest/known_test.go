@@ -8,7 +8,7 @@ import (
 // Every interposed function and every failure path, one step each.
 func TestEveryFunction(t *testing.T) {
 	prog := compile(t, "known.c")
-	known(t, nil, prog, []string{"funcs"}, nil)
+	known(t, nil, prog, []string{"funcs"}, inMode(t, "glibc"))
 }
 
 // Allocations on four threads, frees on other threads than the allocation,
@@ -77,7 +77,8 @@ func TestFork(t *testing.T) {
 	for _, mode := range []string{"fork", "_Fork"} {
 		t.Run(mode, func(t *testing.T) {
 			pids := map[string]int{}
-			known(t, nil, prog, []string{mode}, func(s step, _ summary) { pids[s.name] = s.pid })
+			glibc := inMode(t, "glibc") // the child's region too
+			known(t, nil, prog, []string{mode}, func(s step, now summary) { pids[s.name] = s.pid; glibc(s, now) })
 			if pids["child-start"] == pids["before-fork"] || pids["child-start"] == 0 {
 				t.Errorf("child step ran as pid %d, parent %d", pids["child-start"], pids["before-fork"])
 			}

@@ -14,6 +14,9 @@ const (
 	CommandMax    = 256                // HL_COMMAND_MAX
 	ObjectMax     = 256                // HL_OBJECT_MAX
 	FlagExited    = 1                  // HL_FLAG_EXITED
+	ModeGlibc     = 1                  // HL_MODE_GLIBC
+	ModeGeneric   = 2                  // HL_MODE_GENERIC
+	ModeBypassed  = 3                  // HL_MODE_BYPASSED
 	PathPrefix    = "heapline."        // basename part of HL_PATH_PREFIX
 	MaxRegionSize = HeaderSize + SlotsMax*SlotSize + StacksMax*StackSize + ObjectsMax*ObjectSize + PyCodesMax*PyCodeSize + PyArenasDefault*PyArenaSize
 
@@ -91,6 +94,7 @@ const (
 	offMappings        = 184
 	offPublishedLive   = 192
 	offPeakLive        = 200
+	offMode            = 208
 	offCommand         = 256
 	offBypassedBy      = 512
 	offProfOffset      = 768
@@ -236,6 +240,7 @@ var goFields = map[string]field{
 	"hl_header.mappings":          {offMappings, 8},
 	"hl_header.published_live":    {offPublishedLive, 8},
 	"hl_header.peak_live":         {offPeakLive, 8},
+	"hl_header.mode":              {offMode, 4},
 	"hl_header.command":           {offCommand, CommandMax},
 	"hl_header.bypassed_by":       {offBypassedBy, ObjectMax},
 	"hl_header.prof_offset":       {offProfOffset, 8},
@@ -318,6 +323,9 @@ var goConstants = map[string]uint64{
 	"sizeof hl_stack":    StackSize,
 	"sizeof hl_object":   ObjectSize,
 	"HL_FLAG_EXITED":     FlagExited,
+	"HL_MODE_GLIBC":      ModeGlibc,
+	"HL_MODE_GENERIC":    ModeGeneric,
+	"HL_MODE_BYPASSED":   ModeBypassed,
 	"HL_WORD_SHIFT":      WordShift,
 	"HL_WORD_UNIT":       WordUnit,
 	"HL_WORD_COUNT_MASK": WordCountMask,
@@ -352,4 +360,19 @@ func Offset(member string) int {
 		panic("region: no member " + member + " in layout.go")
 	}
 	return int(f.off)
+}
+
+// ModeName is header.mode's name in the summary, as the shim's JSON
+// summary writes it (summary.c, mode_name); "" where the shim counts
+// nothing, has not booted, or is older than the field.
+func ModeName(m uint32) string {
+	switch m {
+	case ModeGlibc:
+		return "glibc"
+	case ModeGeneric:
+		return "generic"
+	case ModeBypassed:
+		return "bypassed"
+	}
+	return ""
 }

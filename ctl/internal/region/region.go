@@ -102,6 +102,7 @@ type header struct {
 	peakSlack  uint64
 	command    string
 	bypassedBy string
+	mode       uint32
 }
 
 // snapshot validates the header of v and takes one consistent sum.
@@ -208,6 +209,7 @@ func validate(v view, pid int) (header, error) {
 		peakSlack:  v.u64(offPeakSlack),
 		command:    cmd,
 		bypassedBy: by,
+		mode:       v.u32(offMode),
 	}
 	return h, nil
 }
@@ -314,6 +316,7 @@ func summarize(h header, pid int, c counters, flags uint32, exitNS, threadsSeen,
 		AllocatedBytes: c.allocated,
 		FreedBytes:     c.freed,
 		Threads:        threadsSeen,
+		Mode:           ModeName(h.mode),
 		BypassedBy:     h.bypassedBy,
 		Exited:         exited,
 	}, nil

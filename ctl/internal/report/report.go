@@ -43,6 +43,10 @@ type Summary struct {
 	// object, no flag. Only from a reader that may read the process.
 	PyLiveObjects uint64 `json:"py_live_objects,omitempty"`
 	PyPoolBytes   uint64 `json:"py_live_bytes,omitempty"`
+	// Mode is how the shim counts: "glibc" (inline, from glibc's chunk
+	// headers), "generic" (through another allocator's
+	// malloc_usable_size) or "bypassed" (another malloc comes first).
+	Mode string `json:"mode,omitempty"`
 	// BypassedBy names the object whose malloc the program calls instead
 	// of the shim's (another allocator preloaded first, or the program's
 	// own): the malloc figures then count nothing.
