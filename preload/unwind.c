@@ -337,6 +337,30 @@ static int read_cie(const uint8_t *p, struct cie *c)
     return p <= end;
 }
 
+extern void *__libc_stack_end;
+static uintptr_t stack_limit; /* RLIMIT_STACK: how far below its top a thread's stack reaches */
+
+/* The top of the running thread's stack, or 0 if we cannot tell. A thread
+ * glibc started keeps its descriptor (where %fs points) at the top of its
+ * stack block, one mapping with the stack below it, whose size is
+ * RLIMIT_STACK unless the program chose another; the main thread's stack
+ * ends above __libc_stack_end (its arguments and environment), in the same
+ * page at least, and is at most RLIMIT_STACK deep. A stack pointer farther
+ * down is on a stack we know nothing of (a coroutine's, sigaltstack's, a
+ * thread with a larger stack of its own): no walk, rather than a read
+ * outside its mapping. On aarch64 the descriptor and static TLS, where
+ * tpidr_el0 points, sit at the top of the stack's mapping too. */
+static uintptr_t stack_top(uintptr_t sp)
+{
+    uintptr_t tp = (uintptr_t)__builtin_thread_pointer(); /* %fs's base; tpidr_el0 */
+    if (sp < tp && tp - sp < stack_limit)
+        return tp;
+    uintptr_t main_top = ((uintptr_t)__libc_stack_end | 4095) + 1;
+    if (sp < main_top && main_top - sp < stack_limit)
+        return main_top;
+    return 0;
+}
+
 #if defined(__aarch64__)
 #include "unwind_arm64.h" /* aarch64's rules and walk */
 #endif
@@ -427,31 +451,7 @@ static HL_NOINLINE uint32_t rule_of(uint64_t pc)
 
 // ---- the walk -------------------------------------------------------------------------
 
-extern void *__libc_stack_end;
-static uintptr_t stack_limit; /* RLIMIT_STACK: how far below its top a thread's stack reaches */
-
 #if !defined(__aarch64__) /* aarch64's walk is in unwind_arm64.h */
-
-/* The top of the running thread's stack, or 0 if we cannot tell. A thread
- * glibc started keeps its descriptor (where %fs points) at the top of its
- * stack block, one mapping with the stack below it, whose size is
- * RLIMIT_STACK unless the program chose another; the main thread's stack
- * ends above __libc_stack_end (its arguments and environment), in the same
- * page at least, and is at most RLIMIT_STACK deep. A stack pointer farther
- * down is on a stack we know nothing of (a coroutine's, sigaltstack's, a
- * thread with a larger stack of its own): no walk, rather than a read
- * outside its mapping. */
-static uintptr_t stack_top(uintptr_t sp)
-{
-    uintptr_t tp;
-    __asm__("mov %%fs:0, %0" : "=r"(tp));
-    if (sp < tp && tp - sp < stack_limit)
-        return tp;
-    uintptr_t main_top = ((uintptr_t)__libc_stack_end | 4095) + 1;
-    if (sp < main_top && main_top - sp < stack_limit)
-        return main_top;
-    return 0;
-}
 
 int hl_unwind_from(uint64_t *pcs, uint64_t *cfas, int max, uint64_t rbp, uint64_t sp, uint64_t pc);
 

@@ -68,24 +68,6 @@ static inline __attribute__((always_inline)) uint64_t arm64_strip(uint64_t pc)
 }
 
 static uint32_t rule_of(uint64_t pc);
-extern void *__libc_stack_end;
-static uintptr_t stack_limit;
-
-/* The top of the running thread's stack, or 0 (unwind.c's stack_top says
- * why). glibc's aarch64 threads keep their descriptor and static TLS,
- * where tpidr_el0 points, at the top of the stack's mapping too. */
-static uintptr_t stack_top(uintptr_t sp)
-{
-    uintptr_t tp;
-    __asm__("mrs %0, tpidr_el0" : "=r"(tp));
-    if (sp < tp && tp - sp < stack_limit)
-        return tp;
-    uintptr_t main_top = ((uintptr_t)__libc_stack_end | 4095) + 1;
-    if (sp < main_top && main_top - sp < stack_limit)
-        return main_top;
-    return 0;
-}
-
 int hl_unwind_from(uint64_t *pcs, uint64_t *cfas, int max, uint64_t fp, uint64_t sp, uint64_t pc);
 
 /* hl_unwind(pcs, cfas, max): the caller's x29, sp and return address as
