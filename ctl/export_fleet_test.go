@@ -235,7 +235,7 @@ func flQuery(t *testing.T, api, query string) (model.Vector, error) {
 
 // flAwait queries until the result has exactly one sample and returns it.
 // exited is closed when Prometheus has exited, which ends the wait.
-func flAwait(t *testing.T, api, query string, exited <-chan struct{}, log *hsBuffer) *model.Sample {
+func flAwait(t *testing.T, api, query string, exited <-chan struct{}, log *testkit.Buffer) *model.Sample {
 	t.Helper()
 	deadline := time.Now().Add(flWait)
 	for {
@@ -292,7 +292,7 @@ func TestExportPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := "http://127.0.0.1:" + strconv.Itoa(flFreePort(t))
-	log := &hsBuffer{}
+	log := &testkit.Buffer{}
 	prom := exec.Command(promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+strings.TrimPrefix(api, "http://"))
 	prom.Dir = dir

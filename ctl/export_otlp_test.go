@@ -87,7 +87,7 @@ func ocFreePort(t *testing.T) string {
 type ocCollector struct {
 	cmd  *exec.Cmd
 	out  string
-	logs *hsBuffer
+	logs *testkit.Buffer
 }
 
 // ocTLS configures the receiver with TLS and a bearer token.
@@ -99,7 +99,7 @@ type ocTLS struct{ cert, key, token string }
 func ocStart(t *testing.T, bin, addr string, tls *ocTLS) *ocCollector {
 	t.Helper()
 	dir := t.TempDir()
-	c := &ocCollector{out: filepath.Join(dir, "profiles.jsonl"), logs: &hsBuffer{}}
+	c := &ocCollector{out: filepath.Join(dir, "profiles.jsonl"), logs: &testkit.Buffer{}}
 	ext, recvExtra, svcExt := "", "", ""
 	if tls != nil {
 		ext = fmt.Sprintf("extensions:\n  bearertokenauth:\n    token: %q\n", tls.token)
@@ -233,12 +233,12 @@ func ocRead(t *testing.T, file string, pid int) []ocResource {
 // ocExport is heapctl export running as a process, its stderr read.
 type ocExport struct {
 	cmd    *exec.Cmd
-	stderr *hsBuffer
+	stderr *testkit.Buffer
 }
 
 func ocStartExport(t *testing.T, env []string, args ...string) *ocExport {
 	t.Helper()
-	e := &ocExport{cmd: exec.Command(testkit.Heapctl(t), append([]string{"export"}, args...)...), stderr: &hsBuffer{}}
+	e := &ocExport{cmd: exec.Command(testkit.Heapctl(t), append([]string{"export"}, args...)...), stderr: &testkit.Buffer{}}
 	e.cmd.Env = append(os.Environ(), env...)
 	e.cmd.Stderr = e.stderr
 	if err := e.cmd.Start(); err != nil {

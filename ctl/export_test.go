@@ -61,7 +61,7 @@ func hsExport(t *testing.T, args ...string) string {
 
 // hsServing waits for a heapctl export process, whose stderr is stderr,
 // to say where it serves, and returns that URL.
-func hsServing(t *testing.T, stderr *hsBuffer) string {
+func hsServing(t *testing.T, stderr *testkit.Buffer) string {
 	t.Helper()
 	re := regexp.MustCompile(`serving (https?://\S+/metrics)`)
 	testkit.Poll(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
@@ -263,7 +263,7 @@ func TestOtherUser(t *testing.T) {
 	lib := testkit.Shim(t)
 
 	// The target holds its base for ten minutes; the test kills it.
-	out := &hsBuffer{}
+	out := &testkit.Buffer{}
 	target := exec.Command(steps, "600000", "1", "64")
 	target.Stdout = out
 	target.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -301,7 +301,7 @@ func TestOtherUser(t *testing.T) {
 	}
 
 	exp := as65533("export", "--listen", "127.0.0.1:0")
-	stderr := &hsBuffer{}
+	stderr := &testkit.Buffer{}
 	exp.Stderr = stderr
 	if err := exp.Start(); err != nil {
 		t.Fatal(err)
@@ -363,7 +363,7 @@ func TestExportBuildInfo(t *testing.T) {
 	}
 	t.Logf("go version -m: %v", want)
 
-	stderr := &hsBuffer{}
+	stderr := &testkit.Buffer{}
 	cmd := exec.Command(bin, "export", "--listen", "127.0.0.1:0")
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {

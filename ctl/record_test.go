@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,29 +59,10 @@ func hsStep(t *testing.T, fifo *os.File) {
 	}
 }
 
-// hsBuffer is an io.Writer that the code under test writes while the test
-// reads it.
-type hsBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *hsBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *hsBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// hsLines reads complete lines of a hsBuffer in order.
+// hsLines reads complete lines of a testkit.Buffer in order.
 type hsLines struct {
 	t    *testing.T
-	b    *hsBuffer
+	b    *testkit.Buffer
 	used int
 }
 
@@ -136,7 +115,7 @@ func hsStart(t *testing.T, args ...string) *hsProc {
 	dir := t.TempDir()
 	bin := hsBuild(t, dir)
 	fifo := hsFifo(t, dir)
-	out := &hsBuffer{}
+	out := &testkit.Buffer{}
 	cmd := exec.Command(bin, append([]string{fifo.Name()}, args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	pid := testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_PEAK_BATCH=0", "HEAPLINE_SUMMARY=0")
@@ -211,8 +190,8 @@ func hsWaitPlateau(t *testing.T, path string, v int64) {
 }
 
 // hsApp runs heapctl in this process with its own writers.
-func hsApp(t *testing.T) (e *env, stdout, stderr *hsBuffer) {
-	stdout, stderr = &hsBuffer{}, &hsBuffer{}
+func hsApp(t *testing.T) (e *env, stdout, stderr *testkit.Buffer) {
+	stdout, stderr = &testkit.Buffer{}, &testkit.Buffer{}
 	core, logs := observer.New(zapcore.WarnLevel)
 	rgRemoveLeft(t, logs)
 	return &env{stdout: stdout, stderr: stderr, log: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))}, stdout, stderr
@@ -508,7 +487,7 @@ func TestRunPythonObjects(t *testing.T) {
 func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r result, stdout string) {
 	t.Helper()
 	p := hsStart(t)
-	out := &hsBuffer{}
+	out := &testkit.Buffer{}
 	e, _, stderr := hsApp(t)
 	e.stdout = out
 	core, logs := observer.New(zapcore.DebugLevel)

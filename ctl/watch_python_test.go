@@ -57,7 +57,7 @@ func TestWatchPython(t *testing.T) {
 	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 200}); err != nil {
 		t.Fatal(err)
 	}
-	screen := &hsBuffer{}
+	screen := &testkit.Buffer{}
 	go io.Copy(screen, ptmx)
 	done, stderr := hsWatch(t, tty, "--interval", "50ms", strconv.Itoa(pid))
 	testkit.Poll(t, "the PYTHON column showing "+want, func() bool {

@@ -20,7 +20,7 @@ import (
 
 // hsWatch runs `heapctl watch args...` in the background with stdout as
 // given and returns its result channel.
-func hsWatch(t *testing.T, stdout io.Writer, args ...string) (chan error, *hsBuffer) {
+func hsWatch(t *testing.T, stdout io.Writer, args ...string) (chan error, *testkit.Buffer) {
 	e, _, stderr := hsApp(t)
 	e.stdout = stdout
 	done := make(chan error, 1)
@@ -28,7 +28,7 @@ func hsWatch(t *testing.T, stdout io.Writer, args ...string) (chan error, *hsBuf
 	return done, stderr
 }
 
-func hsDone(t *testing.T, done chan error, stderr *hsBuffer) {
+func hsDone(t *testing.T, done chan error, stderr *testkit.Buffer) {
 	t.Helper()
 	select {
 	case err := <-done:
@@ -44,7 +44,7 @@ func hsDone(t *testing.T, done chan error, stderr *hsBuffer) {
 // the heap step by step, and the final summary when the process ends.
 func TestWatchLines(t *testing.T) {
 	p := hsStart(t)
-	out := &hsBuffer{}
+	out := &testkit.Buffer{}
 	done, stderr := hsWatch(t, out, "--interval", "10ms", strconv.Itoa(p.pid))
 	hsStep(t, p.fifo)
 	top := p.base + hsTotal(t, p.lines.next("up 1 "))
@@ -92,7 +92,7 @@ func TestWatchTerminal(t *testing.T) {
 	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 150}); err != nil {
 		t.Fatal(err)
 	}
-	screen := &hsBuffer{}
+	screen := &testkit.Buffer{}
 	go io.Copy(screen, ptmx)
 
 	// A sparkline of the last 10 s: the steps below are well within it,
@@ -140,7 +140,7 @@ func TestWatchTerminal(t *testing.T) {
 // refreshes.
 func TestWatchAll(t *testing.T) {
 	p := hsStart(t)
-	out := &hsBuffer{}
+	out := &testkit.Buffer{}
 	done, stderr := hsWatch(t, out, "--all", "--interval", "10ms", "--count", "3")
 	hsDone(t, done, stderr)
 	n := 0
@@ -333,7 +333,7 @@ func TestWatchAllTmuxEnded(t *testing.T) {
 // counters for ever.
 func TestWatchExecWithoutShim(t *testing.T) {
 	pid, in := rgStartExecWithoutShim(t)
-	out := &hsBuffer{}
+	out := &testkit.Buffer{}
 	done, stderr := hsWatch(t, out, "--interval", "10ms", strconv.Itoa(pid))
 	testkit.Poll(t, "a line", func() bool { return strings.Contains(out.String(), "\n") })
 	in.Write([]byte("\n"))
