@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"os/exec"
 	"strconv"
@@ -31,15 +30,13 @@ func TestObjectsKnown(t *testing.T) {
 		t.Run(py.name, func(t *testing.T) {
 			bin := testkit.Interpreter(t, py.glob)
 			cmd := exec.Command(bin, "testdata/pyobjects_known.py")
-			in, _ := cmd.StdinPipe()
-			out, _ := cmd.StdoutPipe()
-			pid := rgStart(t, cmd, lib)
+			pid, in, out := rgPiped(t, cmd, lib)
 			defer func() { in.Close(); _ = cmd.Wait() }()
 			type row struct{ count, bytes float64 }
 			truth := map[string]row{}
 			unreached := map[string]float64{"str": strsUnreached}
-			for rd := bufio.NewReader(out); ; {
-				l, err := rd.ReadString('\n')
+			for {
+				l, err := out.ReadString('\n')
 				if err != nil {
 					t.Fatalf("script: %v", err)
 				}
@@ -108,11 +105,9 @@ func TestObjectsRunning(t *testing.T) {
 	lib := testkit.Shim(t)
 	bin := testkit.Interpreter(t, "/usr/bin/python3.11")
 	cmd := exec.Command(bin, "testdata/pyobjects_churn.py")
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
+	pid, in, out := rgPiped(t, cmd, lib)
 	defer func() { in.Close(); _ = cmd.Wait() }()
-	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "ready\n" {
+	if l, err := out.ReadString('\n'); err != nil || l != "ready\n" {
 		t.Fatalf("script: %q %v", l, err)
 	}
 	for i := 0; i < 3; i++ {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -267,12 +266,10 @@ func TestProfilePythonInuse(t *testing.T) {
 			t.Setenv("HEAPLINE_SAMPLE", pfSample)
 			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
 			cmd := exec.Command(bin, script, "wait")
-			in, _ := cmd.StdinPipe()
-			out, _ := cmd.StdoutPipe()
-			pid := rgStart(t, cmd, lib)
+			pid, in, out := rgPiped(t, cmd, lib)
 			var kept float64
-			for rd := bufio.NewReader(out); ; {
-				l, err := rd.ReadString('\n')
+			for {
+				l, err := out.ReadString('\n')
 				if err != nil {
 					t.Fatalf("script: %v", err)
 				}

@@ -127,10 +127,8 @@ func TestProfileShimPaused(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
 	lib, prog := testkit.Shim(t), pfProg(t)
 	cmd := exec.Command(prog, "wait")
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
-	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "ready\n" {
+	pid, in, out := rgPiped(t, cmd, lib)
+	if l, err := out.ReadString('\n'); err != nil || l != "ready\n" {
 		t.Fatalf("pfprog said %q, %v", l, err)
 	}
 	file := filepath.Join(t.TempDir(), "now.pb.gz")
@@ -269,9 +267,7 @@ func TestProfileShimSites(t *testing.T) {
 	lib := testkit.Shim(t)
 	bin := testkit.CC(t, "", "testdata/sites.c", "-O2", "-Wall", "-Werror")
 	cmd := exec.Command(bin)
-	in, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
+	pid, in, stdout := rgPiped(t, cmd, lib)
 	next := sitesSaid(t, stdout)
 	var truth [4]int64
 	for i, f := range strings.Fields(next("TRUTH "))[1:5] {
@@ -397,11 +393,9 @@ int main(void) {
 	}
 	bin := testkit.CC(t, filepath.Join(dir, "busy"), src, "-O2", "-pthread")
 	cmd := exec.Command(bin)
-	in, _ := cmd.StdinPipe()
+	pid, in, stdout := rgPiped(t, cmd, lib)
 	defer in.Close()
-	stdout, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
-	if l, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || l != "running\n" {
+	if l, err := stdout.ReadString('\n'); err != nil || l != "running\n" {
 		t.Fatalf("busy said %q, %v", l, err)
 	}
 	allocSpace := func(i int) int64 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"os/exec"
 	"strconv"
@@ -27,12 +26,9 @@ func pyHold(t *testing.T, bin, lib string, env ...string) (int, int64, func() in
 	t.Helper()
 	cmd := exec.Command(bin, "-c", pyHoldScript)
 	cmd.Env = append(cmd.Environ(), env...)
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
-	rd := bufio.NewReader(out)
+	pid, in, out := rgPiped(t, cmd, lib)
 	next := func() int64 {
-		l, err := rd.ReadString('\n')
+		l, err := out.ReadString('\n')
 		f := strings.Fields(l)
 		if err != nil || len(f) != 2 || f[0] != "blocks" {
 			t.Fatalf("script said %q: %v", l, err)

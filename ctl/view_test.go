@@ -173,12 +173,10 @@ func vwPython(t *testing.T) (int, string) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, script, "wait")
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
+	pid, in, out := rgPiped(t, cmd, lib)
 	t.Cleanup(func() { in.Close() })
-	for rd := bufio.NewReader(out); ; {
-		l, err := rd.ReadString('\n')
+	for {
+		l, err := out.ReadString('\n')
 		if err != nil {
 			t.Fatalf("script: %v", err)
 		}
