@@ -15,7 +15,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -314,13 +313,8 @@ func TestOtherUser(t *testing.T) {
 	exp.Process.Signal(syscall.SIGTERM)
 	werr := make(chan error, 1)
 	go func() { werr <- exp.Wait() }()
-	select {
-	case err := <-werr:
-		if err != nil {
-			t.Errorf("export after SIGTERM: %v\n%s", err, stderr)
-		}
-	case <-time.After(testkit.Timeout):
-		t.Error("export did not stop on SIGTERM")
+	if err := testkit.Await(t, werr, "export to stop on SIGTERM"); err != nil {
+		t.Errorf("export after SIGTERM: %v\n%s", err, stderr)
 	}
 }
 

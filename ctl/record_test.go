@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -234,13 +233,8 @@ func TestRecordSteps(t *testing.T) {
 	hsStep(t, fifo)
 	lines.next("done")
 	hsStep(t, fifo)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("record: %v\nstderr:\n%s", err, stderr)
-		}
-	case <-time.After(testkit.Timeout):
-		t.Fatal("record did not return after the program exited")
+	if err := testkit.Await(t, done, "record to return after the program exited"); err != nil {
+		t.Fatalf("record: %v\nstderr:\n%s", err, stderr)
 	}
 
 	samples := hsCSV(csvPath)
@@ -331,13 +325,8 @@ func TestRecordPID(t *testing.T) {
 	up := p.base + hsTotal(t, p.lines.next("up 1 "))
 	hsWaitPlateau(t, out, up)
 	p.finish(t)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("record --pid: %v\n%s", err, stderr)
-		}
-	case <-time.After(testkit.Timeout):
-		t.Fatal("record --pid did not return after the process exited")
+	if err := testkit.Await(t, done, "record --pid to return after the process exited"); err != nil {
+		t.Fatalf("record --pid: %v\n%s", err, stderr)
 	}
 	if !strings.Contains(stderr.String(), fmt.Sprintf("heapline[%d] ", p.pid)) {
 		t.Errorf("no summary line:\n%s", stderr)
@@ -498,12 +487,8 @@ func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r 
 	if err := os.Remove(region.Path(p.pid)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		r = result{stderr: stderr.String(), logs: logs, err: err}
-	case <-time.After(testkit.Timeout):
-		t.Fatalf("%v did not end when the region went", args)
-	}
+	err := testkit.Await(t, done, fmt.Sprintf("%v to end when the region went", args))
+	r = result{stderr: stderr.String(), logs: logs, err: err}
 	if p.cmd.ProcessState != nil {
 		t.Fatal("heapsteps ended: the test meant it to run on")
 	}
@@ -597,12 +582,8 @@ func TestRecordExecWithoutShim(t *testing.T) {
 	go func() { done <- heapctl(t, "record", "--interval", "10ms", "-o", out, "--pid", strconv.Itoa(pid)) }()
 	testkit.Poll(t, "a sample", func() bool { return len(hsCSV(out)) > 0 })
 	in.Write([]byte("\n"))
-	select {
-	case r := <-done:
-		if r.err != nil || !r.warned(fmt.Sprintf("process %d exec'd a program without the shim and runs on", pid)) {
-			t.Errorf("record: %v; want a warning that it exec'd without the shim", r.err)
-		}
-	case <-time.After(testkit.Timeout):
-		t.Fatal("record did not end when the process exec'd without the shim")
+	r := testkit.Await(t, done, "record to end when the process exec'd without the shim")
+	if r.err != nil || !r.warned(fmt.Sprintf("process %d exec'd a program without the shim and runs on", pid)) {
+		t.Errorf("record: %v; want a warning that it exec'd without the shim", r.err)
 	}
 }
