@@ -76,11 +76,7 @@ func header(r Result) []string {
 // are messages, for stderr: the caller's.
 func WriteResult(w io.Writer, r Result) error {
 	var b strings.Builder
-	if r.Description != "" {
-		fmt.Fprintf(&b, "%s  %s\n", r.Scenario, r.Description)
-	} else {
-		fmt.Fprintf(&b, "%s\n", r.Scenario)
-	}
+	b.WriteString(overhead.Title(r.Scenario, r.Description))
 	tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(header(r), "\t"))
 	for _, s := range r.Sides {

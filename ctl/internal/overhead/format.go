@@ -8,6 +8,15 @@ import (
 // The figures of overhead's and allocators' tables and notes, formatted
 // the same way in both.
 
+// Title is a result's first line: the scenario, and its description
+// where it has one.
+func Title(scenario, description string) string {
+	if description != "" {
+		return scenario + "  " + description + "\n"
+	}
+	return scenario + "\n"
+}
+
 // Signed formats a change: +12.7%, "?" where it is not known.
 func Signed(f float64) string {
 	if math.IsNaN(f) || math.IsInf(f, 0) {

@@ -105,11 +105,7 @@ func WriteJSON(w io.Writer, doc Document) error {
 //	medians of 10 counted runs a side, after 2 uncounted warm-ups; wall time ...
 func WriteResult(w io.Writer, r Result) error {
 	var b strings.Builder
-	if r.Description != "" {
-		fmt.Fprintf(&b, "%s  %s\n", r.Scenario, r.Description)
-	} else {
-		fmt.Fprintf(&b, "%s\n", r.Scenario)
-	}
+	b.WriteString(Title(r.Scenario, r.Description))
 	tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
 	if r.Measure == string(Instructions) {
 		fmt.Fprintf(tw, "\tinstructions\tcv\twall (callgrind)\n")
