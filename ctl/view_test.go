@@ -164,14 +164,9 @@ func TestViewFile(t *testing.T) {
 // python3, holding its tuples, and returns its pid and file.
 func vwPython(t *testing.T) (int, string) {
 	t.Helper()
-	t.Setenv("HEAPLINE_SAMPLE", pfSample)
-	t.Setenv("HEAPLINE_PYMALLOC", "1")
+	_, script := pyKnownSampled(t)
 	lib := testkit.Shim(t)
 	bin := testkit.Interpreter(t, "/usr/bin/python3.11")
-	script := filepath.Join(t.TempDir(), "app.py")
-	if err := os.WriteFile(script, []byte(pyKnownScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(bin, script, "wait")
 	pid, in, out := rgPiped(t, cmd, lib)
 	t.Cleanup(func() { in.Close() })
