@@ -105,14 +105,7 @@ func rgStartExecWithoutShim(t *testing.T) (pid int, in io.WriteCloser) {
 func rgStartSteps(t *testing.T, lib, prog string) *rgSteps {
 	t.Helper()
 	cmd := exec.Command(prog, "steps")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, out := testkit.Pipes(t, cmd)
 	rgStart(t, cmd, lib)
 	p := &rgSteps{cmd: cmd, in: in, lines: make(chan string, 8)}
 	go func() {
@@ -583,13 +576,6 @@ func TestRunOneLinePerRun(t *testing.T) {
 // still (they say a line, then wait for stdin to close).
 func rgPiped(t *testing.T, cmd *exec.Cmd, lib string) (pid int, in io.WriteCloser, out *bufio.Reader) {
 	t.Helper()
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rgStart(t, cmd, lib), in, bufio.NewReader(stdout)
+	in, out = testkit.Pipes(t, cmd)
+	return rgStart(t, cmd, lib), in, out
 }

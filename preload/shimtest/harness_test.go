@@ -110,14 +110,7 @@ func known(t *testing.T, extra []string, prog string, args []string, check func(
 	t.Helper()
 	cmd := exec.Command(prog, args...)
 	cmd.Env = env(t, append([]string{"HEAPLINE_SUMMARY=0"}, extra...)...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := testkit.Pipes(t, cmd)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
