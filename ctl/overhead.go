@@ -48,7 +48,7 @@ func overheadCommand(e *env) *cli.Command {
 			&cli.Float64Flag{Name: "threshold", Value: 0.05, Usage: "with --baseline-lib, the markdown verdict's `T`: a change is called only when its 95% interval lies wholly beyond ±T or within it (0.05 = 5 points)"},
 			&cli.BoolFlag{Name: "floor", Usage: "also measure the floor, bin/libfloor.so (bench/floor/packed.c: the same counting with nothing around it), as a third side"},
 			&cli.BoolFlag{Name: "list", Usage: "print the scenarios, one a line: name, command (tab-separated; with --measure instructions, the shortened one), description"},
-			&cli.StringFlag{Name: "lib", Usage: "profile with the library at `PATH` (default: $HEAPLINE_LIB, else the libheap.so installed with heapctl, else ./bin)"},
+			clikit.LibFlag("profile with the library at `PATH`"),
 			&cli.BoolFlag{Name: "any-lib", Usage: "accept a --lib or --baseline-lib that defines no malloc: to measure what loading a library costs (bench/floor), not a profiler"},
 			&cli.StringFlag{Name: "baseline-lib", Usage: "preload the library at `PATH` on the baseline side instead of none (compare two builds)"},
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "repeat the measurement `N` times, alternating which side runs first; report the median"},
