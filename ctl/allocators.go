@@ -16,7 +16,6 @@ import (
 	"github.com/heapline/heapline/ctl/internal/allocators"
 	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/measure"
-	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
 	"github.com/heapline/heapline/ctl/internal/shim"
 )
@@ -65,12 +64,9 @@ func runAllocators(c *cli.Context, e *env) error {
 	if a.Help {
 		return cli.ShowSubcommandHelp(c)
 	}
-	format := c.String("format")
-	if c.Bool("json") {
-		if c.IsSet("format") && format != "json" {
-			return fmt.Errorf("--json and --format %s exclude each other", format)
-		}
-		format = "json"
+	format, err := measure.Format(c)
+	if err != nil {
+		return err
 	}
 	opts := allocators.Options{
 		Runs: c.Int("runs"), Warmup: c.Int("warmup"), Rounds: c.Int("rounds"), CountRuns: c.Int("count-runs"),
@@ -87,8 +83,6 @@ func runAllocators(c *cli.Context, e *env) error {
 		return errors.New("--count-runs must be at least 0")
 	case opts.Measure != overhead.CPU && opts.Measure != overhead.Time:
 		return fmt.Errorf("--measure must be cpu or time, not %q", opts.Measure)
-	case format != "text" && format != "json" && format != "markdown":
-		return fmt.Errorf("--format must be text, json or markdown, not %q", format)
 	case !(opts.Threshold >= 0):
 		return fmt.Errorf("--threshold must be at least 0, got %g", opts.Threshold)
 	}
@@ -135,11 +129,11 @@ func runAllocators(c *cli.Context, e *env) error {
 
 	// The JSON file is checked before anything runs, and written whole at
 	// the end: a temporary file beside it, renamed.
-	var outFile *outfile.File
-	if p := c.String("out"); p != "" {
-		if outFile, err = outfile.Create(p); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
+	outFile, err := measure.Out(c)
+	if err != nil {
+		return err
+	}
+	if outFile != nil {
 		defer outFile.Abort()
 	}
 

@@ -100,14 +100,11 @@ func runOverhead(c *cli.Context, e *env) error {
 	}
 	// The JSON file is checked before anything runs, and written whole at
 	// the end.
-	var out *outfile.File
-	if p := c.String("out"); p != "" {
-		if err := outfile.Check("--out", p); err != nil {
-			return err
-		}
-		if out, err = outfile.Create(p); err != nil {
-			return fmt.Errorf("--out %s: %w", p, err)
-		}
+	out, err := measure.Out(c)
+	if err != nil {
+		return err
+	}
+	if out != nil {
 		defer out.Abort()
 	}
 	var valgrind string
@@ -177,13 +174,11 @@ func runOverhead(c *cli.Context, e *env) error {
 func overheadFlags(c *cli.Context) (overheadSettings, error) {
 	set := overheadSettings{
 		n: c.Int("runs"), warmup: c.Int("warmup"), rounds: c.Int("rounds"),
-		mode: overhead.Mode(c.String("measure")), format: c.String("format"),
+		mode: overhead.Mode(c.String("measure")),
 	}
-	if c.Bool("json") {
-		if c.IsSet("format") && set.format != "json" {
-			return set, fmt.Errorf("--json and --format %s exclude each other", set.format)
-		}
-		set.format = "json"
+	var err error
+	if set.format, err = measure.Format(c); err != nil {
+		return set, err
 	}
 	switch {
 	case set.n < 1 || set.n > maxRuns:
@@ -194,8 +189,6 @@ func overheadFlags(c *cli.Context) (overheadSettings, error) {
 		return set, fmt.Errorf("--rounds must be at least 1 and at most %d, got %d", maxRounds, set.rounds)
 	case !slices.Contains(overhead.Modes, set.mode):
 		return set, fmt.Errorf("--measure must be time, instructions or cpu, not %q", set.mode)
-	case set.format != "text" && set.format != "json" && set.format != "markdown":
-		return set, fmt.Errorf("--format must be text, json or markdown, not %q", set.format)
 	case !(c.Float64("threshold") >= 0):
 		return set, fmt.Errorf("--threshold must be at least 0, got %g", c.Float64("threshold"))
 	}
