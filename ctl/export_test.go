@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,17 +68,9 @@ func hsServing(t *testing.T, stderr *testkit.Buffer) string {
 // hsScrape fetches and parses the metrics.
 func hsScrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("scrape: %s\n%s", resp.Status, b)
-	}
+	b := testkit.Get(t, url)
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(string(b)))
+	fams, err := p.TextToMetricFamilies(strings.NewReader(b))
 	if err != nil {
 		t.Fatalf("scrape: %v\n%s", err, b)
 	}
