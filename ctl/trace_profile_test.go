@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -208,13 +207,11 @@ y = [str(i) * 3 for i in range(200000)]
 func traceCapture(b *testing.B, rate uint64, argv ...string) ([]bpf.Sample, *unwind.Process) {
 	b.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
+	in, lines := testkit.Pipes(b, cmd)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	defer cmd.Wait()
-	lines := bufio.NewReader(out)
 	if l, err := lines.ReadString('\n'); err != nil || l != "ready\n" {
 		b.Fatalf("%s said %q, %v", argv[0], l, err)
 	}
