@@ -38,7 +38,7 @@ func allocatorsCommand(e *env) *cli.Command {
 			"libheap.so in front of the allocator, allocations per second and the memory retained at the peak.\n" +
 			"Allocators measured when installed (make deps installs them), beside any --lib:\n" + strings.Join(names, "\n") + "\n" +
 			"SCENARIO is one of heapctl overhead's (" + strings.Join(overhead.Names(), ", ") + ").",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "runs", Aliases: []string{"n"}, Value: 10, Usage: "`N` timed runs of each side"},
 			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "`N` uncounted runs of each side first"},
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "`N` rounds of the timed runs, alternating the order of the sides"},
@@ -47,11 +47,7 @@ func allocatorsCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "shim", Usage: "libheap.so of the count runs, at `PATH` (default: $HEAPLINE_LIB, else the one installed with heapctl, else ./bin)"},
 			&cli.StringFlag{Name: "measure", Value: "cpu", Usage: "`WHAT` the change and the verdict are of: cpu (user+sys time) or time (wall)"},
 			&cli.Float64Flag{Name: "threshold", Value: 0.05, Usage: "the verdict's `T`: faster, slower or same only when the 95% interval lies wholly beyond ±T or within it"},
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table (= --format json)"},
-			&cli.StringFlag{Name: "format", Value: "text", Usage: "`FORMAT` of the output: text, json, or markdown"},
-			&cli.StringFlag{Name: "out", Usage: "also write the JSON document to `FILE` (whole, or not at all)"},
-			&cli.StringFlag{Name: "root", Usage: "project `DIR` holding bin/ and scenarios/ (default: found beside heapctl)"},
-		},
+		}, measure.Flags()...),
 		Action: func(c *cli.Context) error { return runAllocators(c, e) },
 	}
 }

@@ -8,6 +8,18 @@ import (
 	"github.com/heapline/heapline/ctl/internal/outfile"
 )
 
+// Flags are the flags that both measuring commands read here and in
+// Locate: the output's form (--json, --format), its copy (--out) and the
+// project (--root).
+func Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table (= --format json)"},
+		&cli.StringFlag{Name: "format", Value: "text", Usage: "`FORMAT` of the output: text, json, or markdown (a table for a job summary)"},
+		&cli.StringFlag{Name: "out", Usage: "also write the JSON document to `FILE` (whole, or not at all)"},
+		&cli.StringFlag{Name: "root", Usage: "project `DIR` holding bin/ and scenarios/ (default: found beside heapctl)"},
+	}
+}
+
 // Format is the output --format names, or json with --json (the two
 // must agree): text, json or markdown.
 func Format(c *cli.Context) (string, error) {
