@@ -16,14 +16,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 HEAPCTL=${HEAPCTL:-$root/bin/heapctl}
-if [ $# -lt 2 ]; then
-	echo "usage: $0 REV OUT.json [SCENARIO...]" >&2
-	exit 2
-fi
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. "$root/bench/measure.sh"
+scenario_args 2 "REV OUT.json [SCENARIO...]" "$@"
 rev=$1 out=$2
-shift 2
-scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(all)
 [ -x "$HEAPCTL" ] || { echo "compare: no heapctl at $HEAPCTL (make, or set HEAPCTL)" >&2; exit 2; }
 
 # REV's library from its own sources, in a worktree of our own that the
@@ -38,8 +34,6 @@ git -C "$root" worktree add -q --detach "$tmp/base" "$rev"
 make -C "$tmp/base" bin/libheap.so >&2
 
 echo "compare: $(git -C "$root" rev-parse --short HEAD) against $rev" >&2
-# shellcheck source-path=SCRIPTDIR source=measure.sh
-. "$root/bench/measure.sh"
 measure "$out" --baseline-lib "$tmp/base/bin/libheap.so" --lib "$root/bin/libheap.so" \
 	--measure "${MEASURE:-cpu}" -n "${RUNS:-10}" --rounds "${ROUNDS:-1}" --threshold "${THRESHOLD:-0.05}" \
 	"${scenarios[@]}"

@@ -17,22 +17,15 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 HEAPCTL=${HEAPCTL:-$root/bin/heapctl}
-
-if [ $# -lt 1 ]; then
-	echo "usage: $0 OUTDIR [SCENARIO...]" >&2
-	exit 2
-fi
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. "$root/bench/measure.sh"
+scenario_args 1 "OUTDIR [SCENARIO...]" "$@"
 out=$1
-shift
-scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(all)
 mkdir -p "$out"
 
 # One overhead run a measure into OUTDIR/NAME.json (bench/measure.sh: --out
 # writes it whole or not at all, so a failed measurement never leaves half
 # a document for the publish step to refuse), its table on stdout.
-# shellcheck source-path=SCRIPTDIR source=measure.sh
-. "$root/bench/measure.sh"
 measure "$out/cpu.json" "${scenarios[@]}" --measure cpu -n "${RUNS:-10}" --floor
 if [ "${INSTRUCTIONS:-1}" != 0 ]; then
 	measure "$out/instructions.json" "${scenarios[@]}" --measure instructions --floor

@@ -17,15 +17,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 HEAPCTL=${HEAPCTL:-$root/bin/heapctl}
-
-if [ $# -lt 1 ]; then
-	echo "usage: $0 OUTDIR [SCENARIO...]" >&2
-	exit 2
-fi
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+. "$root/bench/measure.sh"
+scenario_args 1 "OUTDIR [SCENARIO...]" "$@"
 out=$(mkdir -p "$1" && cd "$1" && pwd)
-shift
-scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(all)
 
 previous=${PREVIOUS:-$(git describe --tags --abbrev=0 --match 'v*' 'HEAD^' 2>/dev/null || true)}
 if [ -z "$previous" ]; then

@@ -17,6 +17,9 @@
 # ir OUT LIB [CALLGRIND-OPTION...] -- CMD...: the instructions callgrind
 #   counts in CMD (and its children) with LIB preloaded ("" for none),
 #   HEAPLINE_SUMMARY=0; OUT is callgrind's scratch file.
+# scenario_args N USAGE ARG...: exits 2 with "usage: SCRIPT USAGE" unless
+#   there are N ARGs or more; sets scenarios to the ARGs after the first N,
+#   or to (all) where there are none.
 HEAPCTL=${HEAPCTL:-$PWD/bin/heapctl}
 
 measure() {
@@ -61,4 +64,17 @@ ir() {
 	valgrind --tool=callgrind "${opts[@]}" --callgrind-out-file="$out" --trace-children=yes \
 		env ${with:+LD_PRELOAD=$with} HEAPLINE_SUMMARY=0 "$@" >/dev/null 2>&1
 	awk '/^totals:/ {print $2}' "$out"
+}
+
+scenario_args() {
+	local n=$1 usage=$2
+	shift 2
+	if [ $# -lt "$n" ]; then
+		echo "usage: $0 $usage" >&2
+		exit 2
+	fi
+	shift "$n"
+	# shellcheck disable=SC2034 # the sourcing script's
+	scenarios=("$@")
+	[ ${#scenarios[@]} -gt 0 ] || scenarios=(all)
 }

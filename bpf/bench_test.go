@@ -3,7 +3,6 @@
 package bpf
 
 import (
-	"bufio"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -12,8 +11,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/heapline/heapline/internal/testkit"
 	"golang.org/x/sys/unix"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // hitsC times n calls of one kind in its own loop, after a byte on stdin
@@ -62,13 +62,11 @@ func timeHits(b *testing.B, bin, kind string, n int, traced bool) float64 {
 // kernel's statistics enabled).
 func timeHitsWith(b *testing.B, bin, kind string, n int, traced bool, o Options) (ns float64, samples uint64, prog time.Duration) {
 	cmd := exec.Command(bin, kind, strconv.Itoa(n))
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
+	in, r := testkit.Pipes(b, cmd)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	defer cmd.Wait()
-	r := bufio.NewReader(out)
 	if _, err := r.ReadString('\n'); err != nil {
 		b.Fatal(err)
 	}

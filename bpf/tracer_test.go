@@ -3,7 +3,6 @@
 package bpf
 
 import (
-	"bufio"
 	"debug/elf"
 	"os"
 	"os/exec"
@@ -47,14 +46,13 @@ func TestAttachModes(t *testing.T) {
 	for _, mode := range []Mode{ModeMulti, ModePMU} {
 		t.Run(string(mode), func(t *testing.T) {
 			cmd := exec.Command(bin)
-			in, _ := cmd.StdinPipe()
-			out, _ := cmd.StdoutPipe()
+			in, out := testkit.Pipes(t, cmd)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			defer cmd.Wait()
 			defer cmd.Process.Kill()
-			if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			if _, err := out.ReadString('\n'); err != nil {
 				t.Fatal(err)
 			}
 			libc, err := LibcOf(cmd.Process.Pid)

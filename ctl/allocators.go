@@ -16,7 +16,6 @@ import (
 	"github.com/heapline/heapline/ctl/internal/allocators"
 	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/measure"
-	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
 	"github.com/heapline/heapline/ctl/internal/shim"
 )
@@ -39,7 +38,7 @@ func allocatorsCommand(e *env) *cli.Command {
 			"libheap.so in front of the allocator, allocations per second and the memory retained at the peak.\n" +
 			"Allocators measured when installed (make deps installs them), beside any --lib:\n" + strings.Join(names, "\n") + "\n" +
 			"SCENARIO is one of heapctl overhead's (" + strings.Join(overhead.Names(), ", ") + ").",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "runs", Aliases: []string{"n"}, Value: 10, Usage: "`N` timed runs of each side"},
 			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "`N` uncounted runs of each side first"},
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "`N` rounds of the timed runs, alternating the order of the sides"},
@@ -48,11 +47,7 @@ func allocatorsCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "shim", Usage: "libheap.so of the count runs, at `PATH` (default: $HEAPLINE_LIB, else the one installed with heapctl, else ./bin)"},
 			&cli.StringFlag{Name: "measure", Value: "cpu", Usage: "`WHAT` the change and the verdict are of: cpu (user+sys time) or time (wall)"},
 			&cli.Float64Flag{Name: "threshold", Value: 0.05, Usage: "the verdict's `T`: faster, slower or same only when the 95% interval lies wholly beyond ±T or within it"},
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table (= --format json)"},
-			&cli.StringFlag{Name: "format", Value: "text", Usage: "`FORMAT` of the output: text, json, or markdown"},
-			&cli.StringFlag{Name: "out", Usage: "also write the JSON document to `FILE` (whole, or not at all)"},
-			&cli.StringFlag{Name: "root", Usage: "project `DIR` holding bin/ and scenarios/ (default: found beside heapctl)"},
-		},
+		}, measure.Flags()...),
 		Action: func(c *cli.Context) error { return runAllocators(c, e) },
 	}
 }
@@ -65,12 +60,9 @@ func runAllocators(c *cli.Context, e *env) error {
 	if a.Help {
 		return cli.ShowSubcommandHelp(c)
 	}
-	format := c.String("format")
-	if c.Bool("json") {
-		if c.IsSet("format") && format != "json" {
-			return fmt.Errorf("--json and --format %s exclude each other", format)
-		}
-		format = "json"
+	format, err := measure.Format(c)
+	if err != nil {
+		return err
 	}
 	opts := allocators.Options{
 		Runs: c.Int("runs"), Warmup: c.Int("warmup"), Rounds: c.Int("rounds"), CountRuns: c.Int("count-runs"),
@@ -87,8 +79,6 @@ func runAllocators(c *cli.Context, e *env) error {
 		return errors.New("--count-runs must be at least 0")
 	case opts.Measure != overhead.CPU && opts.Measure != overhead.Time:
 		return fmt.Errorf("--measure must be cpu or time, not %q", opts.Measure)
-	case format != "text" && format != "json" && format != "markdown":
-		return fmt.Errorf("--format must be text, json or markdown, not %q", format)
 	case !(opts.Threshold >= 0):
 		return fmt.Errorf("--threshold must be at least 0, got %g", opts.Threshold)
 	}
@@ -135,11 +125,11 @@ func runAllocators(c *cli.Context, e *env) error {
 
 	// The JSON file is checked before anything runs, and written whole at
 	// the end: a temporary file beside it, renamed.
-	var outFile *outfile.File
-	if p := c.String("out"); p != "" {
-		if outFile, err = outfile.Create(p); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
+	outFile, err := measure.Out(c)
+	if err != nil {
+		return err
+	}
+	if outFile != nil {
 		defer outFile.Abort()
 	}
 

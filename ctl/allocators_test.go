@@ -31,7 +31,7 @@ func TestAllocatorsBadArgs(t *testing.T) {
 		{[]string{"--lib", "glibc=" + nop, "--", "true"}, "glibc is the side with nothing preloaded"},
 		{[]string{"--shim", "/nonexistent/libheap.so", "--", "true"}, "--shim /nonexistent/libheap.so: stat"},
 		{[]string{"--root", t.TempDir(), "--", "true"}, "the count runs need libheap.so, found neither beside heapctl nor in "},
-		{[]string{"--count-runs", "0", "--out", "/nonexistent/dir/r.json", "--", "true"}, "--out: "},
+		{[]string{"--count-runs", "0", "--out", "/nonexistent/dir/r.json", "--", "true"}, "--out /nonexistent/dir/r.json: cannot write it: no such file or directory"},
 	} {
 		err := heapctl(t, append([]string{"allocators"}, tc.args...)...).err
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

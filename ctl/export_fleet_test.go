@@ -196,17 +196,6 @@ func flPrometheus(t *testing.T, tool string) string {
 	return testkit.NeedTool(t, tool, "make deps installs Debian's prometheus package")
 }
 
-// flFreePort is a loopback port free a moment ago.
-func flFreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // flQuery runs an instant query on Prometheus's HTTP API and returns the
 // result's samples.
 func flQuery(t *testing.T, api, query string) (model.Vector, error) {
@@ -235,7 +224,7 @@ func flQuery(t *testing.T, api, query string) (model.Vector, error) {
 
 // flAwait queries until the result has exactly one sample and returns it.
 // exited is closed when Prometheus has exited, which ends the wait.
-func flAwait(t *testing.T, api, query string, exited <-chan struct{}, log *hsBuffer) *model.Sample {
+func flAwait(t *testing.T, api, query string, exited <-chan struct{}, log *testkit.Buffer) *model.Sample {
 	t.Helper()
 	deadline := time.Now().Add(flWait)
 	for {
@@ -291,8 +280,8 @@ func TestExportPrometheus(t *testing.T) {
 		job("heapline", flPassword)+job("wrongpw", "not "+flPassword)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	api := "http://127.0.0.1:" + strconv.Itoa(flFreePort(t))
-	log := &hsBuffer{}
+	api := "http://" + testkit.FreeAddr(t)
+	log := &testkit.Buffer{}
 	prom := exec.Command(promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+strings.TrimPrefix(api, "http://"))
 	prom.Dir = dir

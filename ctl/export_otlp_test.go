@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -72,22 +71,11 @@ func ocBinary(t *testing.T) string {
 	return bin
 }
 
-// ocFreePort is a loopback port nothing listens on now.
-func ocFreePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // ocCollector is a running Collector writing what it receives to out.
 type ocCollector struct {
 	cmd  *exec.Cmd
 	out  string
-	logs *hsBuffer
+	logs *testkit.Buffer
 }
 
 // ocTLS configures the receiver with TLS and a bearer token.
@@ -99,7 +87,7 @@ type ocTLS struct{ cert, key, token string }
 func ocStart(t *testing.T, bin, addr string, tls *ocTLS) *ocCollector {
 	t.Helper()
 	dir := t.TempDir()
-	c := &ocCollector{out: filepath.Join(dir, "profiles.jsonl"), logs: &hsBuffer{}}
+	c := &ocCollector{out: filepath.Join(dir, "profiles.jsonl"), logs: &testkit.Buffer{}}
 	ext, recvExtra, svcExt := "", "", ""
 	if tls != nil {
 		ext = fmt.Sprintf("extensions:\n  bearertokenauth:\n    token: %q\n", tls.token)
@@ -233,12 +221,12 @@ func ocRead(t *testing.T, file string, pid int) []ocResource {
 // ocExport is heapctl export running as a process, its stderr read.
 type ocExport struct {
 	cmd    *exec.Cmd
-	stderr *hsBuffer
+	stderr *testkit.Buffer
 }
 
 func ocStartExport(t *testing.T, env []string, args ...string) *ocExport {
 	t.Helper()
-	e := &ocExport{cmd: exec.Command(testkit.Heapctl(t), append([]string{"export"}, args...)...), stderr: &hsBuffer{}}
+	e := &ocExport{cmd: exec.Command(testkit.Heapctl(t), append([]string{"export"}, args...)...), stderr: &testkit.Buffer{}}
 	e.cmd.Env = append(os.Environ(), env...)
 	e.cmd.Stderr = e.stderr
 	if err := e.cmd.Start(); err != nil {
@@ -283,7 +271,7 @@ func TestExportOTLPSites(t *testing.T) {
 	bin := ocBinary(t)
 	lib := testkit.Shim(t)
 	sites := testkit.CC(t, "", "testdata/sites.c", "-O2", "-Wall", "-Werror")
-	addr := ocFreePort(t)
+	addr := testkit.FreeAddr(t)
 	exp := ocStartExport(t, nil, "--otlp-endpoint", "http://"+addr, "--otlp-interval", "2s")
 
 	cmd := exec.Command(sites)
@@ -400,7 +388,7 @@ func TestExportOTLPOutage(t *testing.T) {
 	if l, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(l, "READY") {
 		t.Fatalf("script said %q", l)
 	}
-	addr := ocFreePort(t)
+	addr := testkit.FreeAddr(t)
 	col := ocStart(t, bin, addr, nil)
 	exp := ocStartExport(t, nil, "--otlp-endpoint", "http://"+addr, "--otlp-interval", "500ms", "--otlp-queue-bytes", "1")
 	testkit.Poll(t, "the script's profiles", func() bool { return len(ocRead(t, col.out, pid)) >= 2 })
@@ -450,7 +438,7 @@ func TestExportOTLPBearer(t *testing.T) {
 	defer stdin.Close()
 	pid := rgStart(t, prog, lib)
 	f := flWebConfig(t)
-	addr := ocFreePort(t)
+	addr := testkit.FreeAddr(t)
 	col := ocStart(t, bin, addr, &ocTLS{cert: f.cert, key: f.key, token: "s3cret"})
 	url := "https://" + addr
 	good := ocStartExport(t, []string{"OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20s3cret"},

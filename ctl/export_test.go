@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -61,7 +58,7 @@ func hsExport(t *testing.T, args ...string) string {
 
 // hsServing waits for a heapctl export process, whose stderr is stderr,
 // to say where it serves, and returns that URL.
-func hsServing(t *testing.T, stderr *hsBuffer) string {
+func hsServing(t *testing.T, stderr *testkit.Buffer) string {
 	t.Helper()
 	re := regexp.MustCompile(`serving (https?://\S+/metrics)`)
 	testkit.Poll(t, "the exporter's address", func() bool { return re.MatchString(stderr.String()) })
@@ -71,17 +68,9 @@ func hsServing(t *testing.T, stderr *hsBuffer) string {
 // hsScrape fetches and parses the metrics.
 func hsScrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("scrape: %s\n%s", resp.Status, b)
-	}
+	b := testkit.Get(t, url)
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(string(b)))
+	fams, err := p.TextToMetricFamilies(strings.NewReader(b))
 	if err != nil {
 		t.Fatalf("scrape: %v\n%s", err, b)
 	}
@@ -263,7 +252,7 @@ func TestOtherUser(t *testing.T) {
 	lib := testkit.Shim(t)
 
 	// The target holds its base for ten minutes; the test kills it.
-	out := &hsBuffer{}
+	out := &testkit.Buffer{}
 	target := exec.Command(steps, "600000", "1", "64")
 	target.Stdout = out
 	target.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -301,7 +290,7 @@ func TestOtherUser(t *testing.T) {
 	}
 
 	exp := as65533("export", "--listen", "127.0.0.1:0")
-	stderr := &hsBuffer{}
+	stderr := &testkit.Buffer{}
 	exp.Stderr = stderr
 	if err := exp.Start(); err != nil {
 		t.Fatal(err)
@@ -314,13 +303,8 @@ func TestOtherUser(t *testing.T) {
 	exp.Process.Signal(syscall.SIGTERM)
 	werr := make(chan error, 1)
 	go func() { werr <- exp.Wait() }()
-	select {
-	case err := <-werr:
-		if err != nil {
-			t.Errorf("export after SIGTERM: %v\n%s", err, stderr)
-		}
-	case <-time.After(testkit.Timeout):
-		t.Error("export did not stop on SIGTERM")
+	if err := testkit.Await(t, werr, "export to stop on SIGTERM"); err != nil {
+		t.Errorf("export after SIGTERM: %v\n%s", err, stderr)
 	}
 }
 
@@ -363,7 +347,7 @@ func TestExportBuildInfo(t *testing.T) {
 	}
 	t.Logf("go version -m: %v", want)
 
-	stderr := &hsBuffer{}
+	stderr := &testkit.Buffer{}
 	cmd := exec.Command(bin, "export", "--listen", "127.0.0.1:0")
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/regions"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // The one way ctl's tests run heapctl: in process, as main would, on the
@@ -46,7 +47,7 @@ func heapctl(t *testing.T, args ...string) result {
 // heapctlWith runs heapctl with args, set up as h says.
 func heapctlWith(t *testing.T, h how, args ...string) result {
 	t.Helper()
-	var out, errb hsBuffer // locked: a child may write while heapctl does
+	var out, errb testkit.Buffer // locked: a child may write while heapctl does
 	core, logs := observer.New(zapcore.DebugLevel)
 	e := &env{stdout: &out, stderr: &errb, log: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))}
 	if h.ownLogs {

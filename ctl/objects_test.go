@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"os/exec"
 	"strconv"
@@ -27,78 +26,73 @@ const strsUnreached = 3000
 // --stop.
 func TestObjectsKnown(t *testing.T) {
 	lib := testkit.Shim(t)
-	for _, py := range pyInterpreters {
-		t.Run(py.name, func(t *testing.T) {
-			bin := testkit.Interpreter(t, py.glob)
-			cmd := exec.Command(bin, "testdata/pyobjects_known.py")
-			in, _ := cmd.StdinPipe()
-			out, _ := cmd.StdoutPipe()
-			pid := rgStart(t, cmd, lib)
-			defer func() { in.Close(); _ = cmd.Wait() }()
-			type row struct{ count, bytes float64 }
-			truth := map[string]row{}
-			unreached := map[string]float64{"str": strsUnreached}
-			for rd := bufio.NewReader(out); ; {
-				l, err := rd.ReadString('\n')
-				if err != nil {
-					t.Fatalf("script: %v", err)
-				}
-				f := strings.Fields(l)
-				if len(f) == 3 && f[0] == "unreached" {
-					unreached[f[1]], _ = strconv.ParseFloat(f[2], 64)
-				} else if len(f) == 4 && f[0] == "truth" {
-					c, _ := strconv.ParseFloat(f[2], 64)
-					b, _ := strconv.ParseFloat(f[3], 64)
-					truth[f[1]] = row{c, b}
-				} else if len(f) == 1 && f[0] == "ready" {
-					break
-				}
+	eachPython(t, func(t *testing.T, bin string) {
+		cmd := exec.Command(bin, "testdata/pyobjects_known.py")
+		pid, in, out := rgPiped(t, cmd, lib)
+		defer func() { in.Close(); _ = cmd.Wait() }()
+		type row struct{ count, bytes float64 }
+		truth := map[string]row{}
+		unreached := map[string]float64{"str": strsUnreached}
+		for {
+			l, err := out.ReadString('\n')
+			if err != nil {
+				t.Fatalf("script: %v", err)
 			}
-			if len(truth) != 7 {
-				t.Fatalf("script's truth: %v", truth)
+			f := strings.Fields(l)
+			if len(f) == 3 && f[0] == "unreached" {
+				unreached[f[1]], _ = strconv.ParseFloat(f[2], 64)
+			} else if len(f) == 4 && f[0] == "truth" {
+				c, _ := strconv.ParseFloat(f[2], 64)
+				b, _ := strconv.ParseFloat(f[3], 64)
+				truth[f[1]] = row{c, b}
+			} else if len(f) == 1 && f[0] == "ready" {
+				break
 			}
-			for _, stop := range []bool{false, true} {
-				args := []string{"objects", "--json", "--top", "0", strconv.Itoa(pid)}
-				if stop {
-					args = append(args, "--stop")
-				}
-				r := heapctl(t, args...)
-				if r.err != nil {
-					t.Fatal(r.err)
-				}
-				if r.warned("GC lists") {
-					t.Errorf("stop %v: the GC lists were not read: %s", stop, r.stderr)
-				}
-				var got []struct {
-					Type  string
-					Count float64
-					Bytes float64
-				}
-				if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
-					t.Fatalf("%v: %s", err, r.stdout)
-				}
-				seen := map[string]bool{}
-				for _, g := range got {
-					w, ok := truth[g.Type]
-					if !ok {
-						continue
-					}
-					seen[g.Type] = true
-					lo, hi := 0.99*w.count, 1.01*w.count+unreached[g.Type]
-					if g.Count < lo || g.Count > hi {
-						t.Errorf("stop %v: %s: %.0f objects, the script counts %.0f", stop, g.Type, g.Count, w.count)
-					}
-					if d := g.Bytes/w.bytes - 1; d > 0.05 || d < -0.05 {
-						t.Errorf("stop %v: %s: %.0f bytes, the script's sys.getsizeof sum %.0f: %+.1f%%", stop, g.Type, g.Bytes, w.bytes, 100*d)
-					}
-					t.Logf("stop %v: %s: %.0f objects, %.0f bytes; the script: %.0f, %.0f", stop, g.Type, g.Count, g.Bytes, w.count, w.bytes)
-				}
-				if len(seen) != len(truth) {
-					t.Errorf("stop %v: types found %v of %v", stop, seen, truth)
-				}
+		}
+		if len(truth) != 7 {
+			t.Fatalf("script's truth: %v", truth)
+		}
+		for _, stop := range []bool{false, true} {
+			args := []string{"objects", "--json", "--top", "0", strconv.Itoa(pid)}
+			if stop {
+				args = append(args, "--stop")
 			}
-		})
-	}
+			r := heapctl(t, args...)
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r.warned("GC lists") {
+				t.Errorf("stop %v: the GC lists were not read: %s", stop, r.stderr)
+			}
+			var got []struct {
+				Type  string
+				Count float64
+				Bytes float64
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+				t.Fatalf("%v: %s", err, r.stdout)
+			}
+			seen := map[string]bool{}
+			for _, g := range got {
+				w, ok := truth[g.Type]
+				if !ok {
+					continue
+				}
+				seen[g.Type] = true
+				lo, hi := 0.99*w.count, 1.01*w.count+unreached[g.Type]
+				if g.Count < lo || g.Count > hi {
+					t.Errorf("stop %v: %s: %.0f objects, the script counts %.0f", stop, g.Type, g.Count, w.count)
+				}
+				if d := g.Bytes/w.bytes - 1; d > 0.05 || d < -0.05 {
+					t.Errorf("stop %v: %s: %.0f bytes, the script's sys.getsizeof sum %.0f: %+.1f%%", stop, g.Type, g.Bytes, w.bytes, 100*d)
+				}
+				t.Logf("stop %v: %s: %.0f objects, %.0f bytes; the script: %.0f, %.0f", stop, g.Type, g.Count, g.Bytes, w.count, w.bytes)
+			}
+			if len(seen) != len(truth) {
+				t.Errorf("stop %v: types found %v of %v", stop, seen, truth)
+			}
+		}
+	})
 }
 
 // TestObjectsRunning: a walk without --stop of a process whose youngest
@@ -108,11 +102,9 @@ func TestObjectsRunning(t *testing.T) {
 	lib := testkit.Shim(t)
 	bin := testkit.Interpreter(t, "/usr/bin/python3.11")
 	cmd := exec.Command(bin, "testdata/pyobjects_churn.py")
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
+	pid, in, out := rgPiped(t, cmd, lib)
 	defer func() { in.Close(); _ = cmd.Wait() }()
-	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "ready\n" {
+	if l, err := out.ReadString('\n'); err != nil || l != "ready\n" {
 		t.Fatalf("script: %q %v", l, err)
 	}
 	for i := 0; i < 3; i++ {

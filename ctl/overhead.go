@@ -39,23 +39,19 @@ func overheadCommand(e *env) *cli.Command {
 		Description: "Runs each scenario without and with libheap.so, alternating the two after warm-up runs,\n" +
 			"and reports median(profiled)/median(baseline) - 1 with a bootstrap 95% interval.\n" +
 			"Flags may follow the scenario names. Scenarios:\n" + strings.Join(lines, "\n"),
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "runs", Aliases: []string{"n"}, Value: 10, Usage: "`N` counted runs of each side (with --measure instructions: 1 unless set; the count is deterministic)"},
 			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "`N` uncounted runs of each side first (with --measure instructions: 0 unless set)"},
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table (= --format json)"},
-			&cli.StringFlag{Name: "format", Value: "text", Usage: "`FORMAT` of the output: text, json, or markdown (a table for a job summary)"},
-			&cli.StringFlag{Name: "out", Usage: "also write the JSON document to `FILE` (whole, or not at all)"},
 			&cli.Float64Flag{Name: "threshold", Value: 0.05, Usage: "with --baseline-lib, the markdown verdict's `T`: a change is called only when its 95% interval lies wholly beyond ±T or within it (0.05 = 5 points)"},
 			&cli.BoolFlag{Name: "floor", Usage: "also measure the floor, bin/libfloor.so (bench/floor/packed.c: the same counting with nothing around it), as a third side"},
 			&cli.BoolFlag{Name: "list", Usage: "print the scenarios, one a line: name, command (tab-separated; with --measure instructions, the shortened one), description"},
-			&cli.StringFlag{Name: "lib", Usage: "profile with the library at `PATH` (default: $HEAPLINE_LIB, else the libheap.so installed with heapctl, else ./bin)"},
+			clikit.LibFlag("profile with the library at `PATH`"),
 			&cli.BoolFlag{Name: "any-lib", Usage: "accept a --lib or --baseline-lib that defines no malloc: to measure what loading a library costs (bench/floor), not a profiler"},
 			&cli.StringFlag{Name: "baseline-lib", Usage: "preload the library at `PATH` on the baseline side instead of none (compare two builds)"},
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "repeat the measurement `N` times, alternating which side runs first; report the median"},
 			&cli.StringFlag{Name: "wrap", Usage: "profile by running `CMD` ARGS before the scenario, without libheap.so (e.g. 'heaptrack -o /tmp/ht')"},
 			&cli.StringFlag{Name: "measure", Value: "time", Usage: "`WHAT` to measure: time (wall time of whole runs), instructions (callgrind, shortened runs) or cpu (user+sys time)"},
-			&cli.StringFlag{Name: "root", Usage: "project `DIR` holding bin/ and scenarios/ (default: found beside heapctl)"},
-		},
+		}, measure.Flags()...),
 		Action: func(c *cli.Context) error { return runOverhead(c, e) },
 	}
 }
@@ -100,14 +96,11 @@ func runOverhead(c *cli.Context, e *env) error {
 	}
 	// The JSON file is checked before anything runs, and written whole at
 	// the end.
-	var out *outfile.File
-	if p := c.String("out"); p != "" {
-		if err := outfile.Check("--out", p); err != nil {
-			return err
-		}
-		if out, err = outfile.Create(p); err != nil {
-			return fmt.Errorf("--out %s: %w", p, err)
-		}
+	out, err := measure.Out(c)
+	if err != nil {
+		return err
+	}
+	if out != nil {
 		defer out.Abort()
 	}
 	var valgrind string
@@ -177,13 +170,11 @@ func runOverhead(c *cli.Context, e *env) error {
 func overheadFlags(c *cli.Context) (overheadSettings, error) {
 	set := overheadSettings{
 		n: c.Int("runs"), warmup: c.Int("warmup"), rounds: c.Int("rounds"),
-		mode: overhead.Mode(c.String("measure")), format: c.String("format"),
+		mode: overhead.Mode(c.String("measure")),
 	}
-	if c.Bool("json") {
-		if c.IsSet("format") && set.format != "json" {
-			return set, fmt.Errorf("--json and --format %s exclude each other", set.format)
-		}
-		set.format = "json"
+	var err error
+	if set.format, err = measure.Format(c); err != nil {
+		return set, err
 	}
 	switch {
 	case set.n < 1 || set.n > maxRuns:
@@ -194,8 +185,6 @@ func overheadFlags(c *cli.Context) (overheadSettings, error) {
 		return set, fmt.Errorf("--rounds must be at least 1 and at most %d, got %d", maxRounds, set.rounds)
 	case !slices.Contains(overhead.Modes, set.mode):
 		return set, fmt.Errorf("--measure must be time, instructions or cpu, not %q", set.mode)
-	case set.format != "text" && set.format != "json" && set.format != "markdown":
-		return set, fmt.Errorf("--format must be text, json or markdown, not %q", set.format)
 	case !(c.Float64("threshold") >= 0):
 		return set, fmt.Errorf("--threshold must be at least 0, got %g", c.Float64("threshold"))
 	}

@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/internal/testkit"
-	"go.uber.org/zap/zaptest"
 )
 
 func TestOverheadBadFlags(t *testing.T) {

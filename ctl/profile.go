@@ -31,7 +31,7 @@ func profileCommand(e *env) *cli.Command {
 			"peak instead of now: the shim copies each stack's live bytes whenever the heap grows 1 MiB\n" +
 			"or 1% past the last copy, so the copy is within that of the peak.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the profile `FILE`, - for stdout"},
+			clikit.OutputFlag("the profile `FILE`, - for stdout"),
 			&cli.StringFlag{Name: "from", Usage: "convert the `DUMP` HEAPLINE_PROFILE wrote instead of reading a process"},
 			&cli.BoolFlag{Name: "peak", Usage: "the stacks live at the heap's peak, instead of now"},
 		},

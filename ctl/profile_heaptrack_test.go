@@ -144,12 +144,7 @@ func heaptrackShares(t *testing.T, path string) map[string]float64 {
 func inclusiveShares(t *testing.T, path string) map[string]float64 {
 	t.Helper()
 	p := pfParse(t, path)
-	idx := -1
-	for i, st := range p.SampleType {
-		if st.Type == "inuse_space" {
-			idx = i
-		}
-	}
+	idx := testkit.SampleIndex(t, p, "inuse_space")
 	sums := map[string]float64{}
 	var total float64
 	for _, s := range p.Sample {

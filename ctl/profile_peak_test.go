@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -54,10 +53,8 @@ func TestProfilePeak(t *testing.T) {
 
 	t.Run("running", func(t *testing.T) {
 		cmd := exec.Command(bin)
-		in, _ := cmd.StdinPipe()
-		out, _ := cmd.StdoutPipe()
-		pid := rgStart(t, cmd, lib)
-		if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "PAUSE\n" {
+		pid, in, out := rgPiped(t, cmd, lib)
+		if l, err := out.ReadString('\n'); err != nil || l != "PAUSE\n" {
 			t.Fatalf("peak said %q, %v", l, err)
 		}
 		peak, now := filepath.Join(dir, "peak.pb.gz"), filepath.Join(dir, "now.pb.gz")
@@ -94,10 +91,8 @@ func TestProfilePeak(t *testing.T) {
 	// copy the table, the others' rises skip a copy under way.
 	t.Run("threads", func(t *testing.T) {
 		cmd := exec.Command(bin, "threads")
-		in, _ := cmd.StdinPipe()
-		out, _ := cmd.StdoutPipe()
-		pid := rgStart(t, cmd, lib)
-		if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "PAUSE\n" {
+		pid, in, out := rgPiped(t, cmd, lib)
+		if l, err := out.ReadString('\n'); err != nil || l != "PAUSE\n" {
 			t.Fatalf("peak threads said %q, %v", l, err)
 		}
 		file := filepath.Join(dir, "threads.pb.gz")

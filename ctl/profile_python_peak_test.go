@@ -49,12 +49,7 @@ func TestProfilePythonPeak(t *testing.T) {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
 	p := pfParse(t, filepath.Join(dir, "py.peak.pb.gz"))
-	idx := -1
-	for i, st := range p.SampleType {
-		if st.Type == "inuse_space" {
-			idx = i
-		}
-	}
+	idx := testkit.SampleIndex(t, p, "inuse_space")
 	in := map[string]int64{}
 	for _, s := range p.Sample {
 		for _, l := range s.Location {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -100,12 +99,9 @@ func pyEachRead(t *testing.T, f func(t *testing.T)) {
 // in app.py.
 func TestProfilePythonKnown(t *testing.T) {
 	lib := testkit.Shim(t)
-	for _, py := range pyInterpreters {
-		t.Run(py.name, func(t *testing.T) {
-			bin := testkit.Interpreter(t, py.glob)
-			pyEachRead(t, func(t *testing.T) { pyKnown(t, lib, bin) })
-		})
-	}
+	eachPython(t, func(t *testing.T, bin string) {
+		pyEachRead(t, func(t *testing.T) { pyKnown(t, lib, bin) })
+	})
 }
 
 // TestProfilePythonSeccomp: the known-answer profile of Debian's python3.11
@@ -121,17 +117,33 @@ func TestProfilePythonSeccomp(t *testing.T) {
 	}
 }
 
-// pyKnown runs pyKnownScript under heapctl run --profile with cmd (the
-// interpreter, or a launcher and its arguments ending with it) and checks
-// its profile.
-func pyKnown(t *testing.T, lib string, cmd ...string) {
-	dir := t.TempDir()
-	script := filepath.Join(dir, "app.py")
+// eachPython runs fn as a subtest on each of pyInterpreters that the
+// machine has (testkit.Interpreter says why one is skipped).
+func eachPython(t *testing.T, fn func(t *testing.T, bin string)) {
+	for _, py := range pyInterpreters {
+		t.Run(py.name, func(t *testing.T) { fn(t, testkit.Interpreter(t, py.glob)) })
+	}
+}
+
+// pyKnownSampled writes pyKnownScript as app.py in a new directory and
+// samples at pfSample, pymalloc's objects too (off by default: pymalloc.c).
+func pyKnownSampled(t *testing.T) (dir, script string) {
+	t.Helper()
+	dir = t.TempDir()
+	script = filepath.Join(dir, "app.py")
 	if err := os.WriteFile(script, []byte(pyKnownScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
-	t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
+	t.Setenv("HEAPLINE_PYMALLOC", "1")
+	return dir, script
+}
+
+// pyKnown runs pyKnownScript under heapctl run --profile with cmd (the
+// interpreter, or a launcher and its arguments ending with it) and checks
+// its profile.
+func pyKnown(t *testing.T, lib string, cmd ...string) {
+	dir, script := pyKnownSampled(t)
 	file := filepath.Join(dir, "app.pb.gz")
 	r := heapctl(t, append(append([]string{"run", "--lib", lib, "--profile", file, "--"}, cmd...), script)...)
 	if r.err != nil {
@@ -194,50 +206,47 @@ func TestProfilePythonThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := map[string]string{"worker_a": "worker_a", "gen_b": "worker_b", "coro_c": "worker_c"}
-	for _, py := range pyInterpreters {
-		t.Run(py.name, func(t *testing.T) {
-			bin := testkit.Interpreter(t, py.glob)
-			pyEachRead(t, func(t *testing.T) {
-				t.Setenv("HEAPLINE_SAMPLE", pfSample)
-				t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
-				file := filepath.Join(t.TempDir(), "threads.pb.gz")
-				if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
-					t.Fatalf("%v\n%s", r.err, r.stderr)
-				}
-				seen := map[string]int64{} // alloc_space
-				for _, s := range pfParse(t, file).Sample {
-					var names []string
-					for _, l := range s.Location {
-						if len(l.Line) > 0 && l.Line[0].Function.Filename == script {
-							names = append(names, l.Line[0].Function.Name)
-						}
+	eachPython(t, func(t *testing.T, bin string) {
+		pyEachRead(t, func(t *testing.T) {
+			t.Setenv("HEAPLINE_SAMPLE", pfSample)
+			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
+			file := filepath.Join(t.TempDir(), "threads.pb.gz")
+			if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
+				t.Fatalf("%v\n%s", r.err, r.stderr)
+			}
+			seen := map[string]int64{} // alloc_space
+			for _, s := range pfParse(t, file).Sample {
+				var names []string
+				for _, l := range s.Location {
+					if len(l.Line) > 0 && l.Line[0].Function.Filename == script {
+						names = append(names, l.Line[0].Function.Name)
 					}
-					if len(names) == 0 {
+				}
+				if len(names) == 0 {
+					continue
+				}
+				want, ok := owner[names[0]]
+				if !ok {
+					continue
+				}
+				seen[names[0]] += s.Value[1]
+				for w := range owner {
+					if w == names[0] || !strings.HasPrefix(w, "worker_") {
 						continue
 					}
-					want, ok := owner[names[0]]
-					if !ok {
-						continue
-					}
-					seen[names[0]] += s.Value[1]
-					for w := range owner {
-						if w == names[0] || !strings.HasPrefix(w, "worker_") {
-							continue
-						}
-						if slicesContains(names, w) != (w == want) {
-							t.Errorf("%s's sample: stack %v, want %s in it and no other worker", names[0], names, want)
-							break
-						}
+					if slicesContains(names, w) != (w == want) {
+						t.Errorf("%s's sample: stack %v, want %s in it and no other worker", names[0], names, want)
+						break
 					}
 				}
-				for f := range owner {
-					if seen[f] < 8<<20 {
-						t.Errorf("%s: %d bytes of alloc_space, want at least 8 MiB (%v)", f, seen[f], seen)
-					}
+			}
+			for f := range owner {
+				if seen[f] < 8<<20 {
+					t.Errorf("%s: %d bytes of alloc_space, want at least 8 MiB (%v)", f, seen[f], seen)
 				}
-			})
+			}
 		})
-	}
+	})
 }
 
 func slicesContains(s []string, v string) bool {
@@ -256,64 +265,53 @@ func slicesContains(s []string, v string) bool {
 // and Python's live objects); blobs' and strings', all freed, under 5%.
 func TestProfilePythonInuse(t *testing.T) {
 	lib := testkit.Shim(t)
-	for _, py := range pyInterpreters {
-		t.Run(py.name, func(t *testing.T) {
-			bin := testkit.Interpreter(t, py.glob)
-			dir := t.TempDir()
-			script := filepath.Join(dir, "app.py")
-			if err := os.WriteFile(script, []byte(pyKnownScript), 0o644); err != nil {
-				t.Fatal(err)
+	eachPython(t, func(t *testing.T, bin string) {
+		dir, script := pyKnownSampled(t)
+		cmd := exec.Command(bin, script, "wait")
+		pid, in, out := rgPiped(t, cmd, lib)
+		var kept float64
+		for {
+			l, err := out.ReadString('\n')
+			if err != nil {
+				t.Fatalf("script: %v", err)
 			}
-			t.Setenv("HEAPLINE_SAMPLE", pfSample)
-			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
-			cmd := exec.Command(bin, script, "wait")
-			in, _ := cmd.StdinPipe()
-			out, _ := cmd.StdoutPipe()
-			pid := rgStart(t, cmd, lib)
-			var kept float64
-			for rd := bufio.NewReader(out); ; {
-				l, err := rd.ReadString('\n')
-				if err != nil {
-					t.Fatalf("script: %v", err)
-				}
-				if f := strings.Fields(l); len(f) == 3 && f[0] == "kept" {
-					kept, _ = strconv.ParseFloat(f[1], 64)
-				} else if len(f) > 0 && f[0] == "ready" {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "kept" {
+				kept, _ = strconv.ParseFloat(f[1], 64)
+			} else if len(f) > 0 && f[0] == "ready" {
+				break
+			}
+		}
+		file := filepath.Join(dir, "now.pb.gz")
+		if r := heapctl(t, "profile", strconv.Itoa(pid), "-o", file); r.err != nil {
+			t.Fatal(r.err)
+		}
+		e := regions.Inspect(pid)
+		if e.Err != nil {
+			t.Fatal(e.Err)
+		}
+		live := float64(e.Summary.LiveBytes + e.Summary.PyLiveBytes())
+		in.Close()
+		_ = cmd.Wait()
+		var all int64
+		inuse := map[string]int64{}
+		for _, s := range pfParse(t, file).Sample {
+			all += s.Value[3]
+			for _, l := range s.Location {
+				if len(l.Line) > 0 && l.Line[0].Function.Filename == script {
+					inuse[l.Line[0].Function.Name] += s.Value[3]
 					break
 				}
 			}
-			file := filepath.Join(dir, "now.pb.gz")
-			if r := heapctl(t, "profile", strconv.Itoa(pid), "-o", file); r.err != nil {
-				t.Fatal(r.err)
+		}
+		want := map[string]float64{"tuples": kept / live, "blobs": 0, "strings": 0}
+		for f, w := range want {
+			got := float64(inuse[f]) / float64(max(all, 1))
+			if d := got - w; d > 0.05 || d < -0.05 {
+				t.Errorf("%s: %.1f%% of inuse_space, want %.1f%% ± 5 points", f, 100*got, 100*w)
 			}
-			e := regions.Inspect(pid)
-			if e.Err != nil {
-				t.Fatal(e.Err)
-			}
-			live := float64(e.Summary.LiveBytes + e.Summary.PyLiveBytes())
-			in.Close()
-			_ = cmd.Wait()
-			var all int64
-			inuse := map[string]int64{}
-			for _, s := range pfParse(t, file).Sample {
-				all += s.Value[3]
-				for _, l := range s.Location {
-					if len(l.Line) > 0 && l.Line[0].Function.Filename == script {
-						inuse[l.Line[0].Function.Name] += s.Value[3]
-						break
-					}
-				}
-			}
-			want := map[string]float64{"tuples": kept / live, "blobs": 0, "strings": 0}
-			for f, w := range want {
-				got := float64(inuse[f]) / float64(max(all, 1))
-				if d := got - w; d > 0.05 || d < -0.05 {
-					t.Errorf("%s: %.1f%% of inuse_space, want %.1f%% ± 5 points", f, 100*got, 100*w)
-				}
-				t.Logf("%s: %.1f%% of inuse_space (want %.1f%%)", f, 100*got, 100*w)
-			}
-		})
-	}
+			t.Logf("%s: %.1f%% of inuse_space (want %.1f%%)", f, 100*got, 100*w)
+		}
+	})
 }
 
 // TestProfilePythonOlder: a CPython before 3.11 (pyenv's 3.10) runs as

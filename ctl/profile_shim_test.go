@@ -66,39 +66,13 @@ func pfProg(t *testing.T) string {
 }
 
 // pfParse reads the profile file at path.
-func pfParse(t *testing.T, path string) *pprof.Profile {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pprof.ParseData(b)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return p
-}
+func pfParse(t *testing.T, path string) *pprof.Profile { return testkit.ParseProfile(t, path) }
 
 // pfByFunction sums the values of sample type typ over the samples whose
 // innermost frame is in each function.
 func pfByFunction(t *testing.T, path, typ string) map[string]int64 {
 	t.Helper()
-	p := pfParse(t, path)
-	idx := -1
-	for i, st := range p.SampleType {
-		if st.Type == typ {
-			idx = i
-		}
-	}
-	out := map[string]int64{}
-	for _, s := range p.Sample {
-		name := "?"
-		if l := s.Location; len(l) > 0 && len(l[0].Line) > 0 {
-			name = l[0].Line[0].Function.Name
-		}
-		out[name] += s.Value[idx]
-	}
-	return out
+	return testkit.ByFunction(t, pfParse(t, path), typ)
 }
 
 // pfCheck: the kept functions hold the heap, within the sampling error,
@@ -127,10 +101,8 @@ func TestProfileShimPaused(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", pfSample)
 	lib, prog := testkit.Shim(t), pfProg(t)
 	cmd := exec.Command(prog, "wait")
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
-	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "ready\n" {
+	pid, in, out := rgPiped(t, cmd, lib)
+	if l, err := out.ReadString('\n'); err != nil || l != "ready\n" {
 		t.Fatalf("pfprog said %q, %v", l, err)
 	}
 	file := filepath.Join(t.TempDir(), "now.pb.gz")
@@ -269,9 +241,7 @@ func TestProfileShimSites(t *testing.T) {
 	lib := testkit.Shim(t)
 	bin := testkit.CC(t, "", "testdata/sites.c", "-O2", "-Wall", "-Werror")
 	cmd := exec.Command(bin)
-	in, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
+	pid, in, stdout := rgPiped(t, cmd, lib)
 	next := sitesSaid(t, stdout)
 	var truth [4]int64
 	for i, f := range strings.Fields(next("TRUTH "))[1:5] {
@@ -287,24 +257,7 @@ func TestProfileShimSites(t *testing.T) {
 		}
 		return pfByFunction(t, file, "alloc_space")
 	}
-	alloc := take("all.pb.gz")
-	sites := []string{"site_a", "site_b", "site_c"}
-	var small, want int64
-	for i := range sites {
-		small += alloc[sites[i]]
-		want += truth[i]
-	}
-	for i, fn := range sites {
-		got, exp := 100*float64(alloc[fn])/float64(small), 100*float64(truth[i])/float64(want)
-		t.Logf("%s: %.2f%% of the sites' alloc_space, truth %.2f%%", fn, got, exp)
-		if got < exp-5 || got > exp+5 {
-			t.Errorf("%s: %.1f%% of the sites' alloc_space, truth %.1f%%", fn, got, exp)
-		}
-	}
-	t.Logf("site_big: alloc_space %d, truth %d", alloc["site_big"], truth[3])
-	if got := alloc["site_big"]; got < truth[3]*99/100 || got > truth[3]*101/100 {
-		t.Errorf("site_big: alloc_space %d, truth %d (within 1%%)", got, truth[3])
-	}
+	sitesAllocCheck(t, take("all.pb.gz"), truth)
 
 	if _, err := io.WriteString(in, "\n"); err != nil {
 		t.Fatal(err)
@@ -314,15 +267,7 @@ func TestProfileShimSites(t *testing.T) {
 	if r := heapctl(t, "profile", "-o", file, strconv.Itoa(pid)); r.err != nil {
 		t.Fatal(r.err)
 	}
-	inuse := pfByFunction(t, file, "inuse_space")
-	var total int64
-	for _, v := range inuse {
-		total += v
-	}
-	t.Logf("site_b: %d of %d inuse bytes after its frees", inuse["site_b"], total)
-	if b := inuse["site_b"]; total == 0 || float64(b) >= 0.01*float64(total) {
-		t.Errorf("site_b holds %d of %d inuse bytes after freeing all it held, want under 1%%", b, total)
-	}
+	sitesFreedCheck(t, pfByFunction(t, file, "inuse_space"))
 	io.WriteString(in, "\n")
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
@@ -397,11 +342,9 @@ int main(void) {
 	}
 	bin := testkit.CC(t, filepath.Join(dir, "busy"), src, "-O2", "-pthread")
 	cmd := exec.Command(bin)
-	in, _ := cmd.StdinPipe()
+	pid, in, stdout := rgPiped(t, cmd, lib)
 	defer in.Close()
-	stdout, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
-	if l, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || l != "running\n" {
+	if l, err := stdout.ReadString('\n'); err != nil || l != "running\n" {
 		t.Fatalf("busy said %q, %v", l, err)
 	}
 	allocSpace := func(i int) int64 {
@@ -443,6 +386,45 @@ func TestProfileShimSamplingOff(t *testing.T) {
 	}
 	if n := countDir(t, filepath.Dir(file)); n != 0 {
 		t.Errorf("%d files written", n)
+	}
+}
+
+// sitesAllocCheck is the known answer of testdata/sites.c's allocations
+// in alloc_space by function: each site's share of the three small sites'
+// bytes within 5 points of the truth the program printed, and the 8 MiB
+// blocks' (truth[3]) within 1%.
+func sitesAllocCheck(t *testing.T, alloc map[string]int64, truth [4]int64) {
+	t.Helper()
+	sites := []string{"site_a", "site_b", "site_c"}
+	var small, want int64
+	for i := range sites {
+		small += alloc[sites[i]]
+		want += truth[i]
+	}
+	for i, fn := range sites {
+		got, exp := 100*float64(alloc[fn])/float64(max(small, 1)), 100*float64(truth[i])/float64(want)
+		t.Logf("%s: %.2f%% of the sites' alloc_space, truth %.2f%%", fn, got, exp)
+		if got < exp-5 || got > exp+5 {
+			t.Errorf("%s: %.1f%% of the sites' alloc_space, truth %.1f%%\n%v", fn, got, exp, alloc)
+		}
+	}
+	t.Logf("site_big: alloc_space %d, truth %d", alloc["site_big"], truth[3])
+	if got := alloc["site_big"]; got < truth[3]*99/100 || got > truth[3]*101/100 {
+		t.Errorf("site_big: alloc_space %d, truth %d (within 1%%)", got, truth[3])
+	}
+}
+
+// sitesFreedCheck: once site_b has freed all it held, it holds under 1%
+// of inuse_space.
+func sitesFreedCheck(t *testing.T, inuse map[string]int64) {
+	t.Helper()
+	var total int64
+	for _, v := range inuse {
+		total += v
+	}
+	t.Logf("site_b: %d of %d inuse bytes after its frees", inuse["site_b"], total)
+	if b := inuse["site_b"]; total == 0 || float64(b) >= 0.01*float64(total) {
+		t.Errorf("site_b holds %d of %d inuse bytes after freeing all it held, want under 1%%\n%v", b, total, inuse)
 	}
 }
 

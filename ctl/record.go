@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
@@ -39,13 +40,13 @@ func recordCommand(e *env) *cli.Command {
 			"first sample after one. rss_bytes and retained_bytes (free memory malloc keeps resident) are\n" +
 			"read from /proc/PID/smaps at most once a second, and 0 on the exit summary's row.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "timeline `FILE` (.csv or .json)"},
+			clikit.OutputFlag("timeline `FILE` (.csv or .json)"),
 			&cli.StringFlag{Name: "profiles", Usage: "also write a heap profile every --every into `DIR` (heap-0001.pb.gz, ...), for heapctl growth DIR; CMD samples every 64 KiB unless HEAPLINE_SAMPLE says otherwise"},
 			&cli.DurationFlag{Name: "every", Value: 30 * time.Second, Usage: "time between two --profiles"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 10 * time.Millisecond, Usage: "time between samples"},
 			&cli.StringFlag{Name: "svg", Usage: "also draw live bytes over time, peak marked, into `FILE`"},
-			&cli.StringFlag{Name: "pid", Aliases: []string{"p"}, Usage: "record the running process `PID` instead of starting a command"},
-			&cli.StringFlag{Name: "lib", Usage: "libheap.so to preload into CMD (default: $HEAPLINE_LIB, the one installed with heapctl, ./bin)"},
+			clikit.PIDFlag("record the running process `PID` instead of starting a command"),
+			clikit.LibFlag("libheap.so to preload into CMD"),
 			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD: Python's objects in the malloc figures and their peak (with HEAPLINE_PYMALLOC=1 the shim counts them instead as python objects, on CPython 3.11 to 3.13; docs/watching.md)"},
 		},
 		Action: func(c *cli.Context) error { return record(e, c) },

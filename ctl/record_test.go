@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,10 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -61,29 +58,10 @@ func hsStep(t *testing.T, fifo *os.File) {
 	}
 }
 
-// hsBuffer is an io.Writer that the code under test writes while the test
-// reads it.
-type hsBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *hsBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *hsBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// hsLines reads complete lines of a hsBuffer in order.
+// hsLines reads complete lines of a testkit.Buffer in order.
 type hsLines struct {
 	t    *testing.T
-	b    *hsBuffer
+	b    *testkit.Buffer
 	used int
 }
 
@@ -136,7 +114,7 @@ func hsStart(t *testing.T, args ...string) *hsProc {
 	dir := t.TempDir()
 	bin := hsBuild(t, dir)
 	fifo := hsFifo(t, dir)
-	out := &hsBuffer{}
+	out := &testkit.Buffer{}
 	cmd := exec.Command(bin, append([]string{fifo.Name()}, args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	pid := testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_PEAK_BATCH=0", "HEAPLINE_SUMMARY=0")
@@ -211,8 +189,8 @@ func hsWaitPlateau(t *testing.T, path string, v int64) {
 }
 
 // hsApp runs heapctl in this process with its own writers.
-func hsApp(t *testing.T) (e *env, stdout, stderr *hsBuffer) {
-	stdout, stderr = &hsBuffer{}, &hsBuffer{}
+func hsApp(t *testing.T) (e *env, stdout, stderr *testkit.Buffer) {
+	stdout, stderr = &testkit.Buffer{}, &testkit.Buffer{}
 	core, logs := observer.New(zapcore.WarnLevel)
 	rgRemoveLeft(t, logs)
 	return &env{stdout: stdout, stderr: stderr, log: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))}, stdout, stderr
@@ -255,13 +233,8 @@ func TestRecordSteps(t *testing.T) {
 	hsStep(t, fifo)
 	lines.next("done")
 	hsStep(t, fifo)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("record: %v\nstderr:\n%s", err, stderr)
-		}
-	case <-time.After(testkit.Timeout):
-		t.Fatal("record did not return after the program exited")
+	if err := testkit.Await(t, done, "record to return after the program exited"); err != nil {
+		t.Fatalf("record: %v\nstderr:\n%s", err, stderr)
 	}
 
 	samples := hsCSV(csvPath)
@@ -352,13 +325,8 @@ func TestRecordPID(t *testing.T) {
 	up := p.base + hsTotal(t, p.lines.next("up 1 "))
 	hsWaitPlateau(t, out, up)
 	p.finish(t)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("record --pid: %v\n%s", err, stderr)
-		}
-	case <-time.After(testkit.Timeout):
-		t.Fatal("record --pid did not return after the process exited")
+	if err := testkit.Await(t, done, "record --pid to return after the process exited"); err != nil {
+		t.Fatalf("record --pid: %v\n%s", err, stderr)
 	}
 	if !strings.Contains(stderr.String(), fmt.Sprintf("heapline[%d] ", p.pid)) {
 		t.Errorf("no summary line:\n%s", stderr)
@@ -508,7 +476,7 @@ func TestRunPythonObjects(t *testing.T) {
 func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r result, stdout string) {
 	t.Helper()
 	p := hsStart(t)
-	out := &hsBuffer{}
+	out := &testkit.Buffer{}
 	e, _, stderr := hsApp(t)
 	e.stdout = out
 	core, logs := observer.New(zapcore.DebugLevel)
@@ -519,12 +487,8 @@ func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r 
 	if err := os.Remove(region.Path(p.pid)); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		r = result{stderr: stderr.String(), logs: logs, err: err}
-	case <-time.After(testkit.Timeout):
-		t.Fatalf("%v did not end when the region went", args)
-	}
+	err := testkit.Await(t, done, fmt.Sprintf("%v to end when the region went", args))
+	r = result{stderr: stderr.String(), logs: logs, err: err}
 	if p.cmd.ProcessState != nil {
 		t.Fatal("heapsteps ended: the test meant it to run on")
 	}
@@ -618,12 +582,8 @@ func TestRecordExecWithoutShim(t *testing.T) {
 	go func() { done <- heapctl(t, "record", "--interval", "10ms", "-o", out, "--pid", strconv.Itoa(pid)) }()
 	testkit.Poll(t, "a sample", func() bool { return len(hsCSV(out)) > 0 })
 	in.Write([]byte("\n"))
-	select {
-	case r := <-done:
-		if r.err != nil || !r.warned(fmt.Sprintf("process %d exec'd a program without the shim and runs on", pid)) {
-			t.Errorf("record: %v; want a warning that it exec'd without the shim", r.err)
-		}
-	case <-time.After(testkit.Timeout):
-		t.Fatal("record did not end when the process exec'd without the shim")
+	r := testkit.Await(t, done, "record to end when the process exec'd without the shim")
+	if r.err != nil || !r.warned(fmt.Sprintf("process %d exec'd a program without the shim and runs on", pid)) {
+		t.Errorf("record: %v; want a warning that it exec'd without the shim", r.err)
 	}
 }

@@ -33,10 +33,10 @@ func runCommand(e *env) *cli.Command {
 			"line on stdout for every process, the biggest peak first: a driver's or a wrapper's child\n" +
 			"often does the work. HEAPLINE_SUMMARY=0 prints none.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "lib", Usage: "the shim to preload (default: $HEAPLINE_LIB, the one installed with heapctl, ./bin)"},
+			clikit.LibFlag("the shim to preload"),
 			&cli.BoolFlag{Name: "json", Usage: "print the summaries as JSON objects on stdout, one a line, every process's"},
 			&cli.BoolFlag{Name: "all", Usage: "print every process's summary line, the biggest peak first (HEAPLINE_SUMMARY=all)"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the summary to `FILE` instead"},
+			clikit.OutputFlag("write the summary to `FILE` instead"),
 			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD: Python's objects in the malloc figures and their peak (with HEAPLINE_PYMALLOC=1 the shim counts them instead as python objects, on CPython 3.11 to 3.13; docs/watching.md)"},
 			&cli.StringFlag{Name: "profile", Usage: "write the sampled allocation stacks at exit of the process of the tree with the biggest peak (CMD, or a child) to `FILE`, a pprof heap profile, and those at its peak beside it (FILE.peak.pb.gz; docs/profiling.md)"},
 		},

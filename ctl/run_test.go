@@ -105,14 +105,7 @@ func rgStartExecWithoutShim(t *testing.T) (pid int, in io.WriteCloser) {
 func rgStartSteps(t *testing.T, lib, prog string) *rgSteps {
 	t.Helper()
 	cmd := exec.Command(prog, "steps")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, out := testkit.Pipes(t, cmd)
 	rgStart(t, cmd, lib)
 	p := &rgSteps{cmd: cmd, in: in, lines: make(chan string, 8)}
 	go func() {
@@ -437,13 +430,9 @@ func TestRunForwardsSignals(t *testing.T) {
 			if err := syscall.Kill(os.Getpid(), c.sig); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case r := <-done:
-				if code, msg := rgStatus(r.err); code != c.code {
-					t.Fatalf("status %d %q, want %d", code, msg, c.code)
-				}
-			case <-time.After(testkit.Timeout):
-				t.Fatal("the child did not end on the signal")
+			r := testkit.Await(t, done, "the child to end on the signal")
+			if code, msg := rgStatus(r.err); code != c.code {
+				t.Fatalf("status %d %q, want %d", code, msg, c.code)
 			}
 		})
 	}
@@ -580,4 +569,13 @@ func TestRunOneLinePerRun(t *testing.T) {
 	if n := strings.Count(r.stderr, "heapline["); r.err != nil || n < 6 || strings.Contains(r.stderr, "more process") {
 		t.Errorf("HEAPLINE_SUMMARY=all: %v, %d lines: want every process's\n%s", r.err, n, r.stderr)
 	}
+}
+
+// rgPiped starts cmd under lib as rgStart does, with a pipe to its stdin
+// and one from its stdout: the shape of the programs the tests hold
+// still (they say a line, then wait for stdin to close).
+func rgPiped(t *testing.T, cmd *exec.Cmd, lib string) (pid int, in io.WriteCloser, out *bufio.Reader) {
+	t.Helper()
+	in, out = testkit.Pipes(t, cmd)
+	return rgStart(t, cmd, lib), in, out
 }

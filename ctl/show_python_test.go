@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"os/exec"
 	"strconv"
@@ -27,12 +26,9 @@ func pyHold(t *testing.T, bin, lib string, env ...string) (int, int64, func() in
 	t.Helper()
 	cmd := exec.Command(bin, "-c", pyHoldScript)
 	cmd.Env = append(cmd.Environ(), env...)
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
-	rd := bufio.NewReader(out)
+	pid, in, out := rgPiped(t, cmd, lib)
 	next := func() int64 {
-		l, err := rd.ReadString('\n')
+		l, err := out.ReadString('\n')
 		f := strings.Fields(l)
 		if err != nil || len(f) != 2 || f[0] != "blocks" {
 			t.Fatalf("script said %q: %v", l, err)
@@ -55,37 +51,34 @@ func pyHold(t *testing.T, bin, lib string, env ...string) (int, int64, func() in
 // wrapped (no py_allocs).
 func TestShowPythonLive(t *testing.T) {
 	lib := testkit.Shim(t)
-	for _, py := range pyInterpreters {
-		t.Run(py.name, func(t *testing.T) {
-			bin := testkit.Interpreter(t, py.glob)
-			pid, before, finish := pyHold(t, bin, lib, "HEAPLINE_PYMALLOC=")
-			r := heapctl(t, "show", "--json", strconv.Itoa(pid))
-			after := finish()
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			var s struct {
-				PyAllocs      uint64 `json:"py_allocs"`
-				PyLiveObjects uint64 `json:"py_live_objects"`
-				PyLiveBytes   uint64 `json:"py_live_bytes"`
-			}
-			if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
-				t.Fatalf("%v: %s", err, r.stdout)
-			}
-			if s.PyAllocs != 0 {
-				t.Errorf("py_allocs %d: pymalloc's objects wrapped without HEAPLINE_PYMALLOC=1", s.PyAllocs)
-			}
-			want := float64(before+after) / 2
-			if d := float64(s.PyLiveObjects)/want - 1; d > 0.01 || d < -0.01 {
-				t.Errorf("py_live_objects %d, sys.getallocatedblocks() %d then %d: %+.2f%%", s.PyLiveObjects, before, after, 100*d)
-			}
-			// 100,000 dicts and 200,000 str of at least 48 bytes each
-			if s.PyLiveBytes < 300000*48 {
-				t.Errorf("py_live_bytes %d for %d blocks, want at least 300000 x 48", s.PyLiveBytes, s.PyLiveObjects)
-			}
-			t.Logf("py_live_objects %d (%d B), sys.getallocatedblocks() %d then %d", s.PyLiveObjects, s.PyLiveBytes, before, after)
-		})
-	}
+	eachPython(t, func(t *testing.T, bin string) {
+		pid, before, finish := pyHold(t, bin, lib, "HEAPLINE_PYMALLOC=")
+		r := heapctl(t, "show", "--json", strconv.Itoa(pid))
+		after := finish()
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		var s struct {
+			PyAllocs      uint64 `json:"py_allocs"`
+			PyLiveObjects uint64 `json:"py_live_objects"`
+			PyLiveBytes   uint64 `json:"py_live_bytes"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+			t.Fatalf("%v: %s", err, r.stdout)
+		}
+		if s.PyAllocs != 0 {
+			t.Errorf("py_allocs %d: pymalloc's objects wrapped without HEAPLINE_PYMALLOC=1", s.PyAllocs)
+		}
+		want := float64(before+after) / 2
+		if d := float64(s.PyLiveObjects)/want - 1; d > 0.01 || d < -0.01 {
+			t.Errorf("py_live_objects %d, sys.getallocatedblocks() %d then %d: %+.2f%%", s.PyLiveObjects, before, after, 100*d)
+		}
+		// 100,000 dicts and 200,000 str of at least 48 bytes each
+		if s.PyLiveBytes < 300000*48 {
+			t.Errorf("py_live_bytes %d for %d blocks, want at least 300000 x 48", s.PyLiveBytes, s.PyLiveObjects)
+		}
+		t.Logf("py_live_objects %d (%d B), sys.getallocatedblocks() %d then %d", s.PyLiveObjects, s.PyLiveBytes, before, after)
+	})
 }
 
 // TestRunPythonLiveAtExit: the exit summary gives pymalloc's blocks in use
@@ -95,38 +88,35 @@ func TestShowPythonLive(t *testing.T) {
 // (pyReads).
 func TestRunPythonLiveAtExit(t *testing.T) {
 	lib := testkit.Shim(t)
-	for _, py := range pyInterpreters {
-		t.Run(py.name, func(t *testing.T) {
-			bin := testkit.Interpreter(t, py.glob)
-			pyEachRead(t, func(t *testing.T) {
-				r := heapctl(t, "run", "--json", "--lib", lib, "--", bin, "-c",
-					"import os, sys\nx = [str(i) * 3 for i in range(200000)]\nprint(sys.getallocatedblocks(), flush=True)\nos._exit(0)")
-				if r.err != nil {
-					t.Fatal(r.err)
-				}
-				var blocks float64
-				var s struct {
-					PyLiveObjects float64 `json:"py_live_objects"`
-					PyLiveBytes   float64 `json:"py_live_bytes"`
-				}
-				for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-					if strings.HasPrefix(l, "{") {
-						if err := json.Unmarshal([]byte(l), &s); err != nil {
-							t.Fatalf("%v: %s", err, l)
-						}
-					} else {
-						blocks, _ = strconv.ParseFloat(l, 64)
+	eachPython(t, func(t *testing.T, bin string) {
+		pyEachRead(t, func(t *testing.T) {
+			r := heapctl(t, "run", "--json", "--lib", lib, "--", bin, "-c",
+				"import os, sys\nx = [str(i) * 3 for i in range(200000)]\nprint(sys.getallocatedblocks(), flush=True)\nos._exit(0)")
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			var blocks float64
+			var s struct {
+				PyLiveObjects float64 `json:"py_live_objects"`
+				PyLiveBytes   float64 `json:"py_live_bytes"`
+			}
+			for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				if strings.HasPrefix(l, "{") {
+					if err := json.Unmarshal([]byte(l), &s); err != nil {
+						t.Fatalf("%v: %s", err, l)
 					}
+				} else {
+					blocks, _ = strconv.ParseFloat(l, 64)
 				}
-				if d := s.PyLiveObjects/blocks - 1; blocks < 200000 || d > 0.01 || d < -0.01 {
-					t.Errorf("py_live_objects %.0f at exit, sys.getallocatedblocks() %.0f: %s", s.PyLiveObjects, blocks, r.stdout)
-				}
-				if s.PyLiveBytes < 200000*48 {
-					t.Errorf("py_live_bytes %.0f, want at least 200000 x 48", s.PyLiveBytes)
-				}
-			})
+			}
+			if d := s.PyLiveObjects/blocks - 1; blocks < 200000 || d > 0.01 || d < -0.01 {
+				t.Errorf("py_live_objects %.0f at exit, sys.getallocatedblocks() %.0f: %s", s.PyLiveObjects, blocks, r.stdout)
+			}
+			if s.PyLiveBytes < 200000*48 {
+				t.Errorf("py_live_bytes %.0f, want at least 200000 x 48", s.PyLiveBytes)
+			}
 		})
-	}
+	})
 }
 
 // TestExportPythonLive: with no flag, the exporter's python_objects is

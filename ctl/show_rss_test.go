@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -36,10 +35,8 @@ func TestShowRSSKnownAnswer(t *testing.T) {
 			if c.arg != "" {
 				cmd.Args = append(cmd.Args, c.arg)
 			}
-			in, _ := cmd.StdinPipe()
-			stdout, _ := cmd.StdoutPipe()
-			pid := rgStart(t, cmd, lib)
-			l, err := bufio.NewReader(stdout).ReadString('\n')
+			pid, in, stdout := rgPiped(t, cmd, lib)
+			l, err := stdout.ReadString('\n')
 			f := strings.Fields(l)
 			if err != nil || len(f) != 3 || f[0] != "RETAINED" {
 				t.Fatalf("retained said %q, %v", l, err)

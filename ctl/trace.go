@@ -40,7 +40,7 @@ func traceCommand(e *env) *cli.Command {
 			"a pprof heap profile of the shim's shape is written to FILE when tracing ends.\n" +
 			"Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "pid", Aliases: []string{"p"}, Usage: "trace the running process `PID`"},
+			clikit.PIDFlag("trace the running process `PID`"),
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON (the fields of heapctl show --json, plus read_errors)"},
 			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "print the counters every --interval while tracing"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: time.Second, Usage: "time between --watch refreshes"},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -70,33 +69,8 @@ func traceProfileShape(t *testing.T, p *pprof.Profile, rate int64) {
 func traceSitesCheck(t *testing.T, file string, truth [4]int64) {
 	t.Helper()
 	traceProfileShape(t, pfParse(t, file), region.SampleDefault)
-	alloc := pfByFunction(t, file, "alloc_space")
-	sites := []string{"site_a", "site_b", "site_c"}
-	var small, want int64
-	for i := range sites {
-		small += alloc[sites[i]]
-		want += truth[i]
-	}
-	for i, fn := range sites {
-		got, exp := 100*float64(alloc[fn])/float64(max(small, 1)), 100*float64(truth[i])/float64(want)
-		t.Logf("%s: %.2f%% of the sites' alloc_space, truth %.2f%%", fn, got, exp)
-		if got < exp-5 || got > exp+5 {
-			t.Errorf("%s: %.1f%% of the sites' alloc_space, truth %.1f%%\n%v", fn, got, exp, alloc)
-		}
-	}
-	t.Logf("site_big: alloc_space %d, truth %d", alloc["site_big"], truth[3])
-	if got := alloc["site_big"]; got < truth[3]*99/100 || got > truth[3]*101/100 {
-		t.Errorf("site_big: alloc_space %d, truth %d (within 1%%)", got, truth[3])
-	}
-	inuse := pfByFunction(t, file, "inuse_space")
-	var total int64
-	for _, v := range inuse {
-		total += v
-	}
-	t.Logf("site_b: %d of %d inuse bytes after its frees", inuse["site_b"], total)
-	if b := inuse["site_b"]; total == 0 || float64(b) >= 0.01*float64(total) {
-		t.Errorf("site_b holds %d of %d inuse bytes after freeing all it held, want under 1%%\n%v", b, total, inuse)
-	}
+	sitesAllocCheck(t, pfByFunction(t, file, "alloc_space"), truth)
+	sitesFreedCheck(t, pfByFunction(t, file, "inuse_space"))
 }
 
 // TestTraceProfileSites: the known answer of sampling for the trace's
@@ -233,13 +207,11 @@ y = [str(i) * 3 for i in range(200000)]
 func traceCapture(b *testing.B, rate uint64, argv ...string) ([]bpf.Sample, *unwind.Process) {
 	b.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
+	in, lines := testkit.Pipes(b, cmd)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	defer cmd.Wait()
-	lines := bufio.NewReader(out)
 	if l, err := lines.ReadString('\n'); err != nil || l != "ready\n" {
 		b.Fatalf("%s said %q, %v", argv[0], l, err)
 	}

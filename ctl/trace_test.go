@@ -474,18 +474,11 @@ type traceLoop struct {
 func traceStartLoop(t *testing.T, bin string, args ...string) *traceLoop {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, out := testkit.Pipes(t, cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	l := &traceLoop{cmd: cmd, in: in, out: bufio.NewReader(out)}
+	l := &traceLoop{cmd: cmd, in: in, out: out}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	// One round before anything attaches: the program is then in main,
 	// its libc mapped.

@@ -60,21 +60,6 @@ func vwServeEnv(t *testing.T, env []string, args ...string) string {
 	return m[1]
 }
 
-// vwGet returns the body of url's page.
-func vwGet(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s, %v\n%s", url, resp.Status, err, b)
-	}
-	return string(b)
-}
-
 // vwTitle is a page's <title>.
 func vwTitle(t *testing.T, page string) string {
 	t.Helper()
@@ -123,14 +108,14 @@ func TestViewFile(t *testing.T) {
 	os.WriteFile(filepath.Join(bin, "xdg-open"), []byte("#!/bin/sh\necho \"$1\" > "+opened+"\n"), 0o755)
 	env := append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
 	url := vwServeEnv(t, env, "--no-browser", file)
-	page := vwGet(t, url+"/flamegraph")
+	page := testkit.Get(t, url+"/flamegraph")
 	if got := vwTitle(t, page); got != "sites alloc_space" {
 		t.Errorf("flame graph's title %q, want %q", got, "sites alloc_space")
 	}
 	if !strings.Contains(page, `href="`+url+`/heapline"`) {
 		t.Errorf("no link to %s/heapline in the flame graph page", url)
 	}
-	top := vwGet(t, url+"/top")
+	top := testkit.Get(t, url+"/top")
 	for _, fn := range []string{"site_a", "site_b", "site_c", "site_big"} {
 		if !strings.Contains(top, fn) {
 			t.Errorf("top has no %s", fn)
@@ -155,7 +140,7 @@ func TestViewFile(t *testing.T) {
 		b, _ := os.ReadFile(opened)
 		return string(b) == peak+"\n"
 	})
-	if got := vwTitle(t, vwGet(t, peak+"/top")); got != "sites inuse_space" {
+	if got := vwTitle(t, testkit.Get(t, peak+"/top")); got != "sites inuse_space" {
 		t.Errorf("peak profile's title %q, want %q", got, "sites inuse_space")
 	}
 }
@@ -164,21 +149,14 @@ func TestViewFile(t *testing.T) {
 // python3, holding its tuples, and returns its pid and file.
 func vwPython(t *testing.T) (int, string) {
 	t.Helper()
-	t.Setenv("HEAPLINE_SAMPLE", pfSample)
-	t.Setenv("HEAPLINE_PYMALLOC", "1")
+	_, script := pyKnownSampled(t)
 	lib := testkit.Shim(t)
 	bin := testkit.Interpreter(t, "/usr/bin/python3.11")
-	script := filepath.Join(t.TempDir(), "app.py")
-	if err := os.WriteFile(script, []byte(pyKnownScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(bin, script, "wait")
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
+	pid, in, out := rgPiped(t, cmd, lib)
 	t.Cleanup(func() { in.Close() })
-	for rd := bufio.NewReader(out); ; {
-		l, err := rd.ReadString('\n')
+	for {
+		l, err := out.ReadString('\n')
 		if err != nil {
 			t.Fatalf("script: %v", err)
 		}
@@ -194,7 +172,7 @@ func vwPython(t *testing.T) (int, string) {
 func TestViewLive(t *testing.T) {
 	pid, script := vwPython(t)
 	url := vwServe(t, strconv.Itoa(pid))
-	top := vwGet(t, url+"/top")
+	top := testkit.Get(t, url+"/top")
 	if got := vwTitle(t, top); got != "python3.11 inuse_space" {
 		t.Errorf("title %q, want %q", got, "python3.11 inuse_space")
 	}
@@ -216,7 +194,7 @@ func TestViewLive(t *testing.T) {
 	}
 	first := taken()
 	time.Sleep(10 * time.Millisecond) // the profiles' clock must move between the two
-	vwGet(t, url+"/flamegraph")
+	testkit.Get(t, url+"/flamegraph")
 	if second := taken(); second <= first {
 		t.Errorf("the profile after a reload was taken at %d, the first at %d: not a fresh one", second, first)
 	}

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
-	"io"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/creack/pty"
 
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/internal/testkit"
@@ -23,12 +19,10 @@ func TestWatchPython(t *testing.T) {
 	lib := testkit.Shim(t)
 	bin := testkit.Interpreter(t, "/usr/bin/python3.11")
 	cmd := exec.Command(bin, "testdata/pyobjects_known.py")
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	pid := rgStart(t, cmd, lib)
+	pid, in, out := rgPiped(t, cmd, lib)
 	defer func() { in.Close(); _ = cmd.Wait() }()
-	for rd := bufio.NewReader(out); ; {
-		l, err := rd.ReadString('\n')
+	for {
+		l, err := out.ReadString('\n')
 		if err != nil {
 			t.Fatalf("script: %v", err)
 		}
@@ -48,17 +42,7 @@ func TestWatchPython(t *testing.T) {
 	}
 	want := report.Bytes(s.Bytes)
 
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	defer tty.Close()
-	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 200}); err != nil {
-		t.Fatal(err)
-	}
-	screen := &hsBuffer{}
-	go io.Copy(screen, ptmx)
+	tty, screen := hsTerminal(t, 200)
 	done, stderr := hsWatch(t, tty, "--interval", "50ms", strconv.Itoa(pid))
 	testkit.Poll(t, "the PYTHON column showing "+want, func() bool {
 		s := screen.String()

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/creack/pty"
 
@@ -20,7 +19,7 @@ import (
 
 // hsWatch runs `heapctl watch args...` in the background with stdout as
 // given and returns its result channel.
-func hsWatch(t *testing.T, stdout io.Writer, args ...string) (chan error, *hsBuffer) {
+func hsWatch(t *testing.T, stdout io.Writer, args ...string) (chan error, *testkit.Buffer) {
 	e, _, stderr := hsApp(t)
 	e.stdout = stdout
 	done := make(chan error, 1)
@@ -28,15 +27,28 @@ func hsWatch(t *testing.T, stdout io.Writer, args ...string) (chan error, *hsBuf
 	return done, stderr
 }
 
-func hsDone(t *testing.T, done chan error, stderr *hsBuffer) {
+// hsTerminal opens a pseudo-terminal of 24 rows and cols columns: heapctl
+// draws on tty, and screen holds what it drew.
+func hsTerminal(t *testing.T, cols uint16) (tty *os.File, screen *testkit.Buffer) {
 	t.Helper()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("watch: %v\nstderr:\n%s", err, stderr)
-		}
-	case <-time.After(testkit.Timeout):
-		t.Fatal("watch did not return after the process exited")
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ptmx.Close() })
+	t.Cleanup(func() { tty.Close() })
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: cols}); err != nil {
+		t.Fatal(err)
+	}
+	screen = &testkit.Buffer{}
+	go io.Copy(screen, ptmx)
+	return tty, screen
+}
+
+func hsDone(t *testing.T, done chan error, stderr *testkit.Buffer) {
+	t.Helper()
+	if err := testkit.Await(t, done, "watch to return after the process exited"); err != nil {
+		t.Fatalf("watch: %v\nstderr:\n%s", err, stderr)
 	}
 }
 
@@ -44,7 +56,7 @@ func hsDone(t *testing.T, done chan error, stderr *hsBuffer) {
 // the heap step by step, and the final summary when the process ends.
 func TestWatchLines(t *testing.T) {
 	p := hsStart(t)
-	out := &hsBuffer{}
+	out := &testkit.Buffer{}
 	done, stderr := hsWatch(t, out, "--interval", "10ms", strconv.Itoa(p.pid))
 	hsStep(t, p.fifo)
 	top := p.base + hsTotal(t, p.lines.next("up 1 "))
@@ -83,17 +95,7 @@ func TestWatchLines(t *testing.T) {
 // with a sparkline, the cursor hidden while it runs and shown again after.
 func TestWatchTerminal(t *testing.T) {
 	p := hsStart(t)
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	defer tty.Close()
-	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 150}); err != nil {
-		t.Fatal(err)
-	}
-	screen := &hsBuffer{}
-	go io.Copy(screen, ptmx)
+	tty, screen := hsTerminal(t, 150)
 
 	// A sparkline of the last 10 s: the steps below are well within it,
 	// however slow the machine, so its highest tick shows.
@@ -140,7 +142,7 @@ func TestWatchTerminal(t *testing.T) {
 // refreshes.
 func TestWatchAll(t *testing.T) {
 	p := hsStart(t)
-	out := &hsBuffer{}
+	out := &testkit.Buffer{}
 	done, stderr := hsWatch(t, out, "--all", "--interval", "10ms", "--count", "3")
 	hsDone(t, done, stderr)
 	n := 0
@@ -242,7 +244,19 @@ func TestWatchTmux(t *testing.T) {
 		return "", ""
 	}
 	var scr []string
-	testkit.Poll(t, "the table at 80 columns", func() bool { scr = m.Screen(); h, _ := row(scr); return strings.Contains(h, "COMMAND") })
+	// at waits for the table whose header ok accepts; fits checks that no
+	// line of it reaches the terminal's width.
+	at := func(what string, ok func(head string) bool) {
+		testkit.Poll(t, what, func() bool { scr = m.Screen(); h, _ := row(scr); return ok(h) })
+	}
+	fits := func(cols int) {
+		for _, l := range scr {
+			if n := len([]rune(l)); n >= cols {
+				t.Errorf("%d columns: a line of %d: %q", cols, n, l)
+			}
+		}
+	}
+	at("the table at 80 columns", func(h string) bool { return strings.Contains(h, "COMMAND") })
 	head, line := row(scr)
 	for _, w := range []string{"PID", "LIVE", "PEAK", "RSS", "LAST 1m", "COMMAND"} {
 		if !strings.Contains(head, w) {
@@ -254,38 +268,22 @@ func TestWatchTmux(t *testing.T) {
 		!strings.HasPrefix(line, strconv.Itoa(p.pid)+" ") || !strings.Contains(line, "heapsteps ") {
 		t.Errorf("80 columns:\n%s\nwant BLOCKS, PYTHON and ALLOCS/S dropped, and the row with its command", strings.Join(scr, "\n"))
 	}
-	for _, l := range scr {
-		if n := len([]rune(l)); n >= 80 {
-			t.Errorf("80 columns: a line of %d: %q", n, l)
-		}
-	}
+	fits(80)
 
 	m.Resize(40, 24)
-	testkit.Poll(t, "the table at 40 columns", func() bool {
-		scr = m.Screen()
-		h, _ := row(scr)
-		return strings.Contains(h, "COMMAND") && !strings.Contains(h, "PEAK")
-	})
+	at("the table at 40 columns", func(h string) bool { return strings.Contains(h, "COMMAND") && !strings.Contains(h, "PEAK") })
 	if head, line = row(scr); !strings.HasPrefix(head, "PID ") || !strings.Contains(head, " LIVE ") || !strings.HasPrefix(line, strconv.Itoa(p.pid)+" ") {
 		t.Errorf("40 columns:\n%s\nwant PID, LIVE and COMMAND", strings.Join(scr, "\n"))
 	}
-	for _, l := range scr {
-		if n := len([]rune(l)); n >= 40 {
-			t.Errorf("40 columns: a line of %d: %q", n, l)
-		}
-	}
+	fits(40)
 
 	m.Resize(200, 50)
-	testkit.Poll(t, "every column at 200", func() bool {
-		scr = m.Screen()
-		h, _ := row(scr)
+	at("every column at 200", func(h string) bool {
 		return strings.Contains(h, "BLOCKS") && strings.Contains(h, "MAPPED") && strings.Contains(h, "FREES/S")
 	})
 
 	m.Resize(80, 24)
-	testkit.Poll(t, "the table at 80 columns again", func() bool {
-		scr = m.Screen()
-		h, _ := row(scr)
+	at("the table at 80 columns again", func(h string) bool {
 		return strings.Contains(h, "COMMAND") && !strings.Contains(h, "BLOCKS") && !strings.Contains(scr[0], "BLOCKS")
 	})
 	p.finish(t)
@@ -333,7 +331,7 @@ func TestWatchAllTmuxEnded(t *testing.T) {
 // counters for ever.
 func TestWatchExecWithoutShim(t *testing.T) {
 	pid, in := rgStartExecWithoutShim(t)
-	out := &hsBuffer{}
+	out := &testkit.Buffer{}
 	done, stderr := hsWatch(t, out, "--interval", "10ms", strconv.Itoa(pid))
 	testkit.Poll(t, "a line", func() bool { return strings.Contains(out.String(), "\n") })
 	in.Write([]byte("\n"))

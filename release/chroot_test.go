@@ -24,6 +24,7 @@ import (
 	"time"
 
 	pprof "github.com/google/pprof/profile"
+
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -221,15 +222,7 @@ func TestChrootRun(t *testing.T) {
 
 func parse(t *testing.T, file string) *pprof.Profile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(chrootDir(t), file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pprof.ParseData(b)
-	if err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	return p
+	return testkit.ParseProfile(t, filepath.Join(chrootDir(t), file))
 }
 
 // The three-site profile (ctl's TestProfileShimSites): heapctl profile of
@@ -252,17 +245,9 @@ func TestChrootProfile(t *testing.T) {
 	}
 	out(t, nil, "heapctl", "profile", "-o", "/tmp/sites.pb.gz", pid[0])
 	prof := parse(t, "/tmp/sites.pb.gz")
-	idx := -1
-	for i, st := range prof.SampleType {
-		if st.Type == "alloc_space" {
-			idx = i
-		}
-	}
 	by := map[string]float64{}
-	for _, s := range prof.Sample {
-		if l := s.Location; len(l) > 0 && len(l[0].Line) > 0 {
-			by[l[0].Line[0].Function.Name] += float64(s.Value[idx])
-		}
+	for fn, v := range testkit.ByFunction(t, prof, "alloc_space") {
+		by[fn] = float64(v)
 	}
 	sites := []string{"site_a", "site_b", "site_c"}
 	small := by["site_a"] + by["site_b"] + by["site_c"]

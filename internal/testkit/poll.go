@@ -15,3 +15,16 @@ func Poll(t testing.TB, what string, ok func() bool) {
 		}
 	}
 }
+
+// Await receives from ch, failing the test with what it waited for after
+// Timeout: the wait for a command run in the background to return.
+func Await[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(Timeout):
+		t.Fatalf("waited %v for %s", Timeout, what)
+		panic("unreachable")
+	}
+}

@@ -173,7 +173,7 @@ func TestSampledBlocks(t *testing.T) {
 			t.Fatalf("%v\n%s", r.Err, r.Stderr)
 		}
 		var sampled int64
-		for _, x := range parseProfile(t, pb).Sample {
+		for _, x := range testkit.ParseProfile(t, pb).Sample {
 			sampled += x.Value[0] // alloc_objects
 		}
 		if sampled == 0 {

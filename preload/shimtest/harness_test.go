@@ -14,31 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
-// summary is the JSON document of `heapctl show --json`, as a user sees it.
-type summary struct {
-	PID            int     `json:"pid"`
-	Command        string  `json:"command"`
-	Source         string  `json:"source"`
-	ElapsedS       float64 `json:"elapsed_s"`
-	LiveBytes      int64   `json:"live_bytes"`
-	LiveBlocks     int64   `json:"live_blocks"`
-	PeakLiveBytes  int64   `json:"peak_live_bytes"`
-	PeakErrorBytes int64   `json:"peak_error_bytes"`
-	Allocs         uint64  `json:"allocs"`
-	Frees          uint64  `json:"frees"`
-	AllocatedBytes uint64  `json:"allocated_bytes"`
-	FreedBytes     uint64  `json:"freed_bytes"`
-	Threads        uint64  `json:"threads"`
-
-	MappedBytes     int64  `json:"mapped_bytes"`
-	PeakMappedBytes int64  `json:"peak_mapped_bytes"`
-	Mappings        uint64 `json:"mappings"`
-	Mode            string `json:"mode"`
-	BypassedBy      string `json:"bypassed_by"`
-}
+// summary is the JSON document of `heapctl show --json`, as a user sees
+// it: the type heapctl writes it from.
+type summary = heapjson.Summary
 
 // inMode is a known check that each reading names the shim's mode.
 func inMode(t *testing.T, mode string) func(step, summary) {
@@ -137,14 +119,7 @@ func known(t *testing.T, extra []string, prog string, args []string, check func(
 	t.Helper()
 	cmd := exec.Command(prog, args...)
 	cmd.Env = env(t, append([]string{"HEAPLINE_SUMMARY=0"}, extra...)...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := testkit.Pipes(t, cmd)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -28,22 +29,7 @@ func sampledProfile(t *testing.T, extra []string, argv ...string) *profile.Profi
 	if r := testkit.RunHeapctl(t, "profile", "--from", dump, "-o", pb); r.Err != nil {
 		t.Fatalf("%v\n%s", r.Err, r.Stderr)
 	}
-	return parseProfile(t, pb)
-}
-
-// parseProfile reads the pprof profile at path.
-func parseProfile(t *testing.T, path string) *profile.Profile {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testkit.ParseProfile(t, pb)
 }
 
 // allocSpace is the profile's alloc_space (index 1) in all, and under the

@@ -5,32 +5,12 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/heapline/heapline/internal/testkit"
 )
-
-// lockedBuffer is a strings.Builder that a process's stderr may write to
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // After exec, the new image takes its earlier image's region over under
 // the file's flock, the lock under which heapctl gc removes a detached
@@ -60,7 +40,7 @@ func TestExecTakeOverLocked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var stderr lockedBuffer
+			var stderr testkit.Buffer
 			cmd.Stderr = &stderr
 			pid := started(t, cmd)
 			path := regionPath(pid)

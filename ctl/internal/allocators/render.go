@@ -40,11 +40,11 @@ func row(r Result, s SideResult) []string {
 	}
 	vs, verdict, ovs := "—", "—", "—"
 	if c := s.Change; c != nil {
-		vs = fmt.Sprintf("%s (%s .. %s)", signed(c.Change), signed(c.CILow), signed(c.CIHigh))
+		vs = fmt.Sprintf("%s (%s .. %s)", overhead.Signed(c.Change), overhead.Signed(c.CILow), overhead.Signed(c.CIHigh))
 		verdict = c.Verdict
 	}
 	if c := s.OtherChange; c != nil {
-		ovs = signed(c.Change)
+		ovs = overhead.Signed(c.Change)
 	}
 	rss := fmt.Sprintf("%s (%s .. %s)", mib(s.MedianPeakRSS), mibN(s.PeakRSSCILow), mibN(s.PeakRSSCIHigh))
 	if s.RSSAtFloor {
@@ -62,7 +62,7 @@ func row(r Result, s SideResult) []string {
 			retained = "< 0"
 		}
 	}
-	return []string{s.Name, durCI(med, lo, hi), vs, verdict, dur(oth), ovs, rss, rate, retained}
+	return []string{s.Name, overhead.DurCI(med, lo, hi), vs, verdict, overhead.Dur(oth), ovs, rss, rate, retained}
 }
 
 func header(r Result) []string {
@@ -76,11 +76,7 @@ func header(r Result) []string {
 // are messages, for stderr: the caller's.
 func WriteResult(w io.Writer, r Result) error {
 	var b strings.Builder
-	if r.Description != "" {
-		fmt.Fprintf(&b, "%s  %s\n", r.Scenario, r.Description)
-	} else {
-		fmt.Fprintf(&b, "%s\n", r.Scenario)
-	}
+	b.WriteString(overhead.Title(r.Scenario, r.Description))
 	tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(header(r), "\t"))
 	for _, s := range r.Sides {
@@ -166,13 +162,6 @@ func WriteMarkdown(w io.Writer, doc Document) error {
 	return err
 }
 
-func signed(f float64) string {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return "?"
-	}
-	return fmt.Sprintf("%+.1f%%", 100*f)
-}
-
 // mib formats bytes in MiB with one decimal, so that a column compares.
 func mib(b float64) string { return mibN(b) + " MiB" }
 
@@ -181,34 +170,4 @@ func mibN(b float64) string {
 		return "?"
 	}
 	return fmt.Sprintf("%.1f", b/(1<<20))
-}
-
-// dur formats seconds: 0.512 s, or 1.23 ms below a tenth of a second.
-func dur(s float64) string {
-	if s < 0.1 {
-		return fmt.Sprintf("%.2f ms", 1000*s)
-	}
-	return fmt.Sprintf("%.3f s", s)
-}
-
-// durCI formats a median and its interval in the median's unit:
-// "0.512 s (0.488 .. 0.601)".
-func durCI(med, lo, hi float64) string {
-	if med < 0.1 {
-		return fmt.Sprintf("%.2f ms (%.2f .. %.2f)", 1000*med, 1000*lo, 1000*hi)
-	}
-	return fmt.Sprintf("%.3f s (%.3f .. %.3f)", med, lo, hi)
-}
-
-// count formats a count with an SI prefix: 12.4M.
-func count(f float64) string {
-	switch {
-	case f >= 1e9:
-		return fmt.Sprintf("%.2fG", f/1e9)
-	case f >= 1e6:
-		return fmt.Sprintf("%.2fM", f/1e6)
-	case f >= 1e3:
-		return fmt.Sprintf("%.1fk", f/1e3)
-	}
-	return fmt.Sprintf("%.0f", f)
 }

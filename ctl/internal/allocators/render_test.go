@@ -5,37 +5,13 @@ import (
 	"errors"
 	"flag"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/heapline/heapline/ctl/internal/overhead"
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// golden compares got with testdata/name; on a mismatch it writes got
-// beside it.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		_ = os.WriteFile(p+".got", []byte(got), 0o644)
-		t.Errorf("%s differs from the golden file; got written to %s.got:\n%s", p, p, got)
-	}
-}
 
 // fixed is a result from known samples: glibc, a faster side, one within
 // the threshold, one that failed.
@@ -87,11 +63,11 @@ func TestRender(t *testing.T) {
 	if err := WriteResult(&buf, r); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "result.golden", buf.String())
+	testkit.Golden(t, "result.golden", buf.Bytes(), *update)
 	buf.Reset()
 	env := overhead.Env{CPU: "Test CPU", Cores: 2, Kernel: "Linux 6.1", Args: []string{"heapctl", "allocators", "larson-4t", "--format", "markdown"}}
 	if err := WriteMarkdown(&buf, Document{Env: env, Scenarios: []Result{r}, Skipped: []string{"tcmalloc skipped: libtcmalloc_minimal.so.4 not found"}}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "markdown.golden", buf.String())
+	testkit.Golden(t, "markdown.golden", buf.Bytes(), *update)
 }

@@ -242,7 +242,7 @@ func warn(res *Result, opts Options) {
 	// An allocator's own start-up may call malloc a few times (through
 	// the shim, which comes first): a handful is no different work.
 	if hi-lo > max(0.01*hi, 1000) {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("allocation counts differ between allocators (%s to %s a run): the program does different work on each", count(lo), count(hi)))
+		res.Warnings = append(res.Warnings, fmt.Sprintf("allocation counts differ between allocators (%s to %s a run): the program does different work on each", overhead.Count(lo, ""), overhead.Count(hi, "")))
 	}
 }
 

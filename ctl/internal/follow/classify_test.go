@@ -70,22 +70,24 @@ func TestChild(t *testing.T) {
 			t.Errorf("read %d: %v, want %v", i, got, c2.want)
 		}
 	}
-	for i := 1; i <= 2*UnreadableAfter; i++ {
-		want := Skip
-		if i == UnreadableAfter {
-			want = Removed
-		}
-		if got := c.Classify(gone); got != want {
-			t.Fatalf("missing read %d: %v, want %v", i, got, want)
-		}
-	}
-	for i := 1; i <= 2*UnreadableAfter; i++ {
-		want := Busy
-		if i == UnreadableAfter {
-			want = Unreadable
-		}
-		if got := c.Classify(bad); got != want {
-			t.Fatalf("failed read %d: %v, want %v", i, got, want)
+	// UnreadableAfter reads in a row that do not succeed end it once, as
+	// the region removed or unreadable; the reads before and after wait.
+	for _, r := range []struct {
+		what       string
+		ent        regions.Entry
+		wait, last Read
+	}{
+		{"missing", gone, Skip, Removed},
+		{"failed", bad, Busy, Unreadable},
+	} {
+		for i := 1; i <= 2*UnreadableAfter; i++ {
+			want := r.wait
+			if i == UnreadableAfter {
+				want = r.last
+			}
+			if got := c.Classify(r.ent); got != want {
+				t.Fatalf("%s read %d: %v, want %v", r.what, i, got, want)
+			}
 		}
 	}
 	if got := c.Classify(regions.Entry{}); got != Sample {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 func TestCheckStable(t *testing.T) {
@@ -21,7 +23,7 @@ func TestCheckStable(t *testing.T) {
 	}
 	var md bytes.Buffer
 	rep.Markdown(&md)
-	golden(t, "check-stable.md.golden", md.Bytes())
+	testkit.Golden(t, "check-stable.md.golden", md.Bytes(), *update)
 }
 
 // plant adds a new newest commit to the fixture with one figure moved.
@@ -69,7 +71,7 @@ func TestCheckPlantedRegression(t *testing.T) {
 	}
 	var md bytes.Buffer
 	rep.Markdown(&md)
-	golden(t, "check-regression.md.golden", md.Bytes())
+	testkit.Golden(t, "check-regression.md.golden", md.Bytes(), *update)
 
 	// An interval that reaches into the band is no verdict, however high
 	// its point: 25% (22% .. 28%) touches the band's top.

@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -16,30 +14,6 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// golden compares got with testdata/name. On a mismatch it writes got
-// beside it as testdata/name.got (benchstat's habit) so the difference
-// can be read with diff; -update rewrites the golden file instead.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		os.WriteFile(path+".got", got, 0o644)
-		t.Errorf("%s differs from the golden file; got written to %s.got (diff them; go test -update accepts)", path, path)
-	} else {
-		os.Remove(path + ".got")
-	}
-}
 
 func loadFixture(t *testing.T) []Point {
 	t.Helper()
@@ -65,9 +39,9 @@ func TestRenderGolden(t *testing.T) {
 	if strings.Join(names, " ") != "README.md churn-1t.svg churn-4t.svg python.svg" {
 		t.Fatalf("files: %v", names)
 	}
-	golden(t, "render.md.golden", files[PageFile])
+	testkit.Golden(t, "render.md.golden", files[PageFile], *update)
 	for _, sc := range []string{"churn-1t", "churn-4t", "python"} {
-		golden(t, "render-"+sc+".svg.golden", []byte(svgStructure(t, files[sc+".svg"])))
+		testkit.Golden(t, "render-"+sc+".svg.golden", []byte(svgStructure(t, files[sc+".svg"])), *update)
 	}
 
 	// Rendering again, and from the lines in another order, gives the

@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heapline/heapline/internal/testkit"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 func plan(t *testing.T, spec Spec) Job {
@@ -357,26 +358,6 @@ func TestJSONShape(t *testing.T) {
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// golden compares got with testdata/name; on a mismatch it writes got
-// beside it as name.got.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		_ = os.WriteFile(p+".got", []byte(got), 0o644)
-		t.Errorf("%s differs from the golden file; got written to %s.got:\n%s", p, p, got)
-	}
-}
-
 func fixedResult(name string, base, prof []float64, allocs float64) Result {
 	job := Job{Scenario: name, Description: "4 threads, 64 blocks each, 16-512 B, small heap",
 		Base: Side{Label: "baseline", Argv: []string{"bin/malloc_churn"}},
@@ -401,14 +382,14 @@ func TestRender(t *testing.T) {
 	if err := WriteResult(&buf, r); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "result.golden", buf.String())
+	testkit.Golden(t, "result.golden", buf.Bytes(), *update)
 
 	r2 := fixedResult("churn-1t", []float64{1, 1.01, 0.99, 1, 1.02}, []float64{1.1, 1.12, 1.09, 1.11, 1.1}, 5e7)
 	buf.Reset()
 	if err := WriteTable(&buf, []Result{r, r2}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "table.golden", buf.String())
+	testkit.Golden(t, "table.golden", buf.Bytes(), *update)
 
 	// The warnings are not in the results: heapctl overhead writes them
 	// on stderr, after the scenario's name when there are several.
@@ -553,7 +534,7 @@ func TestMarkdown(t *testing.T) {
 			t.Errorf("markdown lacks %q", want)
 		}
 	}
-	golden(t, "markdown.golden", buf.String())
+	testkit.Golden(t, "markdown.golden", buf.Bytes(), *update)
 
 	r := fixedResult("churn-1t", base, []float64{0.577, 0.541, 0.652, 0.56, 0.58, 0.57, 0.59, 0.6, 0.575, 0.566}, 2e7)
 	r.Floor = &FloorResult{Overhead: 0.1, CILow: 0.08, CIHigh: 0.12, Distance: 0.027, DistanceCILow: 0.01, DistanceCIHigh: 0.045}
@@ -562,5 +543,5 @@ func TestMarkdown(t *testing.T) {
 	if err := WriteMarkdown(&buf, Document{Env: env, Scenarios: []Result{r}}, 0.05); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "markdown-floor.golden", buf.String())
+	testkit.Golden(t, "markdown-floor.golden", buf.Bytes(), *update)
 }

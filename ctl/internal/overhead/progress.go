@@ -2,10 +2,11 @@ package overhead
 
 import (
 	"fmt"
-	"github.com/heapline/heapline/ctl/internal/report"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/heapline/heapline/ctl/internal/report"
 )
 
 // Progress reports runs on stderr. On a terminal it redraws one line,

@@ -3,12 +3,13 @@ package overhead
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/heapline/heapline/ctl/internal/report"
 	"io"
 	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/heapline/heapline/ctl/internal/report"
 )
 
 // Document is the JSON of `heapctl overhead --json` (the overhead contract
@@ -104,30 +105,26 @@ func WriteJSON(w io.Writer, doc Document) error {
 //	medians of 10 counted runs a side, after 2 uncounted warm-ups; wall time ...
 func WriteResult(w io.Writer, r Result) error {
 	var b strings.Builder
-	if r.Description != "" {
-		fmt.Fprintf(&b, "%s  %s\n", r.Scenario, r.Description)
-	} else {
-		fmt.Fprintf(&b, "%s\n", r.Scenario)
-	}
+	b.WriteString(Title(r.Scenario, r.Description))
 	tw := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
 	if r.Measure == string(Instructions) {
 		fmt.Fprintf(tw, "\tinstructions\tcv\twall (callgrind)\n")
 		for _, s := range []SideResult{r.Baseline, r.Profiled} {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Label, count(s.MedianInstructions), pct(s.CV), dur(s.MedianS))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Label, Count(s.MedianInstructions, " "), Pct(s.CV), Dur(s.MedianS))
 		}
 	} else {
 		fmt.Fprintf(tw, "\twall median\tmin\tmax\tcv\tuser\tsys\n")
 		for _, s := range []SideResult{r.Baseline, r.Profiled} {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Label, dur(s.MedianS), dur(s.MinS), dur(s.MaxS), pct(s.CV), dur(s.MedianUserS), dur(s.MedianSysS))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Label, Dur(s.MedianS), Dur(s.MinS), Dur(s.MaxS), Pct(s.CV), Dur(s.MedianUserS), Dur(s.MedianSysS))
 		}
 	}
 	// The overhead line shares the label column; the text after it is the
 	// line's last cell, which does not widen the columns above.
-	line := fmt.Sprintf("overhead\t%s   (95%% CI %s .. %s)", signed(r.Overhead), signed(r.CILow), signed(r.CIHigh))
+	line := fmt.Sprintf("overhead\t%s   (95%% CI %s .. %s)", Signed(r.Overhead), Signed(r.CILow), Signed(r.CIHigh))
 	if len(r.RoundOverheads) > 0 {
 		var rs []string
 		for _, o := range r.RoundOverheads {
-			rs = append(rs, signed(o))
+			rs = append(rs, Signed(o))
 		}
 		line += fmt.Sprintf("   median of %d rounds: %s", len(r.RoundOverheads), strings.Join(rs, " "))
 	}
@@ -139,7 +136,7 @@ func WriteResult(w io.Writer, r Result) error {
 	}
 	fmt.Fprintln(tw, line)
 	if f := r.Floor; f != nil {
-		fmt.Fprintf(tw, "floor\t%s   (95%% CI %s .. %s)   %s above it (%s .. %s)\n", signed(f.Overhead), signed(f.CILow), signed(f.CIHigh),
+		fmt.Fprintf(tw, "floor\t%s   (95%% CI %s .. %s)   %s above it (%s .. %s)\n", Signed(f.Overhead), Signed(f.CILow), Signed(f.CIHigh),
 			ptsDiff(f.Distance), ptsDiff(f.DistanceCILow), ptsDiff(f.DistanceCIHigh))
 	}
 	tw.Flush()
@@ -170,25 +167,25 @@ func WriteTable(w io.Writer, rs []Result) error {
 	for _, r := range rs {
 		var bm, pm, extra string
 		if instr {
-			bm, pm = count(r.Baseline.MedianInstructions), count(r.Profiled.MedianInstructions)
+			bm, pm = Count(r.Baseline.MedianInstructions, " "), Count(r.Profiled.MedianInstructions, " ")
 			extra = "-"
 			if r.AddedInstructionsPerAlloc != nil {
 				extra = fmt.Sprintf("%+.1f", *r.AddedInstructionsPerAlloc)
 			}
 		} else {
-			bm, pm = dur(r.Baseline.MedianS), dur(r.Profiled.MedianS)
+			bm, pm = Dur(r.Baseline.MedianS), Dur(r.Profiled.MedianS)
 			extra = "-"
 			if r.AllocsPerS != nil {
 				extra = report.Rate(*r.AllocsPerS)
 			}
 		}
 		if f := r.Floor; floor && f != nil {
-			extra += fmt.Sprintf("\t%s\t%s (%s .. %s)", signed(f.Overhead), ptsDiff(f.Distance), ptsDiff(f.DistanceCILow), ptsDiff(f.DistanceCIHigh))
+			extra += fmt.Sprintf("\t%s\t%s (%s .. %s)", Signed(f.Overhead), ptsDiff(f.Distance), ptsDiff(f.DistanceCILow), ptsDiff(f.DistanceCIHigh))
 		} else if floor {
 			extra += "\t-\t-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s .. %s\t%s / %s\t%s\n", r.Scenario, bm, pm, signed(r.Overhead),
-			signed(r.CILow), signed(r.CIHigh), pct(r.Baseline.CV), pct(r.Profiled.CV), extra)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s .. %s\t%s / %s\t%s\n", r.Scenario, bm, pm, Signed(r.Overhead),
+			Signed(r.CILow), Signed(r.CIHigh), Pct(r.Baseline.CV), Pct(r.Profiled.CV), extra)
 	}
 	tw.Flush()
 	if len(rs) > 0 {
@@ -253,18 +250,18 @@ func WriteMarkdown(w io.Writer, doc Document, threshold float64) error {
 	}
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n|" + strings.Repeat("---|", len(head)) + "\n")
 	for _, r := range rs {
-		bm, pm := dur(r.Baseline.MedianS), dur(r.Profiled.MedianS)
+		bm, pm := Dur(r.Baseline.MedianS), Dur(r.Profiled.MedianS)
 		switch Mode(r.Measure) {
 		case Instructions:
-			bm, pm = count(r.Baseline.MedianInstructions), count(r.Profiled.MedianInstructions)
+			bm, pm = Count(r.Baseline.MedianInstructions, " "), Count(r.Profiled.MedianInstructions, " ")
 		case CPU:
-			bm, pm = dur(r.Baseline.MedianCPUS), dur(r.Profiled.MedianCPUS)
+			bm, pm = Dur(r.Baseline.MedianCPUS), Dur(r.Profiled.MedianCPUS)
 		}
-		row := []string{r.Scenario, bm, pm, signed(r.Overhead), signed(r.CILow) + " .. " + signed(r.CIHigh),
-			pct(r.Baseline.CV) + " / " + pct(r.Profiled.CV), strconv.Itoa(r.Runs * max(r.Rounds, 1))}
+		row := []string{r.Scenario, bm, pm, Signed(r.Overhead), Signed(r.CILow) + " .. " + Signed(r.CIHigh),
+			Pct(r.Baseline.CV) + " / " + Pct(r.Profiled.CV), strconv.Itoa(r.Runs * max(r.Rounds, 1))}
 		if floor {
 			if f := r.Floor; f != nil {
-				row = append(row, signed(f.Overhead), fmt.Sprintf("%s (%s .. %s)", ptsDiff(f.Distance), ptsDiff(f.DistanceCILow), ptsDiff(f.DistanceCIHigh)))
+				row = append(row, Signed(f.Overhead), fmt.Sprintf("%s (%s .. %s)", ptsDiff(f.Distance), ptsDiff(f.DistanceCILow), ptsDiff(f.DistanceCIHigh)))
 			} else {
 				row = append(row, "-", "-")
 			}
@@ -326,7 +323,6 @@ func runsNote(rs []Result, cpu bool) string {
 	return fmt.Sprintf("medians of %s counted runs a side%s%s; %s", runs, warm, rounds, what)
 }
 
-// signed formats a fraction as a signed percentage: 0.127 is "+12.7%".
 // WarmRounds words a table note's uncounted warm-ups and rounds, each
 // led by sep, or "" where there are none (overhead's and allocators' notes).
 func WarmRounds(warmup, rounds int, sep string) (string, string) {
@@ -341,39 +337,4 @@ func WarmRounds(warmup, rounds int, sep string) (string, string) {
 		each = fmt.Sprintf("%sin each of %d rounds", sep, rounds)
 	}
 	return warm, each
-}
-
-func signed(f float64) string {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return "?"
-	}
-	return fmt.Sprintf("%+.1f%%", 100*f)
-}
-
-func pct(f float64) string {
-	if math.IsNaN(f) {
-		return "?"
-	}
-	return fmt.Sprintf("%.1f%%", 100*f)
-}
-
-// count formats an instruction count with an SI prefix: 812.35 M.
-func count(f float64) string {
-	switch {
-	case f >= 1e9:
-		return fmt.Sprintf("%.3f G", f/1e9)
-	case f >= 1e6:
-		return fmt.Sprintf("%.2f M", f/1e6)
-	case f >= 1e3:
-		return fmt.Sprintf("%.1f k", f/1e3)
-	}
-	return fmt.Sprintf("%.0f", f)
-}
-
-// dur formats seconds: 0.512 s, or 1.23 ms below a tenth of a second.
-func dur(s float64) string {
-	if s < 0.1 {
-		return fmt.Sprintf("%.2f ms", 1000*s)
-	}
-	return fmt.Sprintf("%.3f s", s)
 }

@@ -289,16 +289,11 @@ func TestCorrupt(t *testing.T) {
 }
 
 func TestFileChecks(t *testing.T) {
-	d := regiontest.UseDir(t)
-	pid := os.Getpid()
-	name := "heapline." + strconv.Itoa(pid)
-	p := filepath.Join(d, name)
+	pid, name, p := regiontest.Own(t)
 	expect := func(t *testing.T, want string) {
 		t.Helper()
 		_, err := read(t, pid)
-		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), p+": ") {
-			t.Fatalf("err %v, want %q about %s", err, want, p)
-		}
+		regiontest.ErrAbout(t, err, p, want)
 	}
 	t.Run("missing", func(t *testing.T) {
 		_, err := read(t, pid)

@@ -86,16 +86,11 @@ func TestStale(t *testing.T) {
 // checkOwner: a region for a live process, made by a user the process
 // does not run as, is not that process's region.
 func TestNotItsRegion(t *testing.T) {
-	d := regiontest.UseDir(t)
-	pid := os.Getpid()
-	name := "heapline." + strconv.Itoa(pid)
-	p := filepath.Join(d, name)
+	pid, name, p := regiontest.Own(t)
 	expect := func(t *testing.T, want string) {
 		t.Helper()
 		_, err := Read(pid)
-		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), p+": ") {
-			t.Fatalf("err %v, want %q about %s", err, want, p)
-		}
+		regiontest.ErrAbout(t, err, p, want)
 	}
 	// A region for a live process, made by a user the process does not
 	// run as: root chowns it to a stranger; another user fakes the

@@ -3,6 +3,8 @@ package regiontest
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -43,4 +45,24 @@ func Map(t testing.TB, p string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Munmap(b) })
+}
+
+// Own points region.Dir at a fresh directory (UseDir) and names this
+// process's region there: its pid, file name and path.
+func Own(t testing.TB) (pid int, name, path string) {
+	t.Helper()
+	d := UseDir(t)
+	pid = os.Getpid()
+	name = "heapline." + strconv.Itoa(pid)
+	return pid, name, filepath.Join(d, name)
+}
+
+// ErrAbout fails the test unless err is about the file at path (its
+// message starts with the path, as region's and regions' errors do) and
+// says want.
+func ErrAbout(t testing.TB, err error, path, want string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), path+": ") {
+		t.Fatalf("err %v, want %q about %s", err, want, path)
+	}
 }

@@ -1,0 +1,54 @@
+package measure
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/heapline/heapline/ctl/internal/outfile"
+)
+
+// Flags are the flags that both measuring commands read here and in
+// Locate: the output's form (--json, --format), its copy (--out) and the
+// project (--root).
+func Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "json", Usage: "print one JSON document with the raw samples instead of the table (= --format json)"},
+		&cli.StringFlag{Name: "format", Value: "text", Usage: "`FORMAT` of the output: text, json, or markdown (a table for a job summary)"},
+		&cli.StringFlag{Name: "out", Usage: "also write the JSON document to `FILE` (whole, or not at all)"},
+		&cli.StringFlag{Name: "root", Usage: "project `DIR` holding bin/ and scenarios/ (default: found beside heapctl)"},
+	}
+}
+
+// Format is the output --format names, or json with --json (the two
+// must agree): text, json or markdown.
+func Format(c *cli.Context) (string, error) {
+	format := c.String("format")
+	if c.Bool("json") {
+		if c.IsSet("format") && format != "json" {
+			return "", fmt.Errorf("--json and --format %s exclude each other", format)
+		}
+		format = "json"
+	}
+	if format != "text" && format != "json" && format != "markdown" {
+		return "", fmt.Errorf("--format must be text, json or markdown, not %q", format)
+	}
+	return format, nil
+}
+
+// Out is --out's file, checked and created before anything runs and
+// written whole at the end (outfile); nil without --out.
+func Out(c *cli.Context) (*outfile.File, error) {
+	p := c.String("out")
+	if p == "" {
+		return nil, nil
+	}
+	if err := outfile.Check("--out", p); err != nil {
+		return nil, err
+	}
+	f, err := outfile.Create(p)
+	if err != nil {
+		return nil, fmt.Errorf("--out %s: %w", p, err)
+	}
+	return f, nil
+}
