@@ -37,7 +37,11 @@ func traceCC(t *testing.T, dir, name, src string, flags ...string) string {
 	return testkit.CC(t, filepath.Join(dir, name), c, append([]string{"-O1", "-pthread"}, flags...)...)
 }
 
-// traceRun runs `heapctl trace` in process with opts, returning stdout.
+// traceRun runs `heapctl trace` in process with opts, returning stdout:
+// for options the command line has no flag for (the traced command's
+// environment and standard files, the hooks that start the traced work
+// once the probes are in). Everything else runs heapctl as a user does
+// (heapctl, harness_test.go).
 func traceRun(t *testing.T, o traceOpts) (string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
@@ -360,7 +364,8 @@ type traceDiff struct{ allocs, frees, allocated, freed uint64 }
 // read error, in --json's read_errors.
 func TestTraceReadErrors(t *testing.T) {
 	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
-	js, err := traceRun(t, traceOpts{argv: []string{traceKnown(t), "badfree"}, json: true})
+	r := heapctl(t, "trace", "--json", "--", traceKnown(t), "badfree")
+	js, err := r.stdout, r.err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -598,7 +603,8 @@ func TestTraceWatch(t *testing.T) {
 // TestTraceCommandStatus: heapctl exits with the command's status.
 func TestTraceCommandStatus(t *testing.T) {
 	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
-	out, err := traceRun(t, traceOpts{argv: []string{"sh", "-c", "exit 3"}})
+	r := heapctl(t, "trace", "--", "sh", "-c", "exit 3")
+	out, err := r.stdout, r.err
 	var ee *launch.ExitError
 	if !errors.As(err, &ee) || ee.Code != 3 {
 		t.Errorf("error %v, want exit status 3", err)
@@ -606,15 +612,15 @@ func TestTraceCommandStatus(t *testing.T) {
 	if !strings.HasPrefix(out, "heapline[") || !strings.Contains(out, "live at exit") {
 		t.Errorf("output %q", out)
 	}
-	_, err = traceRun(t, traceOpts{argv: []string{"sh", "-c", "kill -TERM $$"}})
+	err = heapctl(t, "trace", "--", "sh", "-c", "kill -TERM $$").err
 	if !errors.As(err, &ee) || ee.Code != 128+15 || ee.Msg != "trace: sh killed by signal 15 (terminated)" {
 		t.Errorf("killed: %v (%+v), want status 143", err, ee)
 	}
-	_, err = traceRun(t, traceOpts{argv: []string{"no-such-command-heapline"}})
+	err = heapctl(t, "trace", "--", "no-such-command-heapline").err
 	if !errors.As(err, &ee) || ee.Code != 127 || ee.Msg != "trace: no-such-command-heapline: command not found" {
 		t.Errorf("not found: %v, want status 127", err)
 	}
-	_, err = traceRun(t, traceOpts{argv: []string{"./no-such-file-heapline"}})
+	err = heapctl(t, "trace", "--", "./no-such-file-heapline").err
 	if !errors.As(err, &ee) || ee.Code != 127 || ee.Msg != "trace: ./no-such-file-heapline: no such file" {
 		t.Errorf("no such file: %v, want status 127", err)
 	}
@@ -625,7 +631,7 @@ func TestTraceCommandStatus(t *testing.T) {
 		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		_, err = traceRun(t, traceOpts{argv: []string{p}})
+		err = heapctl(t, "trace", "--", p).err
 		if !errors.As(err, &ee) || ee.Code != 126 || !strings.Contains(ee.Msg, "cannot be run") {
 			t.Errorf("%s: %v, want status 126", name, err)
 		}
@@ -639,7 +645,7 @@ func TestTraceErrors(t *testing.T) {
 
 	// A dead pid.
 	dead := testkit.DeadPID(t)
-	if _, err := traceRun(t, traceOpts{pid: dead}); err == nil || !strings.Contains(err.Error(), "no process with pid "+strconv.Itoa(dead)) {
+	if err := heapctl(t, "trace", "--pid", strconv.Itoa(dead)).err; err == nil || !strings.Contains(err.Error(), "no process with pid "+strconv.Itoa(dead)) {
 		t.Errorf("dead pid: %v", err)
 	}
 
@@ -651,7 +657,7 @@ func TestTraceErrors(t *testing.T) {
 			continue
 		}
 		want := fmt.Sprintf("trace: %d is a thread of process %d: trace --pid %d", tid, os.Getpid(), os.Getpid())
-		if _, err := traceRun(t, traceOpts{pid: tid}); err == nil || err.Error() != want {
+		if err := heapctl(t, "trace", "--pid", strconv.Itoa(tid)).err; err == nil || err.Error() != want {
 			t.Errorf("thread id: %v, want %q", err, want)
 		}
 		break
@@ -659,11 +665,11 @@ func TestTraceErrors(t *testing.T) {
 
 	// A static binary, as a command and running.
 	static := traceCC(t, dir, "static", traceLoopC, "-static")
-	if _, err := traceRun(t, traceOpts{argv: []string{static}}); err == nil || !strings.Contains(err.Error(), "is statically linked") {
+	if err := heapctl(t, "trace", "--", static).err; err == nil || !strings.Contains(err.Error(), "is statically linked") {
 		t.Errorf("static command: %v", err)
 	}
 	l := traceStartLoop(t, static)
-	if _, err := traceRun(t, traceOpts{pid: l.cmd.Process.Pid}); err == nil || !strings.Contains(err.Error(), "maps no C library: a statically linked program") {
+	if err := heapctl(t, "trace", "--pid", strconv.Itoa(l.cmd.Process.Pid)).err; err == nil || !strings.Contains(err.Error(), "maps no C library: a statically linked program") {
 		t.Errorf("static pid: %v", err)
 	}
 	l.quit(t)
@@ -680,11 +686,11 @@ func TestTraceErrors(t *testing.T) {
 		testkit.CC(t, lib, c, "-shared", "-fPIC", "-fno-builtin")
 	}
 	l = traceStartLoop(t, traceCC(t, dir, "loop", traceLoopC))
-	if _, err := traceRun(t, traceOpts{pid: l.cmd.Process.Pid, libc: partial}); err == nil ||
+	if err := heapctl(t, "trace", "--pid", strconv.Itoa(l.cmd.Process.Pid), "--libc", partial).err; err == nil ||
 		!strings.Contains(err.Error(), "has no symbol calloc, realloc, reallocarray, posix_memalign, memalign, aligned_alloc, valloc, pvalloc: not a C library with the whole malloc family") {
 		t.Errorf("missing symbols: %v", err)
 	}
-	if _, err := traceRun(t, traceOpts{pid: l.cmd.Process.Pid, libc: notGlibc}); err == nil || !strings.Contains(err.Error(), "is not glibc") {
+	if err := heapctl(t, "trace", "--pid", strconv.Itoa(l.cmd.Process.Pid), "--libc", notGlibc).err; err == nil || !strings.Contains(err.Error(), "is not glibc") {
 		t.Errorf("not glibc: %v", err)
 	}
 	l.round(t) // unharmed by the failed attempts
@@ -814,7 +820,8 @@ int main(void)
 		return err == nil && strings.Contains(string(maps), "/libc.so")
 	})
 	for i := range 5 {
-		js, err := traceRun(t, traceOpts{pid: cmd.Process.Pid, json: true, duration: 300 * time.Millisecond})
+		r := heapctl(t, "trace", "--pid", strconv.Itoa(cmd.Process.Pid), "--json", "--duration", "300ms")
+		js, err := r.stdout, r.err
 		if err != nil {
 			t.Fatal(err)
 		}
