@@ -163,8 +163,8 @@ y = [str(i) * 3 for i in range(200000)]
 		t.Fatal(err)
 	}
 	traced, shimmed := filepath.Join(dir, "trace.pb.gz"), filepath.Join(dir, "shim.pb.gz")
-	if _, err := traceRun(t, traceOpts{argv: []string{py, script}, profile: traced}); err != nil {
-		t.Fatal(err)
+	if r := heapctl(t, "trace", "--profile", traced, "--", py, script); r.err != nil {
+		t.Fatal(r.err)
 	}
 	if r := heapctl(t, "run", "--lib", testkit.Shim(t), "--profile", shimmed, "--", py, script); r.err != nil {
 		t.Fatal(r.err)
