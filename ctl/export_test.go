@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -28,26 +27,22 @@ import (
 // exporter stops at the end of the test.
 func hsExport(t *testing.T, args ...string) string {
 	t.Helper()
-	e, _, stderr := hsApp(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	argv := append([]string{"heapctl", "export", "--listen", "127.0.0.1:0"}, args...)
-	go func() { done <- newAppEnv(e).RunContext(ctx, argv) }()
+	ex := heapctlStart(t, how{}, append([]string{"export", "--listen", "127.0.0.1:0"}, args...)...)
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("export: %v", err)
+		ex.stop()
+		if r := ex.wait(t, "export to stop"); r.err != nil {
+			t.Errorf("export: %v", r.err)
 		}
 	})
 	re := regexp.MustCompile(`serving (https?://\S+/metrics)`)
 	var url string
 	testkit.Poll(t, "the exporter's address", func() bool {
-		m := re.FindStringSubmatch(stderr.String())
+		m := re.FindStringSubmatch(ex.stderr.String())
 		if m != nil {
 			url = m[1]
 		}
 		select {
-		case err := <-done:
+		case err := <-ex.done:
 			t.Fatalf("export returned early: %v", err)
 		default:
 		}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -18,8 +20,9 @@ import (
 )
 
 // The one way ctl's tests run heapctl: in process, as main would, on the
-// pattern of gitea's cmd tests. A test that starts it in the background
-// (record --pid, watch, export) builds its env itself.
+// pattern of gitea's cmd tests; to the end (heapctl, heapctlWith), or in
+// the background while the test drives the program it follows
+// (heapctlStart: record, watch, export).
 
 // result is one in-process run of heapctl: what it wrote, what it logged,
 // its error and the exit status main would turn that error into.
@@ -35,6 +38,7 @@ type result struct {
 type how struct {
 	stdin   string
 	ownLogs bool
+	stdout  io.Writer // a terminal of the test's; nil: a buffer, result.stdout
 }
 
 // heapctl runs heapctl with args; its logs go to the test's log and to
@@ -47,17 +51,64 @@ func heapctl(t *testing.T, args ...string) result {
 // heapctlWith runs heapctl with args, set up as h says.
 func heapctlWith(t *testing.T, h how, args ...string) result {
 	t.Helper()
-	var out, errb testkit.Buffer // locked: a child may write while heapctl does
+	app, r := h.app(t)
+	err := app.Run(append([]string{"heapctl"}, args...))
+	return r.end(err)
+}
+
+// started is heapctl running in the background (heapctlStart).
+type started struct {
+	outs                    // what it has written and logged so far
+	stop context.CancelFunc // as Ctrl-C: heapctl ends what it follows
+	done chan error
+}
+
+// heapctlStart starts heapctl with args in the background, set up as h
+// says; at the end of the test it is stopped.
+func heapctlStart(t *testing.T, h how, args ...string) *started {
+	t.Helper()
+	app, r := h.app(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &started{outs: r, stop: cancel, done: make(chan error, 1)}
+	go func() { s.done <- app.RunContext(ctx, append([]string{"heapctl"}, args...)) }()
+	t.Cleanup(cancel)
+	return s
+}
+
+// wait waits for heapctl's end (testkit.Await: what says for what) and
+// returns its result.
+func (s *started) wait(t *testing.T, what string) result {
+	t.Helper()
+	return s.end(testkit.Await(t, s.done, what))
+}
+
+// outs are one heapctl's writers and logs.
+type outs struct {
+	stdout, stderr *testkit.Buffer // locked: a child may write while heapctl does
+	logs           *observer.ObservedLogs
+}
+
+// app builds heapctl as h says, around a run's writers.
+func (h how) app(t *testing.T) (app, outs) {
+	r := outs{stdout: &testkit.Buffer{}, stderr: &testkit.Buffer{}}
 	core, logs := observer.New(zapcore.DebugLevel)
-	e := &env{stdout: &out, stderr: &errb, log: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))}
+	r.logs = logs
+	e := &env{stdout: r.stdout, stderr: r.stderr, log: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))}
+	if h.stdout != nil {
+		e.stdout = h.stdout
+	}
 	if h.ownLogs {
 		e.log = zap.NewNop() // as newApp: heapctl builds its own
 	}
-	app := newAppEnv(e)
-	app.Reader = strings.NewReader(h.stdin)
-	err := app.Run(append([]string{"heapctl"}, args...))
+	a := newAppEnv(e)
+	a.Reader = strings.NewReader(h.stdin)
 	rgRemoveLeft(t, logs)
-	return result{stdout: out.String(), stderr: errb.String(), logs: logs, err: err, code: code(err)}
+	return a, r
+}
+
+// end is the result once heapctl returned err.
+func (r outs) end(err error) result {
+	return result{stdout: r.stdout.String(), stderr: r.stderr.String(), logs: r.logs, err: err, code: code(err)}
 }
 
 // code is main's exitCode without its message on stderr.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/zap/zaptest"
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
@@ -329,14 +325,7 @@ func TestOverheadInterrupted(t *testing.T) {
 	nap := fmt.Sprintf("%d.%d", 600+os.Getpid()%1000, time.Now().UnixNano()%1000)
 	// the baseline's runs end at once; the first under the shim sleeps
 	script := `[ -z "$LD_PRELOAD" ] && exit 0; : > "$0"; exec sleep ` + nap
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errb bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		app := newAppEnv(&env{stdout: &out, stderr: &errb, log: zaptest.NewLogger(t)})
-		done <- app.RunContext(ctx, []string{"heapctl", "overhead", "-n", "2", "--warmup", "0", "--lib", lib, "--", "sh", "-c", script, marker})
-	}()
+	ov := heapctlStart(t, how{}, "overhead", "-n", "2", "--warmup", "0", "--lib", lib, "--", "sh", "-c", script, marker)
 	var pid int
 	testkit.Poll(t, "a run under the shim", func() bool {
 		ents, _ := regions.List()
@@ -348,16 +337,16 @@ func TestOverheadInterrupted(t *testing.T) {
 		}
 		return false
 	})
-	cancel()
-	err := <-done
-	if code, msg := rgStatus(err); code != 130 || msg != "overhead: interrupted while measuring sh -c "+script+" "+marker+"; nothing was written" {
+	ov.stop()
+	r := ov.wait(t, "overhead to end when interrupted")
+	if code, msg := rgStatus(r.err); code != 130 || msg != "overhead: interrupted while measuring sh -c "+script+" "+marker+"; nothing was written" {
 		t.Errorf("status %d %q, want 130 and one line", code, msg)
 	}
 	if _, err := os.Stat(regionPathOf(pid)); !os.IsNotExist(err) {
 		t.Errorf("the killed run's region %s is left: %v", regionPathOf(pid), err)
 	}
-	if out.Len() != 0 {
-		t.Errorf("stdout %q, want nothing", out.String())
+	if r.stdout != "" {
+		t.Errorf("stdout %q, want nothing", r.stdout)
 	}
 }
 

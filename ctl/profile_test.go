@@ -13,7 +13,6 @@ import (
 
 	"github.com/creack/pty"
 	pprof "github.com/google/pprof/profile"
-	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
@@ -104,7 +103,7 @@ func TestProfileFromDump(t *testing.T) {
 	}
 	defer ptmx.Close()
 	defer tty.Close()
-	err = newAppEnv(&env{stdout: tty, stderr: io.Discard, log: zap.NewNop()}).Run([]string{"heapctl", "profile", "-o", "-", "--from", dump})
+	err = heapctlWith(t, how{stdout: tty, ownLogs: true}, "profile", "-o", "-", "--from", dump).err
 	if err == nil || err.Error() != "profile: -o - would write a gzipped profile to the terminal: redirect stdout (> FILE, | go tool pprof ...) or give -o FILE" {
 		t.Errorf("-o - to a terminal: %v", err)
 	}

@@ -12,11 +12,6 @@ import (
 	"syscall"
 	"testing"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
-	"go.uber.org/zap/zaptest/observer"
-
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
@@ -188,14 +183,6 @@ func hsWaitPlateau(t *testing.T, path string, v int64) {
 	})
 }
 
-// hsApp runs heapctl in this process with its own writers.
-func hsApp(t *testing.T) (e *env, stdout, stderr *testkit.Buffer) {
-	stdout, stderr = &testkit.Buffer{}, &testkit.Buffer{}
-	core, logs := observer.New(zapcore.WarnLevel)
-	rgRemoveLeft(t, logs)
-	return &env{stdout: stdout, stderr: stderr, log: zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))}, stdout, stderr
-}
-
 // TestRecordSteps records heapsteps growing by four steps of 8 MiB and
 // shrinking back: each step is a plateau of the timeline at exactly the
 // program's base plus the usable bytes it says it holds, the peak column
@@ -209,13 +196,8 @@ func TestRecordSteps(t *testing.T) {
 	csvPath, svgPath := filepath.Join(dir, "heap.csv"), filepath.Join(dir, "heap.svg")
 	t.Setenv("HEAPLINE_PEAK_BATCH", "0")
 
-	e, stdout, stderr := hsApp(t)
-	done := make(chan error, 1)
-	go func() {
-		done <- newAppEnv(e).Run([]string{"heapctl", "record", "-o", csvPath, "--interval", "10ms",
-			"--svg", svgPath, "--lib", lib, "--", bin, fifo.Name()})
-	}()
-	lines := &hsLines{t: t, b: stdout}
+	rec := heapctlStart(t, how{}, "record", "-o", csvPath, "--interval", "10ms", "--svg", svgPath, "--lib", lib, "--", bin, fifo.Name())
+	lines := &hsLines{t: t, b: rec.stdout}
 	pid, err := strconv.Atoi(strings.TrimPrefix(lines.next("pid "), "pid "))
 	if err != nil {
 		t.Fatal(err)
@@ -233,8 +215,8 @@ func TestRecordSteps(t *testing.T) {
 	hsStep(t, fifo)
 	lines.next("done")
 	hsStep(t, fifo)
-	if err := testkit.Await(t, done, "record to return after the program exited"); err != nil {
-		t.Fatalf("record: %v\nstderr:\n%s", err, stderr)
+	if r := rec.wait(t, "record to return after the program exited"); r.err != nil {
+		t.Fatalf("record: %v\nstderr:\n%s", r.err, r.stderr)
 	}
 
 	samples := hsCSV(csvPath)
@@ -262,8 +244,8 @@ func TestRecordSteps(t *testing.T) {
 		t.Errorf("highest peak_live_bytes %d, want the top step %d (exact with HEAPLINE_PEAK_BATCH=0)", maxPeak, top)
 	}
 	// The last row is the exit summary, which the shim wrote for us.
-	if !strings.Contains(stderr.String(), fmt.Sprintf("heapline[%d] ", pid)) || !strings.Contains(stderr.String(), "live at exit") {
-		t.Errorf("no exit summary line on stderr:\n%s", stderr)
+	if !strings.Contains(rec.stderr.String(), fmt.Sprintf("heapline[%d] ", pid)) || !strings.Contains(rec.stderr.String(), "live at exit") {
+		t.Errorf("no exit summary line on stderr:\n%s", rec.stderr)
 	}
 	last := samples[len(samples)-1]
 	if last.TimeS < samples[len(samples)-2].TimeS || last.LiveBytes > base {
@@ -315,21 +297,18 @@ func TestRecordJSON(t *testing.T) {
 func TestRecordPID(t *testing.T) {
 	p := hsStart(t, "1", "1024")
 	out := filepath.Join(t.TempDir(), "heap.csv")
-	e, _, stderr := hsApp(t)
-	done := make(chan error, 1)
-	go func() {
-		done <- newAppEnv(e).Run([]string{"heapctl", "record", "--pid", strconv.Itoa(p.pid), "-o", out, "-i", "5ms"})
-	}()
+	rec := heapctlStart(t, how{}, "record", "--pid", strconv.Itoa(p.pid), "-o", out, "-i", "5ms")
 	hsWaitPlateau(t, out, p.base)
 	hsStep(t, p.fifo)
 	up := p.base + hsTotal(t, p.lines.next("up 1 "))
 	hsWaitPlateau(t, out, up)
 	p.finish(t)
-	if err := testkit.Await(t, done, "record --pid to return after the process exited"); err != nil {
-		t.Fatalf("record --pid: %v\n%s", err, stderr)
+	r := rec.wait(t, "record --pid to return after the process exited")
+	if r.err != nil {
+		t.Fatalf("record --pid: %v\n%s", r.err, r.stderr)
 	}
-	if !strings.Contains(stderr.String(), fmt.Sprintf("heapline[%d] ", p.pid)) {
-		t.Errorf("no summary line:\n%s", stderr)
+	if !strings.Contains(r.stderr, fmt.Sprintf("heapline[%d] ", p.pid)) {
+		t.Errorf("no summary line:\n%s", r.stderr)
 	}
 }
 
@@ -476,23 +455,16 @@ func TestRunPythonObjects(t *testing.T) {
 func hsRemoved(t *testing.T, ready func(stdout string) bool, args ...string) (r result, stdout string) {
 	t.Helper()
 	p := hsStart(t)
-	out := &testkit.Buffer{}
-	e, _, stderr := hsApp(t)
-	e.stdout = out
-	core, logs := observer.New(zapcore.DebugLevel)
-	e.log = zap.New(zapcore.NewTee(e.log.Core(), core))
-	done := make(chan error, 1)
-	go func() { done <- newAppEnv(e).Run(append(append([]string{"heapctl"}, args...), strconv.Itoa(p.pid))) }()
-	testkit.Poll(t, "a first sample", func() bool { return ready(out.String()) })
+	h := heapctlStart(t, how{}, append(args, strconv.Itoa(p.pid))...)
+	testkit.Poll(t, "a first sample", func() bool { return ready(h.stdout.String()) })
 	if err := os.Remove(region.Path(p.pid)); err != nil {
 		t.Fatal(err)
 	}
-	err := testkit.Await(t, done, fmt.Sprintf("%v to end when the region went", args))
-	r = result{stderr: stderr.String(), logs: logs, err: err}
+	r = h.wait(t, fmt.Sprintf("%v to end when the region went", args))
 	if p.cmd.ProcessState != nil {
 		t.Fatal("heapsteps ended: the test meant it to run on")
 	}
-	return r, out.String()
+	return r, r.stdout
 }
 
 // A region deleted under a running process: record --pid keeps what it

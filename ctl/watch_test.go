@@ -20,11 +20,8 @@ import (
 // hsWatch runs `heapctl watch args...` in the background with stdout as
 // given and returns its result channel.
 func hsWatch(t *testing.T, stdout io.Writer, args ...string) (chan error, *testkit.Buffer) {
-	e, _, stderr := hsApp(t)
-	e.stdout = stdout
-	done := make(chan error, 1)
-	go func() { done <- newAppEnv(e).Run(append([]string{"heapctl", "watch"}, args...)) }()
-	return done, stderr
+	w := heapctlStart(t, how{stdout: stdout}, append([]string{"watch"}, args...)...)
+	return w.done, w.stderr
 }
 
 // hsTerminal opens a pseudo-terminal of 24 rows and cols columns: heapctl
