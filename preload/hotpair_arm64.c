@@ -43,6 +43,15 @@ void hl_hot_init(void)
 HL_HIDDEN void *hl_glibc_malloc_noslot(void *p) { return hl_impl.malloc_noslot(p); }
 HL_HIDDEN void hl_glibc_free_noslot(void *p) { hl_impl.free_noslot(p); }
 
+/* A build with branch protection (-mbranch-protection=bti or standard)
+ * marks the object BTI: an indirect call, as through the PLT, must then
+ * land on a bti c. The default build has none, and no instruction more. */
+#if defined(__ARM_FEATURE_BTI_DEFAULT)
+#define HL_BTI_C "   hint #34\n" /* bti c: a no-op on cores without BTI */
+#else
+#define HL_BTI_C ""
+#endif
+
 __asm__(
     "   .text\n"
     "   .p2align 5\n"
@@ -50,6 +59,7 @@ __asm__(
     "   .type malloc, %function\n"
     "malloc:\n"
     "   .cfi_startproc\n"
+    HL_BTI_C
     "   stp x30, x19, [sp, #-16]!\n"
     "   .cfi_def_cfa_offset 16\n"
     "   .cfi_offset 30, -16\n"
@@ -107,6 +117,7 @@ __asm__(
     "   .type free, %function\n"
     "free:\n"
     "   .cfi_startproc\n"
+    HL_BTI_C
     "   cbz x0, 1f\n"
     "   adrp x1, hl_hot\n"
     "   ldr x2, [x1, #:lo12:hl_hot+88]\n"     /* tp_free_at */
