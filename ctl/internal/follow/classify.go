@@ -46,7 +46,7 @@ func Classify(pid int, ent regions.Entry, proc Process, first bool) (Read, error
 		return Ended, nil
 	case errors.Is(ent.Err, region.ErrBusy):
 		return Busy, nil
-	case errors.Is(ent.Err, region.ErrStarting) && proc.Running():
+	case errors.Is(ent.Err, region.ErrStarting) && !proc.EndsWithin(0):
 		return Busy, nil
 	case ent.Err != nil:
 		return 0, RegionError(pid, ent, true)
@@ -54,10 +54,10 @@ func Classify(pid int, ent regions.Entry, proc Process, first bool) (Read, error
 	return Sample, nil
 }
 
-// Process is the followed process, as procs.Process gives it.
+// Process is the followed process, as procs.Process gives it: whether it
+// has ended, or ends within d (0: now).
 type Process interface {
-	Running() bool
-	EndsWithin(time.Duration) bool
+	EndsWithin(d time.Duration) bool
 }
 
 // ExitGrace is how long a process whose region is gone may take to end

@@ -14,7 +14,6 @@ import (
 
 type running bool
 
-func (r running) Running() bool                 { return bool(r) }
 func (r running) EndsWithin(time.Duration) bool { return !bool(r) }
 
 // TestFollow: what each read of a followed region means, first and later.
