@@ -162,14 +162,9 @@ void *hl_arena_replace(void *p, size_t usable, const struct record *rec)
         align = 16;
     if (align > 65536)
         return NULL; /* (memalign's large alignments; a lost sample, counted) */
-    size_t head = (sizeof *rec + 8 + align - 1) & ~(align - 1), need = head + usable;
-    int cls = hl_arena_class(need);
-    char *b = cls < NCLASS ? hl_arena_get(cls) : NULL;
-    if (b == NULL)
+    char *q = hl_arena_block(usable, align, rec);
+    if (q == NULL)
         return NULL;
-    memcpy(b, rec, sizeof *rec);
-    char *q = b + head;
-    hl_own_header(q, usable);
     if (hl_self.sampler.keep_contents)
         memcpy(q, p, usable); /* calloc's zeros, realloc's data; a malloc's block holds nothing yet */
     hl_next.free(p); /* counted as q now */

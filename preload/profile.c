@@ -110,8 +110,6 @@ static uint32_t current_stack(void)
  * glibc mode), or an object of Python's made in the arena (pymalloc.c). */
 enum where { IN_PLACE, IN_ARENA, AN_OBJECT };
 
-static char *object_block(size_t usable, const struct record *rec);
-
 /* Take the sample: its stack and weight, recorded where its release will
  * find them. The block the program gets (p, moved, or new); p when the
  * sample is lost (NULL for an object, which the object domain then makes).
@@ -126,7 +124,7 @@ static inline __attribute__((always_inline)) void *take(void *p, size_t usable, 
                          (uint64_t)((double)usable * w + 0.5)};
     void *q = where == IN_PLACE   ? (hl_place(p, &rec) ? p : NULL)
               : where == IN_ARENA ? hl_arena_replace(p, usable, &rec)
-                                  : object_block(usable, &rec);
+                                  : hl_arena_block(usable, 16, &rec); /* 16-aligned, as pymalloc's */
     if (q == NULL) {
         __atomic_add_fetch(&hl_region->samples_lost, 1, RELAXED);
         return p;
@@ -150,21 +148,6 @@ int hl_sampled_object(const void *p)
 {
     int cls;
     return ((const struct record *)hl_arena_block_of(p, &cls))->_pad == 1;
-}
-
-/* A sampled object's block: its record, then the object, 16-aligned as
- * pymalloc's; NULL when the arena has none. */
-static char *object_block(size_t usable, const struct record *rec)
-{
-    size_t head = (sizeof *rec + 8 + 15) & ~(size_t)15, need = head + usable;
-    int cls = hl_arena_class(need);
-    char *b = cls < NCLASS ? hl_arena_get(cls) : NULL;
-    if (b == NULL)
-        return NULL;
-    memcpy(b, rec, sizeof *rec);
-    char *q = b + head;
-    hl_own_header(q, usable);
-    return q;
 }
 
 void *hl_sample_object(size_t usable)

@@ -42,6 +42,22 @@ void hl_arena_put(int cls, char *b);          /* a released one back */
 int hl_arena_class(size_t need);              /* the smallest class whose blocks hold need bytes (NCLASS or more: none) */
 char *hl_arena_block_of(const void *p, int *cls); /* the block holding p, and its class */
 void *hl_arena_replace(void *p, size_t usable, const struct record *rec); /* p moved in with its record, or NULL */
+
+/* A new block of usable bytes in the arena, align-aligned (16 or more, a
+ * power of two), after its record; NULL when the arena has none. Inline:
+ * a sampled object's (profile.c) and a moved block's (arena.c). */
+static inline char *hl_arena_block(size_t usable, size_t align, const struct record *rec)
+{
+    size_t head = (sizeof *rec + 8 + align - 1) & ~(align - 1), need = head + usable;
+    int cls = hl_arena_class(need);
+    char *b = cls < NCLASS ? hl_arena_get(cls) : NULL;
+    if (b == NULL)
+        return NULL;
+    __builtin_memcpy(b, rec, sizeof *rec);
+    char *q = b + head;
+    hl_own_header(q, usable);
+    return q;
+}
 void hl_arena_boot(void);
 
 /* placed.c: the table of blocks sampled in place */
