@@ -80,6 +80,20 @@ static inline uint32_t check_of(uint64_t h) { return ((uint32_t)h ^ __atomic_loa
 
 void hl_unwind_forget(void) { __atomic_add_fetch(&epoch, 2, RELAXED); }
 
+static uint32_t rule_of(uint64_t pc);
+
+/* The walk's lookup: rule_of(pc), with the table and epoch read once a
+ * walk and the hit inline. */
+static inline __attribute__((always_inline)) uint32_t walk_rule(const struct entry *table, uint32_t ep, uint64_t pc)
+{
+    uint64_t h = cache_hash(pc);
+    const struct entry *e = &table[cache_index(h)];
+    uint64_t val = __atomic_load_n(&e->val, __ATOMIC_ACQUIRE);
+    if (HL_UNLIKELY(__atomic_load_n(&e->pc, RELAXED) != pc || (uint32_t)(val >> 32) != (((uint32_t)h ^ ep) | 1u)))
+        return rule_of(pc);
+    return (uint32_t)val;
+}
+
 // ---- reading .eh_frame ----------------------------------------------------------------
 
 static uint64_t uleb(const uint8_t **p, const uint8_t *end)
@@ -486,13 +500,7 @@ int hl_unwind_from(uint64_t *pcs, uint64_t *cfas, int max, uint64_t rbp, uint64_
             cfas[n] = sp;
         if (++n == max)
             return -n;
-        /* rule_of(pc), with the table and epoch read once a walk */
-        uint64_t h = cache_hash(pc);
-        struct entry *e = &table[cache_index(h)];
-        uint64_t val = __atomic_load_n(&e->val, __ATOMIC_ACQUIRE);
-        uint32_t rule = (uint32_t)val;
-        if (HL_UNLIKELY(__atomic_load_n(&e->pc, RELAXED) != pc || (uint32_t)(val >> 32) != (((uint32_t)h ^ ep) | 1u)))
-            rule = rule_of(pc);
+        uint32_t rule = walk_rule(table, ep, pc);
         uint32_t kind = RULE_KIND(rule), slot = RULE_RBP(rule);
         if (kind == R_END)
             break;

@@ -67,7 +67,6 @@ static inline __attribute__((always_inline)) uint64_t arm64_strip(uint64_t pc)
     return lr;
 }
 
-static uint32_t rule_of(uint64_t pc);
 int hl_unwind_from(uint64_t *pcs, uint64_t *cfas, int max, uint64_t fp, uint64_t sp, uint64_t pc);
 
 /* hl_unwind(pcs, cfas, max): the caller's x29, sp and return address as
@@ -100,12 +99,7 @@ int hl_unwind_from(uint64_t *pcs, uint64_t *cfas, int max, uint64_t fp, uint64_t
             cfas[n] = sp;
         if (++n == max)
             return -n;
-        uint64_t h = cache_hash(pc);
-        struct entry *e = &table[cache_index(h)];
-        uint64_t val = __atomic_load_n(&e->val, __ATOMIC_ACQUIRE);
-        uint32_t rule = (uint32_t)val;
-        if (HL_UNLIKELY(__atomic_load_n(&e->pc, RELAXED) != pc || (uint32_t)(val >> 32) != (((uint32_t)h ^ ep) | 1u)))
-            rule = rule_of(pc);
+        uint32_t rule = walk_rule(table, ep, pc);
         uint32_t kind = RULE_KIND(rule), slot = RULE_RBP(rule), ra = RULE_RA(rule);
         if (kind == R_END)
             break;
