@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
@@ -22,8 +23,8 @@ func gcCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "dry-run", Usage: "only print what would be removed"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.Args().Len() > 0 {
-				return fmt.Errorf("gc: takes no arguments, got %q", c.Args().First())
+			if err := clikit.NoArgs("gc", c); err != nil {
+				return err
 			}
 			return gc(e, c.Bool("dry-run"))
 		},

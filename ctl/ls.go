@@ -22,8 +22,8 @@ func lsCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "a JSON array: each region's summary with path, stale, detached and error"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.Args().Len() > 0 {
-				return fmt.Errorf("ls: takes no arguments, got %q", c.Args().First())
+			if err := clikit.NoArgs("ls", c); err != nil {
+				return err
 			}
 			return ls(e, c.Bool("json"))
 		},

@@ -36,6 +36,14 @@ func OnePID(cmd string, args []string) (int, error) {
 	return pid, nil
 }
 
+// NoArgs is the error for a command that takes no arguments but got some.
+func NoArgs(cmd string, c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("%s: takes no arguments, got %q", cmd, c.Args().First())
+	}
+	return nil
+}
+
 // WriteJSON prints v as one JSON object on a line of its own.
 func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
