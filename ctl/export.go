@@ -33,20 +33,20 @@ func exportCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "export",
 		Usage: "serve every readable region's counters as Prometheus metrics on /metrics; push profiles over OTLP",
-		Description: "Each scrape lists the regions afresh: a process that started appears, one that ended\n" +
-			"disappears. Series carry pid and command labels; the command label is the program's\n" +
-			"name unless --command-label=full (command lines hold secrets). Regions of processes\n" +
-			"that are gone (stale) and regions that cannot be read are not exported;\n" +
-			"heapline_regions{state} counts them. Run as root to export every user's processes.\n" +
-			"--web.config.file turns on TLS and basic authentication, as for every Prometheus\n" +
-			"exporter (https://prometheus.io/docs/prometheus/latest/configuration/https/).\n" +
-			"--otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT) also\n" +
-			"pushes every region's heap profile to an OpenTelemetry Collector every --otlp-interval:\n" +
-			"OTLP/HTTP, protobuf, to /v1development/profiles; OTEL_EXPORTER_OTLP_HEADERS adds headers\n" +
-			"(Authorization=Bearer%20TOKEN). alloc_* are each interval's, inuse_* a snapshot. With an\n" +
-			"endpoint and no --listen, export only pushes. A Collector that is away gets retries with\n" +
-			"backoff from a bounded queue (the oldest dropped when full); SIGTERM or SIGINT sends what\n" +
-			"is held, within 5 seconds. See docs/fleet.md.",
+		Description: `Each scrape lists the regions afresh: a process that started appears, one that ended
+disappears. Series carry pid and command labels; the command label is the program's
+name unless --command-label=full (command lines hold secrets). Regions of processes
+that are gone (stale) and regions that cannot be read are not exported;
+heapline_regions{state} counts them. Run as root to export every user's processes.
+--web.config.file turns on TLS and basic authentication, as for every Prometheus
+exporter (https://prometheus.io/docs/prometheus/latest/configuration/https/).
+--otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT) also
+pushes every region's heap profile to an OpenTelemetry Collector every --otlp-interval:
+OTLP/HTTP, protobuf, to /v1development/profiles; OTEL_EXPORTER_OTLP_HEADERS adds headers
+(Authorization=Bearer%20TOKEN). alloc_* are each interval's, inuse_* a snapshot. With an
+endpoint and no --listen, export only pushes. A Collector that is away gets retries with
+backoff from a bounded queue (the oldest dropped when full); SIGTERM or SIGINT sends what
+is held, within 5 seconds. See docs/fleet.md.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Aliases: []string{"l"}, Value: "127.0.0.1:9464", Usage: "`ADDRESS` to serve on (host:port)"},
 			&cli.StringFlag{Name: "web.listen-address", Usage: "`ADDRESS` to serve on: the conventional name of --listen (give one, or both the same)"},

@@ -17,13 +17,13 @@ func growthCommand(e *env) *cli.Command {
 		Name:      "growth",
 		Usage:     "rank allocation stacks by how their live bytes grew across a series of profiles: leak suspects, caches",
 		ArgsUsage: "DIR",
-		Description: "Reads the heap profiles in DIR (heapctl record --profiles DIR --every 30s), in the order\n" +
-			"they were taken, and sorts their stacks: \"leak suspect\" grew, fell in at most 20% of the\n" +
-			"intervals and grew in their last half; \"cache\" grew, then the last half of the intervals added\n" +
-			"at most 20% of its growth; \"growing\" grew otherwise; \"shrunk\" ended a quarter or more below\n" +
-			"its high point; \"steady\" is the rest. A rise or a fall counts when it is a quarter of the high\n" +
-			"point and beyond sampling noise (noise_bytes in --json: 3 sqrt((first + last) x R)). The\n" +
-			"profiles must be of one process. For what changed between two profiles: heapctl view --base OLD NEW.",
+		Description: `Reads the heap profiles in DIR (heapctl record --profiles DIR --every 30s), in the order
+they were taken, and sorts their stacks: "leak suspect" grew, fell in at most 20% of the
+intervals and grew in their last half; "cache" grew, then the last half of the intervals added
+at most 20% of its growth; "growing" grew otherwise; "shrunk" ended a quarter or more below
+its high point; "steady" is the rest. A rise or a fall counts when it is a quarter of the high
+point and beyond sampling noise (noise_bytes in --json: 3 sqrt((first + last) x R)). The
+profiles must be of one process. For what changed between two profiles: heapctl view --base OLD NEW.`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "top", Value: 20, Usage: "show the first `N` stacks (0: all)"},
 			&cli.BoolFlag{Name: "json", Usage: "the ranking as one JSON object, every stack with its series"},

@@ -32,10 +32,10 @@ func historyCommand(e *env) *cli.Command {
 				Name:      "add",
 				Usage:     "append the points of overhead results (heapctl overhead --json) to the store",
 				ArgsUsage: "RESULT.json...",
-				Description: "Each scenario of each result becomes one line of DIR/points.jsonl. All results are\n" +
-					"checked before anything is written; a malformed one adds nothing. The commit is --commit,\n" +
-					"else the result's env.commit if it is a hash, else git's HEAD here; the date --date, else env.date, else now;\n" +
-					"the ref --ref, else the checked-out branch or tag. \"-\" reads a result from stdin.",
+				Description: `Each scenario of each result becomes one line of DIR/points.jsonl. All results are
+checked before anything is written; a malformed one adds nothing. The commit is --commit,
+else the result's env.commit if it is a hash, else git's HEAD here; the date --date, else env.date, else now;
+the ref --ref, else the checked-out branch or tag. "-" reads a result from stdin.`,
 				Flags: []cli.Flag{
 					store,
 					&cli.StringFlag{Name: "commit", Usage: "commit `SHA` the results measured"},
@@ -60,10 +60,10 @@ func historyCommand(e *env) *cli.Command {
 			{
 				Name:  "check",
 				Usage: "compare the newest point of each scenario with the previous k; fail on a regression",
-				Description: "Prints a Markdown table (usable as a GitHub job summary) and exits 1 when a scenario\n" +
-					"regressed: its newest instruction figure is more than --threshold above the median of the\n" +
-					"k points before it (absolute: 0.005 is half a percentage point), or its newest timed\n" +
-					"figure's whole 95% interval lies above the band of the k points before it.",
+				Description: `Prints a Markdown table (usable as a GitHub job summary) and exits 1 when a scenario
+regressed: its newest instruction figure is more than --threshold above the median of the
+k points before it (absolute: 0.005 is half a percentage point), or its newest timed
+figure's whole 95% interval lies above the band of the k points before it.`,
 				Flags: []cli.Flag{
 					store,
 					&cli.IntFlag{Name: "k", Value: 10, Usage: "previous points the median is taken over"},

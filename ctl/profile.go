@@ -24,12 +24,12 @@ func profileCommand(e *env) *cli.Command {
 		Name:      "profile",
 		Usage:     "write the sampled allocation stacks of a process as a pprof heap profile",
 		ArgsUsage: "[--peak] -o FILE PID | [--peak] -o FILE --from DUMP",
-		Description: "Reads the process's region from outside, with no signal: a process that is gone\n" +
-			"leaves its last profile there until gc. --from converts the file HEAPLINE_PROFILE\n" +
-			"made at exit instead. The profile is gzipped protobuf, as go tool pprof reads it\n" +
-			"(docs/profiling.md); -o - writes it to stdout. --peak writes what was live at the heap's\n" +
-			"peak instead of now: the shim copies each stack's live bytes whenever the heap grows 1 MiB\n" +
-			"or 1% past the last copy, so the copy is within that of the peak.",
+		Description: `Reads the process's region from outside, with no signal: a process that is gone
+leaves its last profile there until gc. --from converts the file HEAPLINE_PROFILE
+made at exit instead. The profile is gzipped protobuf, as go tool pprof reads it
+(docs/profiling.md); -o - writes it to stdout. --peak writes what was live at the heap's
+peak instead of now: the shim copies each stack's live bytes whenever the heap grows 1 MiB
+or 1% past the last copy, so the copy is within that of the peak.`,
 		Flags: []cli.Flag{
 			clikit.OutputFlag("the profile `FILE`, - for stdout"),
 			&cli.StringFlag{Name: "from", Usage: "convert the `DUMP` HEAPLINE_PROFILE wrote instead of reading a process"},

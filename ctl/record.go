@@ -31,14 +31,14 @@ func recordCommand(e *env) *cli.Command {
 		Name:      "record",
 		Usage:     "record a process's live heap over time: a CSV or JSON timeline and an SVG chart",
 		ArgsUsage: "-- CMD [ARGS...] | --pid PID",
-		Description: "With -- CMD, runs CMD under libheap.so and samples it until it exits; the last point is\n" +
-			"its exit summary, exact. With --pid, samples a running process until it ends or until\n" +
-			"interrupted. The timeline's format follows -o's extension: .csv (time_s, live_bytes,\n" +
-			"live_blocks, allocs, frees, peak_live_bytes, mapped_bytes, exec, py_objects, py_object_bytes,\n" +
-			"rss_bytes, retained_bytes; one row a sample, written as it is taken) or .json. time_s is the process's time since the\n" +
-			"shim started counting, continuous across exec; exec holds the new program's command on the\n" +
-			"first sample after one. rss_bytes and retained_bytes (free memory malloc keeps resident) are\n" +
-			"read from /proc/PID/smaps at most once a second, and 0 on the exit summary's row.",
+		Description: `With -- CMD, runs CMD under libheap.so and samples it until it exits; the last point is
+its exit summary, exact. With --pid, samples a running process until it ends or until
+interrupted. The timeline's format follows -o's extension: .csv (time_s, live_bytes,
+live_blocks, allocs, frees, peak_live_bytes, mapped_bytes, exec, py_objects, py_object_bytes,
+rss_bytes, retained_bytes; one row a sample, written as it is taken) or .json. time_s is the process's time since the
+shim started counting, continuous across exec; exec holds the new program's command on the
+first sample after one. rss_bytes and retained_bytes (free memory malloc keeps resident) are
+read from /proc/PID/smaps at most once a second, and 0 on the exit summary's row.`,
 		Flags: []cli.Flag{
 			clikit.OutputFlag("timeline `FILE` (.csv or .json)"),
 			&cli.StringFlag{Name: "profiles", Usage: "also write a heap profile every --every into `DIR` (heap-0001.pb.gz, ...), for heapctl growth DIR; CMD samples every 64 KiB unless HEAPLINE_SAMPLE says otherwise"},

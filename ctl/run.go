@@ -25,13 +25,13 @@ func runCommand(e *env) *cli.Command {
 		Name:      "run",
 		Usage:     "run a command under libheap.so and print its heap summary when it exits",
 		ArgsUsage: "[--lib PATH] [--json] [--all] [--output FILE] [--profile FILE] -- CMD [ARGS...]",
-		Description: "The command's stdin, stdout and stderr are its own, signals sent to heapctl (INT, QUIT, TERM, HUP,\n" +
-			"USR1, USR2) reach it, and heapctl\n" +
-			"exits with its status (128+N if signal N killed it). The command gets one summary line on\n" +
-			"stderr, and the rest of its tree that ran under the shim one more line that sums them up;\n" +
-			"--all (or HEAPLINE_SUMMARY=all) prints every process's line, and --json a JSON object a\n" +
-			"line on stdout for every process, the biggest peak first: a driver's or a wrapper's child\n" +
-			"often does the work. HEAPLINE_SUMMARY=0 prints none.",
+		Description: `The command's stdin, stdout and stderr are its own, signals sent to heapctl (INT, QUIT, TERM, HUP,
+USR1, USR2) reach it, and heapctl
+exits with its status (128+N if signal N killed it). The command gets one summary line on
+stderr, and the rest of its tree that ran under the shim one more line that sums them up;
+--all (or HEAPLINE_SUMMARY=all) prints every process's line, and --json a JSON object a
+line on stdout for every process, the biggest peak first: a driver's or a wrapper's child
+often does the work. HEAPLINE_SUMMARY=0 prints none.`,
 		Flags: []cli.Flag{
 			clikit.LibFlag("the shim to preload"),
 			&cli.BoolFlag{Name: "json", Usage: "print the summaries as JSON objects on stdout, one a line, every process's"},

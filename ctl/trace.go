@@ -31,14 +31,14 @@ func traceCommand(e *env) *cli.Command {
 		Name:      "trace",
 		Usage:     "count a process's heap with eBPF uprobes on its libc, nothing preloaded (needs root)",
 		ArgsUsage: "--pid PID | -- CMD [ARGS...]",
-		Description: "With --pid, counting starts at attach: live bytes are the change since then and may be\n" +
-			"negative. With -- CMD, the command is started stopped before its first instruction and\n" +
-			"the probes are attached first, so every allocation is seen; heapctl exits with its status.\n" +
-			"Tracing ends when the process exits, at Ctrl-C, or after --duration, and prints the\n" +
-			"counters (the shim's summary line, or its JSON document with --json, source \"ebpf\").\n" +
-			"With --profile FILE, allocations are sampled by bytes (--sample) with their stacks, and\n" +
-			"a pprof heap profile of the shim's shape is written to FILE when tracing ends.\n" +
-			"Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.",
+		Description: `With --pid, counting starts at attach: live bytes are the change since then and may be
+negative. With -- CMD, the command is started stopped before its first instruction and
+the probes are attached first, so every allocation is seen; heapctl exits with its status.
+Tracing ends when the process exits, at Ctrl-C, or after --duration, and prints the
+counters (the shim's summary line, or its JSON document with --json, source "ebpf").
+With --profile FILE, allocations are sampled by bytes (--sample) with their stacks, and
+a pprof heap profile of the shim's shape is written to FILE when tracing ends.
+Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.`,
 		Flags: []cli.Flag{
 			clikit.PIDFlag("trace the running process `PID`"),
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON (the fields of heapctl show --json, plus read_errors)"},

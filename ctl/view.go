@@ -22,13 +22,13 @@ func viewCommand(e *env) *cli.Command {
 		Name:      "view",
 		Usage:     "look at a profile or a live process in pprof's web UI: flame graph, top, graph, source",
 		ArgsUsage: "FILE | DIR | PID | --peak PID | --base OLD NEW",
-		Description: "Serves pprof's web UI (no Go toolchain needed) and prints its URL; opens a browser\n" +
-			"where xdg-open finds one. FILE is a profile (heapctl profile, run --profile), shown as\n" +
-			"alloc_space, or inuse_space for a profile at the peak; DIR is a series (record --profiles),\n" +
-			"its last profile shown; PID is a live process under the shim, profiled again at each page load,\n" +
-			"as inuse_space; --base OLD NEW shows NEW less OLD. The page title names the sample type.\n" +
-			"heapline's own page (pprof's Help link, /heapline) has where a live process's RSS went, or\n" +
-			"the heap line of DIR or --timeline CSV. Runs until interrupted.",
+		Description: `Serves pprof's web UI (no Go toolchain needed) and prints its URL; opens a browser
+where xdg-open finds one. FILE is a profile (heapctl profile, run --profile), shown as
+alloc_space, or inuse_space for a profile at the peak; DIR is a series (record --profiles),
+its last profile shown; PID is a live process under the shim, profiled again at each page load,
+as inuse_space; --base OLD NEW shows NEW less OLD. The page title names the sample type.
+heapline's own page (pprof's Help link, /heapline) has where a live process's RSS went, or
+the heap line of DIR or --timeline CSV. Runs until interrupted.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "serve on `ADDR` (host:port; default loopback, a free port)"},
 			&cli.BoolFlag{Name: "no-browser", Usage: "print the URL only"},

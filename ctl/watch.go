@@ -20,10 +20,10 @@ func watchCommand(e *env) *cli.Command {
 		Name:      "watch",
 		Usage:     "show a process's live heap, peak and allocation rates as they change",
 		ArgsUsage: "PID | --all",
-		Description: "Refreshes every --interval. On a terminal the view is redrawn in place; otherwise one\n" +
-			"line a process is printed at each refresh. Watching one PID ends when the process\n" +
-			"ends, with its final counters as last seen; --all watches every region you may read\n" +
-			"until interrupted (Ctrl-C) or --count refreshes.",
+		Description: `Refreshes every --interval. On a terminal the view is redrawn in place; otherwise one
+line a process is printed at each refresh. Watching one PID ends when the process
+ends, with its final counters as last seen; --all watches every region you may read
+until interrupted (Ctrl-C) or --count refreshes.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "watch every process that publishes a region you may read"},
 			&cli.DurationFlag{Name: "interval", Aliases: []string{"i"}, Value: 250 * time.Millisecond, Usage: "time between refreshes"},
