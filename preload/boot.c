@@ -201,6 +201,7 @@ void hl_set_mode_off(const char *why)
     /* bypassed, with a region: mapped memory is still counted (mapped.c) */
     int bypassed = hl_region != NULL;
     hl_off_impl_make(&off_impl, bypassed);
+    off_impl.fn.malloc = real_malloc; /* hl_next.malloc is the bootstrap's until boot's end (boot) */
     report_mode(bypassed ? HL_MODE_BYPASSED : HL_MODE_OFF);
     set_impl(&off_impl);
 }
