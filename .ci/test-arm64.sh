@@ -28,9 +28,11 @@ ARM64_SYSROOT=$(.ci/arm64-sysroot.sh)
 export TESTKIT_ARCH=arm64 ARM64_SYSROOT QEMU_LD_PREFIX=$ARM64_SYSROOT
 start=$(date +%s)
 # Exact counts (known.c's steps against heapctl show --json), processes
-# (fork, _Fork, exec, threads across), the unwinder against libunwind.
+# (fork, _Fork, exec, threads across), the unwinder against libunwind,
+# and the shim's first moments (a thread allocating while it boots, a free
+# before it has: aarch64's fast pair reads its own thread-pointer offsets).
 go test -count=1 -timeout 20m ./preload/shimtest \
-	-run '^(TestEveryFunction|TestThreadsAcross|TestPeakExact|TestFork|TestExec|TestUnwinderMatchesLibunwind)$'
+	-run '^(TestEveryFunction|TestThreadsAcross|TestPeakExact|TestFork|TestExec|TestUnwinderMatchesLibunwind|TestAllocateWhileBooting|TestFreeBeforeBoot)$'
 # The three-site profile and the sysroot's python3.11 running the Python
 # known-answer profile, each site and function within 5 points, and its
 # threads' samples holding their own Python frames, and pymalloc's live

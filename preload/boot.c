@@ -26,7 +26,10 @@
  * (count_glibc.c): until boot is done that is the bootstrap's own. */
 static void *b_next_malloc(size_t n);
 #if defined(__aarch64__)
-struct hl_hot hl_hot = {.next = {.malloc = b_next_malloc}}; /* hl_next is hl_hot.next (shim.h) */
+/* hl_next is hl_hot.next (shim.h); the thread-pointer offsets start at
+ * a word that reads 0, so that the fast pair finds no slot until
+ * hl_hot_init sets them (shim.h, HL_TP_ZERO) */
+struct hl_hot hl_hot = {.next = {.malloc = b_next_malloc}, .tp_slot = HL_TP_ZERO, .tp_free_at = HL_TP_ZERO};
 #else
 struct hl_fns hl_next = {.malloc = b_next_malloc};
 #endif
@@ -183,6 +186,14 @@ static int next_is_glibc(void)
 
 static struct hl_impl off_impl; /* built whole, then copied: hl_impl never holds the next allocator's free unguarded */
 
+/* hl_impl becomes t, after everything boot set before (boot says why the
+ * fence). */
+static void set_impl(const struct hl_impl *t)
+{
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    hl_impl = *t;
+}
+
 void hl_set_mode_off(const char *why)
 {
     if (why != NULL)
@@ -190,8 +201,9 @@ void hl_set_mode_off(const char *why)
     /* bypassed, with a region: mapped memory is still counted (mapped.c) */
     int bypassed = hl_region != NULL;
     hl_off_impl_make(&off_impl, bypassed);
+    off_impl.fn.malloc = real_malloc; /* hl_next.malloc is the bootstrap's until boot's end (boot) */
     report_mode(bypassed ? HL_MODE_BYPASSED : HL_MODE_OFF);
-    hl_impl = off_impl;
+    set_impl(&off_impl);
 }
 
 // ---- boot -------------------------------------------------------------------------------
@@ -336,17 +348,44 @@ void *(*hl_realloc_first)(void *, size_t);
 enum { BOOT_NONE, BOOT_RUNNING, BOOT_DONE };
 static int boot_state;
 
+/* The order of publication. Another thread decides that boot is done
+ * by what it reads in three places: the exported malloc by hl_next.malloc
+ * (the bootstrap's until now), every other exported function by hl_impl,
+ * and the bootstrap's functions by boot_state (hl_boot). A thread that
+ * sees the real malloc or a mode's table goes on without waiting, so both
+ * are stored last: every setting, the exit key (thread.c) and the
+ * sampler first, then hl_impl, then hl_next.malloc with a release store;
+ * meanwhile the booting thread's own calls get the pool (HL_IN_BOOT).
+ * Before, a thread could get the real malloc while hl_impl was still the
+ * bootstrap's (its block uncounted), or register before the exit key
+ * existed (its slot never folded).
+ *
+ * The readers add nothing to the fast pair. On x86-64 every load is an
+ * acquire load (TSO), and the compiler moves none of the exported
+ * malloc's loads above its call through hl_next.malloc. On aarch64 a
+ * later load may pass an earlier one, so each reader acquires where it
+ * is already slow: a thread without a fast slot goes through a no-slot
+ * continuation, the bootstrap's (b_malloc_noslot, b_free: hl_boot) or the
+ * mode's, whose first count registers the thread, and registration
+ * (thread.c, thread_start) begins with hl_boot's acquire load of
+ * boot_state, stored after all this; the other exported functions load
+ * hl_impl with acquire (override.c). A thread with a fast slot has
+ * registered. The fast pair's thread-pointer offsets, set first
+ * (hl_hot_init), may still read as their initial value there, which
+ * finds no slot (HL_TP_ZERO). */
+static void publish_next_malloc(void) { __atomic_store_n(&hl_next.malloc, real_malloc, __ATOMIC_RELEASE); }
+
 static void boot(void)
 {
     int saved = errno;
     hl_stderr_note();
-    resolve(); /* the booting thread's own calls keep getting the pool until the region is made */
+    resolve(); /* the booting thread's own calls keep getting the pool until boot is done */
     hl_sys_resolve();
     hl_config_read();
     const char *why = unserved();
     if (why != NULL) {
-        hl_next.malloc = real_malloc;
         hl_set_mode_off(why); /* no region: uncounted, no summary */
+        publish_next_malloc();
         errno = saved;
         return;
     }
@@ -354,25 +393,24 @@ static void boot(void)
     *(void **)&hl_realloc_first = hl_first_definition("realloc");
     const char *by = find_bypasser();
     hl_py_resolve(); /* the region's size depends on it */
-    int made = hl_region_open();
-    hl_next.malloc = real_malloc;
-    if (made != 0) {
+    if (hl_region_open() != 0) {
         hl_set_mode_off(NULL); /* hl_region_open said why, in its one line */
     } else if (by != NULL) {
         hl_say("malloc is ", by, "'s, which comes before libheap.so: allocations are not counted, mapped memory is", NULL);
         memcpy(hl_region->bypassed_by, by, sizeof bypasser);
-        hl_set_mode_off(NULL);
         hl_fork_init();
+        hl_set_mode_off(NULL);
     } else {
         int glibc = next_is_glibc();
-        hl_impl = glibc ? hl_glibc_impl : hl_generic_impl;
         report_mode(glibc ? HL_MODE_GLIBC : HL_MODE_GENERIC);
         if (!glibc)
-            hl_mapped_skip((const void *)hl_next.malloc);
+            hl_mapped_skip((const void *)real_malloc);
         hl_thread_init();
         hl_fork_init();
         hl_profile_boot();
+        set_impl(glibc ? &hl_glibc_impl : &hl_generic_impl);
     }
+    publish_next_malloc();
     errno = saved;
 }
 
@@ -386,7 +424,7 @@ void hl_boot(void)
     int expect = BOOT_NONE;
     if (__atomic_compare_exchange_n(&boot_state, &expect, BOOT_RUNNING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 #if defined(__aarch64__)
-        hl_hot_init(); /* before any fast malloc or free reads the offsets */
+        hl_hot_init(); /* the fast pair finds no slot until then (shim.h, HL_TP_ZERO) */
 #endif
         hl_guard_enter(HL_IN_BOOT);
         boot();
@@ -504,8 +542,16 @@ static void *b_pvalloc(size_t n)
 
 /* The exported malloc's block, for a call made while booting (the booting
  * thread's own, from the pool): uncounted. A call that boots reads
- * hl_impl again after the boot, and gets the mode's. */
-static void *b_malloc_noslot(void *p) { return p; }
+ * hl_impl again after the boot, and gets the mode's; so does another
+ * thread's that got the real malloc but read hl_impl before it was set
+ * (aarch64 may: boot, the order of publication), after it waits. */
+static void *b_malloc_noslot(void *p)
+{
+    if (hl_guard_held(HL_IN_BOOT))
+        return p;
+    hl_boot();
+    return hl_impl.malloc_noslot(p);
+}
 
 struct hl_impl hl_impl = {
     .fn = {

@@ -25,13 +25,22 @@
 HL_EXPORT void *malloc(size_t n) { return hl_glibc_malloc(n); }
 HL_EXPORT void free(void *p) { hl_glibc_free(p); }
 #endif
-HL_EXPORT void *calloc(size_t n, size_t size) { return hl_impl.fn.calloc(n, size); }
-HL_EXPORT void *realloc(void *p, size_t n) { return hl_impl.fn.realloc(p, n); }
-HL_EXPORT int posix_memalign(void **out, size_t align, size_t n) { return hl_impl.fn.posix_memalign(out, align, n); }
-HL_EXPORT void *aligned_alloc(size_t align, size_t n) { return hl_impl.fn.aligned_alloc(align, n); }
-HL_EXPORT void *memalign(size_t align, size_t n) { return hl_impl.fn.memalign(align, n); }
-HL_EXPORT void *valloc(size_t n) { return hl_impl.fn.valloc(n); }
-HL_EXPORT void *pvalloc(size_t n) { return hl_impl.fn.pvalloc(n); }
+/* The mode's function, as boot published it (boot.c, the order of
+ * publication): on aarch64 with an acquire load, since the function's
+ * loads could otherwise pass this one and read what boot set before the
+ * table as it was; x86-64's loads are acquire loads already. */
+#if defined(__aarch64__)
+#define IMPL(f) __atomic_load_n(&hl_impl.fn.f, __ATOMIC_ACQUIRE)
+#else
+#define IMPL(f) hl_impl.fn.f
+#endif
+HL_EXPORT void *calloc(size_t n, size_t size) { return IMPL(calloc)(n, size); }
+HL_EXPORT void *realloc(void *p, size_t n) { return IMPL(realloc)(p, n); }
+HL_EXPORT int posix_memalign(void **out, size_t align, size_t n) { return IMPL(posix_memalign)(out, align, n); }
+HL_EXPORT void *aligned_alloc(size_t align, size_t n) { return IMPL(aligned_alloc)(align, n); }
+HL_EXPORT void *memalign(size_t align, size_t n) { return IMPL(memalign)(align, n); }
+HL_EXPORT void *valloc(size_t n) { return IMPL(valloc)(n); }
+HL_EXPORT void *pvalloc(size_t n) { return IMPL(pvalloc)(n); }
 
 /* glibc's reallocarray calls realloc through its PLT, which would be us
  * again and count twice; do its overflow check here, then call the realloc
@@ -47,7 +56,7 @@ HL_EXPORT void *reallocarray(void *p, size_t n, size_t size)
     }
     if (HL_UNLIKELY(hl_realloc_first == NULL))
         hl_boot();
-    return hl_realloc_first != NULL ? hl_realloc_first(p, bytes) : hl_impl.fn.realloc(p, bytes);
+    return hl_realloc_first != NULL ? hl_realloc_first(p, bytes) : IMPL(realloc)(p, bytes);
 }
 
 /* Passes through, but knows the bootstrap pool and the sample arena, which

@@ -356,6 +356,23 @@ static void fork_take(struct hl_counters *totals, uint64_t *peak)
     }
 }
 
+/* The parent's region, in the child: not unmapped but replaced by
+ * private memory, never touched unless by this. A signal handler that
+ * forks between a fast path's load of the thread's slot and its add to
+ * it (count_glibc.h: one instruction apart) returns, in the child, to
+ * that add into the parent's slot: unmapped, the child would fault; still
+ * shared, the child's operation would count in the parent's slot, racing
+ * the parent's thread. Here it is lost: one operation of the child
+ * uncounted (forkstep.c). The cost is the address range, kept reserved
+ * in the child, and no instruction on the fast path. */
+static void forget_parent(void *old, size_t len)
+{
+    long p = syscall(SYS_mmap, old, len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (p != (long)old)
+        munmap(old, len);
+}
+
 /* In the child: a region of its own, from the parent's totals. */
 static void fork_start(const struct hl_counters *totals, uint64_t peak)
 {
@@ -370,8 +387,8 @@ static void fork_start(const struct hl_counters *totals, uint64_t peak)
     int made = hl_region_open();
     if (made == 0)
         hl_profile_inherit(old);
-    hl_pymalloc_inherit(old); /* before munmap: its words move here, or to none */
-    munmap(old, old_len);
+    hl_pymalloc_inherit(old); /* before it goes: its words move here, or to none */
+    forget_parent(old, old_len);
     if (made != 0) {
         hl_set_mode_off(NULL);
         return;

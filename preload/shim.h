@@ -45,8 +45,14 @@ struct hl_fns {
 /* aarch64's fast pair (hotpair_arm64.c) reaches hl_next and the thread
  * pointer's offsets of hl_self's fast words with one adrp: all in one
  * object, aligned so that it never straddles a page. The offsets are
- * copies of what the GOT holds, set at boot (hl_hot_init) before the first
- * malloc or free can load them. */
+ * copies of what the GOT holds, set at boot (hl_hot_init). Until then
+ * they are HL_TP_ZERO, the thread pointer's offset of
+ * glibc's tcbhead_t.private (aarch64's TCB is {dtv, private}), which glibc
+ * zeroes with the TCB and never writes: a slot of NULL, so that a free
+ * (or a thread's read that passes hl_hot_init's stores) before boot
+ * takes the no-slot path rather than adding through the DTV pointer at
+ * offset 0. Nothing is added to the fast pair for it. */
+#define HL_TP_ZERO 8
 struct hl_hot {
     struct hl_fns next;     /*  0: hl_next */
     uint64_t tp_slot;       /* 80: &hl_self.slot - the thread pointer */

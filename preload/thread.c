@@ -113,6 +113,12 @@ void hl_thread_init(void)
 
 static HL_NOINLINE void thread_start(void)
 {
+    /* A thread may get here having read the mode's table or the real
+     * malloc without waiting for boot (boot.c, the order of publication):
+     * hl_boot's acquire load makes what boot set before them, the exit
+     * key and the region among it, visible here (it waits the few
+     * instructions until boot is done if need be). */
+    hl_boot();
     struct hl_header *r = hl_region;
     /* pthread_setspecific may calloc for a high key: that call comes back
      * here and counts through the atomic path. */

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -182,5 +183,24 @@ func TestHandlerAllocates(t *testing.T) {
 	prog := compile(t, "sigchurn.c")
 	for run := 0; run < 10; run++ {
 		known(t, nil, prog, []string{"2000000"}, nil)
+	}
+}
+
+// A handler that forks between the fast malloc's load of the thread's
+// slot and its add, in a child that returns from it: the child's add
+// lands in private memory where the parent's region was, not in an
+// unmapped page (region.c, forget_parent; the child faulted before).
+// forkstep.c single-steps its malloc with x86-64's trap flag to fork at
+// the add itself.
+func TestForkAtTheAdd(t *testing.T) {
+	if runtime.GOARCH != "amd64" || testkit.Arch() != "" {
+		t.Skip("forkstep.c steps with x86-64's trap flag")
+	}
+	prog := compile(t, "forkstep.c")
+	cmd := exec.Command(prog)
+	cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "child ok\n" {
+		t.Fatalf("%v: %q", err, out)
 	}
 }
