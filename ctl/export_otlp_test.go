@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -272,7 +273,7 @@ func TestExportOTLPSites(t *testing.T) {
 	lib := testkit.Shim(t)
 	sites := testkit.CC(t, "", "testdata/sites.c", "-O2", "-Wall", "-Werror")
 	addr := testkit.FreeAddr(t)
-	exp := ocStartExport(t, nil, "--otlp-endpoint", "http://"+addr, "--otlp-interval", "2s")
+	exp := ocStartExport(t, nil, "-v", "--otlp-endpoint", "http://"+addr, "--otlp-interval", "2s")
 
 	cmd := exec.Command(sites)
 	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE=512k", "OTEL_SERVICE_NAME=sites-test")
@@ -303,18 +304,27 @@ func TestExportOTLPSites(t *testing.T) {
 	// profile still goes.
 	io.WriteString(in, "\n")
 	next("PAUSE")
-	// Exit just after a push arrives, so that the next read comes well
-	// after the exit and the unlink, never racing them.
-	n := len(ocRead(t, col.out, pid))
-	testkit.Poll(t, "one more push", func() bool { return len(ocRead(t, col.out, pid)) > n })
+	// The profile read after the exit is the one export says it read from
+	// the region it held (-v), at its time: no clock of the test's tells
+	// it from a live read (on a loaded machine, a read just after the
+	// exit came before the test saw the exit).
+	said := len(exp.stderr.String())
 	io.WriteString(in, "\n")
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	exited := time.Now()
-	testkit.Poll(t, "a profile read after the exit", func() bool {
+	held := regexp.MustCompile(`the last profile of an exited process, read from its region held {"pid": ` + strconv.Itoa(pid) + `, "read_ns": (\d+)}`)
+	var readNS int64
+	testkit.Poll(t, "export's read of the exited process's region", func() bool {
+		m := held.FindStringSubmatch(exp.stderr.String()[said:])
+		if m != nil {
+			readNS, _ = strconv.ParseInt(m[1], 10, 64)
+		}
+		return m != nil
+	})
+	testkit.Poll(t, "the profile read after the exit at the Collector", func() bool {
 		rs := ocRead(t, col.out, pid)
-		return len(rs) > 0 && rs[len(rs)-1].end.After(exited)
+		return len(rs) > 0 && rs[len(rs)-1].end.UnixNano() == readNS
 	})
 	exp.stop(t)
 	col.kill()
@@ -349,8 +359,11 @@ func TestExportOTLPSites(t *testing.T) {
 	}
 	// The last profile, read after the exit through the region export
 	// held: site_b had freed everything.
+	if last.end.UnixNano() != readNS {
+		t.Errorf("last profile (%d pushes) read at %v, want the read after the exit, at %v", len(rs), last.end, time.Unix(0, readNS))
+	}
 	if b := last.values["inuse_space"]["site_b"]; b != 0 {
-		t.Errorf("last profile (%d pushes, the program exited at %v): site_b holds %d bytes inuse, want 0 (freed before the exit)", len(rs), exited, b)
+		t.Errorf("last profile (%d pushes, read after the exit at %v): site_b holds %d bytes inuse, want 0 (freed before the exit)", len(rs), last.end, b)
 	}
 }
 

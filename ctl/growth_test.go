@@ -72,9 +72,9 @@ func growthCheck(t *testing.T, dir string, minProfiles int, sites ...string) {
 // cache and steady site, recorded every 250 ms, reading the region;
 // growth must name each site's kind, the leak first. Both ways of
 // recording: a command record starts, and a running process (--pid).
-// The grower and the pool need their phases to span whole intervals,
-// which a loaded machine's late profiles at 250 ms do not always give:
-// TestGrowthKnownAnswerEvery checks them.
+// growth.c runs on the series' clock (it steps as each profile is
+// written), so a loaded machine's late profiles still make all 16.
+// TestGrowthKnownAnswerEvery checks the grower and the pool.
 func TestRecordProfilesGrowth(t *testing.T) {
 	t.Setenv("HEAPLINE_SAMPLE", "16k") // 8 MiB is 512 samples: a plateau moves by 4% (one standard deviation)
 	lib := testkit.Shim(t)
@@ -82,7 +82,7 @@ func TestRecordProfilesGrowth(t *testing.T) {
 
 	t.Run("command", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "series")
-		r := heapctl(t, "record", "--profiles", dir, "--every", "250ms", "--lib", lib, "--", bin, "4")
+		r := heapctl(t, "record", "--profiles", dir, "--every", "250ms", "--lib", lib, "--", bin, "4", dir, "0.25")
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
@@ -100,14 +100,14 @@ func TestRecordProfilesGrowth(t *testing.T) {
 		}
 	})
 	t.Run("pid", func(t *testing.T) {
-		cmd := exec.Command(bin, "4")
+		dir := t.TempDir()
+		cmd := exec.Command(bin, "4", dir, "0.25")
 		pid := rgStart(t, cmd, lib)
 		// made: its magic is stored last, after the file exists
 		testkit.Poll(t, "the region", func() bool {
 			b, err := os.ReadFile("/dev/shm/heapline." + strconv.Itoa(pid))
 			return err == nil && len(b) >= 8 && string(b[:8]) == "HEAPLINE"
 		})
-		dir := t.TempDir()
 		csv := filepath.Join(t.TempDir(), "heap.csv")
 		if r := heapctl(t, "record", "-o", csv, "--profiles", dir, "--every", "250ms", "--pid", strconv.Itoa(pid)); r.err != nil {
 			t.Fatal(r.err)
@@ -119,7 +119,9 @@ func TestRecordProfilesGrowth(t *testing.T) {
 
 // growth's labels at record --profiles' own sampling (64 KiB, with no
 // HEAPLINE_SAMPLE set) and every --every a user might pick for a short
-// run: a run of 12 --every, the same shapes at 500ms, 1s and 2s. At
+// run: a run of 12 --every, the same shapes at 500ms, 1s and 2s, on the
+// series' clock (growth.c steps as each profile is written: on the wall
+// clock a loaded machine's profiles came fewer than 10). At
 // 512 KiB, or with the labels' first statistics (noise of 3 sqrt(2 high
 // R), a leak as a stack that grew in 80% of the intervals), the cache,
 // the pool and the leak at 500ms were mislabelled.
@@ -134,7 +136,7 @@ func TestGrowthKnownAnswerEvery(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "series")
 			secs := strconv.FormatFloat((12 * every).Seconds(), 'f', -1, 64)
-			r := heapctl(t, "record", "--profiles", dir, "--every", every.String(), "--lib", lib, "--", bin, secs)
+			r := heapctl(t, "record", "--profiles", dir, "--every", every.String(), "--lib", lib, "--", bin, secs, dir, strconv.FormatFloat(every.Seconds(), 'f', -1, 64))
 			if r.err != nil {
 				t.Fatal(r.err)
 			}

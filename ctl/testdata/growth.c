@@ -16,12 +16,19 @@
  * The shapes are fractions of the run, so that a run of 12 --every has
  * the same series at any --every.
  *
- * Usage: growth SECONDS. It prints "DONE" and exits after SECONDS.
+ * Usage: growth SECONDS [DIR EVERY]. It prints "DONE" and exits after
+ * SECONDS. Given DIR and EVERY, its clock is the series record --profiles
+ * writes into DIR instead: with k profiles there it stands at (k+1) EVERY
+ * seconds, and it ends once the last, SECONDS / EVERY, is written. Each
+ * profile then holds one moment of the run, however late a loaded
+ * machine's profiles come (on the wall clock they came fewer, and their
+ * moments moved).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define BLOCK 4096
@@ -114,9 +121,23 @@ static double piecewise(double x, const double *xs, const double *ys, int n)
 
 #define MIB_BLOCKS(m) ((m) * (1u << 20) / BLOCK)
 
+/* The profile clock: how many of DIR's heap-NNNN.pb.gz exist, counting
+ * on from seen (record writes each under its name once it is whole). */
+static unsigned profiles(const char *dir, unsigned seen)
+{
+    char path[4096];
+    struct stat st;
+    while (snprintf(path, sizeof path, "%s/heap-%04u.pb.gz", dir, seen + 1) < (int)sizeof path && stat(path, &st) == 0)
+        seen++;
+    return seen;
+}
+
 int main(int argc, char **argv)
 {
     double secs = argc > 1 ? atof(argv[1]) : 4;
+    const char *dir = argc > 3 ? argv[2] : NULL;
+    double every = argc > 3 ? atof(argv[3]) : 0;
+    unsigned seen = 0, last = every > 0 ? (unsigned)(secs / every + 0.5) : 0;
     for (unsigned i = 0; i < STEADY_BLOCKS; i++)
         steady_site(i);
     static void *grow_b[MIB_BLOCKS(24)], *pool_b[MIB_BLOCKS(8)];
@@ -128,7 +149,11 @@ int main(int argc, char **argv)
     uint64_t leaks = 0, caches = 0;
     for (;;) {
         double t = now() - t0;
-        if (t >= secs)
+        if (dir != NULL) {
+            if ((seen = profiles(dir, seen)) >= last)
+                break;
+            t = (seen + 1) * every < secs ? (seen + 1) * every : secs;
+        } else if (t >= secs)
             break;
         /* leak: 3 MiB/s all along */
         for (uint64_t want = (uint64_t)(t * LEAK_PER_S / BLOCK); leaks < want; leaks++)

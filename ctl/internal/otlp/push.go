@@ -77,8 +77,8 @@ func (p *Pusher) Run(ctx context.Context) error {
 	defer tick.Stop()
 	for done := false; !done; {
 		select {
-		case now := <-tick.C:
-			p.read(now)
+		case <-tick.C:
+			p.read(time.Now()) // not the tick's time: a read late on a loaded machine says when it read
 		case <-ctx.Done():
 			done = true
 		}
