@@ -175,11 +175,12 @@ DIST ?= dist
 # the host's C compiler (gcc, arm64's gcc-aarch64-linux-gnu) that builds
 # libheap.so against the Debian 11 chroot as a sysroot (release/chroot.sh,
 # cached under /var/cache/heapline/). debootstrap makes the chroots;
+# systemd-analyze (systemd) verifies the .deb's unit;
 # release's TestSymbolVersions reads arm64 files with aarch64's objdump.
 # make test-dist checks ARCH's (amd64) in the chroots.
 ARCH ?= amd64
 DIST_ARCHS ?= amd64 arm64
-RELEASE_DEBS := debootstrap binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu
+RELEASE_DEBS := debootstrap binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu systemd
 DEBS += $(RELEASE_DEBS)
 
 .PHONY: dist test-dist deps-release

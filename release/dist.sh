@@ -5,7 +5,9 @@
 #                                       README.md, docs/*.md}
 #   heapline_VERSION_ARCH.deb           /usr/bin/heapctl, /usr/lib/heapline/
 #                                       {libheap.so,heapline-rusage},
-#                                       /usr/share/doc/heapline/
+#                                       /usr/share/doc/heapline/ (copyright
+#                                       among them), and the systemd unit
+#                                       heapline-export.service, disabled
 #   SHA256SUMS                          of every package in DIST (make
 #                                       dist runs this once per ARCH)
 # Each layout keeps libheap.so where heapctl looks for it relative to its
@@ -41,6 +43,10 @@ install -D -m 755 "$work/build/heapctl" "$deb/usr/bin/heapctl"
 install -D -m 644 "$work/build/libheap.so" "$deb/usr/lib/heapline/libheap.so"
 install -D -m 755 "$work/build/heapline-rusage" "$deb/usr/lib/heapline/heapline-rusage"
 docs "$deb/usr/share/doc/heapline"
+"$root/release/copyright.sh" "$work/build/heapctl" >"$deb/usr/share/doc/heapline/copyright"
+# The unit is installed, not enabled: no maintainer script links it into a
+# target, so nothing starts until the operator runs systemctl enable.
+install -D -m 644 "$root/release/heapline-export.service" "$deb/usr/lib/systemd/system/heapline-export.service"
 mkdir -p "$deb/DEBIAN"
 cat >"$deb/DEBIAN/control" <<CONTROL
 Package: heapline
