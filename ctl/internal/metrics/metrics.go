@@ -272,7 +272,8 @@ func Handler(c *Collector, build version.Info) (http.Handler, error) {
 		Name: "heapline_build_info",
 		Help: "Always 1: the version, VCS revision and Go version of the heapctl that exports these metrics.",
 		ConstLabels: prometheus.Labels{
-			"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion,
+			// version is what heapctl --version says, not the module's
+			"version": build.Release, "revision": build.Revision, "goversion": build.GoVersion,
 		},
 	})
 	info.Set(1)
