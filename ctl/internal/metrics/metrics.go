@@ -252,11 +252,11 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e regions.Entry, boot u
 // recorded as argv joined by spaces: "/usr/bin/python3 app.py --token=x"
 // gives "python3". An argv[0] that itself holds a space is cut there (the
 // join cannot be undone), which can lose a word of the name but never
-// shows an argument. "" when the command line is empty or starts with a
-// space (an empty argv[0]).
+// shows an argument. "" when the command line or argv[0] is empty
+// (two single quotes, as the shim writes it; a space first, by an older one).
 func programName(command string) string {
 	first, _, _ := strings.Cut(command, " ")
-	if first == "" {
+	if first == "" || first == "''" { // '': the shim's empty argument
 		return ""
 	}
 	return filepath.Base(first)

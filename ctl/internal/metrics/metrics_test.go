@@ -159,6 +159,7 @@ func TestProgramName(t *testing.T) {
 		"-bash":                      "-bash", // a login shell
 		"/opt/My App/bin/app --x=1":  "My",    // argv[0] with a space: cut, never an argument
 		" --token=secret":            "",      // empty argv[0]
+		"'' --token=secret":          "",      // empty argv[0], as the shim writes it
 		"":                           "",
 		"postgres: checkpointer    ": "postgres:",
 	} {
