@@ -9,7 +9,7 @@ import (
 )
 
 // TestCommandEmptyArgs: the region's command writes an empty argument as
-// '' (joined by spaces it vanished: "--save  --appendonly"), but not a
+// two single quotes (joined by spaces it vanished: "--save  --appendonly"), but not a
 // trailing one (cmdline cannot tell it from a rewritten title's padding),
 // as heapctl's own reading of /proc/PID/cmdline does.
 func TestCommandEmptyArgs(t *testing.T) {
