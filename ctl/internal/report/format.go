@@ -31,7 +31,7 @@ func Line(s Summary) string {
 	if s.ExecFrom != "" {
 		b.WriteString(" (exec'd from " + Command(s.ExecFrom) + ")")
 	}
-	fmt.Fprintf(&b, ": %d allocs, %d frees, peak %s", s.Allocs, s.Frees, Bytes(s.PeakLiveBytes))
+	fmt.Fprintf(&b, ": %s, %s, peak %s", Count(int(s.Allocs), "alloc"), Count(int(s.Frees), "free"), Bytes(s.PeakLiveBytes))
 	mapped := s.PeakMappedBytes != 0
 	if mapped {
 		b.WriteString(" malloc")

@@ -62,6 +62,12 @@ func TestLine(t *testing.T) {
 	if got := Line(s); got != want {
 		t.Errorf("Line bypassed =\n%q\nwant\n%q", got, want)
 	}
+	// One of each is singular, as the shim says it.
+	s = Summary{PID: 9, Command: "./one", Allocs: 1, Frees: 1, Exited: true}
+	want = "heapline[9] ./one: 1 alloc, 1 free, peak 0 B, live at exit 0 B, 0.00 s"
+	if got := Line(s); got != want {
+		t.Errorf("Line of one alloc =\n%q\nwant\n%q", got, want)
+	}
 }
 
 // The shim's put_command, byte for byte: 60 bytes at most, never half a
