@@ -3,6 +3,9 @@
 # docs/cli.md. Debian packages the tests need are installed by `make deps`
 # (called by `make test`), so a fresh machine needs nothing by hand.
 
+# all is the goal of a plain `make`, whatever rules come first below.
+.DEFAULT_GOAL := all
+
 GO     ?= go
 CC     ?= gcc
 BIN    := bin
@@ -10,7 +13,7 @@ SCEN_CFLAGS ?= -O2 -g -pthread -Wall -Wextra
 SCEN_CXXFLAGS ?= -O2 -g -pthread -Wall -Wextra -std=c++17
 
 PRELOAD_SRC := $(wildcard preload/*.c preload/*.h preload/*.go)
-GO_SRC      := $(shell find ctl bpf -name '*.go' -o -name '*.o' 2>/dev/null) go.mod go.sum
+GO_SRC      := $(shell find ctl bpf internal -name '*.go' -o -name '*.o' 2>/dev/null) go.mod go.sum
 SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
                $(patsubst scenarios/%.cc,$(BIN)/%,$(wildcard scenarios/*.cc))
 
@@ -46,6 +49,7 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user-static: the
 # unwinder's test on a real arm64 stack (ctl/internal/unwind).
 BUILD_DEBS :=
+BUILD_NEEDS = $(BUILD_DEBS)
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
 DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium nodejs openjdk-17-jdk-headless libc6-arm64-cross binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 
@@ -63,23 +67,27 @@ CC := aarch64-linux-gnu-gcc
 export CC
 export GOARCH := arm64
 SCEN_BINS :=
-build-deps: PKGS = $(BUILD_DEBS) $(DEBS_ARM64)
+BUILD_NEEDS += $(DEBS_ARM64)
 endif
+
+.PHONY: all scenarios test run deps deps-overhead build-deps deps-arm64 test-arm64 generate docs bench clean
+
+# all comes after the arm64 block: its prerequisites are expanded as it is
+# read, with that block's BIN and SCEN_BINS.
+all: $(BIN)/libheap.so $(BIN)/libfloor.so $(BIN)/heapline-rusage $(BIN)/heapctl scenarios
 
 test-arm64: PKGS = $(DEBS_ARM64)
 test-arm64: deps-arm64
 	$(MAKE) ARCH=arm64 all
 	.ci/test-arm64.sh
 
-.PHONY: all scenarios test run deps deps-overhead build-deps deps-arm64 test-arm64 generate docs bench clean
-
-all: $(BIN)/libheap.so $(BIN)/libfloor.so $(BIN)/heapline-rusage $(BIN)/heapctl scenarios
-
 # preload/exports.map limits what the shim exports; cgo's own LDFLAGS may
 # not name a version script, so it is passed to the external linker here.
 # The go build cache does not know the version script: without the rm, a
 # change to exports.map alone leaves the library as it was.
-$(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map | build-deps
+# build-deps only where it has packages to install (arm64's cross
+# compiler): a plain make installs nothing.
+$(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map | $(if $(strip $(BUILD_NEEDS)),build-deps)
 	@rm -f $@
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/preload/exports.map -o $@ ./preload
 	@rm -f $(BIN)/libheap.h
@@ -112,17 +120,26 @@ $(BIN)/%: scenarios/%.cc scenarios/scenario.h
 	@mkdir -p $(BIN)
 	$(CXX) $(SCEN_CXXFLAGS) -o $@ $<
 
+# Each deps target installs the packages of its list that are missing,
+# and never upgrades one the host has: only the missing ones are named,
+# with --no-upgrade besides. apt still upgrades an installed package when
+# a new one needs a newer version of it (a -dev package and its library,
+# perl and perl-base): that is the one way to install the new one, so
+# make names those upgrades first (from apt-get -s) and goes on.
 deps: PKGS = $(DEBS)
 deps-overhead: PKGS = $(OVERHEAD_DEBS)
-build-deps: PKGS ?= $(BUILD_DEBS)
+build-deps: PKGS = $(BUILD_NEEDS)
 deps-arm64: PKGS = $(DEBS_ARM64)
 deps deps-overhead build-deps deps-arm64 deps-release:
-	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "make deps: installing$$missing"; \
-		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
-	fi
+	@set -- $(sort $(PKGS)); n="$$# package"; [ $$# = 1 ] || n="$${n}s"; missing=""; \
+	for p in "$$@"; do [ "$$(dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null)" = installed ] || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "make $@: $$n, all installed"; exit 0; fi; \
+	set -- $$missing; echo "make $@: $$n, $$# missing, installing:$$missing"; \
+	SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	$$SUDO apt-get update -qq || exit 1; \
+	up=$$(apt-get install -s -qq --no-upgrade $$missing | sed -n 's/^Inst \([^ ]*\) \[.*/ \1/p' | tr -d '\n'); \
+	[ -z "$$up" ] || echo "make $@: they need newer versions of installed packages, which apt upgrades:$$up"; \
+	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-upgrade $$missing
 
 # The go build cache does not see preload/region.h from ctl's cdefs package
 # (cgo tracks the headers of the package's own directory only), so an edit

@@ -78,7 +78,7 @@ func export(e *env, c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pusher := &otlp.Pusher{Config: push, Source: otlp.NewSource(e.log), Version: version.Get().Version, Log: e.log}
+	pusher := &otlp.Pusher{Config: push, Source: otlp.NewSource(e.log), Version: version.Get().Release, Log: e.log}
 	if pushing && !c.IsSet("listen") && !c.IsSet("web.listen-address") {
 		fmt.Fprintf(e.stderr, "heapctl export: pushing to %s every %v\n", push.Endpoint, push.Interval)
 		return pusher.Run(ctx)

@@ -306,9 +306,11 @@ func TestOtherUser(t *testing.T) {
 // TestExportBuildInfo builds heapctl as a user would from this tree, with
 // the Makefile (which stamps the commit even where GOFLAGS says
 // -buildvcs=false, as this machine's go env does), and finds in
-// heapline_build_info what `go version -m` reads from the binary: in a
-// clone, the pseudo-version and git's HEAD; where the toolchain stamps
-// nothing (a git worktree, a tree without .git), devel and unknown.
+// heapline_build_info the version `heapctl --version` prints (the
+// release's, 0.0.0~git754.37cad0b8382e: it was the module's
+// pseudo-version) and what `go version -m` reads from the binary: in a
+// clone, git's HEAD; where the toolchain stamps nothing (a git worktree,
+// a tree without .git), unknown.
 func TestExportBuildInfo(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "heapctl")
@@ -321,12 +323,18 @@ func TestExportBuildInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"version": "devel", "revision": "unknown"}
+	v, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatalf("heapctl --version: %v", err)
+	}
+	f := strings.Fields(string(v)) // heapctl 0.0.0~git754.37cad0b8382e commit ...
+	if len(f) < 2 || f[0] != "heapctl" {
+		t.Fatalf("heapctl --version said %q", v)
+	}
+	want := map[string]string{"version": f[1], "revision": "unknown"}
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
 		switch {
-		case len(f) >= 3 && f[0] == "mod" && f[2] != "(devel)":
-			want["version"] = f[2]
 		case len(f) == 2 && f[0] == "build" && strings.HasPrefix(f[1], "vcs.revision="):
 			want["revision"] = strings.TrimPrefix(f[1], "vcs.revision=")
 		}
@@ -349,11 +357,11 @@ func TestExportBuildInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	f := hsScrape(t, hsServing(t, stderr))["heapline_build_info"]
-	if f == nil || len(f.GetMetric()) != 1 {
-		t.Fatalf("heapline_build_info: %v", f)
+	bi := hsScrape(t, hsServing(t, stderr))["heapline_build_info"]
+	if bi == nil || len(bi.GetMetric()) != 1 {
+		t.Fatalf("heapline_build_info: %v", bi)
 	}
-	m := f.GetMetric()[0]
+	m := bi.GetMetric()[0]
 	got := map[string]string{}
 	for _, l := range m.GetLabel() {
 		got[l.GetName()] = l.GetValue()

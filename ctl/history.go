@@ -16,6 +16,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/history"
 	"github.com/heapline/heapline/ctl/internal/history/git"
 	"github.com/heapline/heapline/ctl/internal/outfile"
+	"github.com/heapline/heapline/ctl/internal/report"
 )
 
 // historyCommand keeps the overhead of every commit: `add` appends a result
@@ -148,7 +149,7 @@ func historyAdd(e *env, c *cli.Context) error {
 		list = append(list, k)
 	}
 	sort.Strings(list)
-	fmt.Fprintf(e.stdout, "added %d points (commit %s) to %s\n", len(batch), strings.Join(list, ", "),
+	fmt.Fprintf(e.stdout, "added %s (commit %s) to %s\n", report.Count(len(batch), "point"), strings.Join(list, ", "),
 		filepath.Join(store, history.StoreFile))
 	return nil
 }
@@ -231,7 +232,7 @@ func historyRender(e *env, c *cli.Context) error {
 			return fmt.Errorf("history render: %s: %w", p, err)
 		}
 	}
-	fmt.Fprintf(e.stdout, "wrote %s and %d charts\n", filepath.Join(out, history.PageFile), len(files)-1)
+	fmt.Fprintf(e.stdout, "wrote %s and %s\n", filepath.Join(out, history.PageFile), report.Count(len(files)-1, "chart"))
 	return nil
 }
 

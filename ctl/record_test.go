@@ -559,3 +559,17 @@ func TestRecordExecWithoutShim(t *testing.T) {
 		t.Errorf("record: %v; want a warning that it exec'd without the shim", r.err)
 	}
 }
+
+// TestRecordOneChild: one child process that ran under the shim is said
+// in the singular ("1 child processes" before).
+func TestRecordOneChild(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.csv")
+	// dash forks for /bin/true, not the last command, and runs : itself.
+	r := heapctl(t, "record", "-o", out, "--lib", testkit.Shim(t), "--", "/bin/sh", "-c", "/bin/true; :")
+	if r.err != nil {
+		t.Fatalf("record: %v\n%s", r.err, r.stderr)
+	}
+	if want := " in " + out + " (1 child process of /bin/sh ran under the shim too: -v logs their summaries)\n"; !strings.Contains(r.stderr, want) {
+		t.Errorf("record said %q, want %q in it", r.stderr, want)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -263,7 +262,7 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	pid := c.Pid
 	// The command as the user gave it: /proc/PID/cmdline would show a #!
 	// interpreter's, and only until the process exits.
-	t := &tracing{e: e, o: o, tr: tr, pid: pid, command: strings.Join(o.argv, " "), start: tr.Attached}
+	t := &tracing{e: e, o: o, tr: tr, pid: pid, command: procs.JoinArgs(o.argv), start: tr.Attached}
 	if o.attached != nil {
 		o.attached(pid)
 	}

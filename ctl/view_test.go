@@ -277,3 +277,57 @@ func vwWriteCPU(t *testing.T, path string) {
 	}
 	f.Close()
 }
+
+func mainFile(p *pprof.Profile) string {
+	if len(p.Mapping) == 0 {
+		return "none"
+	}
+	return p.Mapping[0].File
+}
+
+// TestViewSymlinkedProgram: a program run by a symlink's name (Debian's
+// redis-server, a link to redis-check-rdb) is named by it, as argv[0]
+// says, in the profile's main mapping and so in view's title, whether
+// argv[0] is the link's path or its bare name found on PATH; the mapping
+// was /proc/PID/exe's file, the link's target.
+func TestViewSymlinkedProgram(t *testing.T) {
+	lib := testkit.Shim(t)
+	bin := testkit.CC(t, "", "testdata/sites.c", "-O2", "-Wall", "-Werror")
+	dir := t.TempDir()
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sites-real"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "sites-link")
+	if err := os.Symlink("sites-real", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, argv0 := range []string{link, "sites-link"} {
+		file := filepath.Join(t.TempDir(), "sites.pb.gz")
+		cmd := exec.Command(testkit.Heapctl(t), "run", "--lib", lib, "--profile", file, "--", argv0)
+		cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "HEAPLINE_SAMPLE=512k")
+		cmd.Stdin = strings.NewReader("\n\n") // past its two pauses
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("heapctl run -- %s: %v\n%s", argv0, err, out)
+		}
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := pprof.Parse(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Mapping) == 0 || p.Mapping[0].File != link {
+			t.Errorf("run as %s: the main mapping is %v, want %s", argv0, mainFile(p), link)
+		}
+		url := vwServe(t, file)
+		if got := vwTitle(t, testkit.Get(t, url+"/top")); got != "sites-link alloc_space" {
+			t.Errorf("run as %s: title %q, want %q", argv0, got, "sites-link alloc_space")
+		}
+	}
+}

@@ -236,23 +236,39 @@ void hl_config_read(void)
     config.sample_mean = (double)config.sample; /* the sampler's draws and weights are in doubles (profile.c) */
 }
 
-/* argv joined by spaces, as much as fits. */
+/* argv joined by spaces, as much as fits, an empty argument written ''
+ * (joined, it would vanish: "--save  --appendonly"). Trailing NULs are
+ * trimmed, so an empty last argument is not shown: a program that wrote
+ * its title over its argv (setproctitle) pads it with NULs, which cannot
+ * be told from empty arguments. */
 void hl_command_read(char *buf, size_t n)
 {
+    char raw[HL_COMMAND_MAX];
     buf[0] = 0;
+    if (n < 2)
+        return;
     int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
-    ssize_t got = read(fd, buf, n - 1);
+    ssize_t got = read(fd, raw, n - 1 < sizeof raw ? n - 1 : sizeof raw);
     close(fd);
     if (got <= 0)
         return;
-    while (got > 0 && buf[got - 1] == 0)
+    while (got > 0 && raw[got - 1] == 0)
         got--;
-    for (ssize_t i = 0; i < got; i++)
-        if (buf[i] == 0)
-            buf[i] = ' ';
-    buf[got] = 0;
+    size_t o = 0;
+    for (ssize_t i = 0; i <= got && o < n - 1; i++) {
+        if (i == got || raw[i] == 0) { /* an argument's end */
+            if (i == 0 || raw[i - 1] == 0) /* it was empty */
+                for (int q = 0; q < 2 && o < n - 1; q++)
+                    buf[o++] = '\'';
+            if (i < got && o < n - 1)
+                buf[o++] = ' ';
+        } else {
+            buf[o++] = raw[i];
+        }
+    }
+    buf[o] = 0;
 }
 
 /* A numeric field (3 and up) of a /proc/<pid>/stat file, 0 if it cannot

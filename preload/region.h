@@ -139,7 +139,7 @@ struct hl_header {
     uint8_t  _pad3[44];      /* 212 */
 
     /* lines 4-7: what ran */
-    char     command[HL_COMMAND_MAX]; /* 256: argv joined by spaces, NUL-terminated */
+    char     command[HL_COMMAND_MAX]; /* 256: argv joined by spaces (an empty one ''), NUL-terminated */
 
     /* lines 8-11: the object whose malloc the program calls instead of
      * ours (another allocator preloaded first, or the program's own),

@@ -369,9 +369,9 @@ void hl_summary_write(void)
         }
         put(&o, ": ");
         put_u64(&o, t.allocs);
-        put(&o, " allocs, ");
+        put(&o, t.allocs == 1 ? " alloc, " : " allocs, ");
         put_u64(&o, t.frees);
-        put(&o, " frees, peak ");
+        put(&o, t.frees == 1 ? " free, peak " : " frees, peak ");
         put_bytes(&o, (int64_t)peak);
         if (peak_mapped)
             put(&o, " malloc");

@@ -148,14 +148,34 @@ func Comm(pid int) string {
 	return strings.TrimSpace(string(b))
 }
 
-// Cmdline returns the command line of pid, arguments joined by spaces; its
-// Comm when there is none (a zombie, a kernel thread).
+// Cmdline returns the command line of pid, arguments joined by spaces
+// (JoinArgs); its Comm when there is none (a zombie, a kernel thread).
+// Trailing empty arguments are not shown, as the shim's command does not
+// show them: a program that wrote its title over its argv pads it with
+// NULs, which cannot be told from them.
 func Cmdline(pid int) string {
 	b, err := os.ReadFile(Root + "/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil || len(b) == 0 {
 		return Comm(pid)
 	}
-	return strings.Join(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), " ")
+	return JoinArgs(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"))
+}
+
+// JoinArgs joins a command's arguments by spaces, an empty one written as
+// two single quotes (joined, it would vanish: "--save  --appendonly"), as
+// the shim writes a region's command.
+func JoinArgs(args []string) string {
+	var b strings.Builder
+	for i, a := range args {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if a == "" {
+			a = "''"
+		}
+		b.WriteString(a)
+	}
+	return b.String()
 }
 
 // RootDir is pid's root directory as seen from here: the files of another

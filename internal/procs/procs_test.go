@@ -110,3 +110,10 @@ func TestProcess(t *testing.T) {
 		t.Error("a reaped child still runs")
 	}
 }
+
+func TestJoinArgs(t *testing.T) {
+	got := JoinArgs([]string{"redis-server", "--save", "", "--appendonly", "yes", ""})
+	if want := "redis-server --save '' --appendonly yes ''"; got != want {
+		t.Errorf("JoinArgs: %q, want %q", got, want)
+	}
+}

@@ -11,6 +11,22 @@ import (
 	"testing"
 )
 
+// TestExitSummaryOne: one alloc and one free are said in the singular
+// (the line said "1 allocs, 1 frees").
+func TestExitSummaryOne(t *testing.T) {
+	prog := compile(t, "one_alloc.c")
+	cmd := exec.Command(prog)
+	cmd.Env = env(t)
+	var e strings.Builder
+	cmd.Stderr = &e
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "] " + prog + ": 1 alloc, 1 free, peak "; !strings.Contains(e.String(), want) {
+		t.Errorf("stderr %q, want %q in it", e.String(), want)
+	}
+}
+
 // The exit summary: one text line on stderr by default; JSON with every
 // field named exactly; HEAPLINE_OUTPUT with %p; HEAPLINE_SUMMARY=0.
 func TestExitSummary(t *testing.T) {
@@ -28,7 +44,7 @@ func TestExitSummary(t *testing.T) {
 
 	pid, out, errOut := run()
 	text := regexp.MustCompile(`^heapline\[` + strconv.Itoa(pid) + `\] ` + regexp.QuoteMeta(prog) +
-		`: \d+ allocs, \d+ frees, peak [\d.]+ (B|KiB|MiB) \(± 512\.0 KiB\), live at exit [\d.]+ (B|KiB|MiB), \d+\.\d\d s\n$`)
+		`: \d+ allocs?, \d+ frees?, peak [\d.]+ (B|KiB|MiB) \(± 512\.0 KiB\), live at exit [\d.]+ (B|KiB|MiB), \d+\.\d\d s\n$`)
 	if out != "hello 42\n" || !text.MatchString(errOut) {
 		t.Errorf("default: stdout %q, stderr %q", out, errOut)
 	}

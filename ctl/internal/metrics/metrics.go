@@ -252,11 +252,11 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e regions.Entry, boot u
 // recorded as argv joined by spaces: "/usr/bin/python3 app.py --token=x"
 // gives "python3". An argv[0] that itself holds a space is cut there (the
 // join cannot be undone), which can lose a word of the name but never
-// shows an argument. "" when the command line is empty or starts with a
-// space (an empty argv[0]).
+// shows an argument. "" when the command line or argv[0] is empty
+// (two single quotes, as the shim writes it; a space first, by an older one).
 func programName(command string) string {
 	first, _, _ := strings.Cut(command, " ")
-	if first == "" {
+	if first == "" || first == "''" { // '': the shim's empty argument
 		return ""
 	}
 	return filepath.Base(first)
@@ -272,7 +272,8 @@ func Handler(c *Collector, build version.Info) (http.Handler, error) {
 		Name: "heapline_build_info",
 		Help: "Always 1: the version, VCS revision and Go version of the heapctl that exports these metrics.",
 		ConstLabels: prometheus.Labels{
-			"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion,
+			// version is what heapctl --version says, not the module's
+			"version": build.Release, "revision": build.Revision, "goversion": build.GoVersion,
 		},
 	})
 	info.Set(1)

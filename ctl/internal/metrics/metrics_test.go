@@ -159,6 +159,7 @@ func TestProgramName(t *testing.T) {
 		"-bash":                      "-bash", // a login shell
 		"/opt/My App/bin/app --x=1":  "My",    // argv[0] with a space: cut, never an argument
 		" --token=secret":            "",      // empty argv[0]
+		"'' --token=secret":          "",      // empty argv[0], as the shim writes it
 		"":                           "",
 		"postgres: checkpointer    ": "postgres:",
 	} {
@@ -229,7 +230,7 @@ func TestHandler(t *testing.T) {
 		}
 		return entries(), nil
 	}, CommandName)
-	h, err := Handler(c, version.Info{Version: "v1.2.0", Revision: "1ba952a", Date: "unknown", GoVersion: "go1.26.8"})
+	h, err := Handler(c, version.Info{Release: "1.2.0~git3.1ba952a", Version: "v1.2.1-0.20261203101007-1ba952a", Revision: "1ba952a", Date: "unknown", GoVersion: "go1.26.8"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,6 +248,10 @@ func TestHandler(t *testing.T) {
 	code, body := get()
 	if code != 200 || !strings.Contains(body, `heapline_live_bytes{command="python3",pid="4711"} 483533`) {
 		t.Errorf("status %d, body:\n%s", code, body)
+	}
+	// The version heapctl --version prints (Release), not the module's.
+	if want := `heapline_build_info{goversion="go1.26.8",revision="1ba952a",version="1.2.0~git3.1ba952a"} 1`; !strings.Contains(body, want) {
+		t.Errorf("want %s in\n%s", want, body)
 	}
 	// A directory that cannot be listed fails the scrape, visibly.
 	fail = true

@@ -8,6 +8,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.uber.org/zap"
+
+	"github.com/heapline/heapline/ctl/internal/report"
 )
 
 // Reader is what a push reads: Source, or a fake in tests.
@@ -158,8 +160,8 @@ func (p *Pusher) send(ctx context.Context, client *Client, draining <-chan struc
 			backoff = p.MinBackoff
 			if !down.IsZero() {
 				// A warning, as the outage's was: the two bracket it.
-				p.Log.Warn(fmt.Sprintf("%s takes profiles again after %v down: %d requests dropped meanwhile (queue full, oldest first)",
-					p.Config.Endpoint, time.Since(down).Round(time.Second), dropped))
+				p.Log.Warn(fmt.Sprintf("%s takes profiles again after %v down: %s dropped meanwhile (queue full, oldest first)",
+					p.Config.Endpoint, time.Since(down).Round(time.Second), report.Count(dropped, "request")))
 				down, dropped = time.Time{}, 0
 			} else if !delivered {
 				p.Log.Info(fmt.Sprintf("pushing profiles to %s every %v", p.Config.Endpoint, p.Config.Interval))
@@ -187,7 +189,7 @@ func (p *Pusher) send(ctx context.Context, client *Client, draining <-chan struc
 			// Refused: sending it again changes nothing. Said each time,
 			// since it is a setting to fix, not a passing outage.
 			p.queue.Done(it)
-			p.Log.Error(fmt.Sprintf("%v; %d profiles not sent", err, it.Profiles))
+			p.Log.Error(fmt.Sprintf("%v; %s not sent", err, report.Count(it.Profiles, "profile")))
 		}
 	}
 }

@@ -126,7 +126,7 @@ func WriteResult(w io.Writer, r Result) error {
 		for _, o := range r.RoundOverheads {
 			rs = append(rs, Signed(o))
 		}
-		line += fmt.Sprintf("   median of %d rounds: %s", len(r.RoundOverheads), strings.Join(rs, " "))
+		line += fmt.Sprintf("   median of %s: %s", report.Count(len(r.RoundOverheads), "round"), strings.Join(rs, " "))
 	}
 	if r.AllocsPerS != nil {
 		line += fmt.Sprintf("   %s allocations with %s", report.Rate(*r.AllocsPerS), r.Profiled.Label)

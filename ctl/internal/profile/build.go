@@ -10,6 +10,9 @@ package profile
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	pprof "github.com/google/pprof/profile"
@@ -47,7 +50,7 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 		out.Comments = append(out.Comments, c)
 	}
 	b := builder{out: out, sym: sym, locs: map[uint64]*pprof.Location{}, funcs: map[[2]string]*pprof.Function{}, py: p.PyCodes}
-	b.mappings(p.Root, p.Objects)
+	b.mappings(p.Root, p.Command, p.Objects)
 	if sym != nil {
 		b.jit = readPerfMap(p.Root, p.PID)
 	}
@@ -148,11 +151,12 @@ type mapped struct {
 
 // mappings makes one mapping per executable segment of each object (one
 // per object whose file cannot be read: its span), the program's first
-// (pprof takes the first mapping for the main binary). A segment's
+// (pprof takes the first mapping for the main binary), named as the
+// command ran it (programFile). A segment's
 // mapping is as /proc/pid/maps would show it (page-aligned start, limit
 // and file offset), so that pprof finds the segment again in the file
 // when it symbolises elsewhere.
-func (b *builder) mappings(root string, objs []region.Object) {
+func (b *builder) mappings(root, command string, objs []region.Object) {
 	var ms []mapped
 	type loaded struct {
 		path string
@@ -165,6 +169,10 @@ func (b *builder) mappings(root string, objs []region.Object) {
 			if f = b.sym.file(root, o.Path); f.err != nil {
 				f = nil
 			}
+		}
+		file := o.Path
+		if f != nil && f.isMain {
+			file = programFile(root, command, o.Path)
 		}
 		var segs []mapped
 		if f != nil {
@@ -184,7 +192,7 @@ func (b *builder) mappings(root string, objs []region.Object) {
 					Start:   (x.Vaddr + o.Bias) &^ (pageSize - 1),
 					Limit:   (x.Vaddr + x.Memsz + o.Bias + pageSize - 1) &^ (pageSize - 1),
 					Offset:  x.Off &^ (pageSize - 1),
-					File:    o.Path,
+					File:    file,
 					BuildID: f.buildID,
 				}})
 			}
@@ -200,6 +208,34 @@ func (b *builder) mappings(root string, objs []region.Object) {
 		b.out.Mapping = append(b.out.Mapping, ms[i].m)
 	}
 	b.objs = ms
+}
+
+// programFile is the path the program's mapping names, whose base name
+// pprof shows as the profile's ("File:", view's title): argv[0]'s path
+// where it is another name of exe, the file /proc/PID/exe names (Debian's
+// /usr/bin/redis-server, a symlink to redis-check-rdb), else exe. An
+// argv[0] without a directory (found on PATH, which is not known here) or
+// a relative one is looked for beside exe. The path names the same file
+// when it is written, so pprof reads the same ELF by it; it is only
+// stat'ed here, within root, and used only when it is exe's file.
+func programFile(root, command, exe string) string {
+	argv0, _, _ := strings.Cut(command, " ")
+	name := filepath.Base(argv0)
+	if argv0 == "" || name == filepath.Base(exe) {
+		return exe
+	}
+	path := argv0
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(filepath.Dir(exe), name)
+	}
+	a, err := os.Stat(root + path)
+	if err != nil {
+		return exe
+	}
+	if b, err := os.Stat(root + exe); err != nil || !os.SameFile(a, b) {
+		return exe
+	}
+	return path
 }
 
 // location returns the location of pc, made once per address.

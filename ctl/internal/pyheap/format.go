@@ -18,15 +18,15 @@ func Table(o Objects, types []TypeCount, stopped bool) string {
 		fmt.Fprintf(&b, "%12d %12s %12s  %s\n", t.Count, report.Bytes(int64(t.Bytes)), report.Bytes(int64(t.BlockBytes)), report.Printable(t.Type))
 	}
 	if n := len(o.Types) - len(types); n > 0 {
-		fmt.Fprintf(&b, "(%d more types; --top 0 lists all)\n", n)
+		fmt.Fprintf(&b, "(%s; --top 0 lists all)\n", report.Count(n, "more type"))
 	}
-	fmt.Fprintf(&b, "%d live blocks in %d arenas (%s), %d of them no object of a known type (buffers, dict keys, or changed under the read)\n",
-		o.Blocks, o.Arenas, report.Bytes(int64(o.HeapBytes)), o.Unclassified)
+	fmt.Fprintf(&b, "%s in %s (%s), %d of them no object of a known type (buffers, dict keys, or changed under the read)\n",
+		report.Count(int(o.Blocks), "live block"), report.Count(o.Arenas, "arena"), report.Bytes(int64(o.HeapBytes)), o.Unclassified)
 	if g := o.GC; g.Err == nil {
-		fmt.Fprintf(&b, "%d objects on the GC lists of %d interpreters, %d of them outside the arenas (malloc's), %d of those no object of a known type\n",
-			g.Tracked, g.Interpreters, g.Outside, g.Unclassified)
+		fmt.Fprintf(&b, "%s on the GC lists of %s, %d of them outside the arenas (malloc's), %d of those no object of a known type\n",
+			report.Count(int(g.Tracked), "object"), report.Count(g.Interpreters, "interpreter"), g.Outside, g.Unclassified)
 		if g.Cut > 0 {
-			fmt.Fprintf(&b, "%d GC lists changed under the read: walked up to the change\n", g.Cut)
+			fmt.Fprintf(&b, "%s changed under the read: walked up to the change\n", report.Count(g.Cut, "GC list"))
 		}
 	}
 	if stopped {
@@ -35,7 +35,7 @@ func Table(o Objects, types []TypeCount, stopped bool) string {
 		fmt.Fprintf(&b, "read in %s while it ran (--stop for one moment's objects)\n", o.Read.Round(10_000))
 	}
 	if o.Gone > 0 || o.Lost > 0 {
-		fmt.Fprintf(&b, "%d arenas freed during the read, %d not listed by the shim (its table was full): not read\n", o.Gone, o.Lost)
+		fmt.Fprintf(&b, "%s freed during the read, %d not listed by the shim (its table was full): not read\n", report.Count(o.Gone, "arena"), o.Lost)
 	}
 	return b.String()
 }

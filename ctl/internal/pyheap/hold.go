@@ -12,15 +12,30 @@ import (
 	"time"
 )
 
+// holder is the shell that holds the stop. It continues the process when
+// its stdin closes (release, or heapctl's death however it dies: the kernel
+// closes the pipe) and before it dies of any signal it can catch: a
+// SIGTERM sent to every process heapctl started at once (systemctl stop, a
+// CI runner's timeout) would otherwise kill it first and leave the process
+// stopped. SIGPIPE is ignored so that an echo to a heapctl already gone
+// fails and the shell goes on to continue the process.
+const holder = `trap 'kill -CONT "$1"; exit 3' HUP INT QUIT TERM ALRM USR1 USR2
+trap '' PIPE
+kill -STOP "$1" || exit 1
+echo stopped
+read _
+kill -CONT "$1"`
+
 // Hold stops pid (SIGSTOP) and returns the function that continues it.
-// The stop is held by a child shell in a process group of its own, which
-// continues the process when its stdin closes: when release is called, or
-// when heapctl dies however it dies (the kernel closes the pipe), so the
-// process is always continued. A process that was already stopped is
-// continued too.
+// The stop is held by a child shell (holder) in a process group of its
+// own, so that a Ctrl-C to heapctl's group reaches heapctl only, which
+// dies and so releases it. The process is continued whatever ends
+// heapctl or the holder, except a SIGKILL to both at once (which nothing
+// survives to act on). A process that was already stopped is continued
+// too.
 func Hold(pid int) (release func(), err error) {
-	sh := exec.Command("/bin/sh", "-c", `kill -STOP "$1" || exit 1; echo stopped; read _; kill -CONT "$1"`, "sh", strconv.Itoa(pid))
-	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a Ctrl-C to heapctl's group leaves it to continue the process
+	sh := exec.Command("/bin/sh", "-c", holder, "sh", strconv.Itoa(pid))
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	sh.Stderr = os.Stderr
 	in, err := sh.StdinPipe()
 	if err != nil {
@@ -38,6 +53,9 @@ func Hold(pid int) (release func(), err error) {
 		once.Do(func() {
 			in.Close()
 			_ = sh.Wait()
+			// The holder may have been killed alone (SIGKILL): continue
+			// the process here too.
+			_ = syscall.Kill(pid, syscall.SIGCONT)
 		})
 	}
 	if l, _ := bufio.NewReader(out).ReadString('\n'); l != "stopped\n" {

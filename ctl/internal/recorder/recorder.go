@@ -102,11 +102,11 @@ func Record(o Options) error {
 			msg += fmt.Sprintf(", %s in %s, one each --every %v: heapctl growth needs %d (a shorter --every, or a longer run)",
 				report.Count(n, "profile"), r.series.Dir, r.series.Every, growth.MinProfiles)
 		} else {
-			msg += fmt.Sprintf(", %d profiles in %s (heapctl growth %s ranks their stacks)", n, r.series.Dir, r.series.Dir)
+			msg += fmt.Sprintf(", %s in %s (heapctl growth %s ranks their stacks)", report.Count(n, "profile"), r.series.Dir, r.series.Dir)
 		}
 	}
 	if n := len(r.children); n > 0 {
-		msg += fmt.Sprintf(" (%d child processes of %s ran under the shim too: -v logs their summaries)", n, o.Args[0])
+		msg += fmt.Sprintf(" (%s of %s ran under the shim too: -v logs their summaries)", report.Count(n, "child process"), o.Args[0])
 	}
 	if o.SVG != "" {
 		title := fmt.Sprintf("%s (pid %d)", report.Clip(last.Command, 300), last.PID) // the chart wraps it

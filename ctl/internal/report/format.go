@@ -31,7 +31,7 @@ func Line(s Summary) string {
 	if s.ExecFrom != "" {
 		b.WriteString(" (exec'd from " + Command(s.ExecFrom) + ")")
 	}
-	fmt.Fprintf(&b, ": %d allocs, %d frees, peak %s", s.Allocs, s.Frees, Bytes(s.PeakLiveBytes))
+	fmt.Fprintf(&b, ": %s, %s, peak %s", Count(int(s.Allocs), "alloc"), Count(int(s.Frees), "free"), Bytes(s.PeakLiveBytes))
 	mapped := s.PeakMappedBytes != 0
 	if mapped {
 		b.WriteString(" malloc")
@@ -183,7 +183,7 @@ func Human(s Summary, st State) string {
 	row("command", "%s", Printable(s.Command))
 	row("state", "%s", state)
 	row("elapsed", "%s s", Seconds(s.ElapsedS))
-	row("live", "%s (%d B) in %d blocks", Bytes(s.LiveBytes), s.LiveBytes, s.LiveBlocks)
+	row("live", "%s (%d B) in %s", Bytes(s.LiveBytes), s.LiveBytes, Count(int(s.LiveBlocks), "block"))
 	// Threads publish to the peak in batches, so the true peak lies within
 	// peak_error_bytes of the figure, either way (docs/counting.md).
 	peakErr := "exact"
@@ -191,21 +191,21 @@ func Human(s Summary, st State) string {
 		peakErr = "± " + Bytes(s.PeakErrorBytes)
 	}
 	row("peak", "%s (%d B, %s)", Bytes(s.PeakLiveBytes), s.PeakLiveBytes, peakErr)
-	row("allocated", "%s (%d B) in %d allocs", Bytes(int64(min(s.AllocatedBytes, math.MaxInt64))), s.AllocatedBytes, s.Allocs)
-	row("freed", "%s (%d B) in %d frees", Bytes(int64(min(s.FreedBytes, math.MaxInt64))), s.FreedBytes, s.Frees)
+	row("allocated", "%s (%d B) in %s", Bytes(int64(min(s.AllocatedBytes, math.MaxInt64))), s.AllocatedBytes, Count(int(s.Allocs), "alloc"))
+	row("freed", "%s (%d B) in %s", Bytes(int64(min(s.FreedBytes, math.MaxInt64))), s.FreedBytes, Count(int(s.Frees), "free"))
 	if s.BypassedBy != "" {
 		row("malloc", "bypassed by %s: its allocations are not counted", Printable(s.BypassedBy))
 	}
 	if s.Source == "" || s.Source == "preload" { // eBPF does not see maps
-		row("mapped", "%s (%d B) in %d mappings, peak %s (%d B)", Bytes(s.MappedBytes), s.MappedBytes, s.Mappings,
+		row("mapped", "%s (%d B) in %s, peak %s (%d B)", Bytes(s.MappedBytes), s.MappedBytes, Count(int(s.Mappings), "mapping"),
 			Bytes(s.PeakMappedBytes), s.PeakMappedBytes)
 	}
 	if s.PyAllocs != 0 {
-		row("python", "%s (%d B) in %d objects live; %d allocated (%d B), %d freed", Bytes(s.PyLiveBytes()), s.PyLiveBytes(), s.PyLive(),
+		row("python", "%s (%d B) in %s live; %d allocated (%d B), %d freed", Bytes(s.PyLiveBytes()), s.PyLiveBytes(), Count(int(s.PyLive()), "object"),
 			s.PyAllocs, s.PyAllocatedBytes, s.PyFrees)
 	}
 	if s.PyAllocs == 0 && s.PyLiveObjects != 0 {
-		row("python", "%s (%d B) in %d blocks live, read from pymalloc's pools", Bytes(int64(min(s.PyPoolBytes, math.MaxInt64))), s.PyPoolBytes, s.PyLiveObjects)
+		row("python", "%s (%d B) in %s live, read from pymalloc's pools", Bytes(int64(min(s.PyPoolBytes, math.MaxInt64))), s.PyPoolBytes, Count(int(s.PyLiveObjects), "block"))
 	}
 	row("threads", "%d", s.Threads)
 	if s.Source != "" && s.Source != "preload" {

@@ -62,6 +62,12 @@ func TestLine(t *testing.T) {
 	if got := Line(s); got != want {
 		t.Errorf("Line bypassed =\n%q\nwant\n%q", got, want)
 	}
+	// One of each is singular, as the shim says it.
+	s = Summary{PID: 9, Command: "./one", Allocs: 1, Frees: 1, Exited: true}
+	want = "heapline[9] ./one: 1 alloc, 1 free, peak 0 B, live at exit 0 B, 0.00 s"
+	if got := Line(s); got != want {
+		t.Errorf("Line of one alloc =\n%q\nwant\n%q", got, want)
+	}
 }
 
 // The shim's put_command, byte for byte: 60 bytes at most, never half a
@@ -99,6 +105,14 @@ threads    4
 `
 	if got := Human(s, Running); got != want {
 		t.Errorf("Human =\n%s\nwant\n%s", got, want)
+	}
+	// Counts of one are singular ("in 1 allocs" before).
+	one := Summary{PID: 9, Command: "./one", LiveBytes: 16, LiveBlocks: 1, Allocs: 1, AllocatedBytes: 16, Frees: 1, FreedBytes: 16,
+		MappedBytes: 4096, PeakMappedBytes: 4096, Mappings: 1, Threads: 1}
+	for _, w := range []string{"in 1 block\n", "in 1 alloc\n", "in 1 free\n", "in 1 mapping, peak"} {
+		if got := Human(one, Running); !strings.Contains(got, w) {
+			t.Errorf("Human of one: no %q in\n%s", w, got)
+		}
 	}
 	s.PeakErrorBytes = 0
 	if got := Human(s, Detached); !strings.Contains(got, "state      detached (runs on without the shim, after an exec") {

@@ -16,6 +16,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
+	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
@@ -209,7 +210,7 @@ func (s Source) Options() (Options, error) {
 			if line, err = SeriesLine(files); err != nil {
 				return o, err
 			}
-			title = fmt.Sprintf("Heap line of %s (inuse_space of %d profiles)", s.Path, len(files))
+			title = fmt.Sprintf("Heap line of %s (inuse_space of %s)", s.Path, report.Count(len(files), "profile"))
 		}
 		p, err := profile.ReadFile(file)
 		if err != nil {

@@ -234,8 +234,8 @@ func (w *Watcher) Rows(scr *clikit.Screen) []string {
 	for _, pid := range w.order {
 		p := w.procs[pid]
 		s := p.last
-		line := fmt.Sprintf("%d %.2fs live %s (%d blocks) peak %s, mapped %s%s, %s allocs, %s frees",
-			pid, s.ElapsedS, report.Bytes(s.LiveBytes), s.LiveBlocks, report.Bytes(s.PeakLiveBytes),
+		line := fmt.Sprintf("%d %.2fs live %s (%s) peak %s, mapped %s%s, %s allocs, %s frees",
+			pid, s.ElapsedS, report.Bytes(s.LiveBytes), report.Count(int(s.LiveBlocks), "block"), report.Bytes(s.PeakLiveBytes),
 			report.Bytes(s.MappedBytes), rssWords(p.rss), report.Rate(p.allocsS), report.Rate(p.freesS))
 		if s.PyAllocs != 0 {
 			line += fmt.Sprintf(", python objects %s (%d)", report.Bytes(s.PyLiveBytes()), s.PyLive())
