@@ -132,6 +132,7 @@ func (p *Pusher) read(now time.Time) {
 		p.queue.Push(Item{Body: body, Size: len(r.body), Profiles: r.profiles})
 		p.Log.Debug("push queued", zap.Int("processes", len(r.procs)), zap.Int("bytes", len(r.body)), zap.Int("gzip_bytes", len(body)))
 	}
+	p.Log.Debug("push read", zap.Int("processes", len(procs)), zap.Int("requests", len(reqs)))
 }
 
 // gzip compresses a request's body: a Collector's receiver takes
