@@ -104,7 +104,7 @@ func TestExportOTLPSplit(t *testing.T) {
 	}
 	t.Logf("%d requests, gunzipped sizes %v", len(proxy.sizes), proxy.sizes)
 	proxy.mu.Unlock()
-	warn := regexp.MustCompile(`process ` + strconv.Itoa(bigPID) + ` \(manystacks\): its profiles take (\d+) bytes, more than a request may \(--otlp-max-request-bytes 200000\): sent alone, with its (\d+) heaviest stacks of (\d+)`)
+	warn := regexp.MustCompile(`process ` + strconv.Itoa(bigPID) + ` \(manystacks\): its profiles take (\d+) bytes, more than a request may \(--otlp-max-request-bytes 200000\): sent alone, with its (\d+) heaviest stacks of (\d+) \(([\d.]+)% of its inuse_space\)`)
 	m := warn.FindStringSubmatch(exp.stderr.String())
 	if m == nil {
 		t.Fatalf("no warning naming manystacks cut:\n%s", exp.stderr)
@@ -113,8 +113,9 @@ func TestExportOTLPSplit(t *testing.T) {
 	whole, _ := strconv.Atoi(m[1])
 	kept, _ := strconv.Atoi(m[2])
 	stacks, _ := strconv.Atoi(m[3])
-	if whole <= 262144 || kept <= 0 || kept >= stacks || stacks < 15000 {
-		t.Errorf("cut %d of %d stacks from %d bytes: want a profile over the Collector's 256 KiB, some stacks of about 16000 kept", kept, stacks, whole)
+	share, _ := strconv.ParseFloat(m[4], 64)
+	if whole <= 262144 || kept <= 0 || kept >= stacks || stacks < 15000 || share <= 0 || share >= 100 {
+		t.Errorf("cut %d of %d stacks (%v%% of inuse_space) from %d bytes: want a profile over the Collector's 256 KiB, some stacks of about 16000 kept", kept, stacks, share, whole)
 	}
 	if strings.Contains(exp.stderr.String(), "answered 400") {
 		t.Errorf("a request was refused:\n%s", exp.stderr)
