@@ -46,7 +46,10 @@ OTLP/HTTP, protobuf, to /v1development/profiles; OTEL_EXPORTER_OTLP_HEADERS adds
 (Authorization=Bearer%20TOKEN). alloc_* are each interval's, inuse_* a snapshot. With an
 endpoint and no --listen, export only pushes. A Collector that is away gets retries with
 backoff from a bounded queue (the oldest dropped when full); SIGTERM or SIGINT sends what
-is held, within 5 seconds. See docs/fleet.md.`,
+is held, within 5 seconds. Requests are gzip'd, and a push is split so that none holds more
+than --otlp-max-request-bytes of protobuf: a process too big for one is sent alone, with its
+heaviest stacks only, and a warning names it. --pid exports the processes named only.
+See docs/fleet.md.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Aliases: []string{"l"}, Value: "127.0.0.1:9464", Usage: "`ADDRESS` to serve on (host:port)"},
 			&cli.StringFlag{Name: "web.listen-address", Usage: "`ADDRESS` to serve on: the conventional name of --listen (give one, or both the same)"},
@@ -54,9 +57,11 @@ is held, within 5 seconds. See docs/fleet.md.`,
 			&cli.StringFlag{Name: "otlp-endpoint", Usage: "`URL` of an OpenTelemetry Collector's OTLP/HTTP receiver (http://host:4318) to push profiles to; a path other than / is used as given"},
 			&cli.DurationFlag{Name: "otlp-interval", Value: time.Minute, Usage: "`DURATION` between two pushes"},
 			&cli.IntFlag{Name: "otlp-queue-bytes", Value: otlp.DefaultQueueBytes, Usage: "`BYTES` of requests held while the Collector does not take them (the oldest dropped beyond)"},
+			&cli.IntFlag{Name: "otlp-max-request-bytes", Value: otlp.DefaultMaxRequestBytes, Usage: "`BYTES` of protobuf (before gzip) one request holds at most: a push is split in as many; keep it under the receiver's max_request_body_size (20 MiB by default)"},
 			&cli.StringFlag{Name: "otlp-ca-file", Usage: "`FILE` of PEM certificates that sign the Collector's (https); without it, the system's"},
 			&cli.StringFlag{Name: "otlp-cert", Usage: "`FILE`: PEM client certificate for the Collector (with --otlp-key)"},
 			&cli.StringFlag{Name: "otlp-key", Usage: "`FILE`: PEM key of --otlp-cert"},
+			&cli.IntSliceFlag{Name: "pid", Usage: "`PID` of a process to export, repeated or comma-separated; without it, every readable region's"},
 			&cli.StringFlag{Name: "command-label", Value: metrics.CommandName, Usage: "`WHAT` the command label holds: name (argv[0]'s base name) or full (the whole command line: arguments may be secrets)"},
 		},
 		Action: func(c *cli.Context) error { return export(e, c) },
@@ -65,20 +70,32 @@ is held, within 5 seconds. See docs/fleet.md.`,
 
 func export(e *env, c *cli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("export: unexpected argument %q (export serves every region; no PID)", c.Args().First())
+		return fmt.Errorf("export: unexpected argument %q (export serves every region, or those of --pid)", c.Args().First())
 	}
 	command, err := metrics.CommandLabel(c.String("command-label"))
 	if err != nil {
 		return fmt.Errorf("export: --command-label %w", err)
 	}
 	push, pushing, err := otlp.Resolve(otlp.Settings{Endpoint: c.String("otlp-endpoint"), CAFile: c.String("otlp-ca-file"),
-		CertFile: c.String("otlp-cert"), Key: c.String("otlp-key"), Interval: c.Duration("otlp-interval"), QueueBytes: c.Int("otlp-queue-bytes")}, os.Getenv)
+		CertFile: c.String("otlp-cert"), Key: c.String("otlp-key"), Interval: c.Duration("otlp-interval"), QueueBytes: c.Int("otlp-queue-bytes"),
+		MaxRequestBytes: c.Int("otlp-max-request-bytes")}, os.Getenv)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
+	list := regions.List
+	if pids := c.IntSlice("pid"); len(pids) > 0 {
+		for _, p := range pids {
+			if p <= 0 {
+				return fmt.Errorf("export: --pid %d: not a process id", p)
+			}
+		}
+		list = regions.OnlyPIDs(list, pids)
+	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pusher := &otlp.Pusher{Config: push, Source: otlp.NewSource(e.log), Version: version.Get().Release, Log: e.log}
+	source := otlp.NewSource(e.log)
+	source.List = list
+	pusher := &otlp.Pusher{Config: push, Source: source, Version: version.Get().Release, Log: e.log}
 	if pushing && !c.IsSet("listen") && !c.IsSet("web.listen-address") {
 		fmt.Fprintf(e.stderr, "heapctl export: pushing to %s every %v\n", push.Endpoint, push.Interval)
 		return pusher.Run(ctx)
@@ -92,7 +109,7 @@ func export(e *env, c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("export: --web.config.file: %w", err)
 	}
-	h, err := metrics.Handler(metrics.New(regions.List, command, e.log), version.Get())
+	h, err := metrics.Handler(metrics.New(list, command, e.log), version.Get())
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

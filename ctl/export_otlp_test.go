@@ -87,6 +87,13 @@ type ocTLS struct{ cert, key, token string }
 // ready.
 func ocStart(t *testing.T, bin, addr string, tls *ocTLS) *ocCollector {
 	t.Helper()
+	return ocStartWith(t, bin, addr, tls, "")
+}
+
+// ocStartWith is ocStart with lines added to the receiver's http settings
+// (indented 8 spaces).
+func ocStartWith(t *testing.T, bin, addr string, tls *ocTLS, httpExtra string) *ocCollector {
+	t.Helper()
 	dir := t.TempDir()
 	c := &ocCollector{out: filepath.Join(dir, "profiles.jsonl"), logs: &testkit.Buffer{}}
 	ext, recvExtra, svcExt := "", "", ""
@@ -100,7 +107,7 @@ func ocStart(t *testing.T, bin, addr string, tls *ocTLS) *ocCollector {
     protocols:
       http:
         endpoint: %s
-%sexporters:
+%s%sexporters:
   file:
     path: %s
     flush_interval: 100ms
@@ -109,7 +116,7 @@ service:
     profiles:
       receivers: [otlp]
       exporters: [file]
-`, addr, recvExtra, c.out, svcExt)
+`, addr, recvExtra, httpExtra, c.out, svcExt)
 	file := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -273,8 +280,6 @@ func TestExportOTLPSites(t *testing.T) {
 	lib := testkit.Shim(t)
 	sites := testkit.CC(t, "", "testdata/sites.c", "-O2", "-Wall", "-Werror")
 	addr := testkit.FreeAddr(t)
-	exp := ocStartExport(t, nil, "-v", "--otlp-endpoint", "http://"+addr, "--otlp-interval", "2s")
-
 	cmd := exec.Command(sites)
 	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE=512k", "OTEL_SERVICE_NAME=sites-test")
 	in, _ := cmd.StdinPipe()
@@ -290,6 +295,8 @@ func TestExportOTLPSites(t *testing.T) {
 		}
 	})
 	pid := cmd.Process.Pid
+	// --pid: the test's process only, whatever else the machine publishes.
+	exp := ocStartExport(t, nil, "-v", "--otlp-endpoint", "http://"+addr, "--otlp-interval", "2s", "--pid", strconv.Itoa(pid))
 	next := sitesSaid(t, stdout)
 	var truth [3]int64
 	for i, f := range strings.Fields(next("TRUTH "))[1:4] {
@@ -404,7 +411,7 @@ func TestExportOTLPOutage(t *testing.T) {
 	addr := testkit.FreeAddr(t)
 	col := ocStart(t, bin, addr, nil)
 	// -v: its log says each push it queues
-	exp := ocStartExport(t, nil, "-v", "--otlp-endpoint", "http://"+addr, "--otlp-interval", "500ms", "--otlp-queue-bytes", "1")
+	exp := ocStartExport(t, nil, "-v", "--otlp-endpoint", "http://"+addr, "--otlp-interval", "500ms", "--otlp-queue-bytes", "1", "--pid", strconv.Itoa(pid))
 	testkit.Poll(t, "the script's profiles", func() bool { return len(ocRead(t, col.out, pid)) >= 2 })
 	rs := ocRead(t, col.out, pid)
 	fns := map[string]int64{}
@@ -452,22 +459,20 @@ func TestExportOTLPOutage(t *testing.T) {
 // token is an error naming the endpoint and the status.
 func TestExportOTLPBearer(t *testing.T) {
 	bin := ocBinary(t)
-	lib := testkit.Shim(t)
-	prog := exec.Command(rgProg(t), "steps") // waits at "base" for a line that never comes
-	stdin, _ := prog.StdinPipe()
-	defer stdin.Close()
-	pid := rgStart(t, prog, lib)
+	// Samples of its own: the Collector writes no request without one,
+	// and --pid sends this process's only.
+	pid := ocManyStacks(t, testkit.Shim(t), 3)
 	f := flWebConfig(t)
 	addr := testkit.FreeAddr(t)
 	col := ocStart(t, bin, addr, &ocTLS{cert: f.cert, key: f.key, token: "s3cret"})
 	url := "https://" + addr
 	good := ocStartExport(t, []string{"OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20s3cret"},
-		"--otlp-endpoint", url, "--otlp-interval", "500ms", "--otlp-ca-file", f.cert)
+		"--otlp-endpoint", url, "--otlp-interval", "500ms", "--otlp-ca-file", f.cert, "--pid", strconv.Itoa(pid))
 	testkit.Poll(t, "profiles over TLS with the token", func() bool { return len(ocRead(t, col.out, pid)) >= 1 })
 	good.stop(t)
 
 	bad := ocStartExport(t, []string{"OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20wrong"},
-		"--otlp-endpoint", url, "--otlp-interval", "500ms", "--otlp-ca-file", f.cert)
+		"--otlp-endpoint", url, "--otlp-interval", "500ms", "--otlp-ca-file", f.cert, "--pid", strconv.Itoa(pid))
 	want := "heapctl: error: " + url + "/v1development/profiles answered 401 Unauthorized"
 	testkit.Poll(t, "the error for a wrong token", func() bool { return strings.Contains(bad.stderr.String(), want) })
 	bad.stop(t)
@@ -496,7 +501,7 @@ func TestExportOTLPSlowCollector(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release) // before srv.Close, which waits for the handlers
-	exp := ocStartExport(t, nil, "--listen", "127.0.0.1:0", "--otlp-endpoint", srv.URL, "--otlp-interval", "200ms")
+	exp := ocStartExport(t, nil, "--listen", "127.0.0.1:0", "--otlp-endpoint", srv.URL, "--otlp-interval", "200ms", "--pid", strconv.Itoa(pid))
 	url := hsServing(t, exp.stderr)
 	select {
 	case <-got:

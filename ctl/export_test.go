@@ -200,6 +200,9 @@ func TestExportBadUse(t *testing.T) {
 			`--listen "127.0.0.1:9464" and --web.listen-address "127.0.0.1:9465" differ`},
 		{[]string{"--command-label", "argv"}, `--command-label "argv": want "name"`},
 		{[]string{"--web.config.file", "/nonexistent/web.yml"}, "--web.config.file: /nonexistent/web.yml: open /nonexistent/web.yml: no such file"},
+		{[]string{"--pid", "0"}, "--pid 0: not a process id"},
+		{[]string{"--pid", "x"}, `--pid x: strconv.ParseInt: parsing "x": invalid syntax`},
+		{[]string{"--otlp-endpoint", "http://127.0.0.1:1", "--otlp-max-request-bytes", "100"}, "--otlp-max-request-bytes 100: must be at least 16384"},
 	} {
 		err := heapctl(t, append([]string{"export"}, c.args...)...).err
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -43,13 +43,14 @@ type RetryError struct {
 func (e *RetryError) Error() string { return e.Err.Error() }
 func (e *RetryError) Unwrap() error { return e.Err }
 
-// Send posts one request (protobuf: an ExportProfilesServiceRequest). A
-// RetryError says to try again; any other error is the Collector
-// refusing this request (400: a message or a profiles development
-// version it does not take; 401, 403: the credentials), which sending
-// again would not change. Errors name the endpoint.
-func (c *Client) Send(ctx context.Context, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.Endpoint, bytes.NewReader(body))
+// Send posts one request (protobuf, gzip'd: an
+// ExportProfilesServiceRequest). A RetryError says to try again; any other
+// error is the Collector refusing this request (400: a body too large, a
+// message or a profiles development version it does not take; 401, 403:
+// the credentials), which sending again would not change. Errors name the
+// endpoint.
+func (c *Client) Send(ctx context.Context, it Item) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.Endpoint, bytes.NewReader(it.Body))
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.cfg.Endpoint, err)
 	}
@@ -57,6 +58,7 @@ func (c *Client) Send(ctx context.Context, body []byte) error {
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("Content-Encoding", "gzip")
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -69,7 +71,7 @@ func (c *Client) Send(ctx context.Context, body []byte) error {
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
-	err = fmt.Errorf("%s answered %s%s", c.cfg.Endpoint, resp.Status, describe(resp.StatusCode, resp.Header.Get("Content-Type"), msg))
+	err = fmt.Errorf("%s answered %s%s", c.cfg.Endpoint, resp.Status, describe(resp.StatusCode, resp.Header.Get("Content-Type"), msg, it))
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return &RetryError{Err: err, After: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
@@ -88,8 +90,9 @@ func unwrapURL(err error) error {
 }
 
 // describe is what the Collector said (a google.rpc.Status in protobuf,
-// or text), and for 401 and 403 what to check.
-func describe(code int, ctype string, body []byte) string {
+// or text), and what to check: for a 400, only what its message is about
+// (the body's size, or the profiles development version).
+func describe(code int, ctype string, body []byte, it Item) string {
 	text := strings.TrimSpace(string(body))
 	if strings.Contains(ctype, "protobuf") {
 		text = statusMessage(body)
@@ -105,9 +108,16 @@ func describe(code int, ctype string, body []byte) string {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		out += " (check the credentials: " + EnvHeaders + `="Authorization=Bearer%20TOKEN", or the client certificate)`
 	case http.StatusBadRequest:
-		out += " (a Collector without the profiles signal, or of another profiles development version: profiles need --feature-gates=service.profilesSupport, from v0.148)"
+		switch {
+		case strings.Contains(text, "request body too large"):
+			// confighttp's http.MaxBytesReader, on the body as sent or
+			// once unpacked.
+			out += fmt.Sprintf(" (the request was %d bytes of protobuf, %d gzip'd: more than the receiver's max_request_body_size, which bounds both; give --otlp-max-request-bytes under it)", it.Size, len(it.Body))
+		case strings.Contains(text, "development-version"), strings.Contains(text, "proto:"), strings.Contains(text, "unmarshal"):
+			out += " (a Collector of another profiles development version than heapctl's, which speaks that of Collector v0.165)"
+		}
 	case http.StatusNotFound:
-		out += " (no profiles receiver there: the path should be " + ProfilesPath + ")"
+		out += " (no profiles receiver there: the path should be " + ProfilesPath + ", and the Collector needs a profiles pipeline, which needs --feature-gates=service.profilesSupport)"
 	}
 	return out
 }

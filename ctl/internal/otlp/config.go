@@ -31,8 +31,11 @@ type Config struct {
 	TLS      *tls.Config // nil: the system's roots, no client certificate
 	Interval time.Duration
 	// QueueBytes bounds the requests held while the Collector does not
-	// take them; the oldest go first.
+	// take them (gzip'd); the oldest go first.
 	QueueBytes int
+	// MaxRequestBytes bounds one request's protobuf, before gzip: a push
+	// is split into requests of at most that (split.go).
+	MaxRequestBytes int
 }
 
 // Settings are the raw flag values.
@@ -41,6 +44,7 @@ type Settings struct {
 	CAFile, CertFile, Key string
 	Interval              time.Duration
 	QueueBytes            int
+	MaxRequestBytes       int // --otlp-max-request-bytes; 0: DefaultMaxRequestBytes
 }
 
 // Resolve checks the settings and the environment (getenv: os.Getenv)
@@ -49,7 +53,10 @@ type Settings struct {
 // starts: a URL that is not http(s)://host, a header that is not k=v, a
 // certificate that cannot be read.
 func Resolve(s Settings, getenv func(string) string) (c Config, ok bool, err error) {
-	c = Config{Interval: s.Interval, QueueBytes: s.QueueBytes, Header: http.Header{}}
+	c = Config{Interval: s.Interval, QueueBytes: s.QueueBytes, MaxRequestBytes: s.MaxRequestBytes, Header: http.Header{}}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
 	raw, base := s.Endpoint, true
 	c.From = "--otlp-endpoint"
 	if raw == "" {
@@ -67,6 +74,9 @@ func Resolve(s Settings, getenv func(string) string) (c Config, ok bool, err err
 	}
 	if s.QueueBytes < 0 {
 		return c, false, fmt.Errorf("--otlp-queue-bytes %d: must not be negative", s.QueueBytes)
+	}
+	if c.MaxRequestBytes < MinRequestBytes {
+		return c, false, fmt.Errorf("--otlp-max-request-bytes %d: must be at least %d", s.MaxRequestBytes, MinRequestBytes)
 	}
 	if s.Interval <= 0 {
 		return c, false, fmt.Errorf("--otlp-interval %v: must be positive", s.Interval)

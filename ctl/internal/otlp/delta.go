@@ -1,8 +1,9 @@
 package otlp
 
 import (
-	"fmt"
-	"strings"
+	"encoding/binary"
+	"hash/fnv"
+	"io"
 	"time"
 
 	pprof "github.com/google/pprof/profile"
@@ -26,7 +27,7 @@ type Deltas struct {
 
 type seen struct {
 	at    time.Time
-	stack map[string][2]int64 // alloc_objects, alloc_space
+	stack map[stackID][2]int64 // alloc_objects, alloc_space
 	used  bool
 }
 
@@ -40,7 +41,7 @@ func NewDeltas() *Deltas { return &Deltas{last: map[Key]*seen{}} }
 // reset) sends its totals.
 func (d *Deltas) Apply(k Key, p *pprof.Profile, first time.Time) time.Time {
 	prev := d.last[k]
-	now := &seen{at: time.Unix(0, p.TimeNanos), stack: make(map[string][2]int64, len(p.Sample)), used: true}
+	now := &seen{at: time.Unix(0, p.TimeNanos), stack: make(map[stackID][2]int64, len(p.Sample)), used: true}
 	start := first
 	if prev != nil {
 		start = prev.at
@@ -76,20 +77,36 @@ func (d *Deltas) Sweep() {
 // Len is how many processes it remembers.
 func (d *Deltas) Len() int { return len(d.last) }
 
+// stackID names a sample's stack: a hash (FNV-128a) of what its frames
+// say, since the frames themselves, a Python stack's dozens of function
+// names and file paths, came to a quarter of a MiB a process held from
+// one push to the next (bench/export-scale.sh).
+type stackID [16]byte
+
 // stackKey names a sample's stack by what its frames say: the addresses
 // and, where symbolised, functions and lines (a Python frame has no
 // address).
-func stackKey(s *pprof.Sample) string {
-	var b strings.Builder
+func stackKey(s *pprof.Sample) stackID {
+	h := fnv.New128a()
+	var n [8]byte
+	num := func(v uint64) {
+		binary.LittleEndian.PutUint64(n[:], v)
+		h.Write(n[:])
+	}
 	for _, l := range s.Location {
-		fmt.Fprintf(&b, "%x", l.Address)
+		num(l.Address)
 		for _, ln := range l.Line {
 			if ln.Function != nil {
-				fmt.Fprintf(&b, ",%s,%s", ln.Function.Name, ln.Function.Filename)
+				io.WriteString(h, ln.Function.Name)
+				h.Write([]byte{0})
+				io.WriteString(h, ln.Function.Filename)
+				h.Write([]byte{0})
 			}
-			fmt.Fprintf(&b, ":%d", ln.Line)
+			num(uint64(ln.Line))
 		}
-		b.WriteByte(';')
+		h.Write([]byte{';'})
 	}
-	return b.String()
+	var id stackID
+	h.Sum(id[:0])
+	return id
 }

@@ -1,12 +1,13 @@
 package otlp
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/report"
@@ -34,6 +35,7 @@ type Pusher struct {
 	FlushTimeout time.Duration
 
 	queue *Queue
+	zw    *gzip.Writer // reused: each one holds a few hundred KiB of tables
 }
 
 // Defaults for the zero fields.
@@ -59,6 +61,9 @@ func (p *Pusher) Run(ctx context.Context) error {
 	}
 	if p.Config.QueueBytes <= 0 {
 		p.Config.QueueBytes = DefaultQueueBytes
+	}
+	if p.Config.MaxRequestBytes <= 0 {
+		p.Config.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	p.queue = NewQueue(p.Config.QueueBytes)
 	if c, ok := p.Source.(interface{ Close() }); ok {
@@ -111,20 +116,43 @@ func (p *Pusher) read(now time.Time) {
 		p.Log.Debug("no region to push")
 		return
 	}
-	body, err := new(pprofile.ProtoMarshaler).MarshalProfiles(Convert(procs, p.Version))
+	reqs, cuts, err := split(procs, p.Version, p.Config.MaxRequestBytes)
 	if err != nil {
 		p.Log.Error("encoding the profiles", zap.Error(err))
 		return
 	}
-	n := 0
-	for _, pr := range procs {
-		n += 4
-		if pr.Peak != nil {
-			n += 2
-		}
+	for _, c := range cuts {
+		p.Log.Warn(fmt.Sprintf("process %d (%s): its profiles take %d bytes, more than a request may (--otlp-max-request-bytes %d): sent alone, with its %d heaviest stacks of %d (%.1f%% of its inuse_space)",
+			c.PID, c.Name, c.Bytes, p.Config.MaxRequestBytes, c.Kept, c.Stacks, 100*c.KeptInuseFrac), zap.Int("pid", c.PID), zap.String("command", c.Name))
 	}
-	p.queue.Push(Item{Body: body, Profiles: n})
-	p.Log.Debug("push queued", zap.Int("processes", len(procs)), zap.Int("bytes", len(body)))
+	for _, r := range reqs {
+		body, err := p.gzip(r.body)
+		if err != nil {
+			p.Log.Error("compressing the profiles", zap.Error(err))
+			return
+		}
+		p.queue.Push(Item{Body: body, Size: len(r.body), Profiles: r.profiles})
+		p.Log.Debug("push queued", zap.Int("processes", len(r.procs)), zap.Int("bytes", len(r.body)), zap.Int("gzip_bytes", len(body)))
+	}
+	p.Log.Debug("push read", zap.Int("processes", len(procs)), zap.Int("requests", len(reqs)))
+}
+
+// gzip compresses a request's body: a Collector's receiver takes
+// Content-Encoding gzip, and heap profiles shrink to about a tenth.
+func (p *Pusher) gzip(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	if p.zw == nil {
+		p.zw = gzip.NewWriter(&buf)
+	} else {
+		p.zw.Reset(&buf)
+	}
+	if _, err := p.zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := p.zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // send posts the queue's requests, oldest first, until draining is
@@ -151,7 +179,7 @@ func (p *Pusher) send(ctx context.Context, client *Client, draining <-chan struc
 				return
 			}
 		}
-		err := client.Send(ctx, it.Body)
+		err := client.Send(ctx, it)
 		dropped += p.queue.TakeDropped()
 		var retry *RetryError
 		switch {

@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	"compress/gzip"
 	"context"
 	"io"
 	"net/http"
@@ -33,13 +34,18 @@ func (f *fakeSource) Read(now time.Time) ([]Process, error) {
 }
 
 // collector answers with what status says and records the pids of the
-// requests it took.
+// requests it took. Like confighttp's server, it bounds a body by limit
+// bytes (when set) both as received and once gunzipped, answering 400
+// "http: request body too large" beyond.
 type collector struct {
-	mu     sync.Mutex
-	status int
-	after  string
-	got    []int
-	header http.Header
+	mu       sync.Mutex
+	status   int
+	after    string
+	limit    int64
+	got      []int
+	header   http.Header
+	requests int
+	sizes    []int // each request's protobuf, gunzipped
 }
 
 func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +63,29 @@ func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not now", c.status)
 		return
 	}
-	b, _ := io.ReadAll(r.Body)
+	c.requests++
+	if c.limit > 0 {
+		r.Body = http.MaxBytesReader(w, r.Body, c.limit)
+	}
+	if r.Header.Get("Content-Encoding") != "gzip" {
+		http.Error(w, "not gzip'd", http.StatusUnsupportedMediaType)
+		return
+	}
+	zr, err := gzip.NewReader(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var body io.Reader = zr
+	if c.limit > 0 {
+		body = http.MaxBytesReader(w, zr, c.limit)
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	c.sizes = append(c.sizes, len(b))
 	p, err := new(pprofile.ProtoUnmarshaler).UnmarshalProfiles(b)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -275,5 +303,106 @@ func TestPushFlushBound(t *testing.T) {
 	}
 	if !hasLog(logs, zapcore.WarnLevel, "not sent before the exit") {
 		t.Errorf("no word of the requests left: %v", logs.All())
+	}
+}
+
+// bigSource returns, each read, 30 small processes and one too big for a
+// request.
+type bigSource struct{}
+
+func (bigSource) Read(now time.Time) ([]Process, error) {
+	var out []Process
+	for pid := 1; pid <= 30; pid++ {
+		out = append(out, synthetic(pid, 50))
+	}
+	return append(out, synthetic(99, 4000)), nil
+}
+
+// TestPushSplit: against a Collector that bounds a body at 64 KiB, every
+// request is gzip'd and under --otlp-max-request-bytes, every process
+// arrives, and the one too big arrives cut, with a warning that names it.
+// Without the split (a bound the size of the whole push), the one request
+// is refused with its size named, and nothing arrives.
+func TestPushSplit(t *testing.T) {
+	col := &collector{limit: 64 << 10}
+	srv := httptest.NewServer(col)
+	defer srv.Close()
+	log, logs := observed()
+	cfg := resolve(t, srv.URL, nil)
+	cfg.MaxRequestBytes = 48 << 10
+	p := &Pusher{Config: cfg, Source: bigSource{}, Log: log}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // one read at the start, one at the end, and the flush
+	if err := p.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]int{}
+	for _, pid := range col.pids() {
+		seen[pid]++
+	}
+	for _, pid := range append(slicesRange(1, 30), 99) {
+		if seen[pid] != 2 {
+			t.Errorf("pid %d arrived %d times, want 2 (two reads)", pid, seen[pid])
+		}
+	}
+	for _, n := range col.sizes {
+		if n > 48<<10 {
+			t.Errorf("a request of %d bytes, more than --otlp-max-request-bytes", n)
+		}
+	}
+	if col.requests != len(col.sizes) || hasLog(logs, zapcore.ErrorLevel, "") {
+		t.Errorf("%d requests, %d taken: %v", col.requests, len(col.sizes), logs.All())
+	}
+	if !hasLog(logs, zapcore.WarnLevel, "process 99 (prog99): its profiles take ") || !hasLog(logs, zapcore.WarnLevel, "sent alone, with its ") {
+		t.Errorf("no warning naming the process cut: %v", logs.All())
+	}
+
+	// One request for everything: refused, and the error says why.
+	col2 := &collector{limit: 64 << 10}
+	srv2 := httptest.NewServer(col2)
+	defer srv2.Close()
+	log, logs = observed()
+	cfg = resolve(t, srv2.URL, nil)
+	cfg.MaxRequestBytes = 64 << 20
+	p = &Pusher{Config: cfg, Source: bigSource{}, Log: log}
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	p.Run(ctx)
+	if len(col2.pids()) != 0 {
+		t.Errorf("the Collector took %d processes of a request over its bound", len(col2.pids()))
+	}
+	want := "answered 400 Bad Request: http: request body too large (the request was "
+	if !hasLog(logs, zapcore.ErrorLevel, want) || !hasLog(logs, zapcore.ErrorLevel, "gzip'd: more than the receiver's max_request_body_size") ||
+		hasLog(logs, zapcore.ErrorLevel, "feature-gates") {
+		t.Errorf("no error naming the body's size, or one blaming the feature gate: %v", logs.All())
+	}
+}
+
+func slicesRange(a, b int) []int {
+	var out []int
+	for i := a; i <= b; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// TestDescribe400: a 400's hint is about what the Collector said.
+func TestDescribe400(t *testing.T) {
+	it := Item{Body: make([]byte, 10), Size: 100}
+	for msg, want := range map[string]string{
+		"http: request body too large": "(the request was 100 bytes of protobuf, 10 gzip'd: more than the receiver's max_request_body_size",
+		"invalid or unsupported otlp-profiles-development-version: supported version is 2": "another profiles development version",
+		"something else": "",
+	} {
+		got := describe(http.StatusBadRequest, "text/plain", []byte(msg), it)
+		if want == "" && got != ": "+msg || want != "" && !strings.Contains(got, want) {
+			t.Errorf("400 %q: %q, want %q", msg, got, want)
+		}
+		if strings.Contains(got, "feature-gates") {
+			t.Errorf("400 %q blames the feature gate: %q", msg, got)
+		}
+	}
+	if got := describe(http.StatusNotFound, "", nil, it); !strings.Contains(got, "--feature-gates=service.profilesSupport") {
+		t.Errorf("404: %q says nothing of the profiles pipeline", got)
 	}
 }

@@ -16,7 +16,8 @@ type Queue struct {
 
 // Item is one request and how many profiles it holds.
 type Item struct {
-	Body     []byte
+	Body     []byte // gzip'd: what is sent, and what the queue's bound counts
+	Size     int    // the protobuf's bytes before gzip
 	Profiles int
 }
 
