@@ -1,0 +1,204 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
+)
+
+// wsUser creates a user of its own for the test (useradd), removed when
+// the test ends, and returns its uid and gid: an attack by another local
+// user is made by one.
+func wsUser(t *testing.T) (name string, uid, gid uint32) {
+	t.Helper()
+	testkit.NeedRoot(t, "to create a user (useradd)")
+	b := make([]byte, 4)
+	rand.Read(b)
+	name = "hlws" + hex.EncodeToString(b)
+	if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name).CombinedOutput(); err != nil {
+		t.Fatalf("useradd %s: %v\n%s", name, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
+			t.Errorf("userdel %s: %v\n%s", name, err, out)
+		}
+	})
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u64, _ := strconv.ParseUint(u.Uid, 10, 32)
+	g64, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return name, uint32(u64), uint32(g64)
+}
+
+// wsDir is a directory every user reads (t.TempDir's parent is root's
+// alone), removed when the test ends.
+func wsDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "heapline-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// wsAs runs cmd as uid and gid.
+func wsAs(cmd *exec.Cmd, uid, gid uint32) *exec.Cmd {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	return cmd
+}
+
+// wsStatus is the status of a GET of u with Host host ("": u's).
+func wsStatus(t *testing.T, u, host string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// view serves under the token of the URL it prints: without it, with
+// another, or with a Host that names another site (DNS rebinding), it
+// answers 403; pprof's configuration is never saved.
+func TestViewToken(t *testing.T) {
+	file, _ := vwSites(t)
+	home := t.TempDir()
+	env := append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"))
+	served := vwServeEnv(t, env, "--no-browser", file)
+	u, err := url.Parse(served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := "http://" + u.Host
+	for _, c := range []struct {
+		url, host string
+		want      int
+	}{
+		{served + "/", "", http.StatusMovedPermanently}, // pprof: to ./flamegraph
+		{served + "/flamegraph", "", 200},
+		{served + "/source?f=.", "", 200},
+		{served + "/heapline", "", 404}, // a file without a timeline has no page
+		{served, "", http.StatusFound},
+		{root + "/", "", 403},
+		{root + "/flamegraph", "", 403},
+		{root + "/source?f=.", "", 403},
+		{root + "/download", "", 403},
+		{root + strings.Replace(u.Path, u.Path[1:2], "x", 1) + "/top", "", 403},
+		{root + u.Path + "x/top", "", 403},
+		{served + "/top", "evil.example:" + u.Port(), 403},
+		{served + "/top", "localhost:" + u.Port(), 200},
+		{served + "/saveconfig?config=x", "", 403},
+		{served + "/deleteconfig?config=x", "", 403},
+	} {
+		if got, body := wsStatus(t, c.url, c.host); got != c.want {
+			t.Errorf("GET %s (Host %q): %d, want %d\n%.300s", c.url, c.host, got, c.want, body)
+		}
+	}
+	if loc, _ := wsLocation(t, served); loc != u.Path+"/" {
+		t.Errorf("%s redirects to %q, want %q", served, loc, u.Path+"/")
+	}
+	req, _ := http.NewRequest("POST", served+"/saveconfig?config=mine", strings.NewReader(`{"focus":"x"}`))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 403 {
+		t.Errorf("POST saveconfig: %v %v, want 403", err, resp)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".config", "pprof")); !os.IsNotExist(err) {
+		t.Errorf("pprof's settings were written under %s: %v", home, err)
+	}
+}
+
+func wsLocation(t *testing.T, u string) (string, int) {
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.Header.Get("Location"), resp.StatusCode
+}
+
+// wsScript runs code compiled under each file name given, so that the
+// process's Python frames name those files, and holds what it made.
+const wsScript = `import sys
+hold = []
+src = "def grow():\n    for _ in range(64):\n        hold.append(bytearray(64 << 10))\ngrow()\n"
+for name in sys.argv[1:]:
+    exec(compile(src, name, "exec"), {"hold": hold})
+print("ready", flush=True)
+sys.stdin.read()
+`
+
+// Root views another user's Python process, whose code names a file only
+// root reads, a FIFO, a symbolic link and the user's own file: the source
+// view shows the user's own file, and of the others only why not.
+func TestViewSourceOtherUser(t *testing.T) {
+	_, uid, gid := wsUser(t)
+	d := wsDir(t)
+	secret := filepath.Join(d, "secret.txt")
+	os.WriteFile(secret, []byte(strings.Repeat("hunter2 is root's\n", 8)), 0o600)
+	mine := filepath.Join(d, "mine.py")
+	os.WriteFile(mine, []byte(strings.Repeat("the user's own line\n", 8)), 0o644)
+	os.Chown(mine, int(uid), int(gid))
+	fifo := filepath.Join(d, "fifo.py")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(fifo, int(uid), int(gid))
+	link := filepath.Join(d, "link.py")
+	os.Symlink(mine, link)
+	os.Lchown(link, int(uid), int(gid))
+	script := filepath.Join(d, "app.py")
+	os.WriteFile(script, []byte(wsScript), 0o644)
+
+	t.Setenv("HEAPLINE_SAMPLE", "4k")
+	t.Setenv("HEAPLINE_PYMALLOC", "1")
+	cmd := wsAs(exec.Command(testkit.Interpreter(t, "/usr/bin/python3.11"), script, secret, fifo, link, mine), uid, gid)
+	_, in, out := rgPiped(t, cmd, testkit.Shim(t))
+	t.Cleanup(func() { in.Close() })
+	if l, err := out.ReadString('\n'); err != nil || l != "ready\n" {
+		t.Fatalf("script said %q, %v", l, err)
+	}
+	served := vwServe(t, strconv.Itoa(cmd.Process.Pid))
+	page := html.UnescapeString(testkit.Get(t, served+"/source?f=grow"))
+	for _, want := range []string{
+		"the user's own line",
+		"does not show " + secret + ": uid " + strconv.Itoa(int(uid)) + " (the process's owner) may not read it",
+		"does not show " + fifo + ": it is not a regular file",
+		"does not show " + link + ": it is a symbolic link",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the source view has no %q\n%.3000s", want, page[max(0, strings.Index(page, "<div id=\"content\"")):])
+		}
+	}
+	if strings.Contains(page, "hunter2") {
+		t.Errorf("the source view shows a file only root reads, for a process of uid %d", uid)
+	}
+}
