@@ -70,8 +70,8 @@ type Server struct {
 	src      *srcDir
 	rights   Rights // the last known
 
-	loading sync.Mutex // one run of pprof's driver at a time
-	mu      sync.Mutex
+	loading  sync.Mutex // one run of pprof's driver at a time
+	mu       sync.Mutex
 	h        map[string]http.Handler
 	last     *pprof.Profile // as fetched, before pprof's driver read it
 	lastBase *pprof.Profile

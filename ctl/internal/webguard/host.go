@@ -49,11 +49,16 @@ func (h Hosts) Allowed(host string) bool {
 func (h Hosts) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !h.Allowed(r.Host) {
-			http.Error(w, "heapctl: Host "+quote(r.Host)+" is not this server's name (use localhost or an IP address)", http.StatusForbidden)
+			Forbid(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Forbid is the answer to a Host not allowed: 403, naming it.
+func Forbid(w http.ResponseWriter, r *http.Request) {
+	http.Error(w, "heapctl: Host "+quote(r.Host)+" is not this server's name (use localhost or an IP address)", http.StatusForbidden)
 }
 
 // quote keeps a hostile Host to printable ASCII in an answer.
