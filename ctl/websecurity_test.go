@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 
+	pprof "github.com/google/pprof/profile"
+
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -200,5 +202,94 @@ func TestViewSourceOtherUser(t *testing.T) {
 	}
 	if strings.Contains(page, "hunter2") {
 		t.Errorf("the source view shows a file only root reads, for a process of uid %d", uid)
+	}
+}
+
+// wsHold holds 8 MiB until its stdin closes.
+const wsHold = "import sys\nx = [bytearray(1 << 20) for _ in range(8)]\nprint('ready', flush=True)\nsys.stdin.read()\n"
+
+// wsStartHold starts wsHold under the shim, as uid and gid when cred,
+// with args after the script, and returns its pid once it holds.
+func wsStartHold(t *testing.T, script string, cred bool, uid, gid uint32, args ...string) int {
+	t.Helper()
+	cmd := exec.Command(testkit.Interpreter(t, "/usr/bin/python3.11"), append([]string{script}, args...)...)
+	if cred {
+		wsAs(cmd, uid, gid)
+	}
+	pid, in, out := rgPiped(t, cmd, testkit.Shim(t))
+	t.Cleanup(func() { in.Close() })
+	if l, err := out.ReadString('\n'); err != nil || l != "ready\n" {
+		t.Fatalf("script said %q, %v", l, err)
+	}
+	return pid
+}
+
+// wsCurl GETs u as uid and gid, and returns the status and body.
+func wsCurl(t *testing.T, u string, uid, gid uint32) (int, string) {
+	t.Helper()
+	out, err := wsAs(exec.Command("curl", "-sS", "-w", "\n%{http_code}", u), uid, gid).Output()
+	if err != nil {
+		t.Fatalf("curl %s: %v", u, err)
+	}
+	body, code, _ := strings.Cut(string(out), "\n")
+	for strings.Contains(code, "\n") { // a body of several lines
+		var more string
+		more, code, _ = strings.Cut(code, "\n")
+		body += "\n" + more
+	}
+	n, _ := strconv.Atoi(code)
+	return n, body
+}
+
+// export's profiles: another local user, unauthenticated, reads its own
+// processes' profiles, never root's; a profile names the program, never
+// its command line; a Host naming another site gets 403; `go tool pprof
+// URL` reads a stripped program's profile (Debian's python3).
+func TestExportProfileAccess(t *testing.T) {
+	_, uid, gid := wsUser(t)
+	testkit.NeedTool(t, "curl", "make deps installs it")
+	goBin := testkit.NeedTool(t, "go", "the Go toolchain")
+	d := wsDir(t)
+	script := filepath.Join(d, "hold.py")
+	os.WriteFile(script, []byte(wsHold), 0o644)
+	t.Setenv("HEAPLINE_SAMPLE", "64k")
+	rootPID := wsStartHold(t, script, false, 0, 0, "--db-password=hunter2")
+	userPID := wsStartHold(t, script, true, uid, gid)
+	metricsURL := hsExport(t)
+	base := strings.TrimSuffix(metricsURL, "/metrics") + pprofHeapPath + "?pid="
+
+	if code, body := wsCurl(t, base+strconv.Itoa(rootPID), uid, gid); code != 403 || !strings.Contains(body, "a client reads its own user's processes' profiles only") {
+		t.Errorf("uid %d reading root's pid %d: %d, want 403\n%s", uid, rootPID, code, body)
+	}
+	if code, body := wsCurl(t, base+strconv.Itoa(userPID), uid, gid); code != 200 {
+		t.Errorf("uid %d reading its own pid %d: %d, want 200\n%s", uid, userPID, code, body)
+	}
+	resp, err := http.Get(base + strconv.Itoa(rootPID))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("root reading root's pid: %v %v", err, resp)
+	}
+	p, err := pprof.Parse(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	comments := strings.Join(p.Comments, "\n")
+	if strings.Contains(comments, "hunter2") || !strings.Contains(comments, "(python3.11)") {
+		t.Errorf("the profile's comments name %q, want the program (python3.11) and no argument", comments)
+	}
+
+	port := strings.Split(strings.TrimPrefix(metricsURL, "http://"), "/")[0]
+	_, port, _ = strings.Cut(port, ":")
+	for host, want := range map[string]int{"evil.example:" + port: 403, "localhost:" + port: 200, "127.0.0.1:" + port: 200} {
+		if code, body := wsStatus(t, metricsURL, host); code != want {
+			t.Errorf("Host %s: %d, want %d\n%.300s", host, code, want, body)
+		}
+	}
+
+	cmd := exec.Command(goBin, "tool", "pprof", "-top", base+strconv.Itoa(rootPID))
+	cmd.Env = append(os.Environ(), "PPROF_TMPDIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Type: inuse_space") {
+		t.Errorf("go tool pprof -top: %v\n%s", err, out)
 	}
 }
