@@ -39,6 +39,8 @@ disappears. Series carry pid and command labels; the command label is the progra
 name unless --command-label=full (command lines hold secrets). Regions of processes
 that are gone (stale) and regions that cannot be read are not exported;
 heapline_regions{state} counts them. Run as root to export every user's processes.
+/debug/pprof/heap?pid=N serves a process's profile to an authenticated client, or without
+a password to a client over loopback that is root or the process's owner.
 --web.config.file turns on TLS and basic authentication, as for every Prometheus
 exporter (https://prometheus.io/docs/prometheus/latest/configuration/https/).
 --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT) also
