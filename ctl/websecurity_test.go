@@ -188,21 +188,31 @@ func TestViewSourceOtherUser(t *testing.T) {
 	if l, err := out.ReadString('\n'); err != nil || l != "ready\n" {
 		t.Fatalf("script said %q, %v", l, err)
 	}
-	served := vwServe(t, strconv.Itoa(cmd.Process.Pid))
-	page := html.UnescapeString(testkit.Get(t, served+"/source?f=grow"))
-	for _, want := range []string{
-		"the user's own line",
-		"does not show " + secret + ": uid " + strconv.Itoa(int(uid)) + " (the process's owner) may not read it",
-		"does not show " + fifo + ": it is not a regular file",
-		"does not show " + link + ": it is a symbolic link",
-	} {
-		if !strings.Contains(page, want) {
-			t.Errorf("the source view has no %q\n%.3000s", want, page[max(0, strings.Index(page, "<div id=\"content\"")):])
+	check := func(what, served, owner string) {
+		t.Helper()
+		page := html.UnescapeString(testkit.Get(t, served+"/source?f=grow"))
+		for _, want := range []string{
+			"the user's own line",
+			"does not show " + secret + ": uid " + strconv.Itoa(int(uid)) + " (the " + owner + "'s owner) may not read it",
+			"does not show " + fifo + ": it is not a regular file",
+			"does not show " + link + ": it is a symbolic link",
+		} {
+			if !strings.Contains(page, want) {
+				t.Errorf("%s: the source view has no %q\n%.3000s", what, want, page[max(0, strings.Index(page, "<div id=\"content\"")):])
+			}
+		}
+		if strings.Contains(page, "hunter2") {
+			t.Errorf("%s: the source view shows a file only root reads, for uid %d", what, uid)
 		}
 	}
-	if strings.Contains(page, "hunter2") {
-		t.Errorf("the source view shows a file only root reads, for a process of uid %d", uid)
+	check("the live process", vwServe(t, strconv.Itoa(cmd.Process.Pid)), "process")
+	// Its profile, a file of the user's: the file owner's rights.
+	file := filepath.Join(d, "user.pb.gz")
+	if r := heapctl(t, "profile", "-o", file, strconv.Itoa(cmd.Process.Pid)); r.err != nil {
+		t.Fatal(r.err)
 	}
+	os.Chown(file, int(uid), int(gid))
+	check("the user's profile file", vwServe(t, file), "profile")
 }
 
 // wsHold holds 8 MiB until its stdin closes.
