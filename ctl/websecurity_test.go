@@ -11,10 +11,12 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	pprof "github.com/google/pprof/profile"
 
@@ -99,6 +101,9 @@ func TestViewToken(t *testing.T) {
 	u, err := url.Parse(served)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^/[0-9a-f]{32}$`).MatchString(u.Path) {
+		t.Fatalf("view serves on %s: no token in its path", served)
 	}
 	root := "http://" + u.Host
 	for _, c := range []struct {
@@ -190,7 +195,15 @@ func TestViewSourceOtherUser(t *testing.T) {
 	}
 	check := func(what, served, owner string) {
 		t.Helper()
-		page := html.UnescapeString(testkit.Get(t, served+"/source?f=grow"))
+		// Bounded: pprof opening the FIFO itself would wait for a writer.
+		c := &http.Client{Timeout: time.Minute}
+		resp, err := c.Get(served + "/source?f=grow")
+		if err != nil {
+			t.Fatalf("%s: the source view: %v", what, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		page := html.UnescapeString(string(b))
 		for _, want := range []string{
 			"the user's own line",
 			"does not show " + secret + ": uid " + strconv.Itoa(int(uid)) + " (the " + owner + "'s owner) may not read it",
