@@ -247,10 +247,11 @@ func wsStartHold(t *testing.T, script string, cred bool, uid, gid uint32, args .
 	return pid
 }
 
-// wsCurl GETs u as uid and gid, and returns the status and body.
-func wsCurl(t *testing.T, u string, uid, gid uint32) (int, string) {
+// wsCurl GETs u as uid and gid, with curl's args before it, and returns
+// the status and body.
+func wsCurl(t *testing.T, u string, uid, gid uint32, args ...string) (int, string) {
 	t.Helper()
-	out, err := wsAs(exec.Command("curl", "-sS", "-w", "\n%{http_code}", u), uid, gid).Output()
+	out, err := wsAs(exec.Command("curl", append(append([]string{"-sS", "-w", "\n%{http_code}"}, args...), u)...), uid, gid).Output()
 	if err != nil {
 		t.Fatalf("curl %s: %v", u, err)
 	}
@@ -307,6 +308,17 @@ func TestExportProfileAccess(t *testing.T) {
 		if code, body := wsStatus(t, metricsURL, host); code != want {
 			t.Errorf("Host %s: %d, want %d\n%.300s", host, code, want, body)
 		}
+	}
+
+	// With a password (--web.config.file's users), any client reads any
+	// profile; without one, that export answers 401.
+	f := flWebConfig(t)
+	authed := strings.TrimSuffix(hsExport(t, "--web.config.file", f.webConfig), "/metrics") + pprofHeapPath + "?pid=" + strconv.Itoa(rootPID)
+	if code, body := wsCurl(t, authed, uid, gid, "-k", "-u", flUser+":"+flPassword); code != 200 {
+		t.Errorf("uid %d with the password: %d, want 200\n%.300s", uid, code, body)
+	}
+	if code, body := wsCurl(t, authed, uid, gid, "-k"); code != 401 {
+		t.Errorf("uid %d without the password: %d, want 401\n%.300s", uid, code, body)
 	}
 
 	cmd := exec.Command(goBin, "tool", "pprof", "-top", base+strconv.Itoa(rootPID))
