@@ -22,6 +22,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/otlp"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/version"
+	"github.com/heapline/heapline/ctl/internal/webguard"
 )
 
 // exportCommand serves the counters of every region the user may read as
@@ -38,6 +39,8 @@ disappears. Series carry pid and command labels; the command label is the progra
 name unless --command-label=full (command lines hold secrets). Regions of processes
 that are gone (stale) and regions that cannot be read are not exported;
 heapline_regions{state} counts them. Run as root to export every user's processes.
+/debug/pprof/heap?pid=N serves a process's profile to an authenticated client, or without
+a password to a client over loopback that is root or the process's owner.
 --web.config.file turns on TLS and basic authentication, as for every Prometheus
 exporter (https://prometheus.io/docs/prometheus/latest/configuration/https/).
 --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT) also
@@ -105,7 +108,7 @@ func export(e *env, c *cli.Context) error {
 		return fmt.Errorf("export: %w", err)
 	}
 	webConfig := c.String("web.config.file")
-	scheme, err := checkWebConfig(webConfig)
+	scheme, _, err := checkWebConfig(webConfig)
 	if err != nil {
 		return fmt.Errorf("export: --web.config.file: %w", err)
 	}
@@ -122,8 +125,13 @@ func export(e *env, c *cli.Context) error {
 			zap.Stringer("address", ln.Addr()))
 	}
 	mux := exportMux(h)
-	mux.Handle(pprofHeapPath, pprofHandler(e.log))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(e.log)}
+	mux.Handle(pprofHeapPath, pprofHandlerAuth(e.log, authenticated(webConfig)))
+	mux.HandleFunc(pprofSymbolPath, pprofSymbols)
+	// Beyond loopback, clients name the machine as they know it (a
+	// Prometheus scrapes a target by the name in its configuration):
+	// there, authentication protects, not the Host.
+	hosts := webguard.Hosts{Listen: addr, AnyName: !loopback(ln.Addr())}
+	srv := &http.Server{Handler: hosts.Wrap(mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(e.log)}
 	// exporter-toolkit logs through slog: its lines go to heapctl's logger.
 	slogger := slog.New(zapslog.NewHandler(e.log.Core()))
 	noSystemd := false
@@ -201,25 +209,45 @@ func listenAddress(c *cli.Context) (addr, flag string, err error) {
 // scheme it serves: https when it configures TLS. "" is no file: http.
 // The toolkit reads the file again on every request, so users and
 // certificates can be changed without a restart.
-func checkWebConfig(path string) (scheme string, err error) {
+func checkWebConfig(path string) (scheme string, cfg web.Config, err error) {
 	if path == "" {
-		return "http", nil
+		return "http", cfg, nil
 	}
 	if err := web.Validate(path); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
+		return "", cfg, fmt.Errorf("%s: %w", path, err)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", err
+		return "", cfg, err
 	}
-	var cfg web.Config
 	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
+		return "", cfg, fmt.Errorf("%s: %w", path, err)
 	}
 	if cfg.TLSConfig.IsEnabled() {
-		return "https", nil
+		return "https", cfg, nil
 	}
-	return "http", nil
+	return "http", cfg, nil
+}
+
+// authenticated says whether a request passed the web configuration's
+// authentication: a password the toolkit checked (it checks one only when
+// the file, read again now as the toolkit reads it, has users), or a
+// client certificate it verified. nil without a file.
+func authenticated(path string) func(*http.Request) bool {
+	if path == "" {
+		return nil
+	}
+	return func(r *http.Request) bool {
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+			return true
+		}
+		_, _, hasPassword := r.BasicAuth()
+		if !hasPassword {
+			return false
+		}
+		_, cfg, err := checkWebConfig(path)
+		return err == nil && len(cfg.Users) > 0
+	}
 }
 
 // loopback reports whether a is a loopback address, which only this

@@ -3,16 +3,20 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/heapline/heapline/ctl/internal/metrics"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
+	"github.com/heapline/heapline/ctl/internal/webguard"
 )
 
 // pprofHeapPath is where Go programs serve their heap profile
@@ -20,12 +24,58 @@ import (
 // region's profile where they look for one.
 const pprofHeapPath = "/debug/pprof/heap"
 
+// pprofSymbolPath is where pprof asks a server for the symbols of the
+// mappings a profile does not mark as symbolised (a stripped program's).
+const pprofSymbolPath = "/debug/pprof/symbol"
+
+// pprofSymbols answers pprof's symbol requests with none: every symbol
+// heapctl finds is in the profile already, and a 404 here makes
+// `go tool pprof URL` fail on a stripped program (Debian's python3).
+// GET says how many it has (net/http/pprof's "num_symbols: N"); a POST
+// of addresses gets no names.
+func pprofSymbols(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		fmt.Fprintln(w, "num_symbols: 0")
+	}
+}
+
+// mayRead says whether r may have the profile of a process of uid owner.
+// An authenticated request may (the web configuration's users see every
+// profile); otherwise only a client on this machine, over loopback, whose
+// socket is root's or the process's owner's: a profile holds the
+// process's code, its file names and its load addresses, which the kernel
+// shows that owner (and root) only.
+func mayRead(r *http.Request, authenticated func(*http.Request) bool, owner int) error {
+	if authenticated != nil && authenticated(r) {
+		return nil
+	}
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if local == nil {
+		return errors.New("no local address")
+	}
+	uid, err := webguard.PeerUID(local.String(), r.RemoteAddr)
+	if err != nil {
+		return fmt.Errorf("a client not on this machine reads profiles with a password only (--web.config.file with basic_auth_users)")
+	}
+	if uid != 0 && int(uid) != owner {
+		return fmt.Errorf("the process is uid %d's, the client uid %d's: without a password (--web.config.file), a client reads its own user's processes' profiles only", owner, uid)
+	}
+	return nil
+}
+
 // pprofHandler serves GET /debug/pprof/heap?pid=N: the sampled profile of
 // pid's region, gzipped protobuf; with peak=1, the stacks live at the
 // heap's peak (profile --peak). 400 for a pid that is not one, 404 for a
-// pid with no region or no profile (sampling off). Symbols are cached
+// pid with no region or no profile (sampling off), 403 for a client that
+// may not read it (mayRead). The profile names the program, never its
+// command line (the rule of the command label). Symbols are cached
 // across requests, per ELF file.
-func pprofHandler(log *zap.Logger) http.Handler {
+func pprofHandler(log *zap.Logger) http.Handler { return pprofHandlerAuth(log, nil) }
+
+// pprofHandlerAuth is pprofHandler where authenticated says whether a
+// request passed the web configuration's authentication.
+func pprofHandlerAuth(log *zap.Logger, authenticated func(*http.Request) bool) http.Handler {
 	sym := profile.NewSymbolizer()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -61,6 +111,11 @@ func pprofHandler(log *zap.Logger) http.Handler {
 			http.Error(w, "region of pid "+q+" unreadable", http.StatusInternalServerError)
 			return
 		}
+		if err := mayRead(r, authenticated, ent.UID); err != nil {
+			http.Error(w, "pid "+q+": "+err.Error(), http.StatusForbidden)
+			return
+		}
+		p.Command = metrics.ProgramName(p.Command)
 		var buf bytes.Buffer
 		if err := build(p, sym, time.Now()).Write(&buf); err != nil {
 			log.Error("encoding a profile", zap.Int("pid", pid), zap.Error(err))

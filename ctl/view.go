@@ -22,8 +22,8 @@ func viewCommand(e *env) *cli.Command {
 		Name:      "view",
 		Usage:     "look at a profile or a live process in pprof's web UI: flame graph, top, graph, source",
 		ArgsUsage: "FILE | DIR | PID | --peak PID | --base OLD NEW",
-		Description: `Serves pprof's web UI (no Go toolchain needed) and prints its URL; opens a browser
-where xdg-open finds one. FILE is a profile (heapctl profile, run --profile), shown as
+		Description: `Serves pprof's web UI (no Go toolchain needed) and prints its URL, which holds a
+random token that every page is under; opens a browser where xdg-open finds one. FILE is a profile (heapctl profile, run --profile), shown as
 alloc_space, or inuse_space for a profile at the peak; DIR is a series (record --profiles),
 its last profile shown; PID is a live process under the shim, profiled again at each page load,
 as inuse_space; --base OLD NEW shows NEW less OLD. The page title names the sample type.

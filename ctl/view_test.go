@@ -133,8 +133,8 @@ func TestViewFile(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	peak := vwServeEnv(t, env, "--listen", addr, strings.TrimSuffix(file, ".pb.gz")+".peak.pb.gz")
-	if peak != "http://"+addr {
-		t.Errorf("--listen %s served on %s", addr, peak)
+	if !regexp.MustCompile(`^http://` + regexp.QuoteMeta(addr) + `/[0-9a-f]{32}$`).MatchString(peak) {
+		t.Errorf("--listen %s served on %s, want http://%s/TOKEN", addr, peak, addr)
 	}
 	testkit.Poll(t, "xdg-open to be run", func() bool {
 		b, _ := os.ReadFile(opened)

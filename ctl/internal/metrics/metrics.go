@@ -190,7 +190,7 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e regions.Entry, boot u
 	}
 	command := s.Command
 	if !c.fullCommand {
-		command = programName(command)
+		command = ProgramName(command)
 	}
 	if command == "" && statErr == nil {
 		command = st.Comm
@@ -248,13 +248,13 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e regions.Entry, boot u
 	}
 }
 
-// programName is argv[0]'s base name out of a command line the shim
+// ProgramName is argv[0]'s base name out of a command line the shim
 // recorded as argv joined by spaces: "/usr/bin/python3 app.py --token=x"
 // gives "python3". An argv[0] that itself holds a space is cut there (the
 // join cannot be undone), which can lose a word of the name but never
 // shows an argument. "" when the command line or argv[0] is empty
 // (two single quotes, as the shim writes it; a space first, by an older one).
-func programName(command string) string {
+func ProgramName(command string) string {
 	first, _, _ := strings.Cut(command, " ")
 	if first == "" || first == "''" { // '': the shim's empty argument
 		return ""

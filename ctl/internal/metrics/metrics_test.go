@@ -163,8 +163,8 @@ func TestProgramName(t *testing.T) {
 		"":                           "",
 		"postgres: checkpointer    ": "postgres:",
 	} {
-		if got := programName(in); got != want {
-			t.Errorf("programName(%q) = %q, want %q", in, got, want)
+		if got := ProgramName(in); got != want {
+			t.Errorf("ProgramName(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

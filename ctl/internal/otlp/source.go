@@ -12,6 +12,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 	"go.uber.org/zap"
 
+	"github.com/heapline/heapline/ctl/internal/metrics"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
@@ -139,6 +140,7 @@ func (s *Source) forget(seen map[Key]bool) {
 // process is one process's profiles; elapsed is how long its shim has
 // counted, so that a process's first interval starts where it started.
 func (s *Source) process(k Key, p region.Profile, elapsed float64, pid int, running bool, now time.Time) Process {
+	p.Command = metrics.ProgramName(p.Command) // the profile's comment: never the arguments
 	heap := profile.Build(p, s.sym, now)
 	first := now.Add(-time.Duration(elapsed * float64(time.Second)))
 	proc := Process{PID: k.PID, Host: s.Host, Heap: heap, Start: s.deltas.Apply(k, heap, first)}

@@ -23,8 +23,13 @@ const (
 // profile: pprof reads its profile once, so a fresh profile takes a new
 // run. Nothing listens here: the HTTPServer option hands the handlers
 // back instead of serving them.
-func handlers(hostport, sampleIndex string, lines bool, fetch, base func() (*pprof.Profile, error), log *zap.Logger) (map[string]http.Handler, error) {
+// pprof opens no object file; with srcDir it reads source files from
+// there only (srcfiles.go), which shows their names without the leading /.
+func handlers(hostport, srcDir, sampleIndex string, lines bool, fetch, base func() (*pprof.Profile, error), log *zap.Logger) (map[string]http.Handler, error) {
 	args := []string{"-http=" + hostport, "-no_browser", "-symbolize=none", "-sample_index=" + sampleIndex}
+	if srcDir != "" {
+		args = append(args, "-source_path="+srcDir, "-trim_path=/")
+	}
 	if lines {
 		args = append(args, "-lines")
 	}
@@ -37,6 +42,7 @@ func handlers(hostport, sampleIndex string, lines bool, fetch, base func() (*ppr
 	err := driver.PProf(&driver.Options{
 		Flagset: &flags{args: args},
 		Fetch:   fetcher{main: fetch, base: base},
+		Obj:     noObjects{},
 		UI:      ui,
 		HTTPServer: func(a *driver.HTTPServerArgs) error {
 			got = a.Handlers

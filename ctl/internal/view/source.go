@@ -199,6 +199,7 @@ func (s Source) Options() (Options, error) {
 		l := &Live{PID: s.PID, Peak: s.Peak}
 		o.Fetch, o.Live, o.SampleIndex = l.Profile, true, Inuse
 		o.Page = RSSPage(s.PID)
+		o.Rights = func() (Rights, error) { return ProcessRights(s.PID) }
 	default:
 		file := s.Path
 		if fi, err := os.Stat(s.Path); err == nil && fi.IsDir() {
@@ -217,13 +218,21 @@ func (s Source) Options() (Options, error) {
 			return o, err
 		}
 		o.Fetch, o.SampleIndex = func() (*pprof.Profile, error) { return p, nil }, FileIndex(p)
+		rights, err := FileRights(file)
+		if err != nil {
+			return o, err
+		}
 		if s.Base != "" {
 			base, err := profile.ReadFile(s.Base)
 			if err != nil {
 				return o, fmt.Errorf("--base: %w", err)
 			}
 			o.Base, o.SampleIndex = func() (*pprof.Profile, error) { return base, nil }, Inuse
+			if br, err := FileRights(s.Base); err != nil || br.UID != rights.UID {
+				rights = Rights{Refuse: "the two profiles have different owners"}
+			}
 		}
+		o.Rights = func() (Rights, error) { return rights, nil }
 	}
 	if s.Timeline != "" {
 		var err error
