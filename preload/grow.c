@@ -18,9 +18,10 @@
  * (EFAULT), never a SIGBUS. A kernel before 5.14 lacks it (EINVAL):
  * region.c then reserves the whole region at creation, as before.
  *
- * The shim never loads nor stores a page past `committed`: on tmpfs a
- * read fault through a shared mapping gives a hole a page too. Every walk
- * of a table stops at its entries in use.
+ * The shim never loads nor stores a page of a table past its entries in
+ * use (every walk stops there): on tmpfs a read fault through a shared
+ * mapping gives a hole a page too. Each table's mark says how far its
+ * pages were taken.
  */
 #include <errno.h>
 #include <sys/auxv.h>
