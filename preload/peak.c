@@ -56,7 +56,9 @@ static int64_t counted(const struct hl_header *r)
 static void copy(struct hl_header *r)
 {
     struct hl_stack *stacks = (struct hl_stack *)((char *)r + r->prof_offset);
-    uint32_t n = r->nstacks;
+    /* the entries in use: the table's pages past them are not the file's
+     * yet (grow.c), and a read would take them */
+    uint32_t n = __atomic_load_n(&r->stacks_used, __ATOMIC_ACQUIRE);
     for (uint32_t i = 0; i < n; i++) {
         struct hl_stack *s = &stacks[i];
         if (i > 0 && __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE) == 0)

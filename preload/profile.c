@@ -122,9 +122,10 @@ static inline __attribute__((always_inline)) void *take(void *p, size_t usable, 
     double c = (double)usable + (where == AN_OBJECT ? 0 : HL_CHUNK_BIAS), w = 1.0 / one_minus_exp_neg(c / hl_cfg->sample_mean);
     struct record rec = {current_stack(), where == AN_OBJECT, (uint64_t)(w * (1 << HL_WEIGHT_SHIFT) + 0.5),
                          (uint64_t)((double)usable * w + 0.5)};
-    void *q = where == IN_PLACE   ? (hl_place(p, &rec) ? p : NULL)
-              : where == IN_ARENA ? hl_arena_replace(p, usable, &rec)
-                                  : hl_arena_block(usable, 16, &rec); /* 16-aligned, as pymalloc's */
+    void *q = rec.stack == HL_STACK_LOST ? NULL /* /dev/shm is full: no entry */
+              : where == IN_PLACE        ? (hl_place(p, &rec) ? p : NULL)
+              : where == IN_ARENA        ? hl_arena_replace(p, usable, &rec)
+                                         : hl_arena_block(usable, 16, &rec); /* 16-aligned, as pymalloc's */
     if (q == NULL) {
         __atomic_add_fetch(&hl_region->samples_lost, 1, RELAXED);
         return p;
@@ -251,8 +252,10 @@ void hl_profile_attach(struct hl_header *r, uint64_t off)
     hl_nobjects = HL_OBJECTS_DEFAULT;
     hl_stacks = (struct hl_stack *)((char *)r + off);
     hl_objects = (struct hl_object *)(hl_stacks + hl_cfg->stacks);
-    hl_stacks[0].hash = 1; /* the catch-all: readable, never matched */
+    hl_stacks[0].hash = 1; /* the catch-all: readable, never matched (region.c reserves its page) */
     hl_stacks[0].state = 1;
+    hl_stacks_index_boot(hl_cfg->stacks);
+    r->stacks_used = 1;
     r->prof_offset = off;
     r->sample_rate = hl_cfg->sample;
     r->nstacks = hl_cfg->stacks;
@@ -265,12 +268,33 @@ void hl_profile_attach(struct hl_header *r, uint64_t off)
 void hl_profile_inherit(const struct hl_header *parent)
 {
     struct hl_header *r = hl_region;
-    if (hl_stacks == NULL || parent->prof_offset == 0 || parent->nstacks != hl_cfg->stacks)
+    if (hl_stacks == NULL || parent->prof_offset == 0 || parent->nstacks != hl_cfg->stacks) {
+        hl_stacks_index_clear();
+        hl_py_codes_inherit(NULL);
         return;
-    memcpy(hl_stacks, (const char *)parent + parent->prof_offset, hl_profile_size());
+    }
+    /* the entries in use only: the rest of the parent's tables were
+     * never touched, and reading them would give the parent's file pages
+     * (grow.c) */
+    const char *from = (const char *)parent + parent->prof_offset;
+    uint32_t stacks = parent->stacks_used <= r->nstacks ? parent->stacks_used : r->nstacks;
+    uint64_t objects = parent->objects_used <= r->nobjects ? parent->objects_used : r->nobjects;
+    size_t objects_at = (size_t)r->nstacks * sizeof(struct hl_stack);
+    if (hl_grow(HL_TABLE_OBJECTS, r->prof_offset + objects_at, r->prof_offset + objects_at + objects * sizeof(struct hl_object)) != 0 ||
+        hl_grow(HL_TABLE_STACKS, r->prof_offset, r->prof_offset + (uint64_t)stacks * sizeof(struct hl_stack)) != 0) {
+        /* /dev/shm is full: the child starts with an empty table (its
+         * blocks sampled by the parent go uncounted, hl_account) */
+        hl_stacks_index_clear();
+        hl_py_codes_inherit(NULL);
+        return;
+    }
+    memcpy(hl_stacks, from, (size_t)stacks * sizeof(struct hl_stack));
+    memcpy(hl_objects, from + objects_at, (size_t)objects * sizeof(struct hl_object));
+    r->stacks_used = stacks;
     r->samples = parent->samples;
     r->samples_lost = parent->samples_lost;
-    r->objects_used = parent->objects_used;
+    r->objects_used = objects;
+    hl_py_codes_inherit(parent);
 }
 
 /* At boot, with the region made: the unwinder's cache, the arena, the

@@ -112,33 +112,46 @@ void hl_pymalloc_attach(struct hl_header *r, uint64_t off)
 }
 
 /* Called by pymalloc under the GIL: one writer at a time. Readers take
- * an entry whose address is set, with its size stored before it. */
+ * an entry whose address is set, with its size stored before it. Entries
+ * are used from 0 up, pyarenas_used of them so far: the table's pages past
+ * them were never touched (grow.c), and no scan goes there. */
 static void table_add(void *a, size_t size)
 {
-    if (table == NULL)
+    struct hl_header *r = hl_region;
+    if (table == NULL || r == NULL)
         return;
-    for (uint32_t i = 0; i < ntable; i++) {
-        uint32_t k = (table_hint + i) % ntable;
+    uint32_t used = r->pyarenas_used;
+    for (uint32_t i = 0; r->pyarenas_live < used && i < used; i++) { /* a free entry among those used */
+        uint32_t k = (table_hint + i) % used;
         if (table[k].address == 0) {
             table[k].size = size;
             __atomic_store_n(&table[k].address, (uint64_t)(uintptr_t)a, __ATOMIC_RELEASE);
             table_hint = k + 1;
-            hl_region->pyarenas_live++;
+            r->pyarenas_live++;
             return;
         }
     }
-    hl_region->pyarenas_lost++;
+    if (used < ntable && hl_grow(HL_TABLE_PYARENAS, r->pyarena_offset, r->pyarena_offset + ((uint64_t)used + 1) * sizeof *table) == 0) {
+        table[used].size = size;
+        __atomic_store_n(&table[used].address, (uint64_t)(uintptr_t)a, __ATOMIC_RELEASE);
+        __atomic_store_n(&r->pyarenas_used, used + 1, __ATOMIC_RELEASE);
+        table_hint = 0;
+        r->pyarenas_live++;
+        return;
+    }
+    r->pyarenas_lost++;
 }
 
 static void table_remove(void *a)
 {
-    if (table == NULL)
+    struct hl_header *r = hl_region;
+    if (table == NULL || r == NULL)
         return;
-    for (uint32_t k = 0; k < ntable; k++)
+    for (uint32_t k = 0; k < r->pyarenas_used; k++)
         if (table[k].address == (uint64_t)(uintptr_t)a) {
             __atomic_store_n(&table[k].address, 0, __ATOMIC_RELEASE);
             table_hint = k;
-            hl_region->pyarenas_live--;
+            r->pyarenas_live--;
             return;
         }
     if (hl_region->pyarenas_lost != 0)
@@ -211,7 +224,8 @@ void hl_pymalloc_live(uint64_t *blocks, uint64_t *bytes)
     long pid = syscall(SYS_getpid);
     int saved = errno;
     *blocks = *bytes = 0;
-    for (uint32_t k = 0; table != NULL && k < ntable; k++) {
+    uint32_t used = table != NULL && hl_region != NULL ? hl_region->pyarenas_used : 0;
+    for (uint32_t k = 0; k < used && k < ntable; k++) { /* only those used: the rest were never touched (grow.c) */
         uintptr_t a = (uintptr_t)__atomic_load_n(&table[k].address, __ATOMIC_ACQUIRE);
         if (a == 0)
             continue;
@@ -457,10 +471,16 @@ void hl_pymalloc_inherit(const struct hl_header *parent)
     struct hl_header *r = hl_region;
     if (table != NULL && r != NULL && r->pyarena_offset != 0 && parent->pyarena_offset != 0 &&
         r->npyarenas == parent->npyarenas && (hl_py_flags & HL_PY_ARENAS)) {
-        memcpy((char *)r + r->pyarena_offset, (const char *)parent + parent->pyarena_offset,
-               (size_t)r->npyarenas * sizeof(struct hl_pyarena));
-        r->pyarenas_live = parent->pyarenas_live;
-        r->pyarenas_lost = parent->pyarenas_lost;
+        uint32_t used = parent->pyarenas_used <= r->npyarenas ? parent->pyarenas_used : r->npyarenas;
+        if (hl_grow(HL_TABLE_PYARENAS, r->pyarena_offset, r->pyarena_offset + (uint64_t)used * sizeof(struct hl_pyarena)) == 0) {
+            memcpy((char *)r + r->pyarena_offset, (const char *)parent + parent->pyarena_offset,
+                   (size_t)used * sizeof(struct hl_pyarena));
+            r->pyarenas_used = used;
+            r->pyarenas_live = parent->pyarenas_live;
+            r->pyarenas_lost = parent->pyarenas_lost;
+        } else { /* /dev/shm is full: the parent's arenas are not listed */
+            r->pyarenas_lost = parent->pyarenas_live + parent->pyarenas_lost;
+        }
         r->py_flags = hl_py_flags;
     } else if (r == NULL) {
         table = NULL;

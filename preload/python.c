@@ -82,6 +82,9 @@ uint32_t hl_py_flags;
 
 static struct hl_pycode *codes;
 static uint32_t ncodes;
+static uint32_t *code_index;          /* code_entry's */
+static uint32_t code_mask;
+static struct hl_header *codes_region; /* the region codes is in */
 
 // ---- memory ---------------------------------------------------------------------
 
@@ -336,6 +339,14 @@ void hl_py_attach(struct hl_header *r, struct hl_pycode *table)
         return;
     codes = table;
     ncodes = HL_PYCODES_DEFAULT;
+    codes_region = r;
+    if (code_index == NULL) {
+        uint32_t cap = 64;
+        while (cap < 2 * ncodes)
+            cap *= 2;
+        code_index = hl_raw_map((size_t)cap * sizeof *code_index);
+        code_mask = code_index != NULL ? cap - 1 : 0;
+    }
     r->pycode_offset = (uint64_t)((char *)table - (char *)r);
     r->npycodes = ncodes;
 }
@@ -375,33 +386,88 @@ static void copy_str(uintptr_t s, char *out, size_t cap)
     out[o] = 0;
 }
 
+/* The table is filled in order, so that its pages are taken as it fills
+ * (grow.c); a code object's entry is found by its address in an index of
+ * our own (private memory), whose slots hold an entry's number + 1, 0
+ * while free. Made at the first region's layout, kept by a fork child,
+ * whose table is a copy of its parent's (hl_py_codes_inherit). */
+
+static void code_index_clear(void)
+{
+    if (code_index != NULL)
+        memset(code_index, 0, ((size_t)code_mask + 1) * sizeof *code_index);
+}
+
+/* A fork child's region: the parent's entries in use, or none (parent
+ * NULL, or no page for them). */
+void hl_py_codes_inherit(const struct hl_header *parent)
+{
+    struct hl_header *r = codes_region;
+    if (codes == NULL || r == NULL)
+        return;
+    uint32_t used = parent != NULL && parent->pycode_offset != 0 ? parent->pycodes_used : 0;
+    if (used > ncodes)
+        used = ncodes;
+    if (used > 0 && hl_grow(HL_TABLE_PYCODES, r->pycode_offset, r->pycode_offset + (uint64_t)used * sizeof *codes) == 0) {
+        memcpy(codes, (const char *)parent + parent->pycode_offset, (size_t)used * sizeof *codes);
+        r->pycodes_used = used;
+        return;
+    }
+    code_index_clear();
+}
+
+/* The next entry, its page given to the file, or HL_PYCODE_NONE. */
+static uint32_t next_code(struct hl_header *r)
+{
+    uint32_t used = __atomic_load_n(&r->pycodes_used, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if (used >= ncodes ||
+            hl_grow(HL_TABLE_PYCODES, r->pycode_offset, r->pycode_offset + ((uint64_t)used + 1) * sizeof *codes) != 0)
+            return HL_PYCODE_NONE;
+        if (__atomic_compare_exchange_n(&r->pycodes_used, &used, used + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return used;
+    }
+}
+
 /* The code object's entry in the table, made if new; HL_PYCODE_NONE when
- * the table has no room near its hash. An address can be a new code
- * object's after the old one is freed: the entry is its if its name, file
- * and first line are the same objects too. */
+ * the table is full or /dev/shm has no page for it. An address can be a
+ * new code object's after the old one is freed: the entry is its if its
+ * name, file and first line are the same objects too. */
 static uint32_t code_entry(uintptr_t code)
 {
+    struct hl_header *r = codes_region;
+    if (code_index == NULL || r == NULL)
+        return HL_PYCODE_NONE;
     uintptr_t name = rd64(code + off.co_qualname), file = rd64(code + off.co_filename);
     uint32_t first = rd32(code + off.co_firstlineno);
     uint64_t ident = (name * 0x9e3779b97f4a7c15ull) ^ file ^ ((uint64_t)first << 40);
-    uint32_t at = (uint32_t)((code >> 4) * 0x9e3779b97f4a7c15ull >> 40) % ncodes;
-    for (int i = 0; i < 32; i++, at = at + 1 < ncodes ? at + 1 : 0) {
-        struct hl_pycode *c = &codes[at];
-        uint64_t k = __atomic_load_n(&c->code, __ATOMIC_ACQUIRE);
-        if (k == code && c->ident == ident)
-            return at;
-        uint32_t free_state = 0;
-        if (k == 0 && __atomic_load_n(&c->state, RELAXED) == 0 &&
-            __atomic_compare_exchange_n(&c->state, &free_state, 1, 0, __ATOMIC_ACQUIRE, RELAXED)) {
+    uint32_t at = (uint32_t)((code >> 4) * 0x9e3779b97f4a7c15ull >> 40) & code_mask, made = HL_PYCODE_NONE;
+    for (uint32_t i = 0; i <= code_mask; i++, at = (at + 1) & code_mask) {
+        uint32_t e = __atomic_load_n(&code_index[at], __ATOMIC_ACQUIRE);
+        if (e != 0) {
+            struct hl_pycode *c = &codes[e - 1];
+            if (made == HL_PYCODE_NONE && e - 1 < __atomic_load_n(&r->pycodes_used, __ATOMIC_ACQUIRE) &&
+                __atomic_load_n(&c->code, __ATOMIC_ACQUIRE) == code && c->ident == ident)
+                return e - 1;
+            continue;
+        }
+        if (made == HL_PYCODE_NONE) {
+            made = next_code(r);
+            if (made == HL_PYCODE_NONE)
+                return made;
+            struct hl_pycode *c = &codes[made];
+            c->state = 1;
             c->ident = ident;
             c->firstline = first;
             copy_str(name, c->name, sizeof c->name);
             copy_str(file, c->file, sizeof c->file);
             __atomic_store_n(&c->code, code, __ATOMIC_RELEASE);
-            return at;
         }
+        uint32_t free_slot = 0;
+        if (__atomic_compare_exchange_n(&code_index[at], &free_slot, made + 1, 0, __ATOMIC_RELEASE, RELAXED))
+            return made;
     }
-    return HL_PYCODE_NONE;
+    return made;
 }
 
 static uint64_t varint(const uint8_t *p, uint64_t len, uint64_t *i)

@@ -212,11 +212,12 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
     return -1;
 }
 
-/* Give the region its pages now. ftruncate only makes a sparse file: on a
- * full /dev/shm the first store into a page nobody backs is a SIGBUS, in
- * the program, at its first allocation or when a new thread takes a slot.
- * Reserved here, a full /dev/shm is an error we can report. A file system
- * that cannot reserve (not tmpfs) is left as it was. */
+/* Give the region's first len bytes their pages now. ftruncate only makes
+ * a sparse file: on a full /dev/shm the first store into a page nobody
+ * backs is a SIGBUS, in the program, at its first allocation or when a new
+ * thread takes a slot. Reserved here, a full /dev/shm is an error we can
+ * report; the tables after the slots take theirs as they fill (grow.c). A
+ * file system that cannot reserve (not tmpfs) is left as it was. */
 static int reserve(int fd, size_t len)
 {
     if (fallocate(fd, 0, 0, (off_t)len) == 0 || errno == EOPNOTSUPP || errno == ENOSYS)
@@ -276,20 +277,27 @@ int hl_region_open(void)
     size_t slots_end = HL_HEADER_SIZE + (size_t)hl_cfg->slots * HL_SLOT_SIZE;
     size_t arenas_at = slots_end + hl_profile_size();
     size_t len = arenas_at + hl_pymalloc_table_size();
+    /* the header, the slots and the profile's catch-all stack now; the
+     * rest as it fills (grow.c) */
+    size_t reserved = slots_end + (hl_profile_size() ? sizeof(struct hl_stack) : 0);
     void *m = MAP_FAILED;
     const char *step = NULL;
     if (fchmod(fd, 0600) != 0)
         step = ": cannot set its mode: ";
-    else if (ftruncate(fd, (off_t)len) != 0 || reserve(fd, len) != 0)
+    else if (ftruncate(fd, (off_t)len) != 0 || reserve(fd, reserved) != 0)
         step = ": cannot give it room: ";
     else if ((m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
         step = ": cannot map it: ";
+    else if (hl_grow_start(m, reserved, len) != 0 && reserve(fd, len) != 0) /* no growth on demand here */
+        step = ": cannot give it room: ";
     int err = errno;
     /* A flock belongs to the open file, which the mapping keeps open:
      * closing fd alone would hold take_over's lock for this image's life. */
     flock(fd, LOCK_UN);
     close(fd);
     if (step != NULL) {
+        if (m != MAP_FAILED)
+            munmap(m, len);
         unlink(path);
         hl_say(path, step, errno_text(err), "; running unprofiled", NULL);
         return -1;

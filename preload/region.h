@@ -156,7 +156,8 @@ struct hl_header {
     uint64_t samples_lost;   /* 800: sampled but not recorded (no room for the block's record) */
     uint64_t objects_used;   /* 808: hl_object entries filled, in order */
     uint64_t samples_cut;    /* 816: samples whose stack walk stopped before the stack's end (unwind.c) */
-    uint8_t  _pad4[8];       /* 824 */
+    uint32_t stacks_used;    /* 824: hl_stack entries taken, in order (entry 0 included): the shim's walks stop here */
+    uint32_t pycodes_used;   /* 828: hl_pycode entries taken, in order */
 
     /* line 13: Python (python.c, pymalloc.c). The py_* counters are
      * pymalloc's blocks (both of its domains, objects and PyMem), added
@@ -191,7 +192,7 @@ struct hl_header {
      * the process (live objects and bytes by size class) */
     uint64_t pyarena_offset; /* 968: file offset of the hl_pyarena table, 0 without one */
     uint32_t npyarenas;      /* 976: its entries */
-    uint32_t _pad15;         /* 980 */
+    uint32_t pyarenas_used;  /* 980: hl_pyarena entries ever used, from 0: the rest were never touched */
     uint64_t pyarenas_lost;  /* 984: arenas mapped while the table was full: not in it */
     uint64_t pyarenas_live;  /* 992: arenas in the table now */
     uint64_t py_exit_objects; /* 1000: pymalloc's blocks in use at the exit summary, from the pools' headers */
@@ -217,10 +218,14 @@ struct hl_header {
  * and the same amounts to free_* when the block is released, so that
  * inuse = alloc - free. Counters only grow; readers take each word whole.
  *
- * An entry is claimed by a compare-and-swap of `state` from 0, filled, and
+ * Entries are taken in order (stacks_used counts them), filled, and
  * published by storing `hash` last (release): a reader skips entries whose
  * hash is 0. Two threads may publish the same stack in two entries; a
  * reader merges entries with equal frames.
+ *
+ * The region's pages past the header and slots are given to the file as
+ * the tables fill (grow.c): a page no entry has reached yet is a hole,
+ * which a reader reads as zeros (an empty entry) with pread.
  */
 #define HL_STACK_FRAMES  64
 #define HL_WEIGHT_SHIFT  16
@@ -232,7 +237,7 @@ struct hl_header {
 
 struct hl_stack {
     uint64_t hash;           /*  0: 0 while empty or being filled */
-    uint32_t state;          /*  8: 0 free, 1 claimed */
+    uint32_t state;          /*  8: 0 free, 1 taken */
     uint32_t nframes;        /* 12: frames used, 0 for entry 0 */
     uint64_t alloc_objects;  /* 16: weighted, units of 2^-HL_WEIGHT_SHIFT */
     uint64_t alloc_bytes;    /* 24: weighted usable bytes */
@@ -260,9 +265,9 @@ struct hl_object {
  * (user-space addresses never have it). Bits 32..62 are the index of its
  * code object in the hl_pycode table (HL_PYCODE_NONE: the table had no
  * room), bits 0..31 the line that was running (0 unknown). The table
- * follows the objects table, at pycode_offset; an entry is claimed by a
- * compare-and-swap of state, filled, and published by storing code last
- * (release): a reader skips entries whose code is 0. */
+ * follows the objects table, at pycode_offset; entries are taken in order
+ * (pycodes_used), filled, and published by storing code last (release):
+ * a reader skips entries whose code is 0. */
 #define HL_PYFRAME_BIT    (1ull << 63)
 #define HL_PYCODE_NONE    0x7fffffffu
 #define HL_PYCODES_DEFAULT 2048u
@@ -271,7 +276,7 @@ struct hl_object {
 struct hl_pycode {
     uint64_t code;           /*  0: the code object's address; 0 while empty or being filled */
     uint64_t ident;          /*  8: its name, file and first line (an address is reused after a free) */
-    uint32_t state;          /* 16: 0 free, 1 claimed */
+    uint32_t state;          /* 16: 0 free, 1 taken */
     uint32_t firstline;      /* 20: co_firstlineno */
     char     name[128];      /* 24: co_qualname, UTF-8, NUL-terminated */
     char     file[360];      /* 152: co_filename */

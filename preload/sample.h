@@ -70,5 +70,6 @@ extern HL_HIDDEN struct hl_object *hl_objects;
 extern HL_HIDDEN uint32_t hl_nobjects; /* the stack table has hl_cfg->stacks entries */
 void hl_account(const struct record *r, int freed); /* r's weight to its stack's totals, allocated or freed */
 uint32_t hl_stack_entry(const uint64_t *frames, int n); /* the stack's entry, made if new; 0 (the catch-all) when no room */
+#define HL_STACK_LOST 0xffffffffu /* hl_stack_entry: /dev/shm had no page for a new entry (grow.c) */
 
 #endif

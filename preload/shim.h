@@ -239,6 +239,10 @@ pid_t hl_fork_unhandled(void); /* _Fork: a fork without atfork handlers, that st
 uint64_t hl_pid_ns(void);    /* our pid namespace's inode, 0 if /proc cannot say */
 void hl_region_unlink_own(void);
 size_t hl_region_len(void);
+/* grow.c: the region's tables take their pages as they fill */
+enum hl_table { HL_TABLE_STACKS, HL_TABLE_OBJECTS, HL_TABLE_PYCODES, HL_TABLE_PYARENAS, HL_TABLES };
+int  hl_grow_start(void *m, size_t reserved, size_t len); /* -1 when pages cannot be taken on demand */
+int  hl_grow(enum hl_table t, uint64_t start, uint64_t end); /* [start, end) backed, or -1: /dev/shm is full */
 int  hl_forked_child(void);
 uint64_t hl_now_ns(void);
 struct stat;
@@ -278,6 +282,8 @@ void hl_profile_attach(struct hl_header *r, uint64_t off);
 void hl_profile_inherit(const struct hl_header *parent);
 void hl_profile_fork_child(void); /* stacks.c: the object table's lock, which a parent's thread may have held */
 void hl_profile_boot(void);
+void hl_stacks_index_boot(uint32_t entries); /* stacks.c: the index that finds a stack's entry */
+void hl_stacks_index_clear(void);
 
 /* unwind.c: the sampler's stack walk (no per-thread state, no lock) */
 int hl_unwind(uint64_t *pcs, uint64_t *cfas, int max); /* return addresses from the caller's, innermost
@@ -292,6 +298,7 @@ void hl_unwind_forget(void); /* after dlclose: every cached rule is stale */
 /* python.c: Python frames in samples */
 extern HL_HIDDEN uint32_t hl_py_version, hl_py_flags;
 void hl_py_resolve(void);                   /* at boot, before the region is made */
+void hl_py_codes_inherit(const struct hl_header *parent); /* a fork child's code table: its parent's, or empty (NULL) */
 size_t hl_py_codes_size(void);              /* the code table's bytes, 0 without one */
 void hl_py_attach(struct hl_header *r, struct hl_pycode *table);
 int hl_py_frames(uint64_t *frames, int n, int max); /* eval frames -> Python frames; the new count */

@@ -194,18 +194,55 @@ static int open_output(const char *setting, pid_t pid, const char *what, const c
     return fd;
 }
 
+/* The dump's bytes from *at up to `to`, which the region never wrote:
+ * zeros, as a hole where the file seeks. */
+static void dump_gap(int fd, uint64_t *at, uint64_t to)
+{
+    static const char zeros[4096];
+    if (to <= *at)
+        return;
+    if (lseek(fd, (off_t)(to - *at), SEEK_CUR) == (off_t)-1)
+        for (uint64_t n = to - *at; n > 0;) {
+            size_t k = n < sizeof zeros ? (size_t)n : sizeof zeros;
+            hl_write_all(fd, zeros, k);
+            n -= k;
+        }
+    *at = to;
+}
+
+/* The dump's bytes [off, off + n) of the region, after a gap from *at. */
+static void dump_part(int fd, uint64_t *at, uint64_t off, uint64_t n)
+{
+    if (off < *at || n == 0)
+        return;
+    dump_gap(fd, at, off);
+    hl_write_all(fd, (const char *)hl_region + off, (size_t)n);
+    *at = off + n;
+}
+
 /* HEAPLINE_PROFILE: the region as it is at exit, byte for byte, so that
- * `heapctl profile --from` reads it like a region file. */
+ * `heapctl profile --from` reads it like a region file. Only the tables'
+ * entries in use are read: the pages past them are not the region file's
+ * (grow.c), and reading them would take them from /dev/shm. */
 static void profile_write(void)
 {
     struct hl_header *r = hl_region;
     if (hl_cfg->profile[0] == 0 || r->prof_offset == 0)
         return;
     int fd = open_output(hl_cfg->profile, r->pid, "profile", "");
-    if (fd >= 0) {
-        hl_write_all(fd, (const char *)r, hl_region_len());
-        close(fd);
-    }
+    if (fd < 0)
+        return;
+    uint64_t at = 0, len = hl_region_len(), objects = r->prof_offset + (uint64_t)r->nstacks * sizeof(struct hl_stack);
+    dump_part(fd, &at, 0, r->prof_offset + (uint64_t)r->stacks_used * sizeof(struct hl_stack));
+    dump_part(fd, &at, objects, r->objects_used * sizeof(struct hl_object));
+    if (r->pycode_offset != 0)
+        dump_part(fd, &at, r->pycode_offset, (uint64_t)r->pycodes_used * sizeof(struct hl_pycode));
+    if (r->pyarena_offset != 0)
+        dump_part(fd, &at, r->pyarena_offset, (uint64_t)r->pyarenas_used * sizeof(struct hl_pyarena));
+    /* the tail: a seekable file's length is set, a pipe gets zeros */
+    if (lseek(fd, 0, SEEK_CUR) == (off_t)-1 || ftruncate(fd, (off_t)len) != 0)
+        dump_gap(fd, &at, len);
+    close(fd);
 }
 
 /* HEAPLINE_OUTPUT names a file per process (a %p in it): every process

@@ -38,8 +38,8 @@ type PyArenas struct {
 }
 
 // ReadFile opens path, the region file of pid, without following links,
-// checks the file, maps it read-only and takes a snapshot; with
-// withProfile it also reads the profile from the same mapping. An error
+// checks the file, reads it and takes a snapshot; with withProfile it also
+// reads the profile from the same read. An error
 // names path. The File holds what was learned before an error too: the
 // owner and identity once the file is found, the header's facts once the
 // header is checked; but no Summary or Profile.
@@ -102,25 +102,25 @@ func readFile(e *File, path string, pid int, withProfile bool) (h header, s repo
 	if fst.Size < HeaderSize {
 		return h, s, fmt.Errorf("truncated: %d bytes, need %d", fst.Size, HeaderSize)
 	}
-	// Map no more than the largest valid region: a huge file costs nothing.
-	n := int(min(fst.Size, MaxRegionSize))
-	b, err := unix.Mmap(fd, 0, n, unix.PROT_READ, unix.MAP_SHARED)
+	// Read no more than the largest valid region: a huge file costs
+	// nothing. Read, never mapped (view says why); a file truncated since
+	// fstat reads short, and validate says so.
+	b := make([]byte, min(fst.Size, MaxRegionSize))
+	got, err := preadFull(fd, b, 0)
 	if err != nil {
-		return h, s, fmt.Errorf("mmap: %w", err)
+		return h, s, fmt.Errorf("read: %w", err)
 	}
-	defer unix.Munmap(b)
-	defer setPanicOnFault()()
-	defer guardFaults(&err)
-	s, h, err = snapshot(view{b: b, shared: true}, pid)
+	v := view{b: b[:got], live: &liveFile{fd: fd}}
+	s, h, err = snapshot(v, pid)
 	if err != nil {
 		return h, s, err
 	}
 	if h.uid != fst.Uid {
 		return h, report.Summary{}, fmt.Errorf("header says uid %d, file owned by uid %d", h.uid, fst.Uid)
 	}
-	e.PyArenas = readPyArenas(view{b: b, shared: true})
+	e.PyArenas = readPyArenas(v)
 	if withProfile {
-		p, err := readProfile(view{b: b, shared: true}, h, pid)
+		p, err := readProfile(v, h, pid)
 		if err != nil {
 			return h, report.Summary{}, err
 		}

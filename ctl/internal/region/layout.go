@@ -105,6 +105,8 @@ const (
 	offSamplesLost     = 800
 	offObjectsUsed     = 808
 	offSamplesCut      = 816
+	offStacksUsed      = 824
+	offPyCodesUsed     = 828
 	offDeadSeen        = 960
 	offPeakCopySeq     = 896
 	offPeakCopyLive    = 904
@@ -125,6 +127,7 @@ const (
 	offPyEvalCold      = 884
 	offPyArenaOffset   = 968
 	offNPyArenas       = 976
+	offPyArenasUsed    = 980
 	offPyArenasLost    = 984
 	offPyArenasLive    = 992
 	offPyExitObjects   = 1000
@@ -251,6 +254,8 @@ var goFields = map[string]field{
 	"hl_header.samples_lost":      {offSamplesLost, 8},
 	"hl_header.objects_used":      {offObjectsUsed, 8},
 	"hl_header.samples_cut":       {offSamplesCut, 8},
+	"hl_header.stacks_used":       {offStacksUsed, 4},
+	"hl_header.pycodes_used":      {offPyCodesUsed, 4},
 	"hl_header.dead_seen_ns":      {offDeadSeen, 8},
 	"hl_header.peak_copy_seq":     {offPeakCopySeq, 8},
 	"hl_header.peak_copy_live":    {offPeakCopyLive, 8},
@@ -271,6 +276,7 @@ var goFields = map[string]field{
 	"hl_header.py_eval_cold":      {offPyEvalCold, 4},
 	"hl_header.pyarena_offset":    {offPyArenaOffset, 8},
 	"hl_header.npyarenas":         {offNPyArenas, 4},
+	"hl_header.pyarenas_used":     {offPyArenasUsed, 4},
 	"hl_header.pyarenas_lost":     {offPyArenasLost, 8},
 	"hl_header.pyarenas_live":     {offPyArenasLive, 8},
 	"hl_header.py_exit_objects":   {offPyExitObjects, 8},

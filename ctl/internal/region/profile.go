@@ -235,14 +235,22 @@ const peakTries = 100
 // header's figures and every entry's peak_bytes from one copy.
 func readPeak(v view, p *Profile, base int, where []int) {
 	tries := peakTries
-	if !v.shared {
+	if v.live == nil {
 		tries = 1
 	}
 	for try := 0; try < tries; try++ {
 		if try > 0 {
 			seqYield(try)
 		}
+		// a file: the sequence, the copy and the sequence again, in three
+		// reads (the entries' frames are readProfile's first read)
+		if v.reload(offPeakCopySeq, 8) != nil {
+			return
+		}
 		s1 := v.u64(offPeakCopySeq)
+		if v.reload(offPeakCopySeq, 64) != nil || v.reload(base, len(where)*StackSize) != nil {
+			return
+		}
 		if s1&1 != 0 && try < tries-1 {
 			continue
 		}
@@ -259,6 +267,9 @@ func readPeak(v view, p *Profile, base int, where []int) {
 			case k >= 0:
 				p.Stacks[k].PeakBytes += b
 			}
+		}
+		if v.reload(offPeakCopySeq, 8) != nil {
+			return
 		}
 		s2 := v.u64(offPeakCopySeq)
 		pc.Torn = s1&1 != 0 || s2 != s1

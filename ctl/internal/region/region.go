@@ -20,12 +20,9 @@ import (
 	"math/bits"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -243,7 +240,7 @@ func (c *counters) addSlot(v view, off int) {
 // only grow, so a sum of them is a valid moment for each thread.
 func sum(v view, h header, pid int) (report.Summary, error) {
 	tries := seqTries
-	if !v.shared {
+	if v.live == nil {
 		tries = 1 // a copy never changes: retrying cannot help
 	}
 	var s1 uint64
@@ -251,9 +248,17 @@ func sum(v view, h header, pid int) (report.Summary, error) {
 		if try > 0 {
 			seqYield(try)
 		}
+		// A file is read again at each try: the sequence, then the
+		// header and slots, then the sequence (three reads, in order).
+		if err := v.reload(offSeq, 8); err != nil {
+			return report.Summary{}, err
+		}
 		s1 = v.u64(offSeq)
 		if s1&1 != 0 {
 			continue
+		}
+		if err := v.reload(0, HeaderSize+h.nslots*SlotSize); err != nil {
+			return report.Summary{}, err
 		}
 		var c counters
 		c.add(v, offRetired)
@@ -265,6 +270,9 @@ func sum(v view, h header, pid int) (report.Summary, error) {
 		threadsSeen := v.u64(offThreadsSeen)
 		threadsMax := v.u64(offThreadsMax)
 		peakLive := v.u64(offPeakLive)
+		if err := v.reload(offSeq, 8); err != nil {
+			return report.Summary{}, err
+		}
 		if v.u64(offSeq) != s1 {
 			continue
 		}
@@ -349,35 +357,59 @@ func mapped(v view, s *report.Summary) error {
 }
 
 // view reads little-endian fields at offsets that validate has bounded.
-// A shared view is a live mapping of another process's region: its words
-// are loaded atomically so that each is read whole and the seqlock loads
-// are not reordered around the sum (the writers store them whole, aligned).
+// b is a copy: of a file's bytes, read with pread (a reader never maps a
+// region: on tmpfs a read fault through a mapping gives a hole a page, out
+// of the writer's /dev/shm, and faults with SIGBUS when it is full; pread
+// reads a hole as zeros and takes nothing). A live view's file is another
+// process's region, changing as it is read: where a seqlock retries, the
+// reader reads the file again (reload). Each aligned word is copied whole
+// by the kernel's copy, as the writers store it.
 type view struct {
-	b      []byte
-	shared bool
+	b    []byte
+	live *liveFile // nil for a copy that never changes
 }
 
-func (v view) u64(off int) uint64 {
-	if v.shared {
-		x := atomic.LoadUint64((*uint64)(unsafe.Pointer(&v.b[off : off+8][0])))
-		if bigEndianHost {
-			x = bits.ReverseBytes64(x)
-		}
-		return x
+// liveFile is the open region file a live view was read from.
+type liveFile struct{ fd int }
+
+// reload reads b[off:off+n] from a live view's file again; nothing for a
+// copy. A file shorter than that now was truncated under the reader.
+func (v view) reload(off, n int) error {
+	if v.live == nil {
+		return nil
 	}
-	return binary.LittleEndian.Uint64(v.b[off : off+8])
+	got, err := preadFull(v.live.fd, v.b[off:off+n], int64(off))
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if got < n {
+		return errors.New("region shrank while being read (truncated by another process?)")
+	}
+	return nil
 }
 
-func (v view) u32(off int) uint32 {
-	if v.shared {
-		x := atomic.LoadUint32((*uint32)(unsafe.Pointer(&v.b[off : off+4][0])))
-		if bigEndianHost {
-			x = bits.ReverseBytes32(x)
+// preadFull reads len(b) bytes at off, or up to the end of the file.
+func preadFull(fd int, b []byte, off int64) (int, error) {
+	got := 0
+	for got < len(b) {
+		n, err := unix.Pread(fd, b[got:], off+int64(got))
+		if err == unix.EINTR {
+			continue
 		}
-		return x
+		if err != nil {
+			return got, err
+		}
+		if n == 0 {
+			break
+		}
+		got += n
 	}
-	return binary.LittleEndian.Uint32(v.b[off : off+4])
+	return got, nil
 }
+
+func (v view) u64(off int) uint64 { return binary.LittleEndian.Uint64(v.b[off : off+8]) }
+
+func (v view) u32(off int) uint32 { return binary.LittleEndian.Uint32(v.b[off : off+4]) }
 
 // bytes copies n bytes at off, so the result does not alias the mapping.
 func (v view) bytes(off, n int) string { return string(v.b[off : off+n]) }
@@ -391,29 +423,6 @@ func (v view) cString(off, n int, name string) (string, error) {
 		return "", fmt.Errorf("%s not NUL-terminated within %d bytes", name, n)
 	}
 	return strings.ToValidUTF8(b[:end], "\uFFFD"), nil
-}
-
-var bigEndianHost = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
-
-// guardFaults turns a fault while reading a mapping (SIGBUS: the file was
-// truncated under us) into an error instead of a crash. It must be deferred
-// in the goroutine that reads; other panics propagate, as they are bugs.
-func guardFaults(err *error) {
-	r := recover()
-	if r == nil {
-		return
-	}
-	if f, ok := r.(interface{ Addr() uintptr }); ok {
-		_ = f
-		*err = errors.New("region shrank while being read (truncated by another process?)")
-		return
-	}
-	panic(r)
-}
-
-func setPanicOnFault() (restore func()) {
-	old := debug.SetPanicOnFault(true)
-	return func() { debug.SetPanicOnFault(old) }
 }
 
 // readPyArenas reads the arena table of a validated region, if it has one.

@@ -207,8 +207,8 @@ func TestStarting(t *testing.T) {
 	}
 }
 
-// A region truncated while it is mapped faults on access (SIGBUS): the
-// read must report it, not crash.
+// A region truncated while it is read (between a seqlock's tries) reads
+// short: the read must report it, not crash.
 func TestTruncatedWhileMapped(t *testing.T) {
 	regiontest.UseDir(t)
 	pid := os.Getpid()
@@ -356,4 +356,75 @@ func TestFileChecks(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestReadTakesNoPages: a region's tables past their entries in use are
+// holes (the shim takes their pages as they fill, preload/grow.c), and a
+// read leaves them holes. On tmpfs a read fault through a mapping gives a
+// hole a page: a reader that mapped the region took 1 MiB of this one's
+// /dev/shm, a full /dev/shm's SIGBUS besides.
+func TestReadTakesNoPages(t *testing.T) {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &fs); err != nil || fs.Type != 0x01021994 { // TMPFS_MAGIC
+		t.Skipf("/dev/shm is not a tmpfs here (%v): holes are tmpfs's", err)
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "regiontest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	old := region.Dir
+	region.Dir = dir
+	t.Cleanup(func() { region.Dir = old })
+
+	pid := os.Getpid()
+	f := regiontest.Sample(pid)
+	p := regiontest.SampleProfile(pid)
+	p.PyVersion, p.PyFlags = 0x030b07f0, region.PyFlagFrames
+	p.PyCodes = map[uint32]region.PyCode{0: {Name: "main", File: "a.py", FirstLine: 1}, 2047: {Name: "last", File: "a.py", FirstLine: 9}}
+	f.Profile = &p
+	b := f.Bytes()
+	// Written as the shim leaves it: the pages holding something, the
+	// rest of its length holes.
+	path := filepath.Join(dir, region.PathPrefix+strconv.Itoa(pid))
+	w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for at := 0; at < len(b); at += 4096 {
+		page := b[at:min(at+4096, len(b))]
+		for _, c := range page {
+			if c != 0 {
+				if _, err := w.WriteAt(page, int64(at)); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+	}
+	if err := w.Truncate(int64(len(b))); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	blocks := func() int64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks
+	}
+	before := blocks()
+	if before*512 >= int64(len(b))/2 {
+		t.Fatalf("the file holds %d of its %d bytes: not sparse", before*512, len(b))
+	}
+	got, err := region.ReadFile(path, pid, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Summary != regiontest.SampleWant(pid) || len(got.Profile.PyCodes) != 2 || got.Profile.PyCodes[2047].Name != "last" {
+		t.Fatalf("read %+v, code objects %+v", got.Summary, got.Profile.PyCodes)
+	}
+	if after := blocks(); after != before {
+		t.Errorf("reading the region took %d bytes of /dev/shm (%d blocks before, %d after)", (after-before)*512, before, after)
+	}
 }

@@ -1,0 +1,306 @@
+package shimtest
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
+)
+
+// A region takes /dev/shm pages as its tables fill (preload/grow.c): a
+// container's /dev/shm is 64 MiB, and a region reserved whole (657 KiB,
+// 1.9 MiB with Python's tables) let 96 processes fill it.
+
+// shmBytes is what the region file at path holds of its file system
+// (st_blocks), in bytes.
+func shmBytes(t testing.TB, path string) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
+// headerU32 reads the 4-byte member of the region file at path.
+func headerU32(t testing.TB, path, member string) uint32 {
+	t.Helper()
+	off := testkit.RegionOffset(t, member)
+	b, err := os.ReadFile(path) // read, not mapped: a hole reads as zeros and takes no page
+	if err != nil || len(b) < off+4 {
+		t.Fatalf("reading %s: %d bytes, %v", path, len(b), err)
+	}
+	return binary.LittleEndian.Uint32(b[off:])
+}
+
+// headerU64At is headerWord for a region file at path.
+func headerU64At(t testing.TB, path, member string) uint64 {
+	t.Helper()
+	off := testkit.RegionOffset(t, member)
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < off+8 {
+		t.Fatalf("reading %s: %d bytes, %v", path, len(b), err)
+	}
+	return binary.LittleEndian.Uint64(b[off:])
+}
+
+// expectLine reads one line of out and fails unless it is want.
+func expectLine(t testing.TB, out *bufio.Reader, want string) {
+	t.Helper()
+	line, err := out.ReadString('\n')
+	if strings.TrimSpace(line) != want {
+		t.Fatalf("read %q, %v; want %q", line, err, want)
+	}
+}
+
+// TestRegionSmallForFewStacks: 4 threads and 32 sampled stacks hold at
+// most 64 KiB of /dev/shm (the whole region reserved was 657 KiB).
+func TestRegionSmallForFewStacks(t *testing.T) {
+	prog := compile(t, "depths.c")
+	cmd := exec.Command(prog, "4", "32", "64")
+	cmd.Env = env(t, "HEAPLINE_SAMPLE=1024") // every stack's 64 KB sampled, but for e^-62
+	in, out := testkit.Pipes(t, cmd)
+	pid := testkit.Start(t, cmd, testkit.Shim(t), regionPath)
+	expectLine(t, out, "start")
+	fmt.Fprintln(in)
+	expectLine(t, out, "ready")
+	path := regionPath(pid)
+	used := headerU32(t, path, "hl_header.stacks_used")
+	got := shmBytes(t, path)
+	fmt.Fprintln(in)
+	expectLine(t, out, "done")
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// entry 0, the program's 32 stacks, and a few of libc's and the
+	// loader's at most (stdio's buffers, the threads' TLS vectors)
+	if used < 33 || used > 40 {
+		t.Errorf("stacks_used %d, want 33 to 40", used)
+	}
+	if got > 64<<10 {
+		t.Errorf("the region holds %d bytes of /dev/shm with %d stacks in use, want at most 64 KiB", got, used)
+	}
+	t.Logf("4 threads, %d stacks: %d bytes of /dev/shm", used, got)
+}
+
+// TestPythonRegionSmall: a Python process's region, whose code object and
+// arena tables alone were 1.25 MiB, holds at most 96 KiB of /dev/shm.
+func TestPythonRegionSmall(t *testing.T) {
+	py := pythonExe(t)
+	cmd := exec.Command(py, "-c", `
+import sys, threading
+def work(n):
+    keep = [bytearray(1000) for _ in range(n)]
+    return len(keep)
+ts = [threading.Thread(target=work, args=(20000,)) for _ in range(3)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print("ready", flush=True)
+sys.stdin.readline()
+`)
+	cmd.Env = env(t)
+	in, out := testkit.Pipes(t, cmd)
+	pid := testkit.Start(t, cmd, testkit.Shim(t), regionPath)
+	expectLine(t, out, "ready")
+	path := regionPath(pid)
+	got := shmBytes(t, path)
+	stacks, codes := headerU32(t, path, "hl_header.stacks_used"), headerU32(t, path, "hl_header.pycodes_used")
+	arenas := headerU32(t, path, "hl_header.pyarenas_used")
+	fmt.Fprintln(in)
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if codes == 0 || arenas == 0 {
+		t.Errorf("pycodes_used %d, pyarenas_used %d: want both used (is this CPython 3.11 to 3.13?)", codes, arenas)
+	}
+	if got > 96<<10 {
+		t.Errorf("the region holds %d bytes of /dev/shm (%d stacks, %d code objects, %d arenas), want at most 96 KiB", got, stacks, codes, arenas)
+	}
+	t.Logf("python: %d stacks, %d code objects, %d arenas: %d bytes of /dev/shm", stacks, codes, arenas, got)
+}
+
+// smallShm makes a private mount namespace whose /dev/shm is a tmpfs of
+// size (as a container's), held by a process of its own until the test
+// ends; the host's /dev/shm is untouched. It returns the holder's pid:
+// /proc/PID/root/dev/shm is that tmpfs, and nsenter -t PID -m runs in it.
+func smallShm(t *testing.T, size string) int {
+	t.Helper()
+	testkit.NeedRoot(t, "to mount a tmpfs of "+size+" on /dev/shm in a mount namespace")
+	testkit.NeedTool(t, "unshare", "util-linux")
+	testkit.NeedTool(t, "nsenter", "util-linux")
+	hold := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+		"mount -t tmpfs -o size="+size+",mode=1777 tmpfs /dev/shm && echo ready && exec cat")
+	in, out := testkit.Pipes(t, hold)
+	hold.Stderr = os.Stderr
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		in.Close()
+		_ = hold.Wait()
+	})
+	expectLine(t, out, "ready")
+	return hold.Process.Pid
+}
+
+// inShm is a command that runs prog in the holder's mount namespace, with
+// the shim preloaded in it (by env: nsenter itself runs without, or it
+// would leave a region behind in the host's /dev/shm) and extra set.
+func inShm(t *testing.T, holder int, extra []string, prog string, args ...string) *exec.Cmd {
+	e := append([]string{"env", "LD_PRELOAD=" + testkit.Shim(t)}, extra...)
+	cmd := exec.Command("nsenter", append(append([]string{"-t", strconv.Itoa(holder), "-m", "--"}, e...), append([]string{prog}, args...)...)...)
+	cmd.Env = unshimmed()
+	return cmd
+}
+
+// unshimmed is our environment without LD_PRELOAD and HEAPLINE_ settings.
+func unshimmed() []string {
+	var e []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HEAPLINE_") && !strings.HasPrefix(kv, "LD_PRELOAD=") {
+			e = append(e, kv)
+		}
+	}
+	return e
+}
+
+// nsShow is `heapctl show --json PID` in the holder's namespace.
+func nsShow(t *testing.T, holder, pid int) summary {
+	t.Helper()
+	cmd := exec.Command("nsenter", "-t", strconv.Itoa(holder), "-m", "--", testkit.Heapctl(t), "show", "--json", strconv.Itoa(pid))
+	cmd.Env = unshimmed()
+	b, err := cmd.Output()
+	var s summary
+	if err == nil {
+		err = json.Unmarshal(b, &s)
+	}
+	if err != nil {
+		var stderr []byte
+		if e, ok := err.(*exec.ExitError); ok {
+			stderr = e.Stderr
+		}
+		t.Fatalf("heapctl show --json %d in the namespace: %v: %s%s", pid, err, b, stderr)
+	}
+	return s
+}
+
+// TestRegionsInContainerShm: in a 64 MiB /dev/shm, as a container's, 120
+// profiled processes all have their regions, and a program's 8 MiB of
+// shared memory then fits (whole regions took 79 MiB: the 98th process
+// ran unprofiled, and Python's shared_memory died of SIGBUS).
+func TestRegionsInContainerShm(t *testing.T) {
+	holder := smallShm(t, "64m")
+	prog := compile(t, "depths.c")
+	const procs = 120
+	type proc struct {
+		cmd *exec.Cmd
+		in  io.WriteCloser
+		out *bufio.Reader
+	}
+	var ps []proc
+	for range procs {
+		cmd := inShm(t, holder, []string{"HEAPLINE_SAMPLE=4096"}, prog, "2", "16", "16")
+		in, out := testkit.Pipes(t, cmd)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		})
+		ps = append(ps, proc{cmd, in, out})
+	}
+	for _, p := range ps {
+		expectLine(t, p.out, "start")
+		fmt.Fprintln(p.in)
+	}
+	var total int64
+	for _, p := range ps {
+		expectLine(t, p.out, "ready")
+		s := nsShow(t, holder, p.cmd.Process.Pid)
+		if s.Allocs < 16*16 || s.Mode != "glibc" {
+			t.Errorf("pid %d: %d allocations counted in mode %q, want at least %d in glibc", p.cmd.Process.Pid, s.Allocs, s.Mode, 16*16)
+		}
+		total += shmBytes(t, fmt.Sprintf("/proc/%d/root%s", holder, regionPath(p.cmd.Process.Pid)))
+	}
+	t.Logf("%d regions hold %d KiB of /dev/shm", procs, total>>10)
+
+	py := pythonExe(t)
+	shm := inShm(t, holder, nil, py, "-c", `
+from multiprocessing import shared_memory
+m = shared_memory.SharedMemory(create=True, size=8 << 20)
+m.buf[:] = b"\x01" * (8 << 20)
+print(sum(m.buf[i] for i in range(0, 8 << 20, 4096)))
+m.close()
+m.unlink()
+`)
+	b, err := shm.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "2048\n") {
+		t.Errorf("8 MiB of shared memory beside %d regions: %v: %s", procs, err, b)
+	}
+	for _, p := range ps {
+		fmt.Fprintln(p.in)
+		expectLine(t, p.out, "done")
+		if err := p.cmd.Wait(); err != nil {
+			t.Errorf("pid %d: %v", p.cmd.Process.Pid, err)
+		}
+	}
+}
+
+// TestRegionGrowthFails: a /dev/shm that fills while the process samples
+// new stacks drops those samples (samples_lost), never raises SIGBUS,
+// and the counts stay exact.
+func TestRegionGrowthFails(t *testing.T) {
+	holder := smallShm(t, "48k") // the header and slots (20 KiB), and a few pages more
+	prog := compile(t, "depths.c")
+	cmd := inShm(t, holder, []string{"HEAPLINE_SAMPLE=256"}, prog, "1", "300", "4")
+	in, out := testkit.Pipes(t, cmd)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	pid := cmd.Process.Pid
+	path := fmt.Sprintf("/proc/%d/root%s", holder, regionPath(pid))
+	expectLine(t, out, "start")
+	before := nsShow(t, holder, pid)
+	fmt.Fprintln(in)
+	expectLine(t, out, "ready")
+	after := nsShow(t, holder, pid)
+	lost, used := headerU64At(t, path, "hl_header.samples_lost"), headerU32(t, path, "hl_header.stacks_used")
+	fmt.Fprintln(in)
+	expectLine(t, out, "done")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v (a SIGBUS?): %s", err, stderr.String())
+	}
+	if d := after.Allocs - before.Allocs; d != 1200 {
+		t.Errorf("%d allocations counted, want 1200", d)
+	}
+	if d := after.Frees - before.Frees; d != 1200 {
+		t.Errorf("%d frees counted, want 1200", d)
+	}
+	if d := after.AllocatedBytes - before.AllocatedBytes; d != 1200*1000 {
+		t.Errorf("%d bytes counted, want %d", d, 1200*1000)
+	}
+	if lost == 0 || used >= 300 {
+		t.Errorf("samples_lost %d with %d stacks in use: want samples lost, and fewer stacks than the program's 300", lost, used)
+	}
+	t.Logf("stacks_used %d, samples_lost %d", used, lost)
+}
