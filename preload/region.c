@@ -251,6 +251,9 @@ int hl_region_open(void)
         hl_say("/proc/self cannot be read (no /proc?): this process's start time and pid namespace are unknown; running unprofiled", NULL);
         return -1;
     }
+    /* First, and whether or not ours can be made: on a full /dev/shm
+     * the dead are what fills it. */
+    hl_reap_dead(ns);
 
     const char *why = NULL;
     int foreign = 0;
@@ -319,7 +322,6 @@ int hl_region_open(void)
     memcpy(region_file, path, sizeof region_file);
     hl_region = r;
     hl_mapped_publish();
-    hl_reap_dead(ns);
     return 0;
 }
 
