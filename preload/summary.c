@@ -15,6 +15,7 @@
  * Byte figures round half to even, like Go's %.1f, so heapctl prints the
  * same line from the same counters (ctl/internal/report).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -291,6 +292,38 @@ static int live_region_of(const char *path, uint64_t pid, uint64_t ticks, uint64
     return ours && h.start_ticks == ticks && h.pid_ns == ns && !(__atomic_load_n(&h.flags, __ATOMIC_RELAXED) & HL_FLAG_EXITED);
 }
 
+/* A region of the third name form (region.c), "<path>.<16 hex digits>",
+ * is the live region of pid: at most 16 such names are looked at. */
+static int random_name_live(const char *path, uint64_t pid, uint64_t ticks, uint64_t ns)
+{
+    const char *base = path + sizeof "/dev/shm/" - 1;
+    size_t blen = strlen(base), plen = strlen(path);
+    char full[128];
+    int dir = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0 || plen + 18 > sizeof full) {
+        if (dir >= 0)
+            close(dir);
+        return 0;
+    }
+    int live = 0, looked = 0;
+    static char buf[4096]; /* static: a deep stack may be short at exit */
+    long got;
+    while (!live && looked < 16 && (got = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < got && !live && looked < 16;) {
+            struct dirent64 *d = (struct dirent64 *)(buf + off);
+            off += d->d_reclen;
+            if (strncmp(d->d_name, base, blen) != 0 || d->d_name[blen] != '.' || strlen(d->d_name + blen) != 17)
+                continue;
+            looked++;
+            memcpy(full, path, plen);
+            memcpy(full + plen, d->d_name + blen, 18);
+            live = live_region_of(full, pid, ticks, ns);
+        }
+    }
+    close(dir);
+    return live;
+}
+
 /* Our parent runs the shim. The parent is read through /proc: its pid
  * there (field 4 of our stat, 0 when the parent is outside the pid
  * namespace that /proc shows, as for the first process of an `unshare
@@ -313,7 +346,9 @@ static int parent_runs_shim(void)
     proc_path(path, HL_PATH_PREFIX, ppid, ".");
     size_t at = strlen(path);
     proc_path(path + at, "", ns, "");
-    return live_region_of(path, ppid, ticks, ns);
+    if (live_region_of(path, ppid, ticks, ns))
+        return 1;
+    return random_name_live(path, ppid, ticks, ns);
 }
 
 void hl_summary_write(void)

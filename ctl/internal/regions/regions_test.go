@@ -127,6 +127,9 @@ func TestParseName(t *testing.T) {
 		"heapline.": {}, "heapline.0": {}, "heapline.0123": {}, "heapline.+5": {}, "heapline.-5": {},
 		"heapline.5.tmp": {}, "heapline.2147483648": {}, "heapline.99999999999": {}, "heapline.x": {}, "other.5": {},
 		"heapline.5.": {}, "heapline.5.0": {}, "heapline.5.012": {}, "heapline.5.1.2": {}, "heapline.5.18446744073709551616": {},
+		"heapline.5.1.0123456789abcdef": {5, 1}, "heapline.5.1.0123456789ABCDEF": {}, "heapline.5..0123456789abcdef": {},
+		"heapline.5.1.0123456789abcde": {}, "heapline.5.1.0123456789abcdef0": {}, "heapline.5.1.0123456789abcdeg": {},
+		"heapline.5.1.0123456789abcdef.1": {},
 	} {
 		pid, ns, ok := parseName(name)
 		if (named{pid, ns}) != want || ok != (want.pid != 0) {
