@@ -148,7 +148,7 @@ static int abandoned(int fd, const struct stat *st)
  * of another pid namespace's process) is written or removed. */
 static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, const char **why)
 {
-    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
         (st.st_mode & 0777) == 0600) {

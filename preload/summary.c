@@ -284,7 +284,7 @@ static const char *proc_path(char *buf, const char *prefix, uint64_t n, const ch
 static int live_region_of(const char *path, uint64_t pid, uint64_t ticks, uint64_t ns)
 {
     static struct hl_header h; /* static: a deep stack may be short at exit */
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     int ours = hl_region_header_of(fd, &h, pid);
