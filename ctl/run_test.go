@@ -340,6 +340,29 @@ func TestRunKilledChild(t *testing.T) {
 	}
 }
 
+// A Go program that exits normally ends with Go's own exit_group, which
+// runs nothing of the shim's: no summary, and its region stays. run
+// prints the counters the region holds and removes it, as the shim's
+// exit would have (it stayed on every run). heapctl is such a program.
+func TestRunGoProgram(t *testing.T) {
+	lib, goProg := testkit.Shim(t), testkit.Heapctl(t)
+	r := heapctl(t, "run", "--lib", lib, "--json", "--", goProg, "--version")
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	s := rgLastJSON(t, r.stdout)
+	if s.PID == 0 || s.Allocs == 0 || s.Exited {
+		t.Fatalf("summary %+v: want the Go program's counters, from its region", s)
+	}
+	if _, err := os.Lstat(region.Path(s.PID)); !os.IsNotExist(err) {
+		os.Remove(region.Path(s.PID))
+		t.Errorf("the region of the Go program, which exited, stays: %v", err)
+	}
+	if r.warned("its region stays") {
+		t.Error("warned that the region stays")
+	}
+}
+
 // A process of a nested pid namespace with the child's pid there writes
 // its summary under its namespace too: heapctl never takes it for the
 // child's. Here the child, a shell, is killed and writes none; the

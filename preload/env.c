@@ -84,13 +84,6 @@ static long long bytes(const char *s, long long lo, long long hi)
 static int path_setting(const char *name, const char *v, char *out, size_t cap, const char *instead)
 {
     size_t len = strlen(v), at = 0;
-    if (getauxval(AT_SECURE)) {
-        /* A setuid program would create or truncate any file the user
-         * names, with the program's rights (the shim can be preloaded
-         * system-wide, /etc/ld.so.preload). The loader's own rule. */
-        hl_say(name, " is ignored in a setuid or setgid program", instead, NULL);
-        return -1;
-    }
     if (v[0] != '/') {
         if (getcwd(out, cap - 2) == NULL) {
             hl_say(name, "=", v, ": cannot tell the working directory", instead, NULL);
@@ -224,9 +217,17 @@ static int read_environ_file(void)
     return 0;
 }
 
-/* The settings' one write, from boot. */
+/* The settings' one write, from boot. In a secure-execution process (a
+ * setuid or setgid program, or one with file capabilities: AT_SECURE,
+ * read from the auxiliary vector, not the environment) none is read: the
+ * environment is the user's, the rights are the program's, and the shim
+ * can be preloaded system-wide (/etc/ld.so.preload). The defaults
+ * count into the region and write the one line on the stderr the
+ * program was given, nowhere else (output.c). */
 void hl_config_read(void)
 {
+    if (getauxval(AT_SECURE))
+        return;
     if (read_environ_file() != 0) {
         /* no /proc: environ is set by the time anything but the loader calls */
         for (char **e = environ; e != NULL && *e != NULL; e++)

@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -39,6 +40,12 @@ void hl_stderr_note(void)
         err_dev = st.st_dev;
         err_ino = st.st_ino;
         err_state = 1;
+        /* A setuid program would open the path with its own rights, for
+         * a user who may not write there, and who also picks the line's
+         * argv[0] (a root-owned file gained a line so, once): no path,
+         * so the line goes to fd 2 itself or nowhere. */
+        if (getauxval(AT_SECURE))
+            return;
         /* Only a path can be opened again: a pipe or socket reads
          * "pipe:[123]", and one deleted since ends in " (deleted)", which
          * the inode check at exit turns away. */

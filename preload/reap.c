@@ -37,10 +37,12 @@
 
 struct dead {
     uint64_t seen;
-    char name[40];
+    uint64_t dev, ino; /* the file judged dead: only it is removed */
+    char name[64];     /* heapline.<pid>.<ns>.<16 hex digits> fits */
 };
 
-/* "heapline.<pid>" or "heapline.<pid>.<ns>": the pid, or 0. */
+/* "heapline.<pid>", "heapline.<pid>.<ns>" or
+ * "heapline.<pid>.<ns>.<random>" (region.c): the pid, or 0. */
 static pid_t pid_of(const char *name)
 {
     static const char prefix[] = "heapline.";
@@ -62,7 +64,7 @@ static uint64_t wall_ns(void)
 
 /* Open a candidate and check it is a dead region of ours: its fd, with
  * its stamp in *seen (stamped now if it had none), or -1. */
-static int open_dead(int dir, const char *name, pid_t pid, uint64_t ns, uint64_t *seen)
+static int open_dead(int dir, const char *name, pid_t pid, uint64_t ns, struct dead *out)
 {
     int fd = openat(dir, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
@@ -73,22 +75,32 @@ static int open_dead(int dir, const char *name, pid_t pid, uint64_t ns, uint64_t
         close(fd);
         return -1;
     }
-    *seen = h.dead_seen_ns;
-    if (*seen == 0) {
-        *seen = wall_ns();
-        (void)!pwrite(fd, seen, sizeof *seen, __builtin_offsetof(struct hl_header, dead_seen_ns));
+    out->seen = h.dead_seen_ns;
+    out->dev = st.st_dev;
+    out->ino = st.st_ino;
+    if (out->seen == 0) {
+        out->seen = wall_ns();
+        (void)!pwrite(fd, &out->seen, sizeof out->seen, __builtin_offsetof(struct hl_header, dead_seen_ns));
     }
     return fd;
 }
 
-static void remove_dead(int dir, const char *name, pid_t pid)
+/* Remove the file judged dead, if the name still holds it. In the
+ * sticky /dev/shm only its owner (us) or root can rename or remove it
+ * meanwhile; root's process (a setuid one) can also remove anyone's, so
+ * the name is checked to hold that very file, still ours, under the lock,
+ * right before the unlink. */
+static void remove_dead(int dir, const struct dead *d, pid_t pid)
 {
-    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    int fd = openat(dir, d->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return;
+    struct stat st, now;
     /* held: its process's next image is taking it over (region.c) */
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && kill(pid, 0) != 0 && errno == ESRCH)
-        unlinkat(dir, name, 0);
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && hl_region_file_ours(fd, &st) && st.st_dev == d->dev &&
+        st.st_ino == d->ino && fstatat(dir, d->name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == d->dev &&
+        now.st_ino == d->ino && kill(pid, 0) != 0 && errno == ESRCH)
+        unlinkat(dir, d->name, 0);
     close(fd); /* and with it the lock */
 }
 
@@ -108,11 +120,12 @@ void hl_reap_dead(uint64_t ns)
             pid_t pid = pid_of(d->d_name);
             if (pid == 0 || strlen(d->d_name) >= sizeof found[0].name || kill(pid, 0) == 0 || errno != ESRCH)
                 continue;
-            uint64_t seen;
-            int fd = open_dead(dir, d->d_name, pid, ns, &seen);
+            struct dead one;
+            int fd = open_dead(dir, d->d_name, pid, ns, &one);
             if (fd < 0)
                 continue;
             close(fd);
+            uint64_t seen = one.seen;
             /* keep the CANDIDATES newest: a full list drops its oldest */
             int at = n < CANDIDATES ? n++ : -1;
             if (at < 0) {
@@ -123,7 +136,7 @@ void hl_reap_dead(uint64_t ns)
                 if (found[at].seen > seen)
                     continue; /* older than all kept: next time */
             }
-            found[at].seen = seen;
+            found[at] = one;
             strcpy(found[at].name, d->d_name);
         }
     }
@@ -133,7 +146,7 @@ void hl_reap_dead(uint64_t ns)
         for (int i = 0; i < n; i++)
             if (found[i].name[0] != 0 && (old < 0 || found[i].seen < found[old].seen))
                 old = i;
-        remove_dead(dir, found[old].name, pid_of(found[old].name));
+        remove_dead(dir, &found[old], pid_of(found[old].name));
         found[old].name[0] = 0;
     }
     close(dir);

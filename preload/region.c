@@ -7,9 +7,12 @@
  * names this pid and this process's start time was left by an earlier image
  * of this very process (exec keeps the pid), and one with a pid but another
  * start time by a dead process whose pid we were given, unless its header
- * names another pid namespace: then the same pid is another process's, and
- * ours is /dev/shm/heapline.<pid>.<our pid namespace's inode>.
+ * names another pid namespace: then the same pid is another process's. A
+ * name taken by anything not ours sends us to the next name
+ * (hl_region_open): heapline.<pid>.<our pid namespace's inode>, then that
+ * and a random suffix.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -53,7 +56,10 @@ uint64_t hl_now_ns(void)
 
 static pid_t raw_getpid(void) { return (pid_t)syscall(SYS_getpid); }
 
-/* "/dev/shm/heapline.<pid>" into buf (at least 64 bytes), or with ns not 0
+/* A region's path, of any of the three forms (hl_region_open), with room. */
+#define HL_NAME_MAX 96
+
+/* "/dev/shm/heapline.<pid>" into buf (HL_NAME_MAX bytes), or with ns not 0
  * "/dev/shm/heapline.<pid>.<ns>": the name of a process whose pid is taken
  * by a process of another pid namespace sharing this /dev/shm. */
 static void region_path(char *buf, pid_t pid, uint64_t ns)
@@ -68,7 +74,7 @@ static void region_path(char *buf, pid_t pid, uint64_t ns)
     *p = 0;
 }
 
-static char region_file[64]; /* the name this image publishes under */
+static char region_file[HL_NAME_MAX]; /* the name this image publishes under */
 
 static const char *errno_text(int e)
 {
@@ -136,14 +142,13 @@ static int abandoned(int fd, const struct stat *st)
 }
 
 /* The name is taken. Take it over only if it is ours (see the top);
- * otherwise set *why and return -1, with *foreign set when it is the
- * region of another pid namespace's process: hl_region_open then tries a
- * name of our own. Anything else planted there (a symlink, a file that is
- * not a region, another user's file, which cannot be read to tell) leaves
- * the program unprofiled, with one line. */
-static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, const char **why, int *foreign)
+ * otherwise set *why and return -1: hl_region_open then tries a name of
+ * its own. Nothing else planted there (a symlink, a file that is not a
+ * region, another user's file, which cannot be read to tell, the region
+ * of another pid namespace's process) is written or removed. */
+static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, const char **why)
 {
-    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
         (st.st_mode & 0777) == 0600) {
@@ -194,7 +199,6 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
          * takes a name of its own (hl_region_open). */
         close(fd);
         *why = "the region of a process with this pid in another pid namespace is at that name";
-        *foreign = 1;
         return -1;
     }
     if (h.start_ticks == ticks) {
@@ -227,21 +231,84 @@ static int reserve(int fd, size_t len)
 
 /* Create the region's file at path, or take it over (take_over); set *why
  * when neither can be done. */
-static int open_name(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, const char **why, int *foreign)
+static int open_name(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, const char **why, int *taken)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST)
-        return take_over(path, pid, ticks, ns, why, foreign);
+    *taken = 0;
+    if (fd < 0 && errno == EEXIST) {
+        fd = take_over(path, pid, ticks, ns, why);
+        *taken = fd < 0;
+        return fd;
+    }
     if (fd < 0)
         *why = errno_text(errno);
     return fd;
 }
 
+/* 16 hex digits from the kernel's random pool, or from the clock where
+ * it has none (before 3.17); never from AT_RANDOM, which seeds the stack
+ * protector's canary: a name in /dev/shm is for all to read. */
+static char *random_hex(char *p)
+{
+    uint64_t v = 0;
+    if (syscall(SYS_getrandom, &v, sizeof v, 1 /* GRND_NONBLOCK */) != (long)sizeof v)
+        v = hl_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&v;
+    for (int i = 60; i >= 0; i -= 4)
+        *p++ = "0123456789abcdef"[(v >> i) & 15];
+    *p = 0;
+    return p;
+}
+
+/* Our earlier image's region (before exec) under a name of the third
+ * form, heapline.<pid>.<ns>.<random>, taken over as take_over takes one:
+ * its fd with the name in path, or -1. At most 16 such names are looked
+ * at: whoever planted the first two names may plant many of these. */
+static int earlier_image(char *path, pid_t pid, uint64_t ticks, uint64_t ns)
+{
+    char prefix[HL_NAME_MAX];
+    region_path(prefix, pid, ns);
+    size_t at = strlen(prefix);
+    prefix[at++] = '.';
+    prefix[at] = 0;
+    const char *base = prefix + sizeof "/dev/shm/" - 1;
+    size_t blen = at - (sizeof "/dev/shm/" - 1);
+    int dir = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return -1;
+    int fd = -1, looked = 0;
+    char buf[4096];
+    long got;
+    while (fd < 0 && looked < 16 && (got = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < got && fd < 0 && looked < 16;) {
+            struct dirent64 *d = (struct dirent64 *)(buf + off);
+            off += d->d_reclen;
+            if (strncmp(d->d_name, base, blen) != 0 || strlen(d->d_name + blen) != 16)
+                continue;
+            looked++;
+            memcpy(path, prefix, at);
+            memcpy(path + at, d->d_name + blen, 17);
+            const char *why;
+            fd = take_over(path, pid, ticks, ns, &why); /* ours, or left as it is */
+        }
+    }
+    close(dir);
+    return fd;
+}
+
 /* Create and map this process's region; 0 on success. On failure say why
- * in one line on stderr; the caller then runs the program unprofiled. */
+ * in one line on stderr; the caller then runs the program unprofiled.
+ *
+ * The name is the first of these that is free or ours (take_over):
+ * heapline.<pid>, then heapline.<pid>.<ns> (ns our pid namespace's inode),
+ * then heapline.<pid>.<ns>.<16 random hex digits>. The second is for a
+ * process of another pid namespace with our pid (the containers of one
+ * Kubernetes pod share /dev/shm, each with its pid 1); the third for
+ * names anyone could create ahead of us, for pids not yet given out, to
+ * keep those processes unprofiled: they cannot guess it. Readers look in
+ * the same order (ctl/internal/regions, inspectPID). */
 int hl_region_open(void)
 {
-    char path[64];
+    char path[HL_NAME_MAX];
     pid_t pid = raw_getpid();
     uint64_t ticks = hl_start_ticks(), ns = hl_pid_ns();
     region_path(path, pid, 0);
@@ -252,19 +319,28 @@ int hl_region_open(void)
         hl_say("/proc/self cannot be read (no /proc?): this process's start time and pid namespace are unknown; running unprofiled", NULL);
         return -1;
     }
+    /* First, and whether or not ours can be made: on a full /dev/shm
+     * the dead are what fills it. */
+    hl_reap_dead(ns);
 
     const char *why = NULL;
-    int foreign = 0;
-    int fd = open_name(path, pid, ticks, ns, &why, &foreign);
-    if (fd < 0 && foreign && ns != 0) {
-        /* A process of another pid namespace with our pid publishes under
-         * the name (the containers of one Kubernetes pod share /dev/shm,
-         * each with its pid 1): ours is that name and our namespace. */
-        char first[64];
+    int taken = 0;
+    int fd = open_name(path, pid, ticks, ns, &why, &taken);
+    if (fd < 0 && taken) {
+        char first[HL_NAME_MAX];
         const char *first_why = why;
         memcpy(first, path, sizeof first);
         region_path(path, pid, ns);
-        fd = open_name(path, pid, ticks, ns, &why, &foreign);
+        fd = open_name(path, pid, ticks, ns, &why, &taken);
+        if (fd < 0 && taken)
+            fd = earlier_image(path, pid, ticks, ns);
+        for (int i = 0; fd < 0 && taken && i < 4; i++) {
+            region_path(path, pid, ns);
+            size_t at = strlen(path);
+            path[at++] = '.';
+            random_hex(path + at);
+            fd = open_name(path, pid, ticks, ns, &why, &taken);
+        }
         if (fd < 0) {
             hl_say(first, ": ", first_why, "; ", path, ": ", why, "; running unprofiled", NULL);
             return -1;
@@ -327,7 +403,6 @@ int hl_region_open(void)
     memcpy(region_file, path, sizeof region_file);
     hl_region = r;
     hl_mapped_publish();
-    hl_reap_dead(ns);
     return 0;
 }
 

@@ -15,6 +15,8 @@
  * Byte figures round half to even, like Go's %.1f, so heapctl prints the
  * same line from the same counters (ctl/internal/report).
  */
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <string.h>
@@ -167,7 +169,7 @@ static void field_i64(struct buf *o, const char *name, int64_t v)
  * inode (a pid is a pid there: heapctl run names each image's file with
  * both, so that a process of a nested namespace with its child's pid never
  * takes the child's name), and %% by %. */
-static int open_output(const char *setting, pid_t pid, const char *what, const char *instead)
+static int open_output(const char *setting, pid_t pid, const char *what, const char *instead, int dump)
 {
     char path[600];
     size_t n = 0;
@@ -186,11 +188,38 @@ static int open_output(const char *setting, pid_t pid, const char *what, const c
         }
     }
     path[n] = 0;
-    /* O_NONBLOCK: a FIFO with no reader fails at once instead of holding
+    /* The file is created 0600 (the command line, and in a dump
+     * addresses) and never through a symlink: one planted in a shared
+     * directory (/tmp) would send the write to a file of the planter's
+     * choosing (fs.protected_symlinks is not on everywhere). The user
+     * asked to overwrite a file at that name only when it is their own:
+     * a regular file of our euid with no other link, truncated here, not
+     * at open, once checked. A summary may also go to a FIFO of ours or a
+     * terminal (a character device); a dump, only to a regular file.
+     * O_NONBLOCK: a FIFO with no reader fails at once instead of holding
      * the exit; hl_write_all waits for a slow one. */
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
-    if (fd < 0)
-        hl_say("cannot write the ", what, " to ", path, instead, NULL);
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC | O_NONBLOCK, 0600);
+    const char *why = fd >= 0 ? NULL : errno == ELOOP ? ": it is a symlink" : "";
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) != 0)
+        why = "";
+    else if (fd >= 0 && S_ISREG(st.st_mode)) {
+        if (st.st_uid != geteuid())
+            why = ": it is another user's file";
+        else if (st.st_nlink != 1)
+            why = ": it has another link";
+        else if (ftruncate(fd, 0) != 0 || (dump && fchmod(fd, 0600) != 0))
+            why = "";
+    } else if (fd >= 0 && (dump || !(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))))
+        why = ": not a regular file";
+    else if (fd >= 0 && S_ISFIFO(st.st_mode) && st.st_uid != geteuid())
+        why = ": it is another user's FIFO";
+    if (why != NULL) {
+        if (fd >= 0)
+            close(fd);
+        hl_say("cannot write the ", what, " to ", path, why, instead, NULL);
+        return -1;
+    }
     return fd;
 }
 
@@ -229,7 +258,7 @@ static void profile_write(void)
     struct hl_header *r = hl_region;
     if (hl_cfg->profile[0] == 0 || r->prof_offset == 0)
         return;
-    int fd = open_output(hl_cfg->profile, r->pid, "profile", "");
+    int fd = open_output(hl_cfg->profile, r->pid, "profile", "", 1);
     if (fd < 0)
         return;
     uint64_t at = 0, len = hl_region_len(), objects = r->prof_offset + (uint64_t)r->nstacks * sizeof(struct hl_stack);
@@ -292,12 +321,44 @@ static const char *proc_path(char *buf, const char *prefix, uint64_t n, const ch
 static int live_region_of(const char *path, uint64_t pid, uint64_t ticks, uint64_t ns)
 {
     static struct hl_header h; /* static: a deep stack may be short at exit */
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     int ours = hl_region_header_of(fd, &h, pid);
     close(fd);
     return ours && h.start_ticks == ticks && h.pid_ns == ns && !(__atomic_load_n(&h.flags, __ATOMIC_RELAXED) & HL_FLAG_EXITED);
+}
+
+/* A region of the third name form (region.c), "<path>.<16 hex digits>",
+ * is the live region of pid: at most 16 such names are looked at. */
+static int random_name_live(const char *path, uint64_t pid, uint64_t ticks, uint64_t ns)
+{
+    const char *base = path + sizeof "/dev/shm/" - 1;
+    size_t blen = strlen(base), plen = strlen(path);
+    char full[128];
+    int dir = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0 || plen + 18 > sizeof full) {
+        if (dir >= 0)
+            close(dir);
+        return 0;
+    }
+    int live = 0, looked = 0;
+    static char buf[4096]; /* static: a deep stack may be short at exit */
+    long got;
+    while (!live && looked < 16 && (got = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < got && !live && looked < 16;) {
+            struct dirent64 *d = (struct dirent64 *)(buf + off);
+            off += d->d_reclen;
+            if (strncmp(d->d_name, base, blen) != 0 || d->d_name[blen] != '.' || strlen(d->d_name + blen) != 17)
+                continue;
+            looked++;
+            memcpy(full, path, plen);
+            memcpy(full + plen, d->d_name + blen, 18);
+            live = live_region_of(full, pid, ticks, ns);
+        }
+    }
+    close(dir);
+    return live;
 }
 
 /* Our parent runs the shim. The parent is read through /proc: its pid
@@ -322,7 +383,9 @@ static int parent_runs_shim(void)
     proc_path(path, HL_PATH_PREFIX, ppid, ".");
     size_t at = strlen(path);
     proc_path(path + at, "", ns, "");
-    return live_region_of(path, ppid, ticks, ns);
+    if (live_region_of(path, ppid, ticks, ns))
+        return 1;
+    return random_name_live(path, ppid, ticks, ns);
 }
 
 void hl_summary_write(void)
@@ -454,7 +517,7 @@ void hl_summary_write(void)
         put_fixed(&o, elapsed, 1000000000u, 2);
         put(&o, " s\n");
     }
-    int fd = hl_cfg->output[0] ? open_output(hl_cfg->output, r->pid, "summary", "; writing it on stderr") : -1;
+    int fd = hl_cfg->output[0] ? open_output(hl_cfg->output, r->pid, "summary", "; writing it on stderr", 0) : -1;
     if (fd >= 0) {
         hl_write_all(fd, o.b, o.n);
         close(fd);

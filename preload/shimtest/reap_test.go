@@ -42,3 +42,30 @@ func TestDeadRegionsBounded(t *testing.T) {
 		t.Errorf("got\n%swant\n%s", got, want)
 	}
 }
+
+// A full /dev/shm is full of dead regions: they are reaped before the new
+// one is made, so it is made (and were it not, they would still be
+// reaped). A tmpfs of 16 MiB, 20 dead regions, the rest a filler file.
+func TestReapWhenFull(t *testing.T) {
+	testkit.NeedRoot(t, "to mount a tmpfs on /dev/shm in a private mount namespace")
+	script := `mount -t tmpfs -o size=16m tmpfs /dev/shm || exit 1
+		regions() { ls /dev/shm | grep -c '^heapline\.'; }
+		until_n() { i=0; while [ "$(regions)" -lt "$1" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; }
+		pids=""
+		for i in $(seq 20); do LD_PRELOAD="$HL_LIB" sleep 60 & pids="$pids $!"; done
+		until_n 20
+		kill -9 $pids; wait $pids 2>/dev/null
+		cat /dev/zero > /dev/shm/filler 2>/dev/null
+		echo "full $(regions)"
+		LD_PRELOAD="$HL_LIB" HEAPLINE_SUMMARY=0 /bin/true
+		echo "after one start $(regions)"`
+	cmd := exec.Command("unshare", "-m", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "HL_LIB="+testkit.Shim(t), "HEAPLINE_SUMMARY=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got, want := string(out), "full 20\nafter one start 16\n"; got != want {
+		t.Errorf("got\n%swant\n%s", got, want)
+	}
+}

@@ -68,9 +68,11 @@ type Child struct {
 	ended chan struct{}
 	end   time.Time
 	endNS uint64 // end on CLOCK_MONOTONIC
-	sigs  chan os.Signal
-	done  chan struct{}
-	log   *zap.Logger
+	// exited: the command ended by exiting, not by a signal (CLD_EXITED)
+	exited bool
+	sigs   chan os.Signal
+	done   chan struct{}
+	log    *zap.Logger
 }
 
 // Start starts the command. Its error is the command's failure to start,
@@ -150,6 +152,7 @@ func (c *Child) await() {
 	var info unix.Siginfo
 	for unix.Waitid(unix.P_PID, c.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
 	}
+	c.exited = info.Code == cldExited
 	c.end = time.Now()
 	var ts unix.Timespec
 	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
@@ -157,6 +160,10 @@ func (c *Child) await() {
 	}
 	close(c.ended)
 }
+
+// cldExited is CLD_EXITED (<signal.h>), the si_code of a child that
+// exited; x/sys/unix does not define it.
+const cldExited = 1
 
 // Ended is closed once the command has ended; it is not reaped until Wait.
 // Output the command wrote into a writer that is not a file (os/exec

@@ -81,10 +81,13 @@ func readFile(path string) (report.Summary, error) {
 
 // Own is the command's own exit summary, read once it has ended and
 // before Wait: the summary file, or failing that the counters its region
-// holds when it was killed. left says the second. The region a killed
-// command left stays, for `heapctl profile --peak PID` after an OOM kill,
-// until heapctl gc (or the shim's reap.c, past the 16 newest dead ones)
-// removes it.
+// holds when it was killed, or when it exited without the shim's exit
+// (a Go program: Go's runtime ends every process with its own exit_group
+// system call, so no atexit handler or destructor runs). left says the
+// second. The region a killed command left stays, for `heapctl profile
+// --peak PID` after an OOM kill, until heapctl gc (or the shim's reap.c,
+// past the 16 newest dead ones) removes it; one that exited goes once
+// read, as the shim's exit would have removed it.
 func (c *Child) Own() (s report.Summary, left bool, err error) {
 	if c.dir == "" {
 		return s, false, errors.New("started without the shim")
@@ -93,16 +96,17 @@ func (c *Child) Own() (s report.Summary, left bool, err error) {
 	if err == nil {
 		return s, false, nil
 	}
-	s, err = leftRegion(c.log, c.Pid, c.endNS, err)
+	s, err = leftRegion(c.log, c.Pid, c.endNS, c.exited, err)
 	return s, err == nil, err
 }
 
 // leftRegion is the fallback when the child wrote no summary: a child
 // killed by a signal leaves its region behind, holding its counters as they
-// were when it died. pid is a zombie, so a region that is not stale is the
-// child's own (same pid, same start time). why is returned when there is
-// no such region.
-func leftRegion(log *zap.Logger, pid int, endNS uint64, why error) (report.Summary, error) {
+// were when it died, and so does one that exited without the shim's exit
+// (exited; it is removed once read). pid is a zombie, so a region that is
+// not stale is the child's own (same pid, same start time). why is
+// returned when there is no such region.
+func leftRegion(log *zap.Logger, pid int, endNS uint64, exited bool, why error) (report.Summary, error) {
 	ent := regions.Inspect(pid)
 	switch {
 	case errors.Is(ent.Err, os.ErrNotExist):
@@ -112,10 +116,19 @@ func leftRegion(log *zap.Logger, pid int, endNS uint64, why error) (report.Summa
 	case ent.Err != nil:
 		return report.Summary{}, fmt.Errorf("%w; its region was unreadable: %v", why, ent.Err)
 	}
+	if endNS > ent.StartNS && ent.StartNS > 0 {
+		ent.Summary.ElapsedS = float64(endNS-ent.StartNS) / 1e9
+	}
+	if exited {
+		log.Info("the command exited without the shim's exit, as a Go program does: these are the counters it last published", zap.Int("pid", pid))
+		if err := regions.Remove(ent); err != nil {
+			log.Warn("removing the region of the command, which exited", zap.Error(err))
+		}
+		return ent.Summary, nil
+	}
 	// Its elapsed time stops at the death heapctl saw, for every later
 	// reader too.
 	if endNS > ent.StartNS && ent.StartNS > 0 {
-		ent.Summary.ElapsedS = float64(endNS-ent.StartNS) / 1e9
 		if err := regions.StampEnd(ent, endNS); err != nil {
 			log.Debug("the end time of the dead child's region", zap.Error(err))
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -83,7 +84,10 @@ func Read(pid int) (report.Summary, error) {
 
 // Inspect reads pid's region like Read and also says whether its process
 // is gone. Where a process of another pid namespace with the same pid
-// publishes under heapline.<pid>, ours is heapline.<pid>.<our namespace>.
+// publishes under heapline.<pid>, or a file not pid's region is there
+// (anyone may create one), ours is heapline.<pid>.<our namespace>, and
+// where that is taken too, that name and a random part. A detached region
+// (an earlier image's) gives way to one the process maps.
 // A process of a pid namespace below ours publishes under its pid there:
 // when pid has no live region of its own, that one is found through
 // NSpid. A region found is always pid's: Proc is pid.
@@ -91,18 +95,32 @@ func Inspect(pid int) Entry { return inspectPID(newLookup(), pid) }
 
 func inspectPID(l *lookup, pid int) Entry {
 	e := inspect(l, pid, 0, region.Path(pid))
-	if e.Err == nil && e.Proc == pid && !e.Stale {
+	if e.Err == nil && e.Proc == pid && !e.Stale && !e.Detached {
 		return e
 	}
 	var alt *Entry // heapline.<pid>.<our namespace>, if there is one
 	if l.own != 0 {
 		in := inspect(l, pid, l.own, pathNS(pid, l.own))
-		if in.Err == nil && !in.Stale {
+		if in.Err == nil && !in.Stale && !in.Detached {
 			return in
 		}
 		if !errors.Is(in.Err, fs.ErrNotExist) {
 			alt = &in
 		}
+		// Both names taken by files that are not pid's (anyone may
+		// create them ahead of a pid): the shim's third name,
+		// heapline.<pid>.<our namespace>.<16 random hex digits>.
+		names, _ := filepath.Glob(pathNS(pid, l.own) + ".*")
+		for _, name := range names {
+			if _, _, ok := parseName(filepath.Base(name)); ok {
+				if in := inspect(l, pid, l.own, name); in.Err == nil && !in.Stale && !in.Detached {
+					return in
+				}
+			}
+		}
+	}
+	if e.Err == nil && e.Proc == pid && !e.Stale {
+		return e // detached, and no image of pid publishes elsewhere
 	}
 	if p := l.proc(pid); len(p.NSpids) > 1 && l.ours {
 		inner, ns := p.NSpids[len(p.NSpids)-1], p.PidNS
@@ -223,15 +241,18 @@ func checkOwner(proc *procs.Snapshot, owner uint32) error {
 }
 
 // parseName returns the pid of a region file name heapline.<pid>, or
-// heapline.<pid>.<ns> (pathNS), in their canonical spelling only (no sign,
-// no leading zero), so Path and pathNS name the same file.
+// heapline.<pid>.<ns> (pathNS), or heapline.<pid>.<ns>.<16 hex digits>
+// (the shim's name when the other two are taken), in their canonical
+// spelling only (no sign, no leading zero), so Path and pathNS name the
+// same file.
 func parseName(name string) (pid int, ns uint64, ok bool) {
 	rest, ok := strings.CutPrefix(name, region.PathPrefix)
 	if !ok {
 		return 0, 0, false
 	}
 	digits, nsDigits, hasNS := strings.Cut(rest, ".")
-	if digits == "" || len(digits) > 10 {
+	nsDigits, random, hasRandom := strings.Cut(nsDigits, ".")
+	if digits == "" || len(digits) > 10 || hasRandom && !isRandom(random) {
 		return 0, 0, false
 	}
 	pid, err := strconv.Atoi(digits)
@@ -245,6 +266,12 @@ func parseName(name string) (pid int, ns uint64, ok bool) {
 		}
 	}
 	return pid, ns, true
+}
+
+// isRandom: the shim's random part of a region name, 16 lowercase hex
+// digits.
+func isRandom(s string) bool {
+	return len(s) == 16 && strings.Trim(s, "0123456789abcdef") == ""
 }
 
 // List returns every heapline.* file in region.Dir that the caller may read

@@ -127,6 +127,9 @@ func TestParseName(t *testing.T) {
 		"heapline.": {}, "heapline.0": {}, "heapline.0123": {}, "heapline.+5": {}, "heapline.-5": {},
 		"heapline.5.tmp": {}, "heapline.2147483648": {}, "heapline.99999999999": {}, "heapline.x": {}, "other.5": {},
 		"heapline.5.": {}, "heapline.5.0": {}, "heapline.5.012": {}, "heapline.5.1.2": {}, "heapline.5.18446744073709551616": {},
+		"heapline.5.1.0123456789abcdef": {5, 1}, "heapline.5.1.0123456789ABCDEF": {}, "heapline.5..0123456789abcdef": {},
+		"heapline.5.1.0123456789abcde": {}, "heapline.5.1.0123456789abcdef0": {}, "heapline.5.1.0123456789abcdeg": {},
+		"heapline.5.1.0123456789abcdef.1": {},
 	} {
 		pid, ns, ok := parseName(name)
 		if (named{pid, ns}) != want || ok != (want.pid != 0) {
@@ -395,5 +398,54 @@ func TestBadPID(t *testing.T) {
 		if e := Inspect(pid); !e.Stale {
 			t.Errorf("Inspect(%d): not stale", pid)
 		}
+	}
+}
+
+// The shim's third name, heapline.<pid>.<our namespace>.<16 hex digits>,
+// where the first two are taken by files that are not pid's: Inspect finds
+// the region there, List lists it under its pid, and gc removes it once
+// its process is gone.
+func TestThirdName(t *testing.T) {
+	regiontest.UseDir(t)
+	me, ns := os.Getpid(), ownPidNS()
+	if ns == 0 {
+		t.Skip("no pid namespace in /proc")
+	}
+	regiontest.Write(t, "heapline."+strconv.Itoa(me), []byte("planted"))
+	second := regiontest.Write(t, "heapline."+strconv.Itoa(me)+"."+strconv.FormatUint(ns, 10), []byte("planted"))
+	mine := regiontest.Sample(me)
+	mine.PidNS = ns
+	mine.StartTicks = ownStartTicks(t)
+	third := regiontest.Write(t, filepath.Base(second)+".0123456789abcdef", mine.Bytes())
+	regiontest.Map(t, third)
+	if e := Inspect(me); e.Err != nil || e.Stale || e.Detached || e.Path != third || e.Summary != regiontest.SampleWant(me) {
+		t.Errorf("Inspect(%d) = %s: stale %v detached %v err %v; want the region under the third name", me, e.Path, e.Stale, e.Detached, e.Err)
+	}
+
+	dead := testkit.DeadPID(t)
+	gone := regiontest.Sample(dead)
+	gone.PidNS = ns
+	goneName := "heapline." + strconv.Itoa(dead) + "." + strconv.FormatUint(ns, 10) + ".fedcba9876543210"
+	gonePath := regiontest.Write(t, goneName, gone.Bytes())
+	entries, err := List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]Entry{}
+	for _, e := range entries {
+		found[e.Path] = e
+	}
+	if e := found[third]; e.PID != me || e.Err != nil || e.Stale {
+		t.Errorf("List: %s as %+v, want pid %d, running", third, e, me)
+	}
+	if e := found[gonePath]; e.PID != dead || e.Err != nil || !e.Stale {
+		t.Errorf("List: %s as %+v, want pid %d, stale", gonePath, e, dead)
+	}
+	removed, _ := GC(false)
+	if len(removed) != 1 || removed[0].Path != gonePath {
+		t.Errorf("GC removed %v, want %s alone", removed, gonePath)
+	}
+	if _, err := os.Stat(third); err != nil {
+		t.Errorf("the live region under the third name: %v", err)
 	}
 }
