@@ -173,6 +173,9 @@ func readHeld(f *os.File, pid int) (region.Profile, report.Summary, error) {
 		return region.Profile{}, report.Summary{}, err
 	}
 	p, err := region.ParseProfile(b)
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		p.UID = int(sys.Uid) // whose process wrote it: what its symbols may be read as
+	}
 	return p, sum, err
 }
 

@@ -47,9 +47,13 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 		out.Comments = append(out.Comments, c)
 	}
 	b := builder{out: out, sym: sym, locs: map[uint64]*pprof.Location{}, funcs: map[[2]string]*pprof.Function{}, py: p.PyCodes}
-	b.mappings(p.Root, p.Objects)
+	var a *access
 	if sym != nil {
-		b.jit = readPerfMap(p.Root, p.PID)
+		a = newAccess(p)
+	}
+	b.mappings(a, p.Objects)
+	if sym != nil {
+		b.jit = readPerfMap(a, p.PID)
 	}
 	for _, s := range p.Stacks {
 		var locs []*pprof.Location
@@ -152,7 +156,7 @@ type mapped struct {
 // mapping is as /proc/pid/maps would show it (page-aligned start, limit
 // and file offset), so that pprof finds the segment again in the file
 // when it symbolises elsewhere.
-func (b *builder) mappings(root string, objs []region.Object) {
+func (b *builder) mappings(a *access, objs []region.Object) {
 	var ms []mapped
 	type loaded struct {
 		path string
@@ -162,7 +166,7 @@ func (b *builder) mappings(root string, objs []region.Object) {
 	for _, o := range objs {
 		var f *elfFile
 		if b.sym != nil {
-			if f = b.sym.file(root, o.Path); f.err != nil {
+			if f = b.sym.file(a, o); f.err != nil {
 				f = nil
 			}
 		}
