@@ -61,6 +61,9 @@ func pprofHandler(log *zap.Logger) http.Handler {
 			http.Error(w, "region of pid "+q+" unreadable", http.StatusInternalServerError)
 			return
 		}
+		if over := profile.Over(p); over != "" {
+			log.Warn("a profile over the bound", zap.Int("pid", pid), zap.String("cut", over))
+		}
 		var buf bytes.Buffer
 		if err := build(p, sym, time.Now()).Write(&buf); err != nil {
 			log.Error("encoding a profile", zap.Int("pid", pid), zap.Error(err))

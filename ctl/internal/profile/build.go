@@ -55,7 +55,8 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 	if sym != nil {
 		b.jit = readPerfMap(a, p.PID)
 	}
-	for _, s := range p.Stacks {
+	stacks, rest, cut := bound(p.Stacks)
+	for _, s := range stacks {
 		var locs []*pprof.Location
 		for _, ret := range s.Frames {
 			if _, _, ok := region.PyFrame(ret); ok {
@@ -70,14 +71,24 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 		b.sample(locs, s)
 	}
 	if o := p.Overflow; o.AllocObjects|o.AllocBytes|o.FreeObjects|o.FreeBytes|o.Samples != 0 {
-		f := &pprof.Function{ID: uint64(len(out.Function) + 1), Name: TableFull, SystemName: TableFull}
-		out.Function = append(out.Function, f)
-		l := &pprof.Location{ID: uint64(len(out.Location) + 1), Line: []pprof.Line{{Function: f}}}
-		out.Location = append(out.Location, l)
-		b.sample([]*pprof.Location{l}, o)
+		b.named(TableFull, o)
+	}
+	if cut > 0 {
+		out.Comments = append(out.Comments, cutNote(p, cut))
+		b.named(StacksCut, rest)
 	}
 	b.flags()
 	return out
+}
+
+// named adds the sample of s at a location of its own named name: the
+// totals of stacks that have none in the profile.
+func (b *builder) named(name string, s region.Stack) {
+	f := &pprof.Function{ID: uint64(len(b.out.Function) + 1), Name: name, SystemName: name}
+	b.out.Function = append(b.out.Function, f)
+	l := &pprof.Location{ID: uint64(len(b.out.Location) + 1), Line: []pprof.Line{{Function: f}}}
+	b.out.Location = append(b.out.Location, l)
+	b.sample([]*pprof.Location{l}, s)
 }
 
 // builder holds the tables of the profile being built.
