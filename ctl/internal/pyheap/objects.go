@@ -115,6 +115,16 @@ type walker struct {
 	gcBuf   [gcHead + gcObjRead]byte
 }
 
+// newWalker reads pid's objects of CPython version.
+func newWalker(pid int, version uint32) *walker {
+	w := &walker{pid: pid, ver: Version(version), types: map[uint64]*typeInfo{}, arenas: map[uint64][]byte{}}
+	w.strHead, w.strComp = 40, 56
+	if w.ver.minor() == 11 {
+		w.strHead, w.strComp = 48, 72
+	}
+	return w
+}
+
 func (w *walker) read(addr uint64, n int) ([]byte, bool) {
 	if addr < 4096 {
 		return nil, false
@@ -257,11 +267,7 @@ func (w *walker) sizeof(ti *typeInfo, b []byte) uint64 {
 // the arenas: those of more than 512 bytes, which pymalloc leaves to
 // malloc.
 func WalkObjects(pid int, version uint32, a region.PyArenas, roots GCRoots, release func()) (Objects, error) {
-	w := &walker{pid: pid, ver: Version(version), types: map[uint64]*typeInfo{}, arenas: map[uint64][]byte{}}
-	w.strHead, w.strComp = 40, 56
-	if w.ver.minor() == 11 {
-		w.strHead, w.strComp = 48, 72
-	}
+	w := newWalker(pid, version)
 	o := Objects{Lost: a.Lost}
 	start := time.Now()
 	for _, addr := range a.Addrs {
@@ -295,6 +301,22 @@ func WalkObjects(pid int, version uint32, a region.PyArenas, roots GCRoots, rele
 	release()
 	o.Arenas = len(w.arenas)
 
+	w.walkPools(&o, by)
+	for _, tc := range by {
+		o.Types = append(o.Types, *tc)
+	}
+	sort.Slice(o.Types, func(i, j int) bool {
+		if o.Types[i].Bytes != o.Types[j].Bytes {
+			return o.Types[i].Bytes > o.Types[j].Bytes
+		}
+		return o.Types[i].Type < o.Types[j].Type
+	})
+	return o, nil
+}
+
+// walkPools classifies every live block of the arenas read into by,
+// counting blocks into o.
+func (w *walker) walkPools(o *Objects, by map[string]*TypeCount) {
 	for addr, buf := range w.arenas {
 		for p := 0; p+PoolSize <= len(buf); p += PoolSize {
 			pool := buf[p : p+PoolSize]
@@ -339,16 +361,6 @@ func WalkObjects(pid int, version uint32, a region.PyArenas, roots GCRoots, rele
 			}
 		}
 	}
-	for _, tc := range by {
-		o.Types = append(o.Types, *tc)
-	}
-	sort.Slice(o.Types, func(i, j int) bool {
-		if o.Types[i].Bytes != o.Types[j].Bytes {
-			return o.Types[i].Bytes > o.Types[j].Bytes
-		}
-		return o.Types[i].Type < o.Types[j].Type
-	})
-	return o, nil
 }
 
 // fits: what the object holds inline fits in its block (a var-sized
