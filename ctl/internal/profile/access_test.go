@@ -171,9 +171,10 @@ func TestSymbolizeExecOnly(t *testing.T) {
 	}
 }
 
-// A gone process's region is read by its owner's rights: a symlink (to
-// the secret) is never followed, a program every user may read through
-// directories every user may enter is read.
+// A gone process's region is read by its owner's rights: a symlink to the
+// secret leads nowhere (its directory is root's), a program every user
+// may read through directories every user may enter is read, directly or
+// through a symlink.
 func TestSymbolizeGone(t *testing.T) {
 	uid := otherUser(t)
 	bin := secret(t)
@@ -201,6 +202,16 @@ func TestSymbolizeGone(t *testing.T) {
 	in.Objects[0].Path = pub
 	if s := names(roundTrip(t, Build(in, NewSymbolizer(), time.Now()))); !strings.Contains(s, "alloc_small") {
 		t.Errorf("a program anyone may read, unread: %s", s)
+	}
+	in.Objects[0].Path = link
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../"+filepath.Base(open)+"/sym", link); err != nil {
+		t.Fatal(err)
+	}
+	if s := names(roundTrip(t, Build(in, NewSymbolizer(), time.Now()))); !strings.Contains(s, "alloc_small") {
+		t.Errorf("a program anyone may read, through a relative symlink, unread: %s", s)
 	}
 	in.UID = -1 // an owner unknown is no one: what anyone may read still is
 	if s := names(roundTrip(t, Build(in, NewSymbolizer(), time.Now()))); !strings.Contains(s, "alloc_small") {

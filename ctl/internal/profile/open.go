@@ -19,18 +19,21 @@ import (
 // root. So a file is opened only as the process itself could have read
 // it:
 //   - while the process runs, only what it maps, at the address the region
-//     says: through /proc/PID/map_files/START-END (root), else through its
-//     root with openat2(RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS) (a reader of
-//     the same user), and only when the file's device and inode are those
+//     says: through /proc/PID/map_files/START-END (root), else by its path
+//     inside its root with openat2(RESOLVE_IN_ROOT) (a reader of the same
+//     user), and only when the file's device and inode are those
 //     /proc/PID/maps shows there, and the process's credentials may read it
 //     (an execute-only program is mapped, not readable);
-//   - once it is gone, by its path from the root, one component at a time
-//     without following a symlink, when the region's owner may search every
-//     directory and read the file by their modes (owner or other: its groups
-//     are gone with it); an unknown owner is no one's: other's bits.
-// Every file is first opened O_PATH, checked on its descriptor (a regular
-// file) and only then opened for reading through /proc/self/fd, so a
-// device or a FIFO is never opened.
+//   - once it is gone, by its path from the root, a component at a time,
+//     symlinks resolved here under the same checks, when the region's
+//     owner may search every directory and read the file by their modes
+//     (owner or other: its groups are gone with it); an unknown owner is
+//     no one's: other's bits.
+// Symlinks are followed because the loader names libraries through them
+// (/lib is usr/lib, libstdc++.so.6 a link to its version); what they
+// lead to is checked as any path is. Every file is first opened O_PATH,
+// checked on its descriptor (a regular file) and only then opened for
+// reading through /proc/self/fd, so a device or a FIFO is never opened.
 
 // access is whose rights bound what a profile's build opens.
 type access struct {
@@ -168,7 +171,7 @@ func (a *access) openObject(o region.Object) (*os.File, unix.Stat_t, error) {
 		return nil, unix.Stat_t{}, fmt.Errorf("%q: not a clean absolute path", o.Path)
 	}
 	if a.proc == "" {
-		return a.openGone(o.Path)
+		return a.openGone(o.Path, false)
 	}
 	var m *mapping
 	for i := range a.maps {
@@ -187,7 +190,7 @@ func (a *access) openObject(o region.Object) (*os.File, unix.Stat_t, error) {
 		fd, err = unix.Open(fmt.Sprintf("%s/map_files/%x-%x", a.proc, m.start, m.end), unix.O_PATH|unix.O_CLOEXEC, 0)
 	}
 	if fd < 0 {
-		fd, err = a.openInRoot(o.Path)
+		fd, err = a.openInRoot(o.Path, false)
 	}
 	if err != nil {
 		return nil, unix.Stat_t{}, fmt.Errorf("%s: %w", o.Path, err)
@@ -201,46 +204,133 @@ func (a *access) openObject(o region.Object) (*os.File, unix.Stat_t, error) {
 }
 
 // openInRoot opens path O_PATH inside the process's root: a symlink or a
-// ".." never leads out of it, nor anywhere.
-func (a *access) openInRoot(path string) (int, error) {
+// ".." never leads out of it. Symlinks are followed (the loader names
+// libraries by them: /lib is usr/lib, libstdc++.so.6 a link to its
+// version), but the file must then be the one the process maps; with
+// nofollow, not the last one.
+func (a *access) openInRoot(path string, nofollow bool) (int, error) {
 	root, err := unix.Open(a.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
 	}
 	defer unix.Close(root)
-	return unix.Openat2(root, path, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	flags := uint64(unix.O_PATH | unix.O_CLOEXEC)
+	if nofollow {
+		flags |= unix.O_NOFOLLOW
+	}
+	return unix.Openat2(root, path, &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
 }
 
-// openGone opens path for a process that is gone: from the root, a
-// component at a time, never through a symlink, each directory one the
-// owner may search.
-func (a *access) openGone(path string) (*os.File, unix.Stat_t, error) {
+// maxLinks bounds the symlinks one path may go through, as the kernel's
+// 40 (ELOOP).
+const maxLinks = 40
+
+// openGone opens path for a process that is gone, as its owner could
+// have: from the root, a component at a time, each directory one the
+// owner may search, symlinks resolved here (never by the kernel, which
+// would do it with our rights), never out of the root; with nofollow,
+// the last component must not be one.
+func (a *access) openGone(path string, nofollow bool) (*os.File, unix.Stat_t, error) {
 	root := a.root
 	if root == "" {
 		root = "/"
 	}
-	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, unix.Stat_t{}, err
 	}
-	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	for i, name := range parts {
+	defer unix.Close(rootFD)
+	var done []string // the directories resolved so far, from the root
+	todo := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	dir, err := unix.Dup(rootFD)
+	if err != nil {
+		return nil, unix.Stat_t{}, err
+	}
+	// cd reopens the directory at done from the root.
+	cd := func() error {
+		unix.Close(dir)
+		dir, err = unix.Dup(rootFD)
+		if err != nil {
+			return err
+		}
+		for _, name := range done {
+			next, err := unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			unix.Close(dir)
+			dir = next
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	links := 0
+	for len(todo) > 0 {
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) > 0 {
+				done = done[:len(done)-1]
+			}
+			if err := cd(); err != nil {
+				unix.Close(dir)
+				return nil, unix.Stat_t{}, fmt.Errorf("%s: %w", path, err)
+			}
+			continue
+		}
 		var st unix.Stat_t
 		if err := unix.Fstat(dir, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || !a.may(&st, 1) {
 			unix.Close(dir)
-			return nil, unix.Stat_t{}, fmt.Errorf("%s: %s is not a directory its owner may search", path, "/"+strings.Join(parts[:i], "/"))
+			return nil, unix.Stat_t{}, fmt.Errorf("%s: /%s is not a directory its owner may search", path, strings.Join(done, "/"))
 		}
 		next, err := unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(dir)
+		if err == nil {
+			err = unix.Fstat(next, &st)
+		}
 		if err != nil {
+			unix.Close(dir)
 			return nil, unix.Stat_t{}, fmt.Errorf("%s: %w", path, err)
 		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK && (len(todo) > 0 || !nofollow) {
+			unix.Close(next)
+			if links++; links > maxLinks {
+				unix.Close(dir)
+				return nil, unix.Stat_t{}, fmt.Errorf("%s: %w", path, unix.ELOOP)
+			}
+			target, err := readlinkat(dir, name)
+			if err != nil {
+				unix.Close(dir)
+				return nil, unix.Stat_t{}, fmt.Errorf("%s: %w", path, err)
+			}
+			todo = append(strings.Split(target, "/"), todo...)
+			if strings.HasPrefix(target, "/") {
+				done = nil
+				if err := cd(); err != nil {
+					unix.Close(dir)
+					return nil, unix.Stat_t{}, fmt.Errorf("%s: %w", path, err)
+				}
+			}
+			continue
+		}
+		unix.Close(dir)
 		dir = next
+		if len(todo) > 0 {
+			done = append(done, name)
+		}
 	}
 	return a.reopen(dir, path, nil)
+}
+
+// readlinkat reads the symlink name in dir.
+func readlinkat(dir int, name string) (string, error) {
+	b := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(dir, name, b)
+	if err != nil {
+		return "", err
+	}
+	return string(b[:n]), nil
 }
 
 // reopen checks the file of an O_PATH descriptor (which it closes), and
@@ -284,13 +374,13 @@ func (a *access) openPerfMap(pid int) (*os.File, unix.Stat_t, error) {
 	var st unix.Stat_t
 	var err error
 	if a.proc != "" {
-		fd, err := a.openInRoot(path)
+		fd, err := a.openInRoot(path, true)
 		if err != nil {
 			return nil, st, err
 		}
 		f, st, err = a.reopen(fd, path, nil)
 	} else {
-		f, st, err = a.openGone(path)
+		f, st, err = a.openGone(path, true)
 	}
 	if err != nil {
 		return nil, st, err

@@ -29,6 +29,33 @@ func seedArena() []byte {
 	return b
 }
 
+// seedMetaLoop is seedArena with its block's type at 0x2000 a ready type
+// whose type, at 0x3000, and that one's, at 0x3800, are metatypes that
+// are each other's type.
+func seedMetaLoop() []byte {
+	le := binary.LittleEndian
+	b := seedArena()
+	le.PutUint64(b[0x2000+offTpFlags:], flagReady)
+	le.PutUint64(b[0x2000+offObType:], fuzzArena+0x3000)
+	for _, m := range [][2]uint64{{0x3000, 0x3800}, {0x3800, 0x3000}} {
+		le.PutUint64(b[m[0]+offTpFlags:], flagReady|flagTypeSubclass)
+		le.PutUint64(b[m[0]+offObType:], fuzzArena+m[1])
+	}
+	return b
+}
+
+// Types that are each other's types, as a heap may say, end the walk:
+// the chain to `type` was followed without end, to a stack overflow.
+func TestWalkMetaLoop(t *testing.T) {
+	w := newWalker(-1, 0x030c0000)
+	w.arenas[fuzzArena] = seedMetaLoop()
+	var o Objects
+	w.walkPools(&o, map[string]*TypeCount{})
+	if o.Blocks != 1 || o.Unclassified != 1 {
+		t.Errorf("%d blocks, %d unclassified: want the one block, unclassified", o.Blocks, o.Unclassified)
+	}
+}
+
 // FuzzWalkArena feeds the object walk (pymalloc's pools, the types their
 // blocks point to, the GC lists) an arena of arbitrary bytes, the one
 // memory it reads: a process's heap, which its user writes and root may
@@ -40,6 +67,7 @@ func FuzzWalkArena(f *testing.F) {
 	for minor := range uint8(3) {
 		f.Add(seed, minor, uint16(0x100), uint16(8), uint16(0))
 	}
+	f.Add(seedMetaLoop(), uint8(1), uint16(0x100), uint16(8), uint16(0))
 	f.Add(seed[:PoolSize], uint8(0), uint16(0x100), uint16(8), uint16(0))
 	f.Add(seed[:poolHeader], uint8(1), uint16(0), uint16(0), uint16(0))
 	f.Add([]byte{}, uint8(2), uint16(0xffff), uint16(0xffff), uint16(0xffff))

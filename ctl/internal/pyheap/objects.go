@@ -186,10 +186,17 @@ func (w *walker) typeOf(t uint64) *typeInfo {
 	return ti
 }
 
+// metaDepth bounds the chain of types isMeta follows to find `type`: a
+// metaclass's metaclass is rare, and types that are each other's types
+// (a heap that says so) would be followed for ever.
+const metaDepth = 8
+
 // isMeta: m is `type` (the one object that is its own type) or a
 // metatype (a type of `type`'s whose instances are types).
-func (w *walker) isMeta(m uint64) bool {
-	if m == 0 {
+func (w *walker) isMeta(m uint64) bool { return w.isMetaAt(m, metaDepth) }
+
+func (w *walker) isMetaAt(m uint64, depth int) bool {
+	if m == 0 || depth == 0 {
 		return false
 	}
 	if w.typeTy != 0 {
@@ -212,7 +219,7 @@ func (w *walker) isMeta(m uint64) bool {
 		return m == w.typeTy
 	}
 	if w.typeTy == 0 {
-		w.isMeta(mm) // finds `type`
+		w.isMetaAt(mm, depth-1) // finds `type`
 	}
 	return mm == w.typeTy
 }
