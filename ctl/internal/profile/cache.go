@@ -20,9 +20,13 @@ type Symbolizer struct {
 }
 
 // CacheBytes bounds what a Symbolizer keeps: a few large programs' tables
-// (libc's with its debug file: 9 MiB), or hundreds of small ones. A file
-// whose tables are larger is parsed for each profile that needs it.
-const CacheBytes = 64 << 20
+// (libc's with its debug file's lines: 4.6 MiB; heapctl's own: 23 MiB),
+// or hundreds of small ones. A file whose tables are larger is parsed for
+// each profile that needs it. At 64 MiB, export's RSS passed 200 MiB
+// (203 MiB, its peak 211) partway through requests on distinct libraries
+// of 200,000 functions each (bench/symbolizer.sh): the garbage collector
+// lets the heap grow to twice what is live.
+const CacheBytes = 32 << 20
 
 // fileKey names a file as it is now: a program rebuilt at the same path is
 // another file, and one file seen through two paths (a process's
