@@ -10,7 +10,10 @@
 #           distinct library with a real .symtab of SYMS functions
 #           (default 200000, 4.8 MB of table): export's RSS after;
 #   stacks: one request on a region of HEAPLINE_STACKS=65536 stacks, all
-#           used (36 frames deep): its time and the peak RSS's rise.
+#           used (about 20 frames deep, through a handful of call sites:
+#           the region's read, more than the frames' names): its time and
+#           the peak RSS's rise. TestBuildBound holds the profile of 65536
+#           stacks of distinct addresses within MaxStacks and MaxFrames.
 # HEAPCTL=path measures another build (e.g. main's, for the figures
 # before).
 #
