@@ -116,6 +116,9 @@ func pprofHandlerAuth(log *zap.Logger, authenticated func(*http.Request) bool) h
 			return
 		}
 		p.Command = metrics.ProgramName(p.Command)
+		if over := profile.Over(p); over != "" {
+			log.Warn("a profile over the bound", zap.Int("pid", pid), zap.String("cut", over))
+		}
 		var buf bytes.Buffer
 		if err := build(p, sym, time.Now()).Write(&buf); err != nil {
 			log.Error("encoding a profile", zap.Int("pid", pid), zap.Error(err))

@@ -85,6 +85,9 @@ func writeProfile(e *env, args []string, from, output string, peak bool) error {
 		}
 		p = prof
 	}
+	if over := profile.Over(p); over != "" {
+		e.log.Warn("a profile over the bound", zap.Int("pid", p.PID), zap.String("cut", over))
+	}
 	build, what := profile.Build, ""
 	if peak {
 		build, what = profile.BuildPeak, ", at the peak"

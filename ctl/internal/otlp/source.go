@@ -148,6 +148,10 @@ func (s *Source) process(k Key, p region.Profile, elapsed float64, pid int, runn
 		proc.Peak = profile.BuildPeak(p, s.sym, now)
 	}
 	n, ok := s.names[k]
+	if over := profile.Over(p); over != "" && !ok {
+		// Once a process: each push cuts it alike.
+		s.Log.Warn("a profile over the bound", zap.Int("pid", k.PID), zap.String("cut", over))
+	}
 	if !ok || running {
 		a, b, c := identify(pid, running, heap.Mapping)
 		n = [3]string{a, b, c}
@@ -175,6 +179,9 @@ func readHeld(f *os.File, pid int) (region.Profile, report.Summary, error) {
 		return region.Profile{}, report.Summary{}, err
 	}
 	p, err := region.ParseProfile(b)
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		p.UID = int(sys.Uid) // whose process wrote it: what its symbols may be read as
+	}
 	return p, sum, err
 }
 

@@ -50,11 +50,16 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 		out.Comments = append(out.Comments, c)
 	}
 	b := builder{out: out, sym: sym, locs: map[uint64]*pprof.Location{}, funcs: map[[2]string]*pprof.Function{}, py: p.PyCodes}
-	b.mappings(p.Root, p.Command, p.Objects)
+	var a *access
 	if sym != nil {
-		b.jit = readPerfMap(p.Root, p.PID)
+		a = newAccess(p)
 	}
-	for _, s := range p.Stacks {
+	b.mappings(a, p.Root, p.Command, p.Objects)
+	if sym != nil {
+		b.jit = readPerfMap(a, p.PID)
+	}
+	stacks, rest, cut := bound(p.Stacks)
+	for _, s := range stacks {
 		var locs []*pprof.Location
 		for _, ret := range s.Frames {
 			if _, _, ok := region.PyFrame(ret); ok {
@@ -69,14 +74,24 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 		b.sample(locs, s)
 	}
 	if o := p.Overflow; o.AllocObjects|o.AllocBytes|o.FreeObjects|o.FreeBytes|o.Samples != 0 {
-		f := &pprof.Function{ID: uint64(len(out.Function) + 1), Name: TableFull, SystemName: TableFull}
-		out.Function = append(out.Function, f)
-		l := &pprof.Location{ID: uint64(len(out.Location) + 1), Line: []pprof.Line{{Function: f}}}
-		out.Location = append(out.Location, l)
-		b.sample([]*pprof.Location{l}, o)
+		b.named(TableFull, o)
+	}
+	if cut > 0 {
+		out.Comments = append(out.Comments, cutNote(p, cut))
+		b.named(StacksCut, rest)
 	}
 	b.flags()
 	return out
+}
+
+// named adds the sample of s at a location of its own named name: the
+// totals of stacks that have none in the profile.
+func (b *builder) named(name string, s region.Stack) {
+	f := &pprof.Function{ID: uint64(len(b.out.Function) + 1), Name: name, SystemName: name}
+	b.out.Function = append(b.out.Function, f)
+	l := &pprof.Location{ID: uint64(len(b.out.Location) + 1), Line: []pprof.Line{{Function: f}}}
+	b.out.Location = append(b.out.Location, l)
+	b.sample([]*pprof.Location{l}, s)
 }
 
 // builder holds the tables of the profile being built.
@@ -156,7 +171,7 @@ type mapped struct {
 // mapping is as /proc/pid/maps would show it (page-aligned start, limit
 // and file offset), so that pprof finds the segment again in the file
 // when it symbolises elsewhere.
-func (b *builder) mappings(root, command string, objs []region.Object) {
+func (b *builder) mappings(a *access, root, command string, objs []region.Object) {
 	var ms []mapped
 	type loaded struct {
 		path string
@@ -166,7 +181,7 @@ func (b *builder) mappings(root, command string, objs []region.Object) {
 	for _, o := range objs {
 		var f *elfFile
 		if b.sym != nil {
-			if f = b.sym.file(root, o.Path); f.err != nil {
+			if f = b.sym.file(a, o); f.err != nil {
 				f = nil
 			}
 		}

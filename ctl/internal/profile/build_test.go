@@ -341,9 +341,9 @@ func TestSymbolizeRoot(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(root, "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := NewSymbolizer()
+	s, a := NewSymbolizer(), newAccess(in)
 	for _, path := range []string{"/srv/../srv/sym", "srv/sym", "/fifo", "/srv"} {
-		if f := s.file(root, path); f.err == nil {
+		if f := s.file(a, region.Object{Path: path}); f.err == nil {
 			t.Errorf("%s read", path)
 		}
 	}
@@ -413,5 +413,49 @@ func TestBuildPythonUnknown(t *testing.T) {
 	}
 	if p := Build(region.Profile{PID: 1, SampleRate: 1, PyVersion: 0x030c01f0, PyFlags: region.PyFlagFrames}, nil, time.Unix(0, 0)); len(p.Comments) != 1 {
 		t.Errorf("a version read: comments %q, want none of Python", p.Comments)
+	}
+}
+
+// A region of the largest stack table (HEAPLINE_STACKS=65536, every stack
+// full) makes a profile within MaxStacks and MaxFrames: the heaviest
+// stacks in bytes in use, the others one sample named StacksCut, the
+// totals unchanged, a comment naming the process.
+func TestBuildBound(t *testing.T) {
+	in := region.Profile{PID: 4711, Command: "big", SampleRate: 1 << 19}
+	var total [4]int64
+	for i := range 65536 {
+		frames := make([]uint64, region.StackFrames)
+		for j := range frames {
+			frames[j] = uint64(0x10000 + i*region.StackFrames + j)
+		}
+		s := region.Stack{Frames: frames, AllocObjects: w, AllocBytes: uint64(i + 1), Samples: 1}
+		in.Stacks = append(in.Stacks, s)
+		total[0], total[1], total[2], total[3] = total[0]+1, total[1]+int64(i+1), total[2]+1, total[3]+int64(i+1)
+	}
+	if Over(in) == "" {
+		t.Fatal("Over: no warning for 65536 full stacks")
+	}
+	p := roundTrip(t, Build(in, nil, time.Now()))
+	frames, cut := 0, 0
+	var got [4]int64
+	for _, s := range p.Sample {
+		frames += len(s.Location)
+		for i := range got {
+			got[i] += s.Value[i]
+		}
+		if l := s.Location[0]; len(l.Line) > 0 && l.Line[0].Function.Name == StacksCut {
+			cut++
+		} else if s.Value[3] <= 65536-MaxFrames/region.StackFrames {
+			t.Errorf("a stack of %d bytes in use kept: not among the heaviest", s.Value[3])
+		}
+	}
+	if len(p.Sample) != MaxFrames/region.StackFrames+1 || cut != 1 || frames > MaxFrames+1 {
+		t.Errorf("%d samples, %d cut, %d frames: want %d stacks and one cut, at most %d frames", len(p.Sample), cut, frames, MaxFrames/region.StackFrames, MaxFrames)
+	}
+	if got != total {
+		t.Errorf("totals %v, want %v", got, total)
+	}
+	if c := strings.Join(p.Comments, "\n"); !strings.Contains(c, "pid 4711 (big)") || !strings.Contains(c, StacksCut) {
+		t.Errorf("comments %q: nothing says what was cut", c)
 	}
 }

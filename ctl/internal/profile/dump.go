@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
@@ -29,6 +30,11 @@ func ReadDump(path string) (region.Profile, error) {
 		return region.Profile{}, fmt.Errorf("%s is not a heapline dump: it does not start with a region's magic (HEAPLINE_PROFILE=FILE writes one at exit)", path)
 	}
 	p, err := region.ParseProfile(b)
+	if st, serr := f.Stat(); serr == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			p.UID = int(sys.Uid) // the writer: a dump's header is its word
+		}
+	}
 	if errors.Is(err, region.ErrNoProfile) {
 		return p, fmt.Errorf("%s: the process took no samples (HEAPLINE_SAMPLE=0): no profile to write", path)
 	}

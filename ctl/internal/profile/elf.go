@@ -1,43 +1,30 @@
 package profile
 
 import (
+	"bufio"
+	"bytes"
 	"debug/dwarf"
 	"debug/elf"
 	"debug/gosym"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
+
+	"github.com/heapline/heapline/ctl/internal/region"
 )
 
 // DebugDir is where separate debug files are found by build ID
 // (DebugDir/.build-id/xx/yyyy.debug), as gdb looks for them: Debian's
 // -dbgsym packages install there. A variable for tests.
 var DebugDir = "/usr/lib/debug"
-
-// Symbolizer resolves addresses in loaded objects to functions and lines
-// from their ELF files, reading each file once. It is safe for concurrent
-// use (export serves several requests at a time).
-type Symbolizer struct {
-	mu    sync.Mutex
-	files map[fileKey]*elfFile
-}
-
-// fileKey names a file as it is now: a program rebuilt at the same path is
-// another file, and one file seen through two paths (a process's
-// /proc/<pid>/root, or not) is one.
-type fileKey struct {
-	dev, ino      uint64
-	size, mtimeNS int64
-}
-
-// NewSymbolizer returns an empty cache.
-func NewSymbolizer() *Symbolizer { return &Symbolizer{files: map[fileKey]*elfFile{}} }
 
 // elfFile is what a profile needs of one ELF file. err is set when the
 // file could not be read as ELF: its addresses stay unsymbolised.
@@ -47,66 +34,101 @@ type elfFile struct {
 	execs   []elf.ProgHeader // every executable PT_LOAD, in file order
 	isMain  bool             // has PT_INTERP: a program, not a library
 	syms    []symbol         // functions, sorted by address
+	names   []byte           // the symbols' names, NUL-terminated (symbol.name)
 	lines   *lineTable       // nil without DWARF line information
-
-	mu sync.Mutex // guards lines' readers, which keep a position
 }
 
 type symbol struct {
 	addr, size uint64
-	name       string
+	name       uint32 // offset in elfFile.names
 }
 
-// file returns the parsed ELF file at path, seen from root (a running
-// process's /proc/<pid>/root) when root has it, from the cache when the
-// file is unchanged. A file that cannot be read is cached too, with its
-// error. The path comes from a region, which anyone may have written: only
-// a clean absolute path to a regular file is read.
-func (s *Symbolizer) file(root, path string) *elfFile {
-	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
-		return &elfFile{err: fmt.Errorf("%q: not a clean absolute path", path)}
+// What one object may cost, whatever its headers claim: a file is read
+// only within its size, and within these. They hold the largest programs
+// we know with room to spare (a node binary: 130k functions, a 9 MiB
+// string table; libc's debug file: 24 MiB of DWARF); a file over one is
+// read without what it bounds (its .symtab over maxSymtab: its .dynsym).
+const (
+	maxSections  = 1 << 16  // section headers
+	maxProgs     = 1 << 12  // program headers
+	maxShstrtab  = 1 << 20  // bytes of section names
+	maxNote      = 1 << 16  // bytes of a note section or segment
+	maxSymtab    = 1 << 23  // entries of a symbol table read (192 MiB of ELF64 entries, streamed)
+	maxSymbols   = 1 << 20  // functions kept of one object
+	maxStrtab    = 32 << 20 // bytes of a symbol table's names, and of all names kept
+	maxPclntab   = 32 << 20 // bytes of a Go program's .gopclntab
+	maxGoData    = 16 << 20 // bytes of a writable section searched for Go's moduledata
+	maxDWARF     = 64 << 20 // bytes of DWARF sections, all together
+	maxLineRows  = 1 << 21  // address ranges of the line table
+	maxNameBytes = 4 << 10  // a function's name is cut there
+)
+
+// name is the name of symbol s.
+func (f *elfFile) name(s symbol) string { return cString(f.names, int(s.name)) }
+
+func cString(b []byte, off int) string {
+	if off < 0 || off >= len(b) {
+		return ""
 	}
-	if root != "" {
-		if _, err := os.Stat(root + path); err == nil {
-			path = root + path
+	b = b[off:min(len(b), off+maxNameBytes)]
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+// cost is what the cache counts of f: its tables' bytes.
+func (f *elfFile) cost() int64 {
+	n := int64(256 + len(f.names) + 24*len(f.syms) + 64*len(f.execs))
+	if f.lines != nil {
+		n += int64(24 * len(f.lines.rows))
+		for _, s := range f.lines.files {
+			n += int64(16 + len(s))
 		}
 	}
-	fd, k, err := openRegular(path)
+	return n
+}
+
+// file returns the parsed ELF file of object o, opened as a allows (see
+// open.go), from the cache when the file is unchanged. A file that cannot
+// be opened has only its error; one that cannot be parsed is cached with
+// its error.
+func (s *Symbolizer) file(a *access, o region.Object) *elfFile {
+	fd, st, err := a.openObject(o)
 	if err != nil {
 		return &elfFile{err: err}
 	}
 	defer fd.Close()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f, ok := s.files[k]; ok {
-		return f
-	}
-	f := readELF(fd)
-	s.files[k] = f
-	return f
+	k := fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtimeNS: st.Mtim.Nano()}
+	return s.get(k, func() *elfFile { return readELF(fd, st.Size) })
 }
 
 // openRegular opens path for reading if it is a regular file; a FIFO
 // would block the open or the read (O_NONBLOCK), a device is never ELF.
-func openRegular(path string) (*os.File, fileKey, error) {
-	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+// It follows symlinks: it reads only DebugDir, root's own files.
+func openRegular(path string) (*os.File, int64, error) {
+	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fileKey{}, err
+		return nil, 0, err
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(fd.Fd()), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		fd.Close()
-		return nil, fileKey{}, fmt.Errorf("%s: not a regular file", path)
+		return nil, 0, fmt.Errorf("%s: not a regular file", path)
 	}
-	return fd, fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtimeNS: st.Mtim.Nano()}, nil
+	return fd, st.Size, nil
 }
 
-func readELF(fd *os.File) *elfFile {
-	ef, err := elf.NewFile(fd)
+// readELF parses the ELF file r of size bytes, within the bounds above.
+func readELF(r io.ReaderAt, size int64) *elfFile {
+	if err := checkHeaders(r, size); err != nil {
+		return &elfFile{err: err}
+	}
+	ef, err := elf.NewFile(r)
 	if err != nil {
 		return &elfFile{err: err}
 	}
-	f := &elfFile{buildID: buildID(ef), isMain: isProgram(ef)}
+	f := &elfFile{buildID: buildID(ef, size), isMain: isProgram(ef)}
 	// All of them: node's first executable segment is 8 KiB of PLT, its
 	// code in the second, and a linker script may make any number.
 	for _, p := range ef.Progs {
@@ -120,17 +142,19 @@ func readELF(fd *os.File) *elfFile {
 	// Symbols and lines: the file's own .symtab and DWARF, else those of
 	// its separate debug file, else the exported .dynsym of a stripped
 	// library.
-	f.syms = symbols(ef.Symbols)
-	f.lines = newLineTable(ef)
+	f.syms, f.names = symbols(ef, elf.SHT_SYMTAB, size)
+	f.lines = newLineTable(ef, size)
 	if (f.syms == nil || f.lines == nil) && len(f.buildID) > 2 {
 		dbg := filepath.Join(DebugDir, ".build-id", f.buildID[:2], f.buildID[2:]+".debug")
-		if dfd, _, err := openRegular(dbg); err == nil {
-			if df, err := elf.NewFile(dfd); err == nil {
-				if f.syms == nil {
-					f.syms = symbols(df.Symbols)
-				}
-				if f.lines == nil {
-					f.lines = newLineTable(df)
+		if dfd, dsize, err := openRegular(dbg); err == nil {
+			if checkHeaders(dfd, dsize) == nil {
+				if df, err := elf.NewFile(dfd); err == nil {
+					if f.syms == nil {
+						f.syms, f.names = symbols(df, elf.SHT_SYMTAB, dsize)
+					}
+					if f.lines == nil {
+						f.lines = newLineTable(df, dsize)
+					}
 				}
 			}
 			dfd.Close()
@@ -139,25 +163,132 @@ func readELF(fd *os.File) *elfFile {
 	if f.syms == nil {
 		// A stripped Go program still has its pclntab: Go's functions,
 		// beside the C ones its .dynsym exports.
-		f.syms = sortSymbols(append(goSymbols(ef), symbols(ef.DynamicSymbols)...))
+		f.syms, f.names = symbols(ef, elf.SHT_DYNSYM, size)
+		f.syms, f.names = goSymbols(ef, size, f.syms, f.names)
+		f.syms = sortSymbols(f.syms, f.names)
 	}
 	return f
 }
 
-// goSymbols returns the functions of a Go program's .gopclntab
-// (debug/gosym), nil if it has none. Its entries count from runtime.text,
+// checkHeaders bounds what debug/elf reads whole before anything else:
+// the section and program header tables and the section names, each
+// inside the file and under its cap.
+func checkHeaders(r io.ReaderAt, size int64) error {
+	var h [64]byte
+	if size < 52 {
+		return errors.New("too short for ELF")
+	}
+	if _, err := r.ReadAt(h[:min(int64(len(h)), size)], 0); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	if string(h[:4]) != elf.ELFMAG {
+		return errors.New("not ELF")
+	}
+	var bo binary.ByteOrder = binary.LittleEndian
+	if elf.Data(h[elf.EI_DATA]) == elf.ELFDATA2MSB {
+		bo = binary.BigEndian
+	}
+	var phoff, shoff uint64
+	var phnum, shnum, shentsize, shstrndx uint64
+	is64 := elf.Class(h[elf.EI_CLASS]) == elf.ELFCLASS64
+	if is64 {
+		if size < 64 {
+			return errors.New("too short for ELF64")
+		}
+		phoff, shoff = bo.Uint64(h[32:]), bo.Uint64(h[40:])
+		phnum, shentsize, shnum, shstrndx = uint64(bo.Uint16(h[56:])), uint64(bo.Uint16(h[58:])), uint64(bo.Uint16(h[60:])), uint64(bo.Uint16(h[62:]))
+	} else {
+		phoff, shoff = uint64(bo.Uint32(h[28:])), uint64(bo.Uint32(h[32:]))
+		phnum, shentsize, shnum, shstrndx = uint64(bo.Uint16(h[44:])), uint64(bo.Uint16(h[46:])), uint64(bo.Uint16(h[48:])), uint64(bo.Uint16(h[50:]))
+	}
+	in := func(off, n uint64) bool { return off <= uint64(size) && n <= uint64(size)-off }
+	phent := uint64(32)
+	if is64 {
+		phent = 56
+	}
+	if phnum >= maxProgs || !in(phoff, phnum*phent) {
+		return fmt.Errorf("%d program headers at %#x: beyond the file or the cap of %d", phnum, phoff, maxProgs)
+	}
+	if shoff == 0 {
+		return nil
+	}
+	if shentsize < 40 || shentsize > 64 {
+		return fmt.Errorf("section header size %d", shentsize)
+	}
+	sh := make([]byte, shentsize)
+	section := func(i uint64) (off, n uint64, link uint32, err error) {
+		if _, err := r.ReadAt(sh, int64(shoff+i*shentsize)); err != nil {
+			return 0, 0, 0, err
+		}
+		if is64 {
+			return bo.Uint64(sh[24:]), bo.Uint64(sh[32:]), bo.Uint32(sh[40:]), nil
+		}
+		return uint64(bo.Uint32(sh[16:])), uint64(bo.Uint32(sh[20:])), bo.Uint32(sh[24:]), nil
+	}
+	if !in(shoff, shentsize) {
+		return fmt.Errorf("section headers at %#x beyond the file", shoff)
+	}
+	if shnum == 0 || shstrndx == uint64(elf.SHN_XINDEX) {
+		// Extended numbering: the counts are in section 0.
+		_, n, link, err := section(0)
+		if err != nil {
+			return err
+		}
+		if shnum == 0 {
+			shnum = n
+		}
+		if shstrndx == uint64(elf.SHN_XINDEX) {
+			shstrndx = uint64(link)
+		}
+	}
+	if shnum > maxSections || !in(shoff, shnum*shentsize) {
+		return fmt.Errorf("%d section headers at %#x: beyond the file or the cap of %d", shnum, shoff, maxSections)
+	}
+	if shstrndx != 0 && shstrndx < shnum {
+		off, n, _, err := section(shstrndx)
+		if err != nil {
+			return err
+		}
+		if n > maxShstrtab || !in(off, n) {
+			return fmt.Errorf("section names: %d bytes at %#x, beyond the file or the cap of %d", n, off, maxShstrtab)
+		}
+	}
+	return nil
+}
+
+// inFile says whether sec's bytes are all in the file, uncompressed, and
+// at most max of them.
+func inFile(sec *elf.Section, size int64, max uint64) bool {
+	return sec != nil && sec.Type != elf.SHT_NOBITS && sec.Flags&elf.SHF_COMPRESSED == 0 &&
+		sec.Size <= max && sec.Offset <= uint64(size) && sec.Size <= uint64(size)-sec.Offset
+}
+
+// data reads sec whole when inFile allows it.
+func data(sec *elf.Section, size int64, max uint64) ([]byte, bool) {
+	if !inFile(sec, size, max) {
+		return nil, false
+	}
+	b := make([]byte, sec.Size)
+	if _, err := sec.ReadAt(b, 0); err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// goSymbols adds the functions of a Go program's .gopclntab (debug/gosym)
+// to syms, their names to names. Its entries count from runtime.text,
 // which gosym must be given: the table's header has it from Go 1.18 on,
 // but as 0 where the linker left it to a relocation, and .text's start is
 // it only when no C code comes first, as it does with cgo's external
 // linking. runtime's moduledata has it too (goText).
-func goSymbols(ef *elf.File) []symbol {
+func goSymbols(ef *elf.File, size int64, syms []symbol, names []byte) ([]symbol, []byte) {
 	sec, text := ef.Section(".gopclntab"), ef.Section(".text")
 	if sec == nil || text == nil {
-		return nil
+		return syms, names
 	}
-	data, err := sec.Data()
-	if err != nil {
-		return nil
+	data, ok := data(sec, size, maxPclntab)
+	if !ok {
+		return syms, names
 	}
 	start := text.Addr
 	if len(data) >= 32 && data[7] == 8 {
@@ -165,22 +296,25 @@ func goSymbols(ef *elf.File) []symbol {
 		case 0xfffffff0, 0xfffffff1: // Go 1.18, 1.20 on
 			if ts := ef.ByteOrder.Uint64(data[24:]); ts != 0 {
 				start = ts
-			} else if ts, ok := goText(ef, sec.Addr, text); ok {
+			} else if ts, ok := goText(ef, size, sec.Addr, text); ok {
 				start = ts
 			}
 		}
 	}
 	t, err := gosym.NewTable(nil, gosym.NewLineTable(data, start))
 	if err != nil {
-		return nil
+		return syms, names
 	}
-	var out []symbol
 	for _, fn := range t.Funcs {
+		if len(syms) >= maxSymbols || len(names)+len(fn.Name)+1 > maxStrtab {
+			break
+		}
 		if fn.End > fn.Entry {
-			out = append(out, symbol{addr: fn.Entry, size: fn.End - fn.Entry, name: fn.Name})
+			syms = append(syms, symbol{addr: fn.Entry, size: fn.End - fn.Entry, name: uint32(len(names))})
+			names = append(append(names, fn.Name...), 0)
 		}
 	}
-	return out
+	return syms, names
 }
 
 // isProgram: a fixed-address executable, or a position-independent one
@@ -196,15 +330,13 @@ func isProgram(ef *elf.File) bool {
 
 // buildID reads the GNU build ID note: from its section, or from a
 // PT_NOTE segment when section headers are gone.
-func buildID(ef *elf.File) string {
+func buildID(ef *elf.File, size int64) string {
 	var notes [][]byte
-	if s := ef.Section(".note.gnu.build-id"); s != nil {
-		if b, err := s.Data(); err == nil {
-			notes = append(notes, b)
-		}
+	if b, ok := data(ef.Section(".note.gnu.build-id"), size, maxNote); ok {
+		notes = append(notes, b)
 	}
 	for _, p := range ef.Progs {
-		if p.Type == elf.PT_NOTE && p.Filesz < 1<<20 {
+		if p.Type == elf.PT_NOTE && p.Filesz < maxNote && p.Off <= uint64(size) && p.Filesz <= uint64(size)-p.Off {
 			b := make([]byte, p.Filesz)
 			if _, err := p.ReadAt(b, 0); err == nil {
 				notes = append(notes, b)
@@ -231,37 +363,86 @@ func buildID(ef *elf.File) string {
 
 func align4(n uint64) uint64 { return (n + 3) &^ 3 }
 
-// symbols returns the defined functions of a symbol table, sorted.
-func symbols(read func() ([]elf.Symbol, error)) []symbol {
-	all, err := read()
-	if err != nil {
-		return nil
-	}
-	var out []symbol
-	for _, s := range all {
-		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 && s.Section != elf.SHN_UNDEF {
-			// glibc's .symtab names versioned aliases
-			// __libc_start_main@@GLIBC_2.34: the version is not part of
-			// the function's name.
-			name, _, _ := strings.Cut(s.Name, "@")
-			out = append(out, symbol{addr: s.Value, size: s.Size, name: name})
+// symbols returns the defined functions of ef's first symbol table of
+// type typ, sorted, and the table's names. The table is streamed, not
+// read whole (debug/elf's Symbols makes a Symbol of every entry): within
+// maxSymtab entries, maxSymbols functions kept and maxStrtab bytes of
+// names; a table over them is not read.
+func symbols(ef *elf.File, typ elf.SectionType, size int64) ([]symbol, []byte) {
+	var sec *elf.Section
+	for _, s := range ef.Sections {
+		if s.Type == typ {
+			sec = s
+			break
 		}
 	}
-	return sortSymbols(out)
+	ent := uint64(24)
+	if ef.Class == elf.ELFCLASS32 {
+		ent = 16
+	}
+	if sec == nil || int(sec.Link) >= len(ef.Sections) || !inFile(sec, size, maxSymtab*ent) {
+		return nil, nil
+	}
+	names, ok := data(ef.Sections[sec.Link], size, maxStrtab)
+	if !ok {
+		return nil, nil
+	}
+	bo := ef.ByteOrder
+	r := bufio.NewReaderSize(io.NewSectionReader(sec, 0, int64(sec.Size)), 64<<10)
+	e := make([]byte, ent)
+	var out []symbol
+	for i := uint64(0); i < sec.Size/ent; i++ {
+		if _, err := io.ReadFull(r, e); err != nil {
+			break
+		}
+		var name uint32
+		var info byte
+		var shndx uint16
+		var value, sz uint64
+		if ent == 24 {
+			name, info, shndx, value, sz = bo.Uint32(e), e[4], bo.Uint16(e[6:]), bo.Uint64(e[8:]), bo.Uint64(e[16:])
+		} else {
+			name, value, sz, info, shndx = bo.Uint32(e), uint64(bo.Uint32(e[4:])), uint64(bo.Uint32(e[8:])), e[12], bo.Uint16(e[14:])
+		}
+		if i == 0 || elf.ST_TYPE(info) != elf.STT_FUNC || value == 0 || elf.SectionIndex(shndx) == elf.SHN_UNDEF {
+			continue
+		}
+		if len(out) >= maxSymbols {
+			return nil, nil
+		}
+		out = append(out, symbol{addr: value, size: sz, name: name})
+	}
+	// glibc's .symtab names versioned aliases
+	// __libc_start_main@@GLIBC_2.34: the version is not part of the
+	// function's name. Cut in place: the names are ours.
+	for _, s := range out {
+		if int(s.name) < len(names) {
+			b := names[s.name:min(len(names), int(s.name)+maxNameBytes)]
+			if end := bytes.IndexByte(b, 0); end >= 0 {
+				if at := bytes.IndexByte(b[:end], '@'); at >= 0 {
+					b[at] = 0
+				}
+			}
+		}
+	}
+	if out == nil {
+		return nil, nil
+	}
+	return sortSymbols(out, names), names
 }
 
 // goText finds runtime.firstmoduledata in the writable data of a
 // program not built as PIE: a word holding the pclntab's address (its first field,
 // pcHeader), with the text address 176 bytes on (after six slices,
 // findfunctab, minpc and maxpc: the layout of Go 1.16 on) inside .text.
-func goText(ef *elf.File, pclntab uint64, text *elf.Section) (uint64, bool) {
+func goText(ef *elf.File, size int64, pclntab uint64, text *elf.Section) (uint64, bool) {
 	for _, sec := range ef.Sections {
 		// .go.module with external linking, .noptrdata with Go's own
 		if sec.Type != elf.SHT_PROGBITS || sec.Flags&elf.SHF_WRITE == 0 {
 			continue
 		}
-		b, err := sec.Data()
-		if err != nil {
+		b, ok := data(sec, size, maxGoData)
+		if !ok {
 			continue
 		}
 		for i := 0; i+184 <= len(b); i += 8 {
@@ -277,18 +458,19 @@ func goText(ef *elf.File, pclntab uint64, text *elf.Section) (uint64, bool) {
 }
 
 // sortSymbols sorts functions by address, nil if there are none.
-func sortSymbols(out []symbol) []symbol {
+func sortSymbols(out []symbol, names []byte) []symbol {
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].addr != out[j].addr {
 			return out[i].addr < out[j].addr
 		}
 		// Aliases in a fixed order, the one reported last: malloc before
 		// __libc_malloc, as a reader knows it.
-		ui, uj := leading(out[i].name), leading(out[j].name)
+		ni, nj := cString(names, int(out[i].name)), cString(names, int(out[j].name))
+		ui, uj := leading(ni), leading(nj)
 		if ui != uj {
 			return ui > uj
 		}
-		return out[i].name > out[j].name
+		return ni > nj
 	})
 	if len(out) == 0 {
 		return nil
@@ -306,45 +488,65 @@ func (f *elfFile) function(vaddr uint64) string {
 	// covers vaddr names it.
 	for j := i; j >= 0 && f.syms[j].addr == f.syms[i].addr; j-- {
 		if s := f.syms[j]; s.size == 0 || vaddr < s.addr+s.size {
-			return s.name
+			return f.name(s)
 		}
 	}
 	return ""
 }
 
 // lineTable finds file:line of an address from DWARF's line programs,
-// read whole on first use into address ranges. (dwarf.LineReader.SeekPC
-// misses addresses of a unit whose sequences are not in address order, as
-// gcc -O2 makes them with main in .text.startup.)
+// read whole into address ranges when the file is parsed, at most
+// maxLineRows of them. (dwarf.LineReader.SeekPC misses addresses of a
+// unit whose sequences are not in address order, as gcc -O2 makes them
+// with main in .text.startup.)
 type lineTable struct {
-	d    *dwarf.Data
-	rows []lineRow // sorted by addr, not overlapping
-	read bool
+	rows  []lineRow // sorted by addr, not overlapping
+	files []string  // lineRow.file indexes it
 }
 
 type lineRow struct {
-	addr, end uint64
-	file      string
-	line      int64
+	addr uint64
+	len  uint32 // bytes from addr
+	file uint32
+	line uint32
 }
 
-func newLineTable(ef *elf.File) *lineTable {
-	if ef.Section(".debug_line") == nil && ef.Section(".zdebug_line") == nil {
+// newLineTable reads ef's line programs when its DWARF sections are all
+// in the file, uncompressed or compressed in ELF's way (SHF_COMPRESSED,
+// whose header's size is the one counted), maxDWARF bytes at most.
+func newLineTable(ef *elf.File, size int64) *lineTable {
+	if ef.Section(".debug_line") == nil {
+		return nil
+	}
+	var total uint64
+	for _, s := range ef.Sections {
+		if !strings.HasPrefix(s.Name, ".debug_") && !strings.HasPrefix(s.Name, ".zdebug_") {
+			continue
+		}
+		if strings.HasPrefix(s.Name, ".zdebug_") || s.Type == elf.SHT_NOBITS ||
+			s.Offset > uint64(size) || s.FileSize > uint64(size)-s.Offset || s.Size > maxDWARF {
+			return nil
+		}
+		total += s.Size
+	}
+	if total > maxDWARF {
 		return nil
 	}
 	d, err := ef.DWARF()
 	if err != nil {
 		return nil
 	}
-	return &lineTable{d: d}
+	t := &lineTable{}
+	t.load(d)
+	return t
 }
 
 // load reads every unit's line program. Of several rows at one address
 // the last holds: its range runs to the next address.
-func (t *lineTable) load() {
-	t.read = true
-	r := t.d.Reader()
-	for {
+func (t *lineTable) load(d *dwarf.Data) {
+	files := map[string]uint32{}
+	r := d.Reader()
+	for len(t.rows) < maxLineRows {
 		cu, err := r.Next()
 		if err != nil || cu == nil {
 			break
@@ -354,15 +556,21 @@ func (t *lineTable) load() {
 			continue
 		}
 		r.SkipChildren()
-		lr, err := t.d.LineReader(cu)
+		lr, err := d.LineReader(cu)
 		if err != nil || lr == nil {
 			continue
 		}
 		var prev, e dwarf.LineEntry
 		have := false
-		for lr.Next(&e) == nil {
-			if have && !prev.EndSequence && e.Address > prev.Address && prev.File != nil {
-				t.rows = append(t.rows, lineRow{addr: prev.Address, end: e.Address, file: prev.File.Name, line: int64(prev.Line)})
+		for len(t.rows) < maxLineRows && lr.Next(&e) == nil {
+			if have && !prev.EndSequence && e.Address > prev.Address && e.Address-prev.Address <= math.MaxUint32 && prev.File != nil {
+				fi, ok := files[prev.File.Name]
+				if !ok {
+					fi = uint32(len(t.files))
+					files[prev.File.Name] = fi
+					t.files = append(t.files, prev.File.Name)
+				}
+				t.rows = append(t.rows, lineRow{addr: prev.Address, len: uint32(e.Address - prev.Address), file: fi, line: uint32(max(0, min(prev.Line, math.MaxUint32)))})
 			}
 			prev, have = e, true
 		}
@@ -375,15 +583,10 @@ func (f *elfFile) line(vaddr uint64) (string, int64) {
 	if f.lines == nil {
 		return "", 0
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	t := f.lines
-	if !t.read {
-		t.load()
-	}
 	i := sort.Search(len(t.rows), func(i int) bool { return t.rows[i].addr > vaddr }) - 1
-	if i < 0 || vaddr >= t.rows[i].end {
+	if i < 0 || vaddr-t.rows[i].addr >= uint64(t.rows[i].len) {
 		return "", 0
 	}
-	return t.rows[i].file, t.rows[i].line
+	return t.files[t.rows[i].file], int64(t.rows[i].line)
 }

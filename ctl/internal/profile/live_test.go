@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	pprof "github.com/google/pprof/profile"
+
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/internal/testkit"
 )
@@ -103,14 +105,24 @@ func TestSymbolizeLiveProcess(t *testing.T) {
 			execs[m.path] = m
 		}
 	}
-	var p region.Profile
+	p := region.Profile{PID: cmd.Process.Pid, Root: fmt.Sprintf("/proc/%d/root", cmd.Process.Pid), UID: os.Geteuid()}
 	for _, path := range order {
 		p.Objects = append(p.Objects, *objs[path])
 	}
 	p.SampleRate = 1 << 19
 	p.Stacks = []region.Stack{{Frames: []uint64{mal + 1, fn + 1, start + 1}, AllocObjects: w, AllocBytes: 10}}
-	prof := roundTrip(t, Build(p, NewSymbolizer(), time.Now()))
+	// Through map_files (root), and through the process's root (a
+	// reader of its user).
+	for _, mf := range []bool{true, false} {
+		t.Run(fmt.Sprintf("map_files=%v", mf), func(t *testing.T) {
+			defer func(old bool) { mapFiles = old }(mapFiles)
+			mapFiles = mf
+			checkLive(t, roundTrip(t, Build(p, NewSymbolizer(), time.Now())), bin, execs)
+		})
+	}
+}
 
+func checkLive(t *testing.T, prof *pprof.Profile, bin string, execs map[string]mapsLine) {
 	var names []string
 	for _, l := range prof.Sample[0].Location {
 		if len(l.Line) == 0 {

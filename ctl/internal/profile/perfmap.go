@@ -2,7 +2,7 @@ package profile
 
 import (
 	"bufio"
-	"path/filepath"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,23 +34,31 @@ type perfSym struct {
 // never thousands.
 const perfMapLookBack = 256
 
-// readPerfMap reads the perf map of pid as the process sees /tmp from
-// root (a process's /proc/PID/root, "" for ours), nil when there is none.
-// The process may be gone: the map stays in /tmp, and the profile is
-// often written after the exit.
-func readPerfMap(root string, pid int) *perfMap {
+// A perf map is read up to maxPerfMap bytes and maxPerfSyms entries; the
+// rest is left out. (node --perf-basic-prof writes about 100 bytes an
+// entry: a long-running server's map is a few MiB.)
+const (
+	maxPerfMap  = 64 << 20
+	maxPerfSyms = 1 << 20
+)
+
+// readPerfMap reads the perf map of pid as the process sees /tmp (a
+// regular file its user owns, opened as a allows: open.go), nil when
+// there is none. The process may be gone: the map stays in /tmp, and the
+// profile is often written after the exit.
+func readPerfMap(a *access, pid int) *perfMap {
 	if pid <= 0 {
 		return nil
 	}
-	fd, _, err := openRegular(filepath.Join(root+"/tmp", "perf-"+strconv.Itoa(pid)+".map"))
+	fd, _, err := a.openPerfMap(pid)
 	if err != nil {
 		return nil
 	}
 	defer fd.Close()
 	m := &perfMap{}
-	sc := bufio.NewScanner(fd)
+	sc := bufio.NewScanner(io.LimitReader(fd, maxPerfMap))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for seq := 0; sc.Scan(); seq++ {
+	for seq := 0; sc.Scan() && len(m.syms) < maxPerfSyms; seq++ {
 		start, rest, ok1 := strings.Cut(sc.Text(), " ")
 		size, name, ok2 := strings.Cut(rest, " ")
 		a, err1 := strconv.ParseUint(strings.TrimPrefix(start, "0x"), 16, 64)
@@ -58,7 +66,8 @@ func readPerfMap(root string, pid int) *perfMap {
 		if !ok1 || !ok2 || err1 != nil || err2 != nil || n == 0 || a+n < a {
 			continue
 		}
-		m.syms = append(m.syms, perfSym{start: a, end: a + n, seq: seq, name: strings.TrimSpace(name)})
+		name = strings.TrimSpace(name)
+		m.syms = append(m.syms, perfSym{start: a, end: a + n, seq: seq, name: name[:min(len(name), maxNameBytes)]})
 	}
 	if len(m.syms) == 0 {
 		return nil

@@ -115,6 +115,16 @@ type walker struct {
 	gcBuf   [gcHead + gcObjRead]byte
 }
 
+// newWalker reads pid's objects of CPython version.
+func newWalker(pid int, version uint32) *walker {
+	w := &walker{pid: pid, ver: Version(version), types: map[uint64]*typeInfo{}, arenas: map[uint64][]byte{}}
+	w.strHead, w.strComp = 40, 56
+	if w.ver.minor() == 11 {
+		w.strHead, w.strComp = 48, 72
+	}
+	return w
+}
+
 func (w *walker) read(addr uint64, n int) ([]byte, bool) {
 	if addr < 4096 {
 		return nil, false
@@ -176,10 +186,17 @@ func (w *walker) typeOf(t uint64) *typeInfo {
 	return ti
 }
 
+// metaDepth bounds the chain of types isMeta follows to find `type`: a
+// metaclass's metaclass is rare, and types that are each other's types
+// (a heap that says so) would be followed for ever.
+const metaDepth = 8
+
 // isMeta: m is `type` (the one object that is its own type) or a
 // metatype (a type of `type`'s whose instances are types).
-func (w *walker) isMeta(m uint64) bool {
-	if m == 0 {
+func (w *walker) isMeta(m uint64) bool { return w.isMetaAt(m, metaDepth) }
+
+func (w *walker) isMetaAt(m uint64, depth int) bool {
+	if m == 0 || depth == 0 {
 		return false
 	}
 	if w.typeTy != 0 {
@@ -202,7 +219,7 @@ func (w *walker) isMeta(m uint64) bool {
 		return m == w.typeTy
 	}
 	if w.typeTy == 0 {
-		w.isMeta(mm) // finds `type`
+		w.isMetaAt(mm, depth-1) // finds `type`
 	}
 	return mm == w.typeTy
 }
@@ -257,11 +274,7 @@ func (w *walker) sizeof(ti *typeInfo, b []byte) uint64 {
 // the arenas: those of more than 512 bytes, which pymalloc leaves to
 // malloc.
 func WalkObjects(pid int, version uint32, a region.PyArenas, roots GCRoots, release func()) (Objects, error) {
-	w := &walker{pid: pid, ver: Version(version), types: map[uint64]*typeInfo{}, arenas: map[uint64][]byte{}}
-	w.strHead, w.strComp = 40, 56
-	if w.ver.minor() == 11 {
-		w.strHead, w.strComp = 48, 72
-	}
+	w := newWalker(pid, version)
 	o := Objects{Lost: a.Lost}
 	start := time.Now()
 	for _, addr := range a.Addrs {
@@ -295,6 +308,22 @@ func WalkObjects(pid int, version uint32, a region.PyArenas, roots GCRoots, rele
 	release()
 	o.Arenas = len(w.arenas)
 
+	w.walkPools(&o, by)
+	for _, tc := range by {
+		o.Types = append(o.Types, *tc)
+	}
+	sort.Slice(o.Types, func(i, j int) bool {
+		if o.Types[i].Bytes != o.Types[j].Bytes {
+			return o.Types[i].Bytes > o.Types[j].Bytes
+		}
+		return o.Types[i].Type < o.Types[j].Type
+	})
+	return o, nil
+}
+
+// walkPools classifies every live block of the arenas read into by,
+// counting blocks into o.
+func (w *walker) walkPools(o *Objects, by map[string]*TypeCount) {
 	for addr, buf := range w.arenas {
 		for p := 0; p+PoolSize <= len(buf); p += PoolSize {
 			pool := buf[p : p+PoolSize]
@@ -339,16 +368,6 @@ func WalkObjects(pid int, version uint32, a region.PyArenas, roots GCRoots, rele
 			}
 		}
 	}
-	for _, tc := range by {
-		o.Types = append(o.Types, *tc)
-	}
-	sort.Slice(o.Types, func(i, j int) bool {
-		if o.Types[i].Bytes != o.Types[j].Bytes {
-			return o.Types[i].Bytes > o.Types[j].Bytes
-		}
-		return o.Types[i].Type < o.Types[j].Type
-	})
-	return o, nil
 }
 
 // fits: what the object holds inline fits in its block (a var-sized

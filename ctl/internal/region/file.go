@@ -124,6 +124,7 @@ func readFile(e *File, path string, pid int, withProfile bool) (h header, s repo
 		if err != nil {
 			return h, report.Summary{}, err
 		}
+		p.UID = int(fst.Uid)
 		e.Profile = &p
 	}
 	return h, s, nil

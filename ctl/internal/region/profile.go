@@ -41,6 +41,10 @@ type Profile struct {
 	// process runs, /proc/<pid>/root (another mount namespace's files: a
 	// container's); "" for a dump or a process that is gone.
 	Root string
+	// UID owns the region or dump read: the user whose process wrote it,
+	// whose rights bound which files a reader opens for it (profile's
+	// symbolizer). -1: unknown, no one's.
+	UID int
 	// Peak is the stacks' copy at the peak (Stack.PeakBytes).
 	Peak PeakCopy
 }
@@ -135,6 +139,7 @@ func readProfile(v view, h header, pid int) (Profile, error) {
 		SampleRate:  v.u64(offSampleRate),
 		SamplesLost: v.u64(offSamplesLost),
 		SamplesCut:  v.u64(offSamplesCut),
+		UID:         -1,
 	}
 	if p.SampleRate == 0 || p.SampleRate > math.MaxInt64 {
 		return Profile{}, fmt.Errorf("bad sample_rate %d in a region with a profile", p.SampleRate)

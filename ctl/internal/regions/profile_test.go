@@ -29,6 +29,7 @@ func TestInspectProfile(t *testing.T) {
 	}
 	want := regiontest.SampleProfileWant(me)
 	want.Root = "/proc/" + strconv.Itoa(me) + "/root" // its files as it sees them
+	want.UID = os.Geteuid()                           // the file's owner
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("InspectProfile =\n%+v\nwant\n%+v", got, want)
 	}
@@ -40,7 +41,9 @@ func TestInspectProfile(t *testing.T) {
 	d := regiontest.SampleProfile(dead)
 	regiontest.Write(t, "heapline."+strconv.Itoa(dead), regiontest.EncodeProfile(d, uint32(os.Geteuid())))
 	e, got = InspectProfile(dead)
-	if e.Err != nil || !e.Stale || !reflect.DeepEqual(got, regiontest.SampleProfileWant(dead)) {
+	want = regiontest.SampleProfileWant(dead)
+	want.UID = os.Geteuid()
+	if e.Err != nil || !e.Stale || !reflect.DeepEqual(got, want) {
 		t.Fatalf("a dead process's region: err %v stale %v profile %+v", e.Err, e.Stale, got)
 	}
 

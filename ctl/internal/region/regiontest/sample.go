@@ -33,9 +33,11 @@ func SampleProfile(pid int) region.Profile {
 }
 
 // SampleProfileWant is SampleProfile as read: the two entries of one
-// stack merged, in the place of the first.
+// stack merged, in the place of the first; its owner unknown, as bytes
+// say nothing of it (a file's reader sets it: region.File).
 func SampleProfileWant(pid int) region.Profile {
 	p := SampleProfile(pid)
+	p.UID = -1
 	p.Stacks = []region.Stack{
 		{Frames: p.Stacks[0].Frames, AllocObjects: 5 << region.WeightShift, AllocBytes: 5 << 20, FreeObjects: 3 << region.WeightShift, FreeBytes: 3 << 20, Samples: 5},
 		p.Stacks[1], p.Stacks[3],
