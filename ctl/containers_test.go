@@ -151,20 +151,7 @@ func TestContainerLinksRefused(t *testing.T) {
 		"shm link": `mkdir "$1/shm" && cp "$0" "$1/shm/heapline.$$" && mount -t tmpfs heapline-test /dev && ln -s "$1/shm" /dev/shm && echo ready && exec sleep 60`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			cmd := exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c", script, secret, t.TempDir())
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-			if l, _ := bufio.NewReader(out).ReadString('\n'); l != "ready\n" {
-				t.Fatalf("got %q, want ready", l)
-			}
-			pid := cmd.Process.Pid
+			pid := unshareShell(t, unshare, script, secret, t.TempDir())
 			r := heapctl(t, "show", strconv.Itoa(pid))
 			if r.err == nil || !strings.Contains(r.err.Error(), "symbolic link") || strings.Contains(r.err.Error(), "truncated") {
 				t.Errorf("show: %v, want a refused symbolic link", r.err)
@@ -183,5 +170,38 @@ func TestContainerLinksRefused(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// unshareShell runs script (sh -c, with args) in a new mount namespace
+// until the test ends, and returns its pid once it has printed "ready".
+func unshareShell(t *testing.T, unshare, script string, args ...string) int {
+	t.Helper()
+	cmd := exec.Command(unshare, append([]string{"-m", "--propagation", "private", "sh", "-c", script}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if l, _ := bufio.NewReader(out).ReadString('\n'); l != "ready\n" {
+		t.Fatalf("got %q, want ready", l)
+	}
+	return cmd.Process.Pid
+}
+
+// A container's process without a region: the error says where it was
+// looked for, in the container's own /dev/shm.
+func TestContainerNoRegion(t *testing.T) {
+	testkit.NeedRoot(t, "to make a mount namespace")
+	unshare := testkit.NeedTool(t, "unshare", "util-linux")
+	pid := unshareShell(t, unshare, `mount -t tmpfs -o mode=1777 heapline-test /dev/shm && echo ready && exec sleep 60`)
+	r := heapctl(t, "show", strconv.Itoa(pid))
+	want := fmt.Sprintf("show: process %d publishes no heapline region: there is no /proc/%d/root/dev/shm/heapline.%d (a process has one while libheap.so is loaded in it)", pid, pid, pid)
+	if r.err == nil || r.err.Error() != want {
+		t.Errorf("show: %v, want %s", r.err, want)
 	}
 }
