@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heapline/heapline/ctl/internal/region/regiontest"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -203,5 +204,49 @@ func TestContainerNoRegion(t *testing.T) {
 	want := fmt.Sprintf("show: process %d publishes no heapline region: there is no /proc/%d/root/dev/shm/heapline.%d (a process has one while libheap.so is loaded in it)", pid, pid, pid)
 	if r.err == nil || r.err.Error() != want {
 		t.Errorf("show: %v, want %s", r.err, want)
+	}
+}
+
+// gc removes a killed container process's region inside the container's
+// own /dev/shm, while the container lives on (another of its processes
+// holds its mount namespace); the node's own directory is not touched.
+// region.Dir is a directory of the test's, which the container binds its
+// /dev/shm onto, so that gc leaves the machine's /dev/shm alone.
+func TestContainerGC(t *testing.T) {
+	testkit.NeedRoot(t, "to make a mount namespace")
+	unshare := testkit.NeedTool(t, "unshare", "util-linux")
+	lib, prog := testkit.Shim(t), rgProg(t)
+	dir := regiontest.UseDir(t)
+	script := `mount -t tmpfs -o mode=1777 heapline-test /dev/shm && mount --bind /dev/shm "$2" &&
+		LD_PRELOAD="$0" HEAPLINE_SUMMARY=0 "$1" kill 10 >/dev/null; echo ready; exec sleep 60`
+	shell := unshareShell(t, unshare, script, lib, prog, dir)
+	inside := fmt.Sprintf("/proc/%d/root%s", shell, dir)
+	names, err := filepath.Glob(inside + "/heapline.*")
+	if err != nil || len(names) != 1 {
+		t.Fatalf("the container's /dev/shm holds %v (%v), want the killed program's region", names, err)
+	}
+	if own, _ := filepath.Glob(dir + "/heapline.*"); len(own) != 0 {
+		t.Fatalf("the node's directory holds %v", own)
+	}
+	r := heapctl(t, "ls", "--json")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var list []lsEntry
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Path != names[0] || !list[0].Stale || list[0].Error != "" {
+		t.Fatalf("ls: %+v, want %s, gone", list, names[0])
+	}
+	r = heapctl(t, "gc")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if want := "removed " + names[0] + ": region of "; !strings.HasPrefix(r.stdout, want) || !strings.HasSuffix(r.stdout, " gone\n") {
+		t.Errorf("gc: %q, want %q...gone", r.stdout, want)
+	}
+	if _, err := os.Lstat(names[0]); !os.IsNotExist(err) {
+		t.Errorf("%s after gc: %v, want it removed", names[0], err)
 	}
 }
