@@ -6,12 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	pprof "github.com/google/pprof/profile"
 	"go.uber.org/zap"
 
+	"github.com/heapline/heapline/ctl/internal/container"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
@@ -39,6 +39,9 @@ type Source struct {
 	// names keeps what identify found while a process ran: once it has
 	// exited, /proc has neither its executable nor its environment.
 	names map[Key][3]string
+	// containers keeps each process's container, for its last profile
+	// after it exited.
+	containers map[Key]container.Info
 }
 
 // NewSource reads the regions of this machine.
@@ -54,7 +57,7 @@ func NewSource(log *zap.Logger) *Source {
 func (s *Source) Read(now time.Time) ([]Process, error) {
 	if s.sym == nil {
 		s.sym, s.deltas, s.gone, s.held = profile.NewSymbolizer(), NewDeltas(), map[Key]bool{}, map[Key]*os.File{}
-		s.names = map[Key][3]string{}
+		s.names, s.containers = map[Key][3]string{}, map[Key]container.Info{}
 	}
 	entries, err := s.List()
 	if err != nil {
@@ -66,7 +69,11 @@ func (s *Source) Read(now time.Time) ([]Process, error) {
 		if e.Err != nil || e.PID <= 0 {
 			continue
 		}
-		ent, p := s.Inspect(e.PID)
+		pid := e.PID
+		if e.Proc > 0 {
+			pid = e.Proc // the pid we know it by: a container's process's has another in its name
+		}
+		ent, p := s.Inspect(pid)
 		if ent.Err != nil {
 			if !errors.Is(ent.Err, region.ErrNoProfile) {
 				s.Log.Debug("region not pushed", zap.Int("pid", e.PID), zap.Error(ent.Err))
@@ -82,9 +89,12 @@ func (s *Source) Read(now time.Time) ([]Process, error) {
 				continue
 			}
 		} else if s.held[k] == nil {
-			if f, err := os.OpenFile(e.Path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0); err == nil {
+			if f, err := regions.Open(ent); err == nil {
 				s.held[k] = f
 			}
+		}
+		if ent.Container != (container.Info{}) {
+			s.containers[k] = ent.Container
 		}
 		out = append(out, s.process(k, p, ent.Summary.ElapsedS, ent.Proc, !ent.Stale, now))
 	}
@@ -134,6 +144,11 @@ func (s *Source) forget(seen map[Key]bool) {
 			delete(s.names, k)
 		}
 	}
+	for k := range s.containers {
+		if !seen[k] {
+			delete(s.containers, k)
+		}
+	}
 }
 
 // process is one process's profiles; elapsed is how long its shim has
@@ -141,7 +156,7 @@ func (s *Source) forget(seen map[Key]bool) {
 func (s *Source) process(k Key, p region.Profile, elapsed float64, pid int, running bool, now time.Time) Process {
 	heap := profile.Build(p, s.sym, now)
 	first := now.Add(-time.Duration(elapsed * float64(time.Second)))
-	proc := Process{PID: k.PID, Host: s.Host, Heap: heap, Start: s.deltas.Apply(k, heap, first)}
+	proc := Process{PID: k.PID, Host: s.Host, Heap: heap, Start: s.deltas.Apply(k, heap, first), Container: s.containers[k]}
 	if p.Peak.Copies > 0 {
 		proc.Peak = profile.BuildPeak(p, s.sym, now)
 	}

@@ -515,3 +515,20 @@ func StampEnd(ent Entry, end uint64) error {
 	}
 	return region.StampExitNS(fd, end)
 }
+
+// Open opens the file ent was read from, read-only, where it is (inside a
+// container's root, links refused: region.Place), if it is still that file
+// (the same inode): for a reader that holds a region open to read a
+// process's last counters after it exits and unlinks the file.
+func Open(ent Entry) (*os.File, error) {
+	fd, err := ent.where().Open(unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ent.Path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Dev != ent.dev || st.Ino != ent.ino {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: replaced since it was examined", ent.Path)
+	}
+	return os.NewFile(uintptr(fd), ent.Path), nil
+}
