@@ -116,7 +116,7 @@ deps: PKGS = $(DEBS)
 deps-overhead: PKGS = $(OVERHEAD_DEBS)
 build-deps: PKGS ?= $(BUILD_DEBS)
 deps-arm64: PKGS = $(DEBS_ARM64)
-deps deps-overhead build-deps deps-arm64 deps-release:
+deps deps-overhead build-deps deps-arm64 deps-release deps-containers:
 	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "make deps: installing$$missing"; \
@@ -191,3 +191,14 @@ dist: deps-release
 test-dist: dist
 	release/test-dist.sh $(DIST) $(ARCH)
 # --- end of release ---
+
+# ---- containers ------------------------------------------------------
+# The node's view of a real container (ctl/containers_podman_test.go):
+# podman with runc (crun fails on hybrid cgroups), its image imported
+# from release/chroot.sh's chroot (debootstrap, cached). The unshare(1)
+# tests of the same read path run in make test as well.
+CONTAINER_DEBS := podman runc debootstrap
+.PHONY: test-containers deps-containers
+deps-containers: PKGS = $(CONTAINER_DEBS)
+test-containers: deps-containers all
+	HEAPLINE_TEST_CONTAINERS=1 $(GO) test -count=1 -run 'TestContainer|TestPodman' ./ctl

@@ -25,7 +25,9 @@ func TestParse(t *testing.T) {
 		"crio-k8s-v2-systemd.cgroup":          {ID: id, Runtime: "cri-o", PodUID: pod},
 		"crio-conmon.cgroup":                  {PodUID: pod},
 		"host-v2.cgroup":                      {},
-		"host-v1.cgroup":                      {},
+		// captured from a podman container on this host (hybrid cgroups)
+		"podman-live-hybrid.cgroup": {ID: "bd4f654537e816d5bf787bcd25847f6771d3f5dadc4b87eb4e198ad48b94b9f7", Runtime: "podman"},
+		"host-v1.cgroup":            {},
 	} {
 		b, err := os.ReadFile(filepath.Join("testdata", file))
 		if err != nil {
