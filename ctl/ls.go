@@ -21,7 +21,7 @@ func lsCommand(e *env) *cli.Command {
 		Name:  "ls",
 		Usage: "list the processes publishing heap counters (gone and detached ones marked; heapctl gc removes them)",
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "json", Usage: "a JSON array: each region's summary with path, stale, detached and error"},
+			&cli.BoolFlag{Name: "json", Usage: "a JSON array: each region's summary with path, stale, detached, error and container"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := clikit.NoArgs("ls", c); err != nil {
