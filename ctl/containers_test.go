@@ -7,11 +7,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/heapline/heapline/ctl/internal/metrics"
 	"github.com/heapline/heapline/ctl/internal/region/regiontest"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -104,7 +111,30 @@ func TestContainerShowAndList(t *testing.T) {
 			if err != nil {
 				t.Fatalf("got %q, want alloc", l)
 			}
-			expectDelta(t, "after allocating", base, rgShowJSON(t, p.pid), 64, 0, usable, 0)
+			alloc := rgShowJSON(t, p.pid)
+			expectDelta(t, "after allocating", base, alloc, 64, 0, usable, 0)
+
+			// export's Prometheus collector has the process's series,
+			// under its node pid.
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(metrics.New(regions.List, metrics.CommandName, zaptest.NewLogger(t)))
+			families, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			exported := false
+			for _, f := range families {
+				for _, m := range f.GetMetric() {
+					if f.GetName() == "heapline_live_bytes" && slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+						return l.GetName() == "pid" && l.GetValue() == strconv.Itoa(p.pid)
+					}) {
+						exported = m.GetGauge().GetValue() == float64(alloc.LiveBytes)
+					}
+				}
+			}
+			if !exported {
+				t.Errorf("export: no heapline_live_bytes{pid=\"%d\"} %d", p.pid, alloc.LiveBytes)
+			}
 
 			r := heapctl(t, "ls", "--json")
 			if r.err != nil {

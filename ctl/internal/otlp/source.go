@@ -22,10 +22,10 @@ import (
 // Source reads every readable region's profile for a push, remembering
 // what the pushes before it sent.
 type Source struct {
-	// List and Inspect are regions.List and regions.InspectProfile; fakes
-	// in tests.
+	// List and Inspect are regions.List and regions.InspectProfileOf;
+	// fakes in tests.
 	List    func() ([]regions.Entry, error)
-	Inspect func(pid int) (regions.Entry, region.Profile)
+	Inspect func(listed regions.Entry) (regions.Entry, region.Profile)
 	Host    string
 	Log     *zap.Logger
 
@@ -47,7 +47,7 @@ type Source struct {
 // NewSource reads the regions of this machine.
 func NewSource(log *zap.Logger) *Source {
 	host, _ := os.Hostname()
-	return &Source{List: regions.List, Inspect: regions.InspectProfile, Host: host, Log: log}
+	return &Source{List: regions.List, Inspect: regions.InspectProfileOf, Host: host, Log: log}
 }
 
 // Read returns the profiles of every region at now: live processes, and
@@ -69,11 +69,7 @@ func (s *Source) Read(now time.Time) ([]Process, error) {
 		if e.Err != nil || e.PID <= 0 {
 			continue
 		}
-		pid := e.PID
-		if e.Proc > 0 {
-			pid = e.Proc // the pid we know it by: a container's process's has another in its name
-		}
-		ent, p := s.Inspect(pid)
+		ent, p := s.Inspect(e) // the same file, where it is
 		if ent.Err != nil {
 			if !errors.Is(ent.Err, region.ErrNoProfile) {
 				s.Log.Debug("region not pushed", zap.Int("pid", e.PID), zap.Error(ent.Err))

@@ -157,7 +157,22 @@ func inspectHost(l *lookup, pid int) Entry {
 func InspectProfile(pid int) (Entry, region.Profile) {
 	l := newLookup()
 	l.profile = true
-	e := inspectPID(l, pid)
+	return withProfile(inspectPID(l, pid))
+}
+
+// InspectProfileOf reads again, with its profile, the file that List
+// found as listed: where it is (a container's too), named as it is, for a
+// reader of every region (export) that must not look a region up by a
+// pid, which for a gone process of another namespace names another's.
+func InspectProfileOf(listed Entry) (Entry, region.Profile) {
+	l := newLookup()
+	l.profile = true
+	return withProfile(inspectAt(l, listed.PID, listed.nameNS, listed.where()))
+}
+
+// withProfile takes the profile out of e, read with it, and roots it for
+// symbolization in its process's root.
+func withProfile(e Entry) (Entry, region.Profile) {
 	var p region.Profile
 	if e.Err == nil && e.prof != nil {
 		p = *e.prof
