@@ -51,8 +51,9 @@ func RegionError(pid int, ent regions.Entry, gone bool) error {
 	return nil
 }
 
-// RemovedWhileRunning says what happened when pid's region file is gone
-// but the process is not.
-func RemovedWhileRunning(pid int) error {
-	return fmt.Errorf("%s was removed while process %d runs on: its counters can no longer be read (the process itself goes on)", region.Path(pid), pid)
+// RemovedWhileRunning says what happened when pid's region file, path
+// (where the read looked: a container's is under /proc/<pid>/root), is
+// gone but the process is not.
+func RemovedWhileRunning(pid int, path string) error {
+	return fmt.Errorf("%s was removed while process %d runs on: its counters can no longer be read (the process itself goes on)", path, pid)
 }

@@ -199,7 +199,7 @@ func (r *recorder) attach(pid int) error {
 		case err != nil:
 			return err
 		case read == follow.Removed:
-			r.log.Warn(follow.RemovedWhileRunning(pid).Error() + "; the timeline ends at the last sample")
+			r.log.Warn(follow.RemovedWhileRunning(pid, ent.Path).Error() + "; the timeline ends at the last sample")
 			return nil
 		case read == follow.Ended:
 			return nil
@@ -288,7 +288,7 @@ func (r *recorder) sample(pid int) error {
 	ent := snapshot.Of(pid, r.options())
 	switch r.child.Classify(ent.Entry) {
 	case follow.Removed:
-		r.log.Warn(follow.RemovedWhileRunning(pid).Error() + "; its exit summary is still read when it ends")
+		r.log.Warn(follow.RemovedWhileRunning(pid, ent.Path).Error() + "; its exit summary is still read when it ends")
 		return nil
 	case follow.Unreadable:
 		r.log.Warn("cannot read the region; not sampling it", zap.Int("pid", pid), zap.Error(ent.Err))

@@ -126,7 +126,7 @@ func (w *Watcher) pollOne(first bool) error {
 	case err != nil:
 		return err
 	case read == follow.Removed:
-		w.endWhy(w.pid, follow.RemovedWhileRunning(w.pid).Error())
+		w.endWhy(w.pid, follow.RemovedWhileRunning(w.pid, ent.Path).Error())
 	case read == follow.Ended:
 		w.end(w.pid)
 	case read == follow.Busy:
