@@ -179,6 +179,9 @@ func withProfile(e Entry) (Entry, region.Profile) {
 		if !e.Stale && e.Proc > 0 {
 			p.Root = procs.RootDir(e.Proc)
 		}
+		if e.Proc > 0 {
+			p.PID = e.Proc // as the Summary's: the pid here, not the name's of another pid namespace
+		}
 	}
 	e.prof = nil
 	return e, p
