@@ -280,3 +280,26 @@ func TestContainerGC(t *testing.T) {
 		t.Errorf("%s after gc: %v, want it removed", names[0], err)
 	}
 }
+
+// A container's process that exec'd a program without the shim leaves its
+// region detached, in the container's /dev/shm, as ours does in ours.
+func TestContainerDetached(t *testing.T) {
+	testkit.NeedRoot(t, "to make a mount namespace")
+	unshare := testkit.NeedTool(t, "unshare", "util-linux")
+	script := `mount -t tmpfs -o mode=1777 heapline-test /dev/shm &&
+		exec env LD_PRELOAD="$0" HEAPLINE_SUMMARY=0 sh -c 'echo ready; exec env -u LD_PRELOAD sleep 60'`
+	pid := unshareShell(t, unshare, script, testkit.Shim(t))
+	// Detached once sleep runs: env's image took the region over first.
+	testkit.Poll(t, "sleep, and its region detached", func() bool {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return string(comm) == "sleep\n" && regions.Inspect(pid).Detached
+	})
+	e := regions.Inspect(pid)
+	if want := fmt.Sprintf("/proc/%d/root/dev/shm/heapline.%d", pid, pid); e.Path != want || e.Err != nil || e.Stale {
+		t.Errorf("Inspect: %s err %v stale %v, want %s, detached", e.Path, e.Err, e.Stale, want)
+	}
+	r := heapctl(t, "show", strconv.Itoa(pid))
+	if r.err != nil || !strings.Contains(r.stdout, "state      detached") {
+		t.Errorf("show: %v\n%s", r.err, r.stdout)
+	}
+}
