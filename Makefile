@@ -201,4 +201,4 @@ CONTAINER_DEBS := podman runc debootstrap
 .PHONY: test-containers deps-containers
 deps-containers: PKGS = $(CONTAINER_DEBS)
 test-containers: deps-containers all
-	HEAPLINE_TEST_CONTAINERS=1 $(GO) test -count=1 -run 'TestContainer|TestPodman' ./ctl
+	CONTAINER_TESTS=1 $(GO) test -count=1 -run 'TestContainer|TestPodman' ./ctl
