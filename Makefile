@@ -130,7 +130,7 @@ deps: PKGS = $(DEBS)
 deps-overhead: PKGS = $(OVERHEAD_DEBS)
 build-deps: PKGS = $(BUILD_NEEDS)
 deps-arm64: PKGS = $(DEBS_ARM64)
-deps deps-overhead build-deps deps-arm64 deps-release:
+deps deps-overhead build-deps deps-arm64 deps-release deps-containers:
 	@set -- $(sort $(PKGS)); n="$$# package"; [ $$# = 1 ] || n="$${n}s"; missing=""; \
 	for p in "$$@"; do [ "$$(dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null)" = installed ] || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then echo "make $@: $$n, all installed"; exit 0; fi; \
@@ -209,3 +209,14 @@ dist: deps-release
 test-dist: dist
 	release/test-dist.sh $(DIST) $(ARCH)
 # --- end of release ---
+
+# ---- containers ------------------------------------------------------
+# The node's view of a real container (ctl/containers_podman_test.go):
+# podman with runc (crun fails on hybrid cgroups), its image imported
+# from release/chroot.sh's chroot (debootstrap, cached). The unshare(1)
+# tests of the same read path run in make test as well.
+CONTAINER_DEBS := podman runc debootstrap
+.PHONY: test-containers deps-containers
+deps-containers: PKGS = $(CONTAINER_DEBS)
+test-containers: deps-containers all
+	CONTAINER_TESTS=1 $(GO) test -count=1 -run 'TestContainer|TestPodman' ./ctl

@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/container"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
@@ -19,7 +21,7 @@ func lsCommand(e *env) *cli.Command {
 		Name:  "ls",
 		Usage: "list the processes publishing heap counters (gone and detached ones marked; heapctl gc removes them)",
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "json", Usage: "a JSON array: each region's summary with path, stale, detached and error"},
+			&cli.BoolFlag{Name: "json", Usage: "a JSON array: each region's summary with path, stale, detached, error and container"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := clikit.NoArgs("ls", c); err != nil {
@@ -39,6 +41,8 @@ type lsEntry struct {
 	Stale    bool   `json:"stale"`
 	Detached bool   `json:"detached"`
 	Error    string `json:"error,omitempty"`
+	// Container is the process's container (its full id), absent outside any.
+	Container *container.Info `json:"container,omitempty"`
 }
 
 func ls(e *env, asJSON bool) error {
@@ -49,7 +53,7 @@ func ls(e *env, asJSON bool) error {
 	if asJSON {
 		out := make([]lsEntry, 0, len(entries))
 		for _, ent := range entries {
-			j := lsEntry{PID: lsPID(ent), Path: ent.Path, Stale: ent.Stale, Detached: ent.Detached}
+			j := lsEntry{PID: lsPID(ent), Path: ent.Path, Stale: ent.Stale, Detached: ent.Detached, Container: containerOf(ent)}
 			if ent.Err != nil {
 				j.Error = ent.Err.Error()
 			} else {
@@ -68,8 +72,14 @@ func ls(e *env, asJSON bool) error {
 		fmt.Fprintf(e.stderr, "no heapline regions of yours in %s\n", region.Dir)
 		return nil
 	}
+	// A CONTAINER column (the id's short form), when a process listed
+	// runs in one.
+	header, column := "", func(regions.Entry) string { return "" }
+	if slices.ContainsFunc(entries, func(ent regions.Entry) bool { return ent.Container.ID != "" }) {
+		header, column = "CONTAINER\t", func(ent regions.Entry) string { return ent.Container.Short() + "\t" }
+	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PID\tLIVE\tPEAK\tMAPPED\tALLOCS\tSTATE\tCOMMAND")
+	fmt.Fprintf(tw, "PID\tLIVE\tPEAK\tMAPPED\tALLOCS\tSTATE\t%sCOMMAND\n", header)
 	for _, ent := range entries {
 		pid := "-"
 		if p := lsPID(ent); p > 0 {
@@ -82,12 +92,12 @@ func ls(e *env, asJSON bool) error {
 			}
 			// The path is in the PID column already; keep what is wrong.
 			msg := strings.TrimPrefix(ent.Err.Error(), ent.Path+": ")
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\t%s: %s\n", pid, state, ent.Path, msg)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\t%s%s: %s\n", pid, state, column(ent), ent.Path, msg)
 			continue
 		}
 		s := ent.Summary
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", pid, report.Bytes(s.LiveBytes), report.Bytes(s.PeakLiveBytes),
-			report.Bytes(s.MappedBytes), s.Allocs, lsState(ent), report.Clip(report.Printable(s.Command), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s%s\n", pid, report.Bytes(s.LiveBytes), report.Bytes(s.PeakLiveBytes),
+			report.Bytes(s.MappedBytes), s.Allocs, lsState(ent), column(ent), report.Clip(report.Printable(s.Command), 60))
 	}
 	return tw.Flush()
 }

@@ -7,11 +7,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/container"
 	"github.com/heapline/heapline/ctl/internal/follow"
-	"github.com/heapline/heapline/ctl/internal/pyheap"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
+	"github.com/heapline/heapline/ctl/internal/snapshot"
 )
 
 // showCommand prints one process's counters as its region holds them now.
@@ -34,41 +35,35 @@ func show(e *env, args []string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	ent := regions.Inspect(pid)
-	if ent.Err != nil {
-		return fmt.Errorf("show: %w", follow.RegionError(pid, ent, false))
+	h := snapshot.Of(pid, snapshot.Options{RSS: snapshot.ReadRSS, Python: true})
+	if h.Err != nil {
+		return fmt.Errorf("show: %w", follow.RegionError(pid, h.Entry, false))
 	}
 	switch {
-	case ent.Summary.Exited:
-	case ent.Stale:
-		e.log.Warn("the process is gone: these are the counters it last published", zap.Int("pid", pid), zap.String("region", ent.Path))
-	case ent.Detached:
-		e.log.Warn("the process runs on without the shim (it exec'd a program that does not load libheap.so): these are the counters its last image published", zap.Int("pid", pid), zap.String("region", ent.Path))
+	case h.Summary.Exited:
+	case h.Stale:
+		e.log.Warn("the process is gone: these are the counters it last published", zap.Int("pid", pid), zap.String("region", h.Path))
+	case h.Detached:
+		e.log.Warn("the process runs on without the shim (it exec'd a program that does not load libheap.so): these are the counters its last image published", zap.Int("pid", pid), zap.String("region", h.Path))
 	}
-	// Where the RSS went, for a process that runs under the shim now.
-	var b *rss.Breakdown
-	if ent.State() == report.Running && !ent.Summary.Exited {
-		if got, err := rss.Read(ent.Proc, rss.Of(ent.Summary)); err != nil {
-			e.log.Warn("no RSS breakdown", zap.Int("pid", pid), zap.Error(err))
-		} else {
-			b = &got
-		}
+	if h.RSSErr != nil {
+		e.log.Warn("no RSS breakdown", zap.Int("pid", pid), zap.Error(h.RSSErr))
 	}
-	// Python's live blocks, from its pools' headers (package pyheap).
-	if ent.State() == report.Running && !ent.Summary.Exited && len(ent.PyArenas.Addrs) != 0 {
-		if l, err := pyheap.ReadLive(ent.Proc, ent.PyArenas); err != nil {
-			e.log.Warn("no count of Python's live objects", zap.Int("pid", pid), zap.Error(err))
-		} else {
-			ent.Summary.PyLiveObjects, ent.Summary.PyPoolBytes = l.Blocks, l.Bytes
-		}
+	if h.PyErr != nil {
+		e.log.Warn("no count of Python's live objects", zap.Int("pid", pid), zap.Error(h.PyErr))
 	}
+	b := h.RSS
 	if asJSON {
 		return clikit.WriteJSON(e.stdout, struct {
 			report.Summary
 			*rss.Breakdown
-		}{ent.Summary, b})
+			Container *container.Info `json:"container,omitempty"`
+		}{h.Summary, b, containerOf(h.Entry)})
 	}
-	out := report.Human(ent.Summary, ent.State())
+	out := report.Human(h.Summary, h.State())
+	if c := h.Container; c.ID != "" {
+		out += fmt.Sprintf("%-10s %s\n", "container", containerLine(c))
+	}
 	if b != nil {
 		out += fmt.Sprintf("%-10s %s\n", "rss", b.Line())
 		if h := b.Hint(); h != "" {
@@ -77,4 +72,25 @@ func show(e *env, args []string, asJSON bool) error {
 	}
 	_, err = fmt.Fprint(e.stdout, out)
 	return err
+}
+
+// containerOf is ent's container for JSON: nil (no key) outside any.
+func containerOf(ent regions.Entry) *container.Info {
+	if ent.Container == (container.Info{}) {
+		return nil
+	}
+	c := ent.Container
+	return &c
+}
+
+// containerLine is show's container row: the id, then its runtime and pod.
+func containerLine(c container.Info) string {
+	line := c.ID
+	if c.Runtime != "" {
+		line += " (" + c.Runtime + ")"
+	}
+	if c.PodUID != "" {
+		line += ", pod " + c.PodUID
+	}
+	return line
 }

@@ -189,9 +189,9 @@ func TestShowErrors(t *testing.T) {
 		{[]string{"0"}, `show: "0" is not a process id`},
 		{[]string{"-5"}, `unknown flag -5 (heapctl show --help lists the flags)`},
 		{[]string{"1", "2"}, "show: want one PID, got 2 arguments"},
-		{[]string{"1", "--json"}, "show: process 1 publishes no heapline region (/dev/shm/heapline.1): start it with `heapctl run` or with LD_PRELOAD=libheap.so"}, // flags after the PID too
+		{[]string{"1", "--json"}, "show: process 1 publishes no heapline region: there is no /dev/shm/heapline.1 (a process has one while libheap.so is loaded in it)"}, // flags after the PID too
 		{[]string{strconv.Itoa(dead)}, "show: no process " + strconv.Itoa(dead) + ", and no region of it in /dev/shm: a process removes its region when it exits; a killed one's stays until heapctl gc removes it"},
-		{[]string{"1"}, "show: process 1 publishes no heapline region (/dev/shm/heapline.1): start it with `heapctl run` or with LD_PRELOAD=libheap.so"},
+		{[]string{"1"}, "show: process 1 publishes no heapline region: there is no /dev/shm/heapline.1 (a process has one while libheap.so is loaded in it)"},
 	} {
 		r := heapctl(t, append([]string{"show"}, c.args...)...)
 		if r.err == nil || r.err.Error() != c.want {

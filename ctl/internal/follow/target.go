@@ -28,7 +28,7 @@ func ParsePID(s string) (int, error) {
 
 // RegionError says why pid's region (ent, from regions.Inspect) cannot be
 // read: a pid with no process is not a region problem, and a process
-// without a region was not started under the shim. A region left by a
+// without a region does not have the shim loaded now. A region left by a
 // process that is gone is an error too when gone is true (watch and
 // record follow a live process; show prints what it left).
 func RegionError(pid int, ent regions.Entry, gone bool) error {
@@ -39,7 +39,10 @@ func RegionError(pid int, ent regions.Entry, gone bool) error {
 		// profiled, or gc removed what it left.
 		return fmt.Errorf("no process %d, and no region of it in %s: a process removes its region when it exits; a killed one's stays until heapctl gc removes it", pid, region.Dir)
 	case errors.Is(ent.Err, fs.ErrNotExist):
-		return fmt.Errorf("process %d publishes no heapline region (%s): start it with `heapctl run` or with LD_PRELOAD=libheap.so", pid, ent.Path)
+		// How the process was started cannot be told from here: say
+		// where its region was looked for (a container's process's is in
+		// its own /dev/shm, under /proc/<pid>/root).
+		return fmt.Errorf("process %d publishes no heapline region: there is no %s (a process has one while libheap.so is loaded in it)", pid, ent.Path)
 	case ent.Err != nil:
 		return fmt.Errorf("reading the region of process %d: %w", pid, ent.Err)
 	case ent.Stale && gone:
@@ -48,8 +51,9 @@ func RegionError(pid int, ent regions.Entry, gone bool) error {
 	return nil
 }
 
-// RemovedWhileRunning says what happened when pid's region file is gone
-// but the process is not.
-func RemovedWhileRunning(pid int) error {
-	return fmt.Errorf("%s was removed while process %d runs on: its counters can no longer be read (the process itself goes on)", region.Path(pid), pid)
+// RemovedWhileRunning says what happened when pid's region file, path
+// (where the read looked: a container's is under /proc/<pid>/root), is
+// gone but the process is not.
+func RemovedWhileRunning(pid int, path string) error {
+	return fmt.Errorf("%s was removed while process %d runs on: its counters can no longer be read (the process itself goes on)", path, pid)
 }

@@ -18,9 +18,10 @@ import (
 	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
-	"github.com/heapline/heapline/ctl/internal/pyheap"
 	"github.com/heapline/heapline/ctl/internal/regions"
+	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
+	"github.com/heapline/heapline/ctl/internal/snapshot"
 	"github.com/heapline/heapline/ctl/internal/version"
 )
 
@@ -71,7 +72,9 @@ type Collector struct {
 	regions                                                              *prometheus.Desc
 }
 
-var labels = []string{"pid", "command"}
+// labels of every process's series: container_id is the full id of the
+// container the process runs in, "" outside any (package container).
+var labels = []string{"pid", "command", "container_id"}
 
 // New returns a collector that calls list on each scrape, labels series
 // with command (CommandName or CommandFull, as CommandLabel checked it),
@@ -165,7 +168,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			stale++
 		default:
 			live++
-			c.collect(ch, e, boot, bootErr == nil)
+			// The shim's own count of Python's objects, when it keeps
+			// one; else the pools' headers (snapshot, Python).
+			c.collect(ch, snapshot.Finish(e, snapshot.Options{RSS: c.readRSS, Python: e.Summary.PyAllocs == 0}), boot, bootErr == nil)
 		}
 	}
 	for state, n := range map[string]int{"live": live, "stale": stale, "unreadable": unreadable} {
@@ -177,7 +182,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // Linux ABI whatever the kernel's own HZ.
 const userHZ = 100
 
-func (c *Collector) collect(ch chan<- prometheus.Metric, e regions.Entry, boot uint64, bootOK bool) {
+// readRSS is c.rss as a snapshot.RSSReader.
+func (c *Collector) readRSS(pid int, s report.Summary) (rss.Breakdown, error) {
+	return c.rss(pid, rss.Of(s))
+}
+
+func (c *Collector) collect(ch chan<- prometheus.Metric, e snapshot.Heap, boot uint64, bootOK bool) {
 	s := e.Summary
 	// e.Proc is the pid we know the process by, and /proc shows it under:
 	// for a region of another pid namespace (a container's pid 1) not
@@ -195,7 +205,7 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e regions.Entry, boot u
 	if command == "" && statErr == nil {
 		command = st.Comm
 	}
-	l := []string{strconv.Itoa(s.PID), command}
+	l := []string{strconv.Itoa(s.PID), command, e.Container.ID}
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
 	}
@@ -223,20 +233,18 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, e regions.Entry, boot u
 		gauge(c.pyObjectBytes, float64(s.PyLiveBytes()))
 		counter(c.pyAllocs, s.PyAllocs)
 		counter(c.pyAllocatedBytes, s.PyAllocatedBytes)
-	} else if len(e.PyArenas.Addrs) != 0 && !s.Exited && !e.Stale && !e.Detached {
-		// the blocks in use, from the headers of pymalloc's pools (pyheap)
-		if live, err := pyheap.ReadLive(e.Proc, e.PyArenas); err != nil {
-			c.log.Debug("no count of Python's live objects", zap.Int("pid", e.Proc), zap.Error(err))
-		} else {
-			gauge(c.pyObjects, float64(live.Blocks))
-			gauge(c.pyObjectBytes, float64(live.Bytes))
-		}
+	} else if e.PyLive {
+		// the blocks in use, from the headers of pymalloc's pools
+		gauge(c.pyObjects, float64(s.PyLiveObjects))
+		gauge(c.pyObjectBytes, float64(s.PyPoolBytes))
+	} else if e.PyErr != nil {
+		c.log.Debug("no count of Python's live objects", zap.Int("pid", e.Proc), zap.Error(e.PyErr))
 	}
-	b, err := c.rss(e.Proc, rss.Of(s))
-	if err != nil {
-		c.log.Debug("no RSS breakdown", zap.Int("pid", e.Proc), zap.Error(err))
+	if e.RSS == nil {
+		c.log.Debug("no RSS breakdown", zap.Int("pid", e.Proc), zap.Error(e.RSSErr))
 		return
 	}
+	b := *e.RSS
 	gauge(c.rssBytes, float64(b.RSSBytes))
 	gauge(c.retainedBytes, float64(b.RetainedBytes))
 	for _, p := range []struct {

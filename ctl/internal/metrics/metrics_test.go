@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/procfs"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/heapline/heapline/ctl/internal/container"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
@@ -57,52 +58,52 @@ func newFake(t *testing.T, list Lister, command string) *Collector {
 const want = `
 # HELP heapline_allocated_bytes_total Usable bytes of every allocation.
 # TYPE heapline_allocated_bytes_total counter
-heapline_allocated_bytes_total{command="python3",pid="4711"} 9e+08
+heapline_allocated_bytes_total{command="python3",container_id="",pid="4711"} 9e+08
 # HELP heapline_allocations_total Successful allocations (malloc family, realloc counts one).
 # TYPE heapline_allocations_total counter
-heapline_allocations_total{command="python3",pid="4711"} 4153
+heapline_allocations_total{command="python3",container_id="",pid="4711"} 4153
 # HELP heapline_elapsed_seconds Seconds since the shim started counting in the process.
 # TYPE heapline_elapsed_seconds gauge
-heapline_elapsed_seconds{command="python3",pid="4711"} 1.5
+heapline_elapsed_seconds{command="python3",container_id="",pid="4711"} 1.5
 # HELP heapline_freed_bytes_total Usable bytes of every release.
 # TYPE heapline_freed_bytes_total counter
-heapline_freed_bytes_total{command="python3",pid="4711"} 8.99516467e+08
+heapline_freed_bytes_total{command="python3",container_id="",pid="4711"} 8.99516467e+08
 # HELP heapline_frees_total Releases of a non-NULL block (realloc counts one).
 # TYPE heapline_frees_total counter
-heapline_frees_total{command="python3",pid="4711"} 4123
+heapline_frees_total{command="python3",container_id="",pid="4711"} 4123
 # HELP heapline_live_blocks Blocks allocated and not yet freed.
 # TYPE heapline_live_blocks gauge
-heapline_live_blocks{command="python3",pid="4711"} 30
+heapline_live_blocks{command="python3",container_id="",pid="4711"} 30
 # HELP heapline_live_bytes Usable bytes of the blocks allocated and not yet freed.
 # TYPE heapline_live_bytes gauge
-heapline_live_bytes{command="python3",pid="4711"} 483533
+heapline_live_bytes{command="python3",container_id="",pid="4711"} 483533
 # HELP heapline_mapped_bytes Anonymous private memory the program maps itself (CPython's arenas), outside live_bytes.
 # TYPE heapline_mapped_bytes gauge
-heapline_mapped_bytes{command="python3",pid="4711"} 1.6777216e+08
+heapline_mapped_bytes{command="python3",container_id="",pid="4711"} 1.6777216e+08
 # HELP heapline_mappings Ranges counted in mapped_bytes.
 # TYPE heapline_mappings gauge
-heapline_mappings{command="python3",pid="4711"} 160
+heapline_mappings{command="python3",container_id="",pid="4711"} 160
 # HELP heapline_peak_error_bytes Bound on how far peak_live_bytes may be below the true peak (peak batch times threads).
 # TYPE heapline_peak_error_bytes gauge
-heapline_peak_error_bytes{command="python3",pid="4711"} 1.048576e+06
+heapline_peak_error_bytes{command="python3",container_id="",pid="4711"} 1.048576e+06
 # HELP heapline_peak_live_bytes Highest live bytes the shim has published since the process started.
 # TYPE heapline_peak_live_bytes gauge
-heapline_peak_live_bytes{command="python3",pid="4711"} 3.02305689e+08
+heapline_peak_live_bytes{command="python3",container_id="",pid="4711"} 3.02305689e+08
 # HELP heapline_peak_mapped_bytes Highest mapped_bytes since the process started (exact).
 # TYPE heapline_peak_mapped_bytes gauge
-heapline_peak_mapped_bytes{command="python3",pid="4711"} 1.76160768e+08
+heapline_peak_mapped_bytes{command="python3",container_id="",pid="4711"} 1.76160768e+08
 # HELP heapline_python_allocated_bytes_total Bytes of every pymalloc block allocated, by its size class.
 # TYPE heapline_python_allocated_bytes_total counter
-heapline_python_allocated_bytes_total{command="python3",pid="4711"} 320000
+heapline_python_allocated_bytes_total{command="python3",container_id="",pid="4711"} 320000
 # HELP heapline_python_allocations_total pymalloc's blocks allocated.
 # TYPE heapline_python_allocations_total counter
-heapline_python_allocations_total{command="python3",pid="4711"} 5000
+heapline_python_allocations_total{command="python3",container_id="",pid="4711"} 5000
 # HELP heapline_python_object_bytes Bytes of the Python objects live, by pymalloc's size classes.
 # TYPE heapline_python_object_bytes gauge
-heapline_python_object_bytes{command="python3",pid="4711"} 256000
+heapline_python_object_bytes{command="python3",container_id="",pid="4711"} 256000
 # HELP heapline_python_objects CPython's small objects live: pymalloc's blocks, outside live_blocks (their arenas are in mapped_bytes).
 # TYPE heapline_python_objects gauge
-heapline_python_objects{command="python3",pid="4711"} 4000
+heapline_python_objects{command="python3",container_id="",pid="4711"} 4000
 # HELP heapline_regions Regions found in the shared-memory directory, by state: live (exported), stale (process gone, or running on without the shim: heapctl gc removes them), unreadable (corrupt, or not the exporter's to read).
 # TYPE heapline_regions gauge
 heapline_regions{state="live"} 1
@@ -110,26 +111,26 @@ heapline_regions{state="stale"} 2
 heapline_regions{state="unreadable"} 1
 # HELP heapline_retained_bytes Free memory malloc keeps resident: the resident bytes of its mappings less live_bytes.
 # TYPE heapline_retained_bytes gauge
-heapline_retained_bytes{command="python3",pid="4711"} 5.24288e+08
+heapline_retained_bytes{command="python3",container_id="",pid="4711"} 5.24288e+08
 # HELP heapline_rss_bytes Resident set size of the process (the sum of /proc/pid/smaps' Rss).
 # TYPE heapline_rss_bytes gauge
-heapline_rss_bytes{command="python3",pid="4711"} 1.048576e+09
+heapline_rss_bytes{command="python3",container_id="",pid="4711"} 1.048576e+09
 # HELP heapline_rss_part_bytes Where rss_bytes went, parts adding up to it: live (malloc), mapped (the program's own), retained (by malloc), stack, file, shmem (the region included), sample_arena (the shim's, less live blocks), other.
 # TYPE heapline_rss_part_bytes gauge
-heapline_rss_part_bytes{command="python3",part="file",pid="4711"} 1.048576e+07
-heapline_rss_part_bytes{command="python3",part="live",pid="4711"} 483533
-heapline_rss_part_bytes{command="python3",part="mapped",pid="4711"} 1.6777216e+08
-heapline_rss_part_bytes{command="python3",part="other",pid="4711"} 3.43449395e+08
-heapline_rss_part_bytes{command="python3",part="retained",pid="4711"} 5.24288e+08
-heapline_rss_part_bytes{command="python3",part="sample_arena",pid="4711"} 0
-heapline_rss_part_bytes{command="python3",part="shmem",pid="4711"} 1.048576e+06
-heapline_rss_part_bytes{command="python3",part="stack",pid="4711"} 1.048576e+06
+heapline_rss_part_bytes{command="python3",container_id="",part="file",pid="4711"} 1.048576e+07
+heapline_rss_part_bytes{command="python3",container_id="",part="live",pid="4711"} 483533
+heapline_rss_part_bytes{command="python3",container_id="",part="mapped",pid="4711"} 1.6777216e+08
+heapline_rss_part_bytes{command="python3",container_id="",part="other",pid="4711"} 3.43449395e+08
+heapline_rss_part_bytes{command="python3",container_id="",part="retained",pid="4711"} 5.24288e+08
+heapline_rss_part_bytes{command="python3",container_id="",part="sample_arena",pid="4711"} 0
+heapline_rss_part_bytes{command="python3",container_id="",part="shmem",pid="4711"} 1.048576e+06
+heapline_rss_part_bytes{command="python3",container_id="",part="stack",pid="4711"} 1.048576e+06
 # HELP heapline_start_time_seconds Start time of the process since the Unix epoch in seconds: a new value for a pid is a restart, not a leak.
 # TYPE heapline_start_time_seconds gauge
-heapline_start_time_seconds{command="python3",pid="4711"} 1.70000001234e+09
+heapline_start_time_seconds{command="python3",container_id="",pid="4711"} 1.70000001234e+09
 # HELP heapline_threads Threads that have counted allocations in the process since it started.
 # TYPE heapline_threads gauge
-heapline_threads{command="python3",pid="4711"} 4
+heapline_threads{command="python3",container_id="",pid="4711"} 4
 `
 
 func TestCollect(t *testing.T) {
@@ -185,11 +186,11 @@ func TestCollectWithoutCommand(t *testing.T) {
 		if err := testutil.CollectAndCompare(c, strings.NewReader(`
 # HELP heapline_live_bytes Usable bytes of the blocks allocated and not yet freed.
 # TYPE heapline_live_bytes gauge
-heapline_live_bytes{command="`+wantCommand+`",pid="4711"} 483533
-heapline_live_bytes{command="",pid="4712"} 483533
+heapline_live_bytes{command="`+wantCommand+`",container_id="",pid="4711"} 483533
+heapline_live_bytes{command="",container_id="",pid="4712"} 483533
 # HELP heapline_start_time_seconds Start time of the process since the Unix epoch in seconds: a new value for a pid is a restart, not a leak.
 # TYPE heapline_start_time_seconds gauge
-heapline_start_time_seconds{command="`+wantCommand+`",pid="4711"} 1.70000001234e+09
+heapline_start_time_seconds{command="`+wantCommand+`",container_id="",pid="4711"} 1.70000001234e+09
 `), "heapline_live_bytes", "heapline_start_time_seconds"); err != nil {
 			t.Errorf("%s: %v", mode, err)
 		}
@@ -246,7 +247,7 @@ func TestHandler(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	code, body := get()
-	if code != 200 || !strings.Contains(body, `heapline_live_bytes{command="python3",pid="4711"} 483533`) {
+	if code != 200 || !strings.Contains(body, `heapline_live_bytes{command="python3",container_id="",pid="4711"} 483533`) {
 		t.Errorf("status %d, body:\n%s", code, body)
 	}
 	// The version heapctl --version prints (Release), not the module's.
@@ -257,5 +258,19 @@ func TestHandler(t *testing.T) {
 	fail = true
 	if code, body := get(); code != 500 || !strings.Contains(body, "permission denied") {
 		t.Errorf("failed list: status %d, body:\n%s", code, body)
+	}
+}
+
+// A process in a container carries its full container id.
+func TestCollectContainer(t *testing.T) {
+	e := entries()[:1]
+	e[0].Container = container.Info{ID: "3f4b2a9c1d8e7f60a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2", Runtime: "podman"}
+	c := newFake(t, func() ([]regions.Entry, error) { return e, nil }, CommandName)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP heapline_live_bytes Usable bytes of the blocks allocated and not yet freed.
+# TYPE heapline_live_bytes gauge
+heapline_live_bytes{command="python3",container_id="3f4b2a9c1d8e7f60a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2",pid="4711"} 483533
+`), "heapline_live_bytes"); err != nil {
+		t.Error(err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	pprof "github.com/google/pprof/profile"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/heapline/heapline/ctl/internal/container"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 )
 
@@ -24,6 +26,9 @@ type Process struct {
 	ExePath string // process.executable.path; "" when unknown
 	ExeName string // process.executable.name
 	Service string // service.name
+	// Container is the process's container: container.id, and
+	// k8s.pod.uid for a Kubernetes pod's (the semantic conventions' names).
+	Container container.Info
 	// Heap is the profile as profile.Build makes it, its alloc_* already
 	// the interval's (Deltas.Apply); Peak the stacks at the heap's peak
 	// (profile.BuildPeak), nil when the shim took no copy.
@@ -67,6 +72,12 @@ func Convert(procs []Process, version string) pprofile.Profiles {
 			a.PutStr("process.executable.path", p.ExePath)
 		}
 		a.PutStr("service.name", p.Service)
+		if p.Container.ID != "" {
+			a.PutStr("container.id", p.Container.ID)
+		}
+		if p.Container.PodUID != "" {
+			a.PutStr("k8s.pod.uid", p.Container.PodUID)
+		}
 		sp := rp.ScopeProfiles().AppendEmpty()
 		sp.Scope().SetName(Scope)
 		sp.Scope().SetVersion(version)

@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
+	"github.com/heapline/heapline/ctl/internal/container"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 )
@@ -241,5 +242,28 @@ func TestDeltas(t *testing.T) {
 	d.Sweep()
 	if d.Len() != 0 {
 		t.Errorf("%d processes remembered after two sweeps without them", d.Len())
+	}
+}
+
+// A container's process's resource says its container and its pod, by the
+// semantic conventions' names; a process outside any has neither.
+func TestConvertContainer(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	heap := profile.Build(testProfile(), nil, now)
+	const id, pod = "3f4b2a9c1d8e7f60a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2", "8d3c1f6e-52a7-4b9e-9c1d-0f2a3b4c5d6e"
+	got := roundTrip(t, Convert([]Process{
+		{PID: 42, Host: "h1", ExeName: "app", Service: "app", Heap: heap, Container: container.Info{ID: id, Runtime: "containerd", PodUID: pod}},
+		{PID: 43, Host: "h1", ExeName: "app", Service: "app", Heap: heap},
+	}, "v1"))
+	a := got.ResourceProfiles().At(0).Resource().Attributes().AsRaw()
+	if a["container.id"] != id || a["k8s.pod.uid"] != pod {
+		t.Errorf("resource %v, want container.id %s and k8s.pod.uid %s", a, id, pod)
+	}
+	b := got.ResourceProfiles().At(1).Resource().Attributes().AsRaw()
+	if _, ok := b["container.id"]; ok {
+		t.Errorf("resource %v of a process outside containers has a container.id", b)
+	}
+	if _, ok := b["k8s.pod.uid"]; ok {
+		t.Errorf("resource %v of a process outside pods has a k8s.pod.uid", b)
 	}
 }

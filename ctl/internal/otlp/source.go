@@ -12,6 +12,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 	"go.uber.org/zap"
 
+	"github.com/heapline/heapline/ctl/internal/container"
 	"github.com/heapline/heapline/ctl/internal/metrics"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
@@ -23,10 +24,10 @@ import (
 // Source reads every readable region's profile for a push, remembering
 // what the pushes before it sent.
 type Source struct {
-	// List and Inspect are regions.List and regions.InspectProfile; fakes
-	// in tests.
+	// List and Inspect are regions.List and regions.InspectProfileOf;
+	// fakes in tests.
 	List    func() ([]regions.Entry, error)
-	Inspect func(pid int) (regions.Entry, region.Profile)
+	Inspect func(listed regions.Entry) (regions.Entry, region.Profile)
 	Host    string
 	Log     *zap.Logger
 
@@ -40,12 +41,15 @@ type Source struct {
 	// names keeps what identify found while a process ran: once it has
 	// exited, /proc has neither its executable nor its environment.
 	names map[Key][3]string
+	// containers keeps each process's container, for its last profile
+	// after it exited.
+	containers map[Key]container.Info
 }
 
 // NewSource reads the regions of this machine.
 func NewSource(log *zap.Logger) *Source {
 	host, _ := os.Hostname()
-	return &Source{List: regions.List, Inspect: regions.InspectProfile, Host: host, Log: log}
+	return &Source{List: regions.List, Inspect: regions.InspectProfileOf, Host: host, Log: log}
 }
 
 // Read returns the profiles of every region at now: live processes, and
@@ -55,7 +59,7 @@ func NewSource(log *zap.Logger) *Source {
 func (s *Source) Read(now time.Time) ([]Process, error) {
 	if s.sym == nil {
 		s.sym, s.deltas, s.gone, s.held = profile.NewSymbolizer(), NewDeltas(), map[Key]bool{}, map[Key]*os.File{}
-		s.names = map[Key][3]string{}
+		s.names, s.containers = map[Key][3]string{}, map[Key]container.Info{}
 	}
 	entries, err := s.List()
 	if err != nil {
@@ -67,7 +71,7 @@ func (s *Source) Read(now time.Time) ([]Process, error) {
 		if e.Err != nil || e.PID <= 0 {
 			continue
 		}
-		ent, p := s.Inspect(e.PID)
+		ent, p := s.Inspect(e) // the same file, where it is
 		if ent.Err != nil {
 			if !errors.Is(ent.Err, region.ErrNoProfile) {
 				s.Log.Debug("region not pushed", zap.Int("pid", e.PID), zap.Error(ent.Err))
@@ -83,9 +87,12 @@ func (s *Source) Read(now time.Time) ([]Process, error) {
 				continue
 			}
 		} else if s.held[k] == nil {
-			if f, err := os.OpenFile(e.Path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0); err == nil {
+			if f, err := regions.Open(ent); err == nil {
 				s.held[k] = f
 			}
+		}
+		if ent.Container != (container.Info{}) {
+			s.containers[k] = ent.Container
 		}
 		out = append(out, s.process(k, p, ent.Summary.ElapsedS, ent.Proc, !ent.Stale, now))
 	}
@@ -135,6 +142,11 @@ func (s *Source) forget(seen map[Key]bool) {
 			delete(s.names, k)
 		}
 	}
+	for k := range s.containers {
+		if !seen[k] {
+			delete(s.containers, k)
+		}
+	}
 }
 
 // process is one process's profiles; elapsed is how long its shim has
@@ -143,7 +155,7 @@ func (s *Source) process(k Key, p region.Profile, elapsed float64, pid int, runn
 	p.Command = metrics.ProgramName(p.Command) // the profile's comment: never the arguments
 	heap := profile.Build(p, s.sym, now)
 	first := now.Add(-time.Duration(elapsed * float64(time.Second)))
-	proc := Process{PID: k.PID, Host: s.Host, Heap: heap, Start: s.deltas.Apply(k, heap, first)}
+	proc := Process{PID: k.PID, Host: s.Host, Heap: heap, Start: s.deltas.Apply(k, heap, first), Container: s.containers[k]}
 	if p.Peak.Copies > 0 {
 		proc.Peak = profile.BuildPeak(p, s.sym, now)
 	}

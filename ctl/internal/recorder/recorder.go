@@ -22,6 +22,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
+	"github.com/heapline/heapline/ctl/internal/snapshot"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 	"github.com/heapline/heapline/internal/procs"
 )
@@ -150,15 +151,16 @@ type recorder struct {
 }
 
 // add takes snapshot s of the image that started counting at startNS (0:
-// not known, as for the counters read from a killed process's region).
-func (r *recorder) add(s report.Summary, startNS uint64) error {
+// not known, as for the counters read from a killed process's region),
+// with b where its RSS went (nil: not known).
+func (r *recorder) add(s report.Summary, startNS uint64, b *rss.Breakdown) error {
 	if len(r.samples) > 0 && r.last.PID == s.PID && r.last.Command == s.Command {
 		// The peak recorded never goes down for the same image (watch
 		// says why).
 		s.PeakLiveBytes = max(s.PeakLiveBytes, r.last.PeakLiveBytes)
 	}
 	p := r.images.Point(s, startNS, monotonicNS())
-	if b, ok := r.rss.Read(s.PID, s); ok {
+	if b != nil {
 		p.RSSBytes, p.RetainedBytes = b.RSSBytes, b.RetainedBytes
 	}
 	if p.Exec != "" {
@@ -167,6 +169,12 @@ func (r *recorder) add(s report.Summary, startNS uint64) error {
 	r.last = s
 	r.samples = append(r.samples, p)
 	return r.out.Add(p, s)
+}
+
+// options: the RSS split with each sample, smaps read at most once an
+// rss.Every.
+func (r *recorder) options() snapshot.Options {
+	return snapshot.Options{RSS: snapshot.Sampled(&r.rss)}
 }
 
 func monotonicNS() uint64 {
@@ -185,20 +193,20 @@ func (r *recorder) attach(pid int) error {
 	defer proc.Close()
 	r.startSeries()
 	for {
-		ent := regions.Inspect(pid)
-		read, err := follow.Classify(pid, ent, proc, len(r.samples) == 0)
+		ent := snapshot.Of(pid, r.options())
+		read, err := follow.Classify(pid, ent.Entry, proc, len(r.samples) == 0)
 		switch {
 		case err != nil:
 			return err
 		case read == follow.Removed:
-			r.log.Warn(follow.RemovedWhileRunning(pid).Error() + "; the timeline ends at the last sample")
+			r.log.Warn(follow.RemovedWhileRunning(pid, ent.Path).Error() + "; the timeline ends at the last sample")
 			return nil
 		case read == follow.Ended:
 			return nil
 		case read == follow.Busy:
 			r.log.Debug("region busy", zap.Int("pid", pid), zap.Error(ent.Err))
 		default:
-			if err := r.add(ent.Summary, ent.StartNS); err != nil {
+			if err := r.add(ent.Summary, ent.StartNS, ent.RSS); err != nil {
 				return err
 			}
 			if ent.Detached {
@@ -259,7 +267,7 @@ func (r *recorder) run(path string, args []string, lib string) error {
 	} else if err == nil {
 		// Killed: the counters it last published, read from the region it
 		// left, which stays for profile --peak (Own).
-		if err := r.add(s, 0); err != nil && sampleErr == nil {
+		if err := r.add(s, 0, nil); err != nil && sampleErr == nil {
 			sampleErr = err
 		}
 	} else {
@@ -277,10 +285,10 @@ func (r *recorder) run(path string, args []string, lib string) error {
 // is): the program runs unrecorded while its region stays unreadable, as
 // it does when the shim itself cannot publish.
 func (r *recorder) sample(pid int) error {
-	ent := regions.Inspect(pid)
-	switch r.child.Classify(ent) {
+	ent := snapshot.Of(pid, r.options())
+	switch r.child.Classify(ent.Entry) {
 	case follow.Removed:
-		r.log.Warn(follow.RemovedWhileRunning(pid).Error() + "; its exit summary is still read when it ends")
+		r.log.Warn(follow.RemovedWhileRunning(pid, ent.Path).Error() + "; its exit summary is still read when it ends")
 		return nil
 	case follow.Unreadable:
 		r.log.Warn("cannot read the region; not sampling it", zap.Int("pid", pid), zap.Error(ent.Err))
@@ -294,7 +302,7 @@ func (r *recorder) sample(pid int) error {
 	if ent.Detached {
 		r.saidDetached(pid, "recording on until it ends")
 	}
-	return r.add(ent.Summary, ent.StartNS)
+	return r.add(ent.Summary, ent.StartNS, ent.RSS)
 }
 
 func (r *recorder) startSeries() {

@@ -44,8 +44,15 @@ type PyArenas struct {
 // owner and identity once the file is found, the header's facts once the
 // header is checked; but no Summary or Profile.
 func ReadFile(path string, pid int, withProfile bool) (File, error) {
+	return ReadPlace(At(path), pid, withProfile)
+}
+
+// ReadPlace is ReadFile of the file at p, which may be in a container's
+// root (Place); an error names p.String().
+func ReadPlace(p Place, pid int, withProfile bool) (File, error) {
+	path := p.String()
 	f := File{UID: -1}
-	h, s, err := readFile(&f, path, pid, withProfile)
+	h, s, err := readFile(&f, p, pid, withProfile)
 	f.StartNS, f.StartTicks, f.TimeNS, f.PidNS = h.startNS, h.startTicks, h.timeNS, h.pidNS
 	if err != nil {
 		return f, fmt.Errorf("%s: %w", path, err)
@@ -54,7 +61,7 @@ func ReadFile(path string, pid int, withProfile bool) (File, error) {
 	return f, nil
 }
 
-func readFile(e *File, path string, pid int, withProfile bool) (h header, s report.Summary, err error) {
+func readFile(e *File, path Place, pid int, withProfile bool) (h header, s report.Summary, err error) {
 	defer func() {
 		if err != nil {
 			e.PyArenas = PyArenas{}
@@ -64,9 +71,12 @@ func readFile(e *File, path string, pid int, withProfile bool) (h header, s repo
 		return h, s, fmt.Errorf("pid %d out of range", pid)
 	}
 	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
+	if err := path.Lstat(&st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return h, s, fmt.Errorf("%w (is pid %d running under libheap.so?)", err, pid)
+			return h, s, fmt.Errorf("%w (pid %d publishes its region here while libheap.so is loaded in it)", err, pid)
+		}
+		if errors.Is(err, unix.ELOOP) {
+			return h, s, errors.New("a symbolic link on the way inside the process's root: not followed")
 		}
 		return h, s, err
 	}
@@ -78,7 +88,7 @@ func readFile(e *File, path string, pid int, withProfile bool) (h header, s repo
 	// O_NOFOLLOW and the identity check below close the window between
 	// lstat and open in which the file could be swapped for a link;
 	// O_NONBLOCK keeps a fifo swapped in from blocking the open.
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	fd, err := path.Open(unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
 			return h, s, errors.New("is a symbolic link: not followed")

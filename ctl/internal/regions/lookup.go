@@ -1,6 +1,9 @@
 package regions
 
-import "github.com/heapline/heapline/internal/procs"
+import (
+	"github.com/heapline/heapline/ctl/internal/container"
+	"github.com/heapline/heapline/internal/procs"
+)
 
 // A region's name holds the pid of its process in that process's own pid
 // namespace (the header says which: pid_ns), so a region of another
@@ -25,12 +28,14 @@ type lookup struct {
 	ours  bool
 	idx   *procs.NSIndex
 	procs map[int]*procs.Snapshot
+	// containers: each process's container (its cgroup), read once.
+	containers map[int]container.Info
 	// profile: the read also takes the sampled profile (InspectProfile).
 	profile bool
 }
 
 func newLookup() *lookup {
-	return &lookup{own: ownPidNS(), ours: procOurs(), procs: map[int]*procs.Snapshot{}}
+	return &lookup{own: ownPidNS(), ours: procOurs(), procs: map[int]*procs.Snapshot{}, containers: map[int]container.Info{}}
 }
 
 // proc is pid as /proc shows it, read the first time it is asked for.

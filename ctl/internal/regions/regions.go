@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/heapline/heapline/ctl/internal/container"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/internal/procs"
@@ -26,7 +27,7 @@ import (
 // Entry is one region file as List found it.
 type Entry struct {
 	PID     int    // from the file name; 0 when it is not heapline.<pid>[.<pid namespace>]
-	Path    string // the file
+	Path    string // the file, as the node sees it (a container's under /proc/<pid>/root)
 	Summary report.Summary
 	// Proc is the publishing process as a pid of ours: PID, or for a
 	// region of another pid namespace the pid we know its process by; 0
@@ -53,7 +54,12 @@ type Entry struct {
 	// reader of the process's pools (package pyheap).
 	PyArenas region.PyArenas
 
-	regular  bool // a regular file (not a symlink, fifo, ...)
+	// Container is the container of the process (Proc), from its
+	// cgroup; zero outside any, or when its process is not known.
+	Container container.Info
+
+	place    region.Place // where the file is: Path, resolved inside a container's root
+	regular  bool         // a regular file (not a symlink, fifo, ...)
 	dev, ino uint64
 	nameNS   uint64          // the pid namespace in the file's name (pathNS), or 0
 	foreign  bool            // published in another pid namespace than ours
@@ -63,6 +69,14 @@ type Entry struct {
 // OtherNS reports whether the region was published in another pid
 // namespace than ours: its PID is a pid there, Proc the one here.
 func (e Entry) OtherNS() bool { return e.foreign }
+
+// where is e's Place; an Entry made by hand (a test's) has its Path.
+func (e Entry) where() region.Place {
+	if e.place.Path == "" {
+		return region.At(e.Path)
+	}
+	return e.place
+}
 
 // State is where e's process is, for report.Human.
 func (e Entry) State() report.State {
@@ -94,13 +108,26 @@ func Read(pid int) (report.Summary, error) {
 func Inspect(pid int) Entry { return inspectPID(newLookup(), pid) }
 
 func inspectPID(l *lookup, pid int) Entry {
-	e := inspect(l, pid, 0, region.Path(pid))
+	inRoot, found := inspectRoot(l, pid)
+	if found {
+		return inRoot
+	}
+	e := inspectHost(l, pid)
+	if inRoot.Path != "" && errors.Is(e.Err, fs.ErrNotExist) && !e.Stale {
+		return inRoot // a container's process: its own /dev/shm is where to look
+	}
+	return e
+}
+
+// inspectHost finds pid's region in our region.Dir.
+func inspectHost(l *lookup, pid int) Entry {
+	e := inspectAt(l, pid, 0, region.At(region.Path(pid)))
 	if e.Err == nil && e.Proc == pid && !e.Stale && !e.Detached {
 		return e
 	}
 	var alt *Entry // heapline.<pid>.<our namespace>, if there is one
 	if l.own != 0 {
-		in := inspect(l, pid, l.own, pathNS(pid, l.own))
+		in := inspectAt(l, pid, l.own, region.At(pathNS(pid, l.own)))
 		if in.Err == nil && !in.Stale && !in.Detached {
 			return in
 		}
@@ -113,7 +140,7 @@ func inspectPID(l *lookup, pid int) Entry {
 		names, _ := filepath.Glob(pathNS(pid, l.own) + ".*")
 		for _, name := range names {
 			if _, _, ok := parseName(filepath.Base(name)); ok {
-				if in := inspect(l, pid, l.own, name); in.Err == nil && !in.Stale && !in.Detached {
+				if in := inspectAt(l, pid, l.own, region.At(name)); in.Err == nil && !in.Stale && !in.Detached {
 					return in
 				}
 			}
@@ -124,7 +151,7 @@ func inspectPID(l *lookup, pid int) Entry {
 	}
 	if p := l.proc(pid); len(p.NSpids) > 1 && l.ours {
 		inner, ns := p.NSpids[len(p.NSpids)-1], p.PidNS
-		for _, in := range []Entry{inspect(l, inner, 0, region.Path(inner)), inspect(l, inner, ns, pathNS(inner, ns))} {
+		for _, in := range []Entry{inspectAt(l, inner, 0, region.At(region.Path(inner))), inspectAt(l, inner, ns, region.At(pathNS(inner, ns)))} {
 			if in.Err == nil && in.Proc == pid {
 				return in
 			}
@@ -148,12 +175,30 @@ func inspectPID(l *lookup, pid int) Entry {
 func InspectProfile(pid int) (Entry, region.Profile) {
 	l := newLookup()
 	l.profile = true
-	e := inspectPID(l, pid)
+	return withProfile(inspectPID(l, pid))
+}
+
+// InspectProfileOf reads again, with its profile, the file that List
+// found as listed: where it is (a container's too), named as it is, for a
+// reader of every region (export) that must not look a region up by a
+// pid, which for a gone process of another namespace names another's.
+func InspectProfileOf(listed Entry) (Entry, region.Profile) {
+	l := newLookup()
+	l.profile = true
+	return withProfile(inspectAt(l, listed.PID, listed.nameNS, listed.where()))
+}
+
+// withProfile takes the profile out of e, read with it, and roots it for
+// symbolization in its process's root.
+func withProfile(e Entry) (Entry, region.Profile) {
 	var p region.Profile
 	if e.Err == nil && e.prof != nil {
 		p = *e.prof
 		if !e.Stale && e.Proc > 0 {
 			p.Root = procs.RootDir(e.Proc)
+		}
+		if e.Proc > 0 {
+			p.PID = e.Proc // as the Summary's: the pid here, not the name's of another pid namespace
 		}
 	}
 	e.prof = nil
@@ -168,10 +213,21 @@ func pathNS(pid int, ns uint64) string {
 
 // inspect reads the region file at path, named for pid (and nameNS, when
 // the name has a namespace: pathNS).
-func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
-	e = Entry{PID: pid, Proc: pid, Path: path, UID: -1, nameNS: nameNS}
+func inspect(l *lookup, pid int, nameNS uint64, path string) Entry {
+	return inspectAt(l, pid, nameNS, region.At(path))
+}
+
+// inspectAt is inspect of the file at place (in a container's root, say).
+func inspectAt(l *lookup, pid int, nameNS uint64, place region.Place) (e Entry) {
+	path := place.String()
+	e = Entry{PID: pid, Proc: pid, Path: path, UID: -1, nameNS: nameNS, place: place}
+	defer func() {
+		if e.Proc > 0 && !e.Stale {
+			e.Container = l.container(e.Proc)
+		}
+	}()
 	var h region.File
-	h, e.Err = region.ReadFile(path, pid, l.profile) // its errors name the file
+	h, e.Err = region.ReadPlace(place, pid, l.profile) // its errors name the file
 	e.Summary, e.StartNS, e.UID, e.dev, e.ino, e.regular, e.prof = h.Summary, h.StartNS, h.UID, h.Dev, h.Ino, h.Regular, h.Profile
 	e.PyArenas = h.PyArenas
 	// fail is an error of ours about the file, named as ReadFile's are.
@@ -217,7 +273,7 @@ func inspect(l *lookup, pid int, nameNS uint64, path string) (e Entry) {
 	// between exec and the new image's open (region.c copes with gc
 	// removing it then).
 	if !e.Stale && e.Err == nil && l.ours {
-		if mapped, known := l.proc(e.Proc).MapsFile(path, e.dev, e.ino); known && !mapped {
+		if mapped, known := l.proc(e.Proc).MapsFile(place.Path, e.dev, e.ino); known && !mapped {
 			e.Detached = true
 		}
 	}
@@ -275,42 +331,23 @@ func isRandom(s string) bool {
 }
 
 // List returns every heapline.* file in region.Dir that the caller may read
-// (its own, or all of them for root), sorted by pid. A file that is not a
+// (its own, or all of them for root), and those in the region.Dir of each
+// other mount namespace (a container's, listed once through the root of
+// one of its processes: Containers), sorted by pid. A file that is not a
 // valid region is listed with its error, a name that is not
 // heapline.<pid>[.<pid namespace>] with PID 0.
 func List() ([]Entry, error) {
-	des, err := os.ReadDir(region.Dir)
-	if err != nil {
+	l := newLookup()
+	var out []Entry
+	seen := map[[2]uint64]bool{} // files by device and inode: a shared /dev/shm is listed once
+	if err := listDir(l, region.At(region.Dir), seen, &out); err != nil {
 		return nil, fmt.Errorf("listing regions: %w", err)
 	}
-	euid := geteuid()
-	var out []Entry
-	l := newLookup()
-	for _, de := range des {
-		name := de.Name()
-		if !strings.HasPrefix(name, region.PathPrefix) {
-			continue
-		}
-		path := region.Dir + "/" + name
-		var st unix.Stat_t
-		if err := unix.Lstat(path, &st); err != nil {
-			continue // removed since ReadDir
-		}
-		if euid != 0 && int(st.Uid) != euid {
-			continue
-		}
-		pid, ns, ok := parseName(name)
-		if !ok {
-			out = append(out, Entry{Path: path, UID: int(st.Uid), dev: st.Dev, ino: st.Ino,
-				regular: st.Mode&unix.S_IFMT == unix.S_IFREG,
-				Err:     fmt.Errorf("%s: not a region name (want %s<pid>, or %s<pid>.<pid namespace>)", path, region.PathPrefix, region.PathPrefix)})
-			continue
-		}
-		e := inspect(l, pid, ns, path)
-		if errors.Is(e.Err, fs.ErrNotExist) {
-			continue // removed since the lstat above: the process exited
-		}
-		out = append(out, e)
+	for _, root := range otherRoots() {
+		// The container's processes may all have ended since: then its
+		// /dev/shm has gone with its mount namespace, and with it the
+		// regions in it.
+		_ = listDir(l, region.Place{Root: root, Path: region.Dir}, seen, &out)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i].PID, out[j].PID
@@ -320,6 +357,48 @@ func List() ([]Entry, error) {
 		return a < b
 	})
 	return out, nil
+}
+
+// listDir appends the regions in dir that the caller may read to out,
+// except files already seen.
+func listDir(l *lookup, dir region.Place, seen map[[2]uint64]bool, out *[]Entry) error {
+	names, err := dir.ReadDirNames()
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	euid := geteuid()
+	for _, name := range names {
+		if !strings.HasPrefix(name, region.PathPrefix) {
+			continue
+		}
+		place := region.Place{Root: dir.Root, Path: dir.Path + "/" + name}
+		path := place.String()
+		var st unix.Stat_t
+		if err := place.Lstat(&st); err != nil {
+			continue // removed since the listing
+		}
+		if seen[[2]uint64{st.Dev, st.Ino}] {
+			continue
+		}
+		seen[[2]uint64{st.Dev, st.Ino}] = true
+		if euid != 0 && int(st.Uid) != euid {
+			continue
+		}
+		pid, ns, ok := parseName(name)
+		if !ok {
+			*out = append(*out, Entry{Path: path, place: place, UID: int(st.Uid), dev: st.Dev, ino: st.Ino,
+				regular: st.Mode&unix.S_IFMT == unix.S_IFREG,
+				Err:     fmt.Errorf("%s: not a region name (want %s<pid>, or %s<pid>.<pid namespace>)", path, region.PathPrefix, region.PathPrefix)})
+			continue
+		}
+		e := inspectAt(l, pid, ns, place)
+		if errors.Is(e.Err, fs.ErrNotExist) {
+			continue // removed since the lstat above: the process exited
+		}
+		*out = append(*out, e)
+	}
+	return nil
 }
 
 // Unlisted counts the heapline.* files in region.Dir that List leaves out
@@ -366,7 +445,13 @@ func GC(dryRun bool) ([]Entry, error) {
 		if mapped == nil {
 			mapped = procs.ReadMapped(e.dev)
 		}
-		if p := mapped.By(e.ino, e.Path); p > 0 {
+		// A path in the maps of a process is a path in its mount
+		// namespace: only ours can name the file by path.
+		byPath := e.Path
+		if e.place.Root != "" {
+			byPath = ""
+		}
+		if p := mapped.By(e.ino, byPath); p > 0 {
 			errs = append(errs, fmt.Errorf("%s: mapped by process %d: left alone", e.Path, p))
 			continue
 		}
@@ -389,10 +474,10 @@ func GC(dryRun bool) ([]Entry, error) {
 // it has emptied it: gc never removes a region an image is taking, and
 // once emptied it is unreadable, not detached.
 func removeStale(e Entry) error {
-	fd, err := unix.Open(e.Path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	fd, err := e.where().Open(unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil // someone else removed it
+			return nil // someone else removed it, or its container is gone
 		}
 		return fmt.Errorf("%s: %w", e.Path, err)
 	}
@@ -407,10 +492,10 @@ func removeStale(e Entry) error {
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
 		return fmt.Errorf("%s: locked (its process is taking it over after exec, or another gc is at it): left alone", e.Path)
 	}
-	if again := inspect(newLookup(), e.PID, e.nameNS, e.Path); !again.Stale && !again.Detached {
+	if again := inspectAt(newLookup(), e.PID, e.nameNS, e.where()); !again.Stale && !again.Detached {
 		return fmt.Errorf("%s: process %d is running: left alone", e.Path, e.PID)
 	}
-	if err := unix.Unlink(e.Path); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := e.where().Unlink(); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("removing %s: %w", e.Path, err)
 	}
 	return nil
@@ -426,7 +511,7 @@ var geteuid = os.Geteuid
 // heapctl run's child, examined as a zombie before it is reaped.
 func Remove(ent Entry) error {
 	var st unix.Stat_t
-	if err := unix.Lstat(ent.Path, &st); err != nil {
+	if err := ent.where().Lstat(&st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil
 		}
@@ -435,7 +520,7 @@ func Remove(ent Entry) error {
 	if err := ent.still(&st); err != nil {
 		return err
 	}
-	if err := unix.Unlink(ent.Path); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := ent.where().Unlink(); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("removing %s: %w", ent.Path, err)
 	}
 	return nil
@@ -461,7 +546,7 @@ func (ent Entry) still(st *unix.Stat_t) error {
 // exit's does, instead of counting on for whoever reads it later. Only
 // the same file (inode) and a regular file owned by the caller is written.
 func StampEnd(ent Entry, end uint64) error {
-	fd, err := unix.Open(ent.Path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	fd, err := ent.where().Open(unix.O_RDWR | unix.O_NONBLOCK | unix.O_NOCTTY)
 	if err != nil {
 		return fmt.Errorf("%s: %w", ent.Path, err)
 	}
@@ -474,4 +559,21 @@ func StampEnd(ent Entry, end uint64) error {
 		return err
 	}
 	return region.StampExitNS(fd, end)
+}
+
+// Open opens the file ent was read from, read-only, where it is (inside a
+// container's root, links refused: region.Place), if it is still that file
+// (the same inode): for a reader that holds a region open to read a
+// process's last counters after it exits and unlinks the file.
+func Open(ent Entry) (*os.File, error) {
+	fd, err := ent.where().Open(unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ent.Path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Dev != ent.dev || st.Ino != ent.ino {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: replaced since it was examined", ent.Path)
+	}
+	return os.NewFile(uintptr(fd), ent.Path), nil
 }

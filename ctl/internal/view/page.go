@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"github.com/heapline/heapline/ctl/internal/follow"
-	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
+	"github.com/heapline/heapline/ctl/internal/snapshot"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 )
 
@@ -23,14 +23,17 @@ const pageHead = `<!DOCTYPE html>
 // heapctl show prints it on its rss line).
 func RSSPage(pid int) func(*strings.Builder) error {
 	return func(w *strings.Builder) error {
-		ent := regions.Inspect(pid)
-		if err := follow.RegionError(pid, ent, true); err != nil {
+		ent := snapshot.Of(pid, snapshot.Options{RSS: snapshot.ReadRSS})
+		if err := follow.RegionError(pid, ent.Entry, true); err != nil {
 			return err
 		}
-		b, err := rss.Read(ent.Proc, rss.Of(ent.Summary))
-		if err != nil {
-			return err
+		if ent.RSSErr != nil {
+			return ent.RSSErr
 		}
+		if ent.RSS == nil {
+			return fmt.Errorf("process %d no longer runs under the shim (it exec'd without it, or is exiting): its resident memory is not its counters' heap", pid)
+		}
+		b := *ent.RSS
 		title := fmt.Sprintf("Where the RSS of %s (pid %d) went", report.Clip(ent.Summary.Command, 120), pid)
 		fmt.Fprintf(w, pageHead, html.EscapeString(title), html.EscapeString(title))
 		fmt.Fprintf(w, "<table id=\"rss\">\n<tr><th>part</th><th>bytes</th><th></th></tr>\n")

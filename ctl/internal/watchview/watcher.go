@@ -9,10 +9,9 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/follow"
-	"github.com/heapline/heapline/ctl/internal/pyheap"
-	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
+	"github.com/heapline/heapline/ctl/internal/snapshot"
 	"github.com/heapline/heapline/ctl/internal/timeline"
 	"github.com/heapline/heapline/internal/procs"
 )
@@ -80,7 +79,7 @@ func (w *Watcher) Poll() error {
 	if w.pid != 0 {
 		return w.pollOne(false)
 	}
-	entries, err := regions.List()
+	entries, err := snapshot.List(w.options())
 	if err != nil {
 		return err
 	}
@@ -106,7 +105,7 @@ func (w *Watcher) Poll() error {
 			// Keyed as update keys it: by the pid we know the process by,
 			// which for another pid namespace's is not its name's.
 			seen[ent.Summary.PID] = true
-			w.update(withPyLive(ent))
+			w.take(ent)
 		}
 	}
 	for _, pid := range w.order {
@@ -121,13 +120,13 @@ func (w *Watcher) Poll() error {
 // answer; later, a region that is gone (unlinked at exit) or stale (the
 // process was killed) means the process ended.
 func (w *Watcher) pollOne(first bool) error {
-	ent := regions.Inspect(w.pid)
-	read, err := follow.Classify(w.pid, ent, w.proc, first)
+	ent := snapshot.Of(w.pid, w.options())
+	read, err := follow.Classify(w.pid, ent.Entry, w.proc, first)
 	switch {
 	case err != nil:
 		return err
 	case read == follow.Removed:
-		w.endWhy(w.pid, follow.RemovedWhileRunning(w.pid).Error())
+		w.endWhy(w.pid, follow.RemovedWhileRunning(w.pid, ent.Path).Error())
 	case read == follow.Ended:
 		w.end(w.pid)
 	case read == follow.Busy:
@@ -140,24 +139,27 @@ func (w *Watcher) pollOne(first bool) error {
 		w.update(ent.Summary)
 		w.end(w.pid)
 	default:
-		w.update(withPyLive(ent))
+		w.take(ent)
 	}
 	return nil
 }
 
-// withPyLive is ent's summary with Python's live objects read from its
-// pools' headers (package pyheap), as show has them: the region holds only
-// the arena table, and the shim counts nothing per object by default.
-// A read that fails leaves them out; the PYTHON column then says "–".
-func withPyLive(ent regions.Entry) report.Summary {
-	s := ent.Summary
-	if len(ent.PyArenas.Addrs) == 0 {
-		return s
+// options: Python's live objects from its pools' headers, as show has
+// them (the region holds only the arena table, and the shim counts
+// nothing per object by default: a read that fails leaves them out, and
+// the PYTHON column then says "–"); the RSS split at most once an
+// rss.Every.
+func (w *Watcher) options() snapshot.Options {
+	return snapshot.Options{Python: true, RSS: snapshot.Sampled(&w.rss)}
+}
+
+// take is update with a heap read through snapshot, its RSS split with it
+// (the last one stands when there is none now).
+func (w *Watcher) take(h snapshot.Heap) {
+	w.update(h.Summary)
+	if p := w.procs[h.Summary.PID]; p != nil && h.RSS != nil {
+		p.rss = *h.RSS
 	}
-	if l, err := pyheap.ReadLive(ent.Proc, ent.PyArenas); err == nil {
-		s.PyLiveObjects, s.PyPoolBytes = l.Blocks, l.Bytes
-	}
-	return s
 }
 
 func (w *Watcher) update(s report.Summary) {
@@ -179,9 +181,6 @@ func (w *Watcher) update(s report.Summary) {
 		p.allocsS, p.freesS = timeline.Rates(p.hist[n-1], cur)
 	}
 	p.last = s
-	if b, ok := w.rss.Read(s.PID, s); ok {
-		p.rss = b
-	}
 	p.hist = append(p.hist, cur)
 	// Keep one sample older than the window: the sparkline starts from it.
 	i := 0
