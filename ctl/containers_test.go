@@ -33,6 +33,13 @@ import (
 // with its pid on the node.
 func unshared(t *testing.T, pidNS bool) *rgSteps {
 	t.Helper()
+	return unsharedWith(t, pidNS, "")
+}
+
+// unsharedWith is unshared, running first the shell commands before in
+// the new namespaces, once /dev/shm is the container's own.
+func unsharedWith(t *testing.T, pidNS bool, before string) *rgSteps {
+	t.Helper()
 	testkit.NeedRoot(t, "to make a mount namespace")
 	unshare := testkit.NeedTool(t, "unshare", "util-linux")
 	lib, prog := testkit.Shim(t), rgProg(t)
@@ -40,7 +47,10 @@ func unshared(t *testing.T, pidNS bool) *rgSteps {
 	if pidNS {
 		args = append(args, "-p", "-f", "--kill-child", "--mount-proc")
 	}
-	script := `mount -t tmpfs -o mode=1777 heapline-test /dev/shm && LD_PRELOAD="$0" HEAPLINE_SUMMARY=0 exec "$1" steps`
+	if before != "" {
+		before += " && "
+	}
+	script := `mount -t tmpfs -o mode=1777 heapline-test /dev/shm && ` + before + `LD_PRELOAD="$0" HEAPLINE_SUMMARY=0 exec "$1" steps`
 	cmd := exec.Command(unshare, append(args, "sh", "-c", script, lib, prog)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LD_PRELOAD=") {
@@ -301,5 +311,36 @@ func TestContainerDetached(t *testing.T) {
 	r := heapctl(t, "show", strconv.Itoa(pid))
 	if r.err != nil || !strings.Contains(r.stdout, "state      detached") {
 		t.Errorf("show: %v\n%s", r.err, r.stdout)
+	}
+}
+
+// A container's process whose first two region names were taken ahead of
+// it (anyone in the container may create them) publishes under the third,
+// heapline.<pid>.<pid namespace>.<random>, and the node finds it there.
+func TestContainerThirdName(t *testing.T) {
+	plant := `ns=$(stat -L -c %i /proc/self/ns/pid) && echo planted >/dev/shm/heapline.$$ && echo planted >/dev/shm/heapline.$$.$ns`
+	p := unsharedWith(t, true, plant)
+	r := heapctl(t, "ls", "--json")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var list []lsEntry
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	var found *lsEntry
+	for i, e := range list {
+		if e.PID == p.pid && e.Error == "" {
+			found = &list[i]
+		}
+	}
+	if found == nil {
+		t.Fatalf("ls lists no region of pid %d: %+v", p.pid, list)
+	}
+	if base := filepath.Base(found.Path); strings.Count(base, ".") != 3 {
+		t.Errorf("ls: %s, want the third name, heapline.1.<ns>.<random>", found.Path)
+	}
+	if r := heapctl(t, "show", "--json", strconv.Itoa(p.pid)); r.err != nil {
+		t.Errorf("show %d: %v", p.pid, r.err)
 	}
 }

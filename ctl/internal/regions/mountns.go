@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -118,17 +120,40 @@ func inspectRoot(l *lookup, pid int) (e Entry, found bool) {
 		}
 		return e
 	}
+	// A name taken by a file not pid's region (anyone in the container may
+	// create one) sends the shim to the next: a file that cannot be read
+	// is reported only when no later name holds pid's region.
 	named := pidOf(inspectAt(l, inner, 0, region.Place{Root: root, Path: region.Path(inner)}))
-	if named.Err == nil || !errors.Is(named.Err, fs.ErrNotExist) {
+	if named.Err == nil {
 		return named, true
 	}
+	unreadable := !errors.Is(named.Err, fs.ErrNotExist)
 	if p.PidNS != 0 {
 		in := pidOf(inspectAt(l, inner, p.PidNS, region.Place{Root: root, Path: pathNS(inner, p.PidNS)}))
-		if in.Err == nil || !errors.Is(in.Err, fs.ErrNotExist) {
+		if in.Err == nil {
+			return in, true
+		}
+		// The shim's third name, heapline.<pid>.<its namespace>.<16
+		// random hex digits>, in the same /dev/shm.
+		prefix := filepath.Base(pathNS(inner, p.PidNS)) + "."
+		names, _ := region.Place{Root: root, Path: region.Dir}.ReadDirNames()
+		for _, name := range names {
+			if _, _, ok := parseName(name); !ok || !strings.HasPrefix(name, prefix) {
+				continue
+			}
+			in := pidOf(inspectAt(l, inner, p.PidNS, region.Place{Root: root, Path: filepath.Join(region.Dir, name)}))
+			if in.Err == nil && !in.Stale && !in.Detached {
+				return in, true
+			}
+		}
+		if !unreadable && !errors.Is(in.Err, fs.ErrNotExist) {
 			return in, true
 		}
 	}
-	// Neither: say where it was looked for, under pid.
+	if unreadable {
+		return named, true
+	}
+	// None: say where it was looked for, under pid.
 	named.PID, named.Proc, named.Stale = pid, pid, !l.alive(pid, 0, 0)
 	return named, false
 }
