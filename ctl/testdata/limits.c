@@ -34,11 +34,9 @@ int main(int argc, char **argv)
         return 2;
     for (long i = 0; i < n; i++)
         blocks[i] = big_site(size);
+    size_t u = n > 0 ? malloc_usable_size(blocks[0]) : 0;
     for (long i = 0; i < n - keep; i++)
         free(blocks[i]);
-    size_t u = 0;
-    if (n > 0)
-        u = malloc_usable_size(blocks[n - 1]);
     char line[64], digits[24];
     int d = 0;
     do

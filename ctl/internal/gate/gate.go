@@ -83,32 +83,54 @@ func figure(k Kind, s report.Summary) (v, bound int64) {
 func Judge(tree []report.Summary, l Limits) []Verdict {
 	var out []Verdict
 	for _, lim := range l.List {
-		v := Verdict{Limit: lim, Processes: 1}
-		// The process that decides: alone, the one most surely over (the
-		// largest figure less its bound); in a sum, the largest figure.
-		pick, key := 0, int64(0)
-		for i, s := range tree {
-			f, b := figure(lim.Kind, s)
-			if l.Sum {
-				v.Figure += f
-				v.Bound += b
-				b = 0
-			}
-			if i == 0 || f-b > key {
-				pick, key = i, f-b
-			}
-		}
+		var v Verdict
 		if l.Sum {
-			v.Processes = len(tree)
+			v = Verdict{Limit: lim, Processes: len(tree)}
+			var top int64
+			for i, s := range tree {
+				f, b := figure(lim.Kind, s)
+				v.Figure, v.Bound = v.Figure+f, v.Bound+b
+				if i == 0 || f > top { // the stacks to show: the largest's
+					top, v.PID, v.Command = f, s.PID, s.Command
+				}
+			}
+			v.judge()
 		} else {
-			v.Figure, v.Bound = figure(lim.Kind, tree[pick])
+			// Each process on its own; the one that says most decides: the
+			// most surely over, else the one that may be most over, else
+			// the largest.
+			for i, s := range tree {
+				w := Verdict{Limit: lim, PID: s.PID, Command: s.Command, Processes: 1}
+				w.Figure, w.Bound = figure(lim.Kind, s)
+				w.judge()
+				if i == 0 || w.before(v) {
+					v = w
+				}
+			}
 		}
-		v.PID, v.Command = tree[pick].PID, tree[pick].Command
-		v.Over = v.Figure-v.Bound > v.Max
-		v.Undecided = !v.Over && v.Figure+v.Bound > v.Max
 		out = append(out, v)
 	}
 	return out
+}
+
+func (v *Verdict) judge() {
+	v.Over = v.Figure-v.Bound > v.Max
+	v.Undecided = !v.Over && v.Figure+v.Bound > v.Max
+}
+
+// before says whether v says more than w of the same limit.
+func (v Verdict) before(w Verdict) bool {
+	switch {
+	case v.Over != w.Over:
+		return v.Over
+	case v.Over:
+		return v.Figure-v.Bound > w.Figure-w.Bound
+	case v.Undecided != w.Undecided:
+		return v.Undecided
+	case v.Undecided:
+		return v.Figure+v.Bound > w.Figure+w.Bound
+	}
+	return v.Figure > w.Figure
 }
 
 // Any says whether a verdict is over its limit.

@@ -27,6 +27,10 @@ type Run struct {
 	err  error
 	path string // FILE
 	said string // which process's profile it is (Pick)
+	// the command's, as Read found it (Pick may take another's)
+	cmd    int
+	cmdP   region.Profile
+	cmdErr error
 }
 
 // NewRun creates FILE (path; - is stdout) and the profile at the peak
@@ -66,13 +70,13 @@ func NewDumps() (*Run, error) {
 }
 
 // Of is the profile of the tree's process pid, once the command ended:
-// the one Read or Pick took, or the dump pid left.
+// the command's as Read found it, or the dump pid left.
 func (r *Run) Of(pid int) (region.Profile, error) {
 	if r == nil {
 		return region.Profile{}, errors.New("no profile asked for")
 	}
-	if r.err == nil && r.p.PID == pid {
-		return r.p, nil
+	if pid == r.cmd {
+		return r.cmdP, r.cmdErr
 	}
 	return ReadDump(launch.PerProcessPath(r.dir, "profile", "", pid))
 }
@@ -90,6 +94,7 @@ func (r *Run) Env() []string {
 func (r *Run) Read(pid int) {
 	if r != nil {
 		r.p, r.err = childProfile(r.dir, pid)
+		r.cmd, r.cmdP, r.cmdErr = pid, r.p, r.err
 	}
 }
 
