@@ -25,14 +25,20 @@ func runCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "run a command under libheap.so and print its heap summary when it exits",
-		ArgsUsage: "[--lib PATH] [--json] [--all] [--output FILE] [--profile FILE] -- CMD [ARGS...]",
+		ArgsUsage: "[--lib PATH] [--json] [--all] [--output FILE] [--profile FILE] [--max-peak SIZE] [--max-live-at-exit SIZE] [--max-allocs N] [--tree-sum] -- CMD [ARGS...]",
 		Description: `The command's stdin, stdout and stderr are its own, signals sent to heapctl (INT, QUIT, TERM, HUP,
 USR1, USR2) reach it, and heapctl
 exits with its status (128+N if signal N killed it). The command gets one summary line on
 stderr, and the rest of its tree that ran under the shim one more line that sums them up;
 --all (or HEAPLINE_SUMMARY=all) prints every process's line, and --json a JSON object a
 line on stdout for every process, the biggest peak first: a driver's or a wrapper's child
-often does the work. HEAPLINE_SUMMARY=0 prints none.`,
+often does the work. HEAPLINE_SUMMARY=0 prints none.
+
+With --max-peak, --max-live-at-exit or --max-allocs, heapctl judges those figures at exit, each
+process on its own (--tree-sum: their sum); over a limit it names the limit, the figure, the
+limit and the sampled stacks behind it on stderr, and exits 99 if the command succeeded. A
+peak is over only when it is over by more than its error bound: HEAPLINE_PEAK_BATCH=0 makes
+it exact (docs/ci.md).`,
 		Flags: []cli.Flag{
 			clikit.LibFlag("the shim to preload"),
 			&cli.BoolFlag{Name: "json", Usage: "print the summaries as JSON objects on stdout, one a line, every process's"},
