@@ -245,3 +245,14 @@ func TestRunLimitsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// A process that calls another malloc counts nothing: a limit cannot be
+// judged on it, and the run fails saying so rather than passing on zeros.
+func TestRunLimitsBypassed(t *testing.T) {
+	lib := testkit.Shim(t)
+	prog := testkit.CC(t, "", "../preload/shimtest/testdata/ownmalloc.c", "-O1", "-w", "-fno-builtin")
+	r := heapctl(t, "run", "--lib", lib, "--max-allocs", "1000", "--", prog)
+	if r.code != 1 || r.err == nil || !strings.Contains(r.err.Error(), "calls another malloc ("+prog+"): its figures count nothing") {
+		t.Errorf("status %d, %v; want 1 and the process that bypasses the shim named\nstderr: %s", r.code, r.err, r.stderr)
+	}
+}
