@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 
@@ -78,7 +79,11 @@ func (r *Run) Of(pid int) (region.Profile, error) {
 	if pid == r.cmd {
 		return r.cmdP, r.cmdErr
 	}
-	return ReadDump(launch.PerProcessPath(r.dir, "profile", "", pid))
+	p, err := ReadDump(launch.PerProcessPath(r.dir, "profile", "", pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return p, fmt.Errorf("pid %d left no profile: it was killed, or exec'd a program without libheap.so", pid)
+	}
+	return p, err
 }
 
 // Env is what the child's environment gets.
