@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/heapline/heapline/ctl/internal/gate"
 	"github.com/heapline/heapline/ctl/internal/launch"
 )
 
@@ -78,6 +79,7 @@ func TestCLIDocExitStatuses(t *testing.T) {
 		{usage, 1},
 		{fmt.Errorf("record: %w", &launch.ExitError{Code: 3}), 3},
 		{&launch.ExitError{Code: 127, Msg: "run: x: command not found"}, 127},
+		{&launch.ExitError{Code: gate.Status, Msg: "run: x over --max-peak: exit status 99"}, 99},
 	} {
 		if got := exitCode(c.err); got != c.want {
 			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)
@@ -119,6 +121,7 @@ var exitStatuses = []struct{ code, when string }{
 	{"128+N", "the same commands: signal N killed CMD (`heapctl: error: run: CMD killed by signal N (...)`)"},
 	{"126", "the same commands: CMD exists but cannot be run (no execute permission, a directory, not an ELF program or a `#!` script, a missing `#!` interpreter)"},
 	{"127", "the same commands: CMD was not found (on PATH, or as the path given)"},
+	{"99", "`run` with `--max-peak`, `--max-live-at-exit` or `--max-allocs`: CMD exited 0 and a figure is over its limit (`heapctl: error: run: CMD over --max-peak: exit status 99`; [ci.md](ci.md)). When CMD failed, its own status wins"},
 }
 
 // renderCLIDoc renders docs/cli.md: every visible command and subcommand

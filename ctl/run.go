@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
+	"github.com/heapline/heapline/ctl/internal/gate"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/profile"
@@ -24,14 +25,20 @@ func runCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "run a command under libheap.so and print its heap summary when it exits",
-		ArgsUsage: "[--lib PATH] [--json] [--all] [--output FILE] [--profile FILE] -- CMD [ARGS...]",
+		ArgsUsage: "[--lib PATH] [--json] [--all] [--output FILE] [--profile FILE] [--max-peak SIZE] [--max-live-at-exit SIZE] [--max-allocs N] [--tree-sum] -- CMD [ARGS...]",
 		Description: `The command's stdin, stdout and stderr are its own, signals sent to heapctl (INT, QUIT, TERM, HUP,
 USR1, USR2) reach it, and heapctl
 exits with its status (128+N if signal N killed it). The command gets one summary line on
 stderr, and the rest of its tree that ran under the shim one more line that sums them up;
 --all (or HEAPLINE_SUMMARY=all) prints every process's line, and --json a JSON object a
 line on stdout for every process, the biggest peak first: a driver's or a wrapper's child
-often does the work. HEAPLINE_SUMMARY=0 prints none.`,
+often does the work. HEAPLINE_SUMMARY=0 prints none.
+
+With --max-peak, --max-live-at-exit or --max-allocs, heapctl judges those figures at exit, each
+process on its own (--tree-sum: their sum); over a limit it names the limit, the figure, the
+limit and the sampled stacks behind it on stderr, and exits 99 if the command succeeded. A
+peak is over only when it is over by more than its error bound: HEAPLINE_PEAK_BATCH=0 makes
+it exact (docs/ci.md).`,
 		Flags: []cli.Flag{
 			clikit.LibFlag("the shim to preload"),
 			&cli.BoolFlag{Name: "json", Usage: "print the summaries as JSON objects on stdout, one a line, every process's"},
@@ -39,9 +46,17 @@ often does the work. HEAPLINE_SUMMARY=0 prints none.`,
 			clikit.OutputFlag("write the summary to `FILE` instead"),
 			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD: Python's objects in the malloc figures and their peak (with HEAPLINE_PYMALLOC=1 the shim counts them instead as python objects, on CPython 3.11 to 3.13; docs/watching.md)"},
 			&cli.StringFlag{Name: "profile", Usage: "write the sampled allocation stacks at exit of the process of the tree with the biggest peak (CMD, or a child) to `FILE`, a pprof heap profile, and those at its peak beside it (FILE.peak.pb.gz; docs/profiling.md)"},
+			&cli.StringFlag{Name: "max-peak", Usage: "fail the run (status 99) when a process's peak_live_bytes is over `SIZE` (24MiB, 1.5G, 500kB) by more than the peak's error bound (docs/ci.md)"},
+			&cli.StringFlag{Name: "max-live-at-exit", Usage: "fail the run (status 99) when a process's live_bytes at exit is over `SIZE`"},
+			&cli.StringFlag{Name: "max-allocs", Usage: "fail the run (status 99) when a process made more than `N` allocations"},
+			&cli.BoolFlag{Name: "tree-sum", Usage: "judge the limits on the sum of the tree's processes, not on each process"},
 		},
 		Action: func(c *cli.Context) error {
 			o := runOptions{lib: c.String("lib"), json: c.Bool("json"), output: c.String("output"), pprof: c.String("profile"), args: c.Args().Slice()}
+			var err error
+			if o.limits, err = runLimits(c); err != nil {
+				return fmt.Errorf("run: %w", err)
+			}
 			o.summary = summaryMode(e, c.Bool("all"))
 			if c.Bool("python-objects") {
 				o.env = append(o.env, timeline.PythonObjectsEnv())
@@ -59,6 +74,7 @@ type runOptions struct {
 	pprof   string // --profile FILE, "" for none
 	args    []string
 	env     []string // KEY=VALUE added to CMD's environment
+	limits  gate.Limits
 }
 
 func run(e *env, o runOptions) error {
@@ -76,8 +92,11 @@ func run(e *env, o runOptions) error {
 	if err := outfile.Check("--output", o.output); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	var prof *profile.Run
-	if o.pprof != "" {
+	// prof writes --profile; without it, a limit has the tree dump its
+	// stacks at exit all the same, to name those of a process over it.
+	var prof, stacks *profile.Run
+	switch {
+	case o.pprof != "":
 		if prof, err = profile.NewRun(o.pprof, e.stdout); err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
@@ -87,12 +106,18 @@ func run(e *env, o runOptions) error {
 			o.env = append(o.env, kv)
 			e.log.Warn("a Python command: its objects are sampled too (HEAPLINE_PYMALLOC=1, some 6.5% more instructions); HEAPLINE_PYMALLOC=0 turns it off")
 		}
+		stacks = prof
+	case len(o.limits.List) > 0:
+		if stacks, err = profile.NewDumps(); err != nil {
+			return fmt.Errorf("run: the limits' stacks: %w", err)
+		}
+		defer stacks.Abort()
 	}
 	// The shim writes its summary, as JSON, into a directory of ours (the
 	// command's own stderr stays the command's), one file a process of the
 	// tree, named by its pid.
 	c, err := launch.Start(launch.Options{
-		Verb: "run", Name: o.args[0], Path: path, Args: o.args[1:], Lib: lib, Extra: append(o.env, prof.Env()...),
+		Verb: "run", Name: o.args[0], Path: path, Args: o.args[1:], Lib: lib, Extra: append(o.env, stacks.Env()...),
 		Stdin: os.Stdin, Stdout: e.stdout, Stderr: e.stderr, Log: e.log,
 	})
 	if err != nil {
@@ -100,7 +125,7 @@ func run(e *env, o runOptions) error {
 	}
 	defer c.Close()
 	<-c.Ended()
-	prof.Read(c.Pid) // while it is a zombie: its pid is not reused yet
+	stacks.Read(c.Pid) // while it is a zombie: its pid is not reused yet
 	own, _, ownErr := c.Own()
 	_, status := c.Wait()
 	others := c.Others()
@@ -119,14 +144,24 @@ func run(e *env, o runOptions) error {
 			status = fmt.Errorf("run: --profile: %w", err)
 		}
 	}
+	status = summarize(e, o, c.Pid, own, ownErr, others, tree, status)
 	// Which process's profile was written, after the summary it names.
-	defer func() { fmt.Fprint(e.stderr, prof.Line()) }()
+	fmt.Fprint(e.stderr, prof.Line())
+	if len(o.limits.List) > 0 {
+		status = judge(e, o, tree, stacks, status)
+	}
+	return status
+}
+
+// summarize prints the tree's summary as o says, and returns the run's
+// status: the command's, or failing that an error writing the summary.
+func summarize(e *env, o runOptions, pid int, own report.Summary, ownErr error, others, tree []report.Summary, status error) error {
 	if o.summary == launch.SummaryNone {
 		return status
 	}
 	if ownErr != nil {
 		// Still the command's status: the summary is a bonus on top of it.
-		e.log.Warn("no heap summary from "+o.args[0], zap.Int("pid", c.Pid), zap.Error(ownErr))
+		e.log.Warn("no heap summary from "+o.args[0], zap.Int("pid", pid), zap.Error(ownErr))
 	}
 	if len(tree) == 0 {
 		return status

@@ -154,6 +154,16 @@ var examples = map[string]func(e *ex) string{
 		e.write("words.py", "tutorial.md", "python", 0)
 		return e.run([]string{"LD_PRELOAD=" + e.lib, "HEAPLINE_PYMALLOC=1"}, "/usr/bin/python3", "words.py")
 	},
+	"ci-over": func(e *ex) string {
+		e.write("burst.c", "ci.md", "c", 0)
+		e.run(nil, "gcc", "-O2", "-o", "burst", "burst.c")
+		c := e.cmd(nil, "heapctl", "run", "--max-peak", "8MiB", "--", "./burst")
+		out, err := c.CombinedOutput() // burst writes nothing on stdout
+		if c.ProcessState == nil || c.ProcessState.ExitCode() != 99 {
+			e.t.Fatalf("heapctl run --max-peak 8MiB: %v, want exit status 99\n%s", err, out)
+		}
+		return string(out)
+	},
 	"profiling-kill": func(e *ex) string {
 		out := e.fails(nil, "heapctl", "run", "--", "/usr/bin/python3", "-c", "import os; b = bytearray(50 << 20); del b; os.kill(os.getpid(), 9)")
 		m := regexp.MustCompile(`heapline\[(\d+)\]`).FindStringSubmatch(out)

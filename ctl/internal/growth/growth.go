@@ -160,7 +160,7 @@ func Rank(profiles []*pprof.Profile) ([]Stack, error) {
 			return nil, errors.New("a profile has no inuse_space: not a heap profile")
 		}
 		for _, s := range p.Sample {
-			frames := names(s)
+			frames := profile.FrameNames(s)
 			key := strings.Join(frames, "\x00")
 			st := byKey[key]
 			if st == nil {
@@ -242,22 +242,4 @@ func abs(x int64) int64 {
 		return -x
 	}
 	return x
-}
-
-// names is a sample's stack as function names, innermost first (inlined
-// calls each a name); an address where there is no symbol.
-func names(s *pprof.Sample) []string {
-	var out []string
-	for _, l := range s.Location {
-		if len(l.Line) == 0 {
-			out = append(out, fmt.Sprintf("%#x", l.Address))
-			continue
-		}
-		for _, ln := range l.Line {
-			if ln.Function != nil {
-				out = append(out, ln.Function.Name)
-			}
-		}
-	}
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 
@@ -17,15 +18,20 @@ import (
 // Run is `run --profile FILE`: the output is created before the command
 // starts, with a directory for the dumps of the command's tree; the
 // command's profile is read while it is a zombie (its pid not reused yet),
-// and written once it is reaped. A nil *Run does nothing.
+// and written once it is reaped. A nil *Run does nothing. A Run of
+// NewDumps writes no file: it keeps the dumps for a limit's stacks.
 type Run struct {
-	out  *Output
+	out  *Output // nil for NewDumps
 	peak *Output // beside out (PeakPath); nil for stdout
 	dir  string
 	p    region.Profile
 	err  error
 	path string // FILE
 	said string // which process's profile it is (Pick)
+	// the command's, as Read found it (Pick may take another's)
+	cmd    int
+	cmdP   region.Profile
+	cmdErr error
 }
 
 // NewRun creates FILE (path; - is stdout) and the profile at the peak
@@ -53,6 +59,33 @@ func NewRun(path string, stdout io.Writer) (*Run, error) {
 	return &Run{out: out, peak: peak, dir: dir, path: path, err: errors.New("the command never ran")}, nil
 }
 
+// NewDumps is a Run that writes no profile: it has the command's tree
+// dump their regions at exit, for the stacks of a process over a limit
+// (Of), as --profile does.
+func NewDumps() (*Run, error) {
+	dir, err := os.MkdirTemp("", "heapctl-profiles-")
+	if err != nil {
+		return nil, err
+	}
+	return &Run{dir: dir, err: errors.New("the command never ran")}, nil
+}
+
+// Of is the profile of the tree's process pid, once the command ended:
+// the command's as Read found it, or the dump pid left.
+func (r *Run) Of(pid int) (region.Profile, error) {
+	if r == nil {
+		return region.Profile{}, errors.New("no profile asked for")
+	}
+	if pid == r.cmd {
+		return r.cmdP, r.cmdErr
+	}
+	p, err := ReadDump(launch.PerProcessPath(r.dir, "profile", "", pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return p, fmt.Errorf("pid %d left no profile: it was killed, or exec'd a program without libheap.so", pid)
+	}
+	return p, err
+}
+
 // Env is what the child's environment gets.
 func (r *Run) Env() []string {
 	if r == nil {
@@ -66,6 +99,7 @@ func (r *Run) Env() []string {
 func (r *Run) Read(pid int) {
 	if r != nil {
 		r.p, r.err = childProfile(r.dir, pid)
+		r.cmd, r.cmdP, r.cmdErr = pid, r.p, r.err
 	}
 }
 
@@ -74,7 +108,7 @@ func (r *Run) Read(pid int) {
 // of the command's, when that is another process that left its dump: a
 // shell or a driver whose child does the work. It says which it took.
 func (r *Run) Pick(log *zap.Logger, tree []report.Summary, pid int) {
-	if r == nil || len(tree) == 0 {
+	if r == nil || r.out == nil || len(tree) == 0 {
 		return
 	}
 	top := tree[0]
@@ -98,7 +132,7 @@ func (r *Run) Pick(log *zap.Logger, tree []report.Summary, pid int) {
 
 // Line is Pick's line, for the summary's end.
 func (r *Run) Line() string {
-	if r == nil || r.said == "" || r.err != nil {
+	if r == nil || r.out == nil || r.said == "" || r.err != nil {
 		return ""
 	}
 	if r.peak == nil {
@@ -109,7 +143,7 @@ func (r *Run) Line() string {
 
 // Write writes the profile at exit and the one at the peak.
 func (r *Run) Write() error {
-	if r == nil {
+	if r == nil || r.out == nil {
 		return nil
 	}
 	if r.err != nil {
@@ -129,7 +163,9 @@ func (r *Run) Write() error {
 // dumps' directory.
 func (r *Run) Abort() {
 	if r != nil {
-		r.out.Abort()
+		if r.out != nil {
+			r.out.Abort()
+		}
 		if r.peak != nil {
 			r.peak.Abort()
 		}
