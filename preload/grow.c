@@ -28,6 +28,14 @@
 #include <sys/mman.h>
 #include "shim.h"
 
+/* Linux 5.14's, the same number on every architecture; glibc's headers
+ * name it from 2.35 on, and the release is built against 2.31's. An
+ * older kernel answers EINVAL, and hl_grow_start reserves the whole
+ * region instead. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 static char *base;          /* the region's mapping */
 static uint64_t length;     /* the region's length */
 static uint64_t page = 4096; /* AT_PAGESZ */
