@@ -359,3 +359,60 @@ print("OK")`)
 		t.Errorf("shared_memory of 8 MiB: %q, want OK", out)
 	}
 }
+
+// TestPodmanKilled: a process of a container that lives on, killed with
+// SIGKILL at the end of testdata/peak.c, leaves its region in the
+// container's /dev/shm; ls from the node lists it, gone, under its pid in
+// the container's pid namespace (its node pid is gone with it, and
+// nothing left ties the two), with its 80 MiB peak. profile --peak of its
+// node pid cannot find it: the test logs what it says.
+func TestPodmanKilled(t *testing.T) {
+	n := pcSetup(t)
+	peak := testkit.CC(t, "", "testdata/peak.c", "-O2", "-pthread", "-Wall", "-Werror")
+	c := n.pcRun(t, []string{"-v", peak + ":/heapline/peak:ro"}, "sleep", "infinity")
+	// sh, unshimmed, says its pid and waits; then it is peak, shimmed.
+	cmd := exec.Command(n.podman, "exec", "-i", "-e", "HEAPLINE_SAMPLE=8k", "-e", "HEAPLINE_SUMMARY=0", c.name,
+		"sh", "-c", `echo $$; read x; exec env LD_PRELOAD=/heapline/libheap.so /heapline/peak kill`)
+	cmd.Stderr = os.Stderr
+	in, out := testkit.Pipes(t, cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	l, err := out.ReadString('\n')
+	inner, err2 := strconv.Atoi(strings.TrimSpace(l))
+	if err != nil || err2 != nil {
+		t.Fatalf("sh said %q, %v", l, err)
+	}
+	var node int
+	top, terr := exec.Command(n.podman, "top", c.name, "pid", "hpid").Output()
+	if terr != nil {
+		t.Fatalf("podman top: %v", terr)
+	}
+	for _, row := range strings.Split(string(top), "\n") {
+		if f := strings.Fields(row); len(f) == 2 && f[0] == strconv.Itoa(inner) {
+			node, _ = strconv.Atoi(f[1])
+		}
+	}
+	if node == 0 {
+		t.Fatalf("podman top names no node pid of %d:\n%s", inner, top)
+	}
+	io.WriteString(in, "\n")
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("peak kill exited 0, want killed")
+	}
+
+	r := heapctl(t, "ls", "--json")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	e, ok := pcList(t, r.stdout)[inner]
+	if !ok || e.Summary == nil || e.Path != fmt.Sprintf("/proc/%d/root/dev/shm/heapline.%d", c.pid, inner) || !e.Stale ||
+		e.Command != "/heapline/peak kill" || e.PeakLiveBytes < 80<<20 || e.PeakLiveBytes > 88<<20 {
+		t.Fatalf("ls --json: pid %d listed %v: %+v (summary %+v); want gone, in the container's /dev/shm, its peak 80 to 88 MiB",
+			inner, ok, e, e.Summary)
+	}
+	file := filepath.Join(t.TempDir(), "killed.pb.gz")
+	r = heapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(node))
+	t.Logf("profile --peak %d (node pid; %d in the container): %v", node, inner, r.err)
+}
