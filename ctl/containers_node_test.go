@@ -230,12 +230,31 @@ func (n pcNode) pcOnce(t *testing.T, opts []string, argv ...string) string {
 	return string(out)
 }
 
+// pcScrape starts heapctl export, prints its /metrics once it answers,
+// and stops it.
+const pcScrape = `import subprocess, sys, time, urllib.request
+e = subprocess.Popen(["/heapline/heapctl", "export", "--listen=127.0.0.1:9464"])
+try:
+    for _ in range(300):
+        try:
+            sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=5).read().decode())
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        sys.exit("no /metrics in 30 s")
+finally:
+    e.terminate()
+    e.wait()
+`
+
 // TestPodmanExporter: heapctl as the DaemonSet runs it (its own
 // container, the host's pid namespace, every capability dropped but
 // SYS_PTRACE and DAC_READ_SEARCH, uid 0, a read-only root) lists the
 // processes of two other containers, one run as root and one as uid
-// 1000, each with its container id and its counts. Without either
-// capability, the uid 1000 process's region is not read.
+// 1000, each with its container id and its counts, and export's /metrics
+// has their series. Without either capability, the uid 1000 process's
+// region is not read.
 func TestPodmanExporter(t *testing.T) {
 	n := pcSetup(t)
 	prog, hc := rgProg(t), testkit.Heapctl(t)
@@ -261,6 +280,16 @@ func TestPodmanExporter(t *testing.T) {
 	both := exporter("SYS_PTRACE,DAC_READ_SEARCH")
 	pcListed(t, "the exporter, root's", both, root.pid, root.id)
 	pcListed(t, "the exporter, uid 1000's", both, user.pid, user.id)
+
+	// The DaemonSet's own command, export, serves both on /metrics.
+	metrics := n.pcOnce(t, []string{"--pid=host", "--cap-drop=all", "--cap-add=SYS_PTRACE,DAC_READ_SEARCH", "--user", "0",
+		"--read-only", "--security-opt", "no-new-privileges", "-v", hc + ":/heapline/heapctl:ro"}, "python3", "-c", pcScrape)
+	for _, c := range []*pcContainer{root, user} {
+		series := fmt.Sprintf("heapline_allocations_total{command=\"rgprog\",container_id=%q,pid=\"%d\"} ", c.id, c.pid)
+		if !strings.Contains(metrics, "\n"+series) {
+			t.Errorf("export's /metrics in the exporter's container has no %s:\n%s", series, metrics)
+		}
+	}
 
 	// Without SYS_PTRACE, neither /proc/PID/root is open to it: uid
 	// 1000's is another user's, root's has capabilities it lacks (podman's
