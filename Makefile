@@ -211,10 +211,11 @@ test-dist: dist
 # --- end of release ---
 
 # ---- containers ------------------------------------------------------
-# The node's view of a real container (ctl/containers_podman_test.go):
-# podman with runc (crun fails on hybrid cgroups), its image imported
-# from release/chroot.sh's chroot (debootstrap, cached). The unshare(1)
-# tests of the same read path run in make test as well.
+# The node's view of real containers (ctl/containers_podman_test.go,
+# ctl/containers_node_test.go): podman with runc (crun fails on hybrid
+# cgroups), its image imported from release/chroot.sh's chroot
+# (debootstrap, cached). The unshare(1) tests of the same read path run
+# in make test as well.
 CONTAINER_DEBS := podman runc debootstrap
 .PHONY: test-containers deps-containers
 deps-containers: PKGS = $(CONTAINER_DEBS)
