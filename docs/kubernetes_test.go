@@ -23,11 +23,11 @@ import (
 
 // kinds are the objects the examples may hold, by apiVersion and kind.
 var kinds = map[string]func() any{
-	"v1/Namespace":                                     func() any { return new(corev1.Namespace) },
-	"v1/ConfigMap":                                     func() any { return new(corev1.ConfigMap) },
-	"v1/ServiceAccount":                                func() any { return new(corev1.ServiceAccount) },
-	"apps/v1/Deployment":                               func() any { return new(appsv1.Deployment) },
-	"apps/v1/DaemonSet":                                func() any { return new(appsv1.DaemonSet) },
+	"v1/Namespace":                                    func() any { return new(corev1.Namespace) },
+	"v1/ConfigMap":                                    func() any { return new(corev1.ConfigMap) },
+	"v1/ServiceAccount":                               func() any { return new(corev1.ServiceAccount) },
+	"apps/v1/Deployment":                              func() any { return new(appsv1.Deployment) },
+	"apps/v1/DaemonSet":                               func() any { return new(appsv1.DaemonSet) },
 	"rbac.authorization.k8s.io/v1/ClusterRole":        func() any { return new(rbacv1.ClusterRole) },
 	"rbac.authorization.k8s.io/v1/ClusterRoleBinding": func() any { return new(rbacv1.ClusterRoleBinding) },
 }
