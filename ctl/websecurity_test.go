@@ -1,15 +1,12 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"html"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -23,45 +20,12 @@ import (
 	"github.com/heapline/heapline/internal/testkit"
 )
 
-// wsUser creates a user of its own for the test (useradd), removed when
-// the test ends, and returns its uid and gid: an attack by another local
-// user is made by one.
+// wsUser is testkit.NewUser's user, as the ids syscall.Credential takes:
+// an attack by another local user is made by one.
 func wsUser(t *testing.T) (name string, uid, gid uint32) {
 	t.Helper()
-	testkit.NeedRoot(t, "to create a user (useradd)")
-	b := make([]byte, 4)
-	rand.Read(b)
-	name = "hlws" + hex.EncodeToString(b)
-	if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name).CombinedOutput(); err != nil {
-		t.Fatalf("useradd %s: %v\n%s", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
-			t.Errorf("userdel %s: %v\n%s", name, err, out)
-		}
-	})
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u64, _ := strconv.ParseUint(u.Uid, 10, 32)
-	g64, _ := strconv.ParseUint(u.Gid, 10, 32)
-	return name, uint32(u64), uint32(g64)
-}
-
-// wsDir is a directory every user reads (t.TempDir's parent is root's
-// alone), removed when the test ends.
-func wsDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "heapline-ws-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chmod(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return d
+	u := testkit.NewUser(t)
+	return u.Name, uint32(u.UID), uint32(u.GID)
 }
 
 // wsAs runs cmd as uid and gid.
@@ -168,7 +132,7 @@ sys.stdin.read()
 // view shows the user's own file, and of the others only why not.
 func TestViewSourceOtherUser(t *testing.T) {
 	_, uid, gid := wsUser(t)
-	d := wsDir(t)
+	d := testkit.SharedDir(t)
 	secret := filepath.Join(d, "secret.txt")
 	os.WriteFile(secret, []byte(strings.Repeat("hunter2 is root's\n", 8)), 0o600)
 	mine := filepath.Join(d, "mine.py")
@@ -273,7 +237,7 @@ func TestExportProfileAccess(t *testing.T) {
 	_, uid, gid := wsUser(t)
 	testkit.NeedTool(t, "curl", "make deps installs it")
 	goBin := testkit.NeedTool(t, "go", "the Go toolchain")
-	d := wsDir(t)
+	d := testkit.SharedDir(t)
 	script := filepath.Join(d, "hold.py")
 	os.WriteFile(script, []byte(wsHold), 0o644)
 	t.Setenv("HEAPLINE_SAMPLE", "64k")

@@ -1,8 +1,6 @@
 package profile
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,23 +20,7 @@ import (
 // of a root reader.
 func otherUser(t *testing.T) int {
 	t.Helper()
-	testkit.NeedRoot(t, "to create another user and read its process as root")
-	b := make([]byte, 4)
-	rand.Read(b)
-	name := "hlsym" + hex.EncodeToString(b)
-	if out, err := exec.Command("useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-		testkit.Unavailable(t, "useradd %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() { exec.Command("userdel", name).Run() })
-	out, err := exec.Command("id", "-u", name).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return uid
+	return testkit.NewUser(t).UID
 }
 
 // startAs runs argv as uid (its group: nogroup's 65534), killed after the test.
