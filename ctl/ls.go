@@ -53,7 +53,7 @@ func ls(e *env, asJSON bool) error {
 	if asJSON {
 		out := make([]lsEntry, 0, len(entries))
 		for _, ent := range entries {
-			j := lsEntry{PID: lsPID(ent), Path: ent.Path, Stale: ent.Stale, Detached: ent.Detached, Container: containerOf(ent)}
+			j := lsEntry{PID: lsPID(ent), Path: ent.Path, Stale: ent.Stale, Detached: ent.Detached, Container: ent.ContainerInfo()}
 			if ent.Err != nil {
 				j.Error = ent.Err.Error()
 			} else {

@@ -59,6 +59,7 @@ func TestLsRealProcess(t *testing.T) {
 	row := regexp.MustCompile(`(?m)^` + strconv.Itoa(p.pid) + ` +` + regexp.QuoteMeta(report.Bytes(want.LiveBytes)) + ` +` +
 		regexp.QuoteMeta(report.Bytes(want.PeakLiveBytes)) + ` +` + regexp.QuoteMeta(report.Bytes(want.MappedBytes)) + ` +` +
 		strconv.FormatUint(want.Allocs, 10) + ` +running +` +
+		`(?:- +)?` + // the CONTAINER column, where another process listed runs in one
 		regexp.QuoteMeta(prog+" steps") + `$`)
 	if !strings.HasPrefix(r.stdout, "PID ") || !row.MatchString(r.stdout) {
 		t.Errorf("ls lacks the row %s:\n%s", row, r.stdout)

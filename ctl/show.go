@@ -9,7 +9,6 @@ import (
 	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/container"
 	"github.com/heapline/heapline/ctl/internal/follow"
-	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/snapshot"
@@ -58,7 +57,7 @@ func show(e *env, args []string, asJSON bool) error {
 			report.Summary
 			*rss.Breakdown
 			Container *container.Info `json:"container,omitempty"`
-		}{h.Summary, b, containerOf(h.Entry)})
+		}{h.Summary, b, h.Entry.ContainerInfo()})
 	}
 	out := report.Human(h.Summary, h.State())
 	if c := h.Container; c.ID != "" {
@@ -72,15 +71,6 @@ func show(e *env, args []string, asJSON bool) error {
 	}
 	_, err = fmt.Fprint(e.stdout, out)
 	return err
-}
-
-// containerOf is ent's container for JSON: nil (no key) outside any.
-func containerOf(ent regions.Entry) *container.Info {
-	if ent.Container == (container.Info{}) {
-		return nil
-	}
-	c := ent.Container
-	return &c
 }
 
 // containerLine is show's container row: the id, then its runtime and pod.

@@ -66,6 +66,16 @@ type Entry struct {
 	prof     *region.Profile // read with the summary when the lookup asks (InspectProfile)
 }
 
+// ContainerInfo is e's container for a JSON document: nil outside any, so
+// that the field is left out.
+func (e Entry) ContainerInfo() *container.Info {
+	if e.Container == (container.Info{}) {
+		return nil
+	}
+	c := e.Container
+	return &c
+}
+
 // OtherNS reports whether the region was published in another pid
 // namespace than ours: its PID is a pid there, Proc the one here.
 func (e Entry) OtherNS() bool { return e.foreign }
