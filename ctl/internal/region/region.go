@@ -405,7 +405,9 @@ func guardFaults(err *error) {
 	}
 	if f, ok := r.(interface{ Addr() uintptr }); ok {
 		_ = f
-		*err = errors.New("region shrank while being read (truncated by another process?)")
+		// A process that exec'd under the shim empties its region to
+		// make it anew: a reader that follows it meets that (ErrStarting).
+		*err = startingError("region shrank while being read (a new image after exec making it anew, or truncated by another process)")
 		return
 	}
 	panic(r)
