@@ -12,6 +12,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
+	"github.com/heapline/heapline/ctl/internal/shim"
 )
 
 // pidMax is the kernel's PID_MAX_LIMIT on 64-bit systems.
@@ -39,7 +40,7 @@ func RegionError(pid int, ent regions.Entry, gone bool) error {
 		// profiled, or gc removed what it left.
 		return fmt.Errorf("no process %d, and no region of it in %s: a process removes its region when it exits; a killed one's stays until heapctl gc removes it", pid, region.Dir)
 	case errors.Is(ent.Err, fs.ErrNotExist):
-		return fmt.Errorf("process %d publishes no heapline region (%s): start it with `heapctl run` or with LD_PRELOAD=libheap.so", pid, ent.Path)
+		return fmt.Errorf("process %d publishes no heapline region (%s): start it with `heapctl run` or with %s", pid, ent.Path, shim.Preload())
 	case ent.Err != nil:
 		return fmt.Errorf("reading the region of process %d: %w", pid, ent.Err)
 	case ent.Stale && gone:
