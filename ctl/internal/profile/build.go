@@ -76,7 +76,7 @@ func Build(p region.Profile, sym *Symbolizer, now time.Time) *pprof.Profile {
 		b.sample([]*pprof.Location{l}, o)
 	}
 	b.flags()
-	if c := jitComment(out); c != "" {
+	if c := jitComment(out); c != "" && b.jit == nil {
 		out.Comments = append(out.Comments, c)
 	}
 	return out
@@ -103,7 +103,9 @@ const jitHintShare = 0.25
 
 // jitComment is the hint of a profile whose stacks mostly pass through JIT
 // code no perf map named ([jit]): node without --perf-basic-prof put 92%
-// of its alloc_space there.
+// of its alloc_space there. Build says it only when the process left no
+// map: with one, the odd stub it does not name is no sign of a flag
+// missing.
 func jitComment(p *pprof.Profile) string {
 	var all, jit int64
 	for _, s := range p.Sample {
