@@ -19,6 +19,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/metrics"
 	"github.com/heapline/heapline/ctl/internal/region/regiontest"
 	"github.com/heapline/heapline/ctl/internal/regions"
+	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -241,7 +242,7 @@ func TestContainerNoRegion(t *testing.T) {
 	unshare := testkit.NeedTool(t, "unshare", "util-linux")
 	pid := unshareShell(t, unshare, `mount -t tmpfs -o mode=1777 heapline-test /dev/shm && echo ready && exec sleep 60`)
 	r := heapctl(t, "show", strconv.Itoa(pid))
-	want := fmt.Sprintf("show: process %d publishes no heapline region: there is no /proc/%d/root/dev/shm/heapline.%d (a process has one while libheap.so is loaded in it)", pid, pid, pid)
+	want := fmt.Sprintf("show: process %d publishes no heapline region: there is no /proc/%d/root/dev/shm/heapline.%d (a process has one while libheap.so is loaded in it: start it with `heapctl run` or with %s)", pid, pid, pid, shim.Preload())
 	if r.err == nil || r.err.Error() != want {
 		t.Errorf("show: %v, want %s", r.err, want)
 	}

@@ -102,6 +102,9 @@ func TestProfileShimNode(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	rtPerfMapGone(t, file)
+	if r.warned("JIT code without a name") {
+		t.Errorf("a hint to name JIT code, with --perf-basic-prof:\n%s", r.stderr)
+	}
 	got := rtShares(t, file, []string{"alpha", "beta", "gamma"}, func(n string) *regexp.Regexp {
 		return regexp.MustCompile(`^JS:[~^*+]?` + n + ` ` + regexp.QuoteMeta(script) + `:`)
 	})
@@ -117,6 +120,34 @@ func TestProfileShimNode(t *testing.T) {
 	t.Logf("%.2f%% of alloc_space at an unnamed innermost frame", 100*u)
 	if u >= 0.05 {
 		t.Errorf("%.1f%% of alloc_space at an unnamed innermost frame, want under 5%%\n%v", 100*u, alloc)
+	}
+}
+
+// Node without --perf-basic-prof: most of the profile is under [jit],
+// and one hint, on stderr and in the profile's comments, says how to name
+// it (there was none: 92% of alloc_space at [jit], without a word).
+func TestProfileShimNodeHint(t *testing.T) {
+	node := testkit.NeedTool(t, "node", "make deps installs nodejs")
+	t.Setenv("HEAPLINE_SAMPLE", pfSample)
+	lib, dir := testkit.Shim(t), t.TempDir()
+	script := filepath.Join(dir, "alloc.js")
+	if err := os.WriteFile(script, []byte(rtNodeScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "node.pb.gz")
+	r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", node, script)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	re := regexp.MustCompile(`^heapline: hint: (\d+)% of alloc_space is under JIT code without a name \(\[jit\]\): node --perf-basic-prof, or a JVM's -XX:\+DumpPerfMapAtExit, writes the perf map that names it \(profiling.md\)$`)
+	var hints []string
+	for _, c := range pfParse(t, file).Comments {
+		if re.MatchString(c) {
+			hints = append(hints, c)
+		}
+	}
+	if len(hints) != 1 || r.logs.FilterMessageSnippet("JIT code without a name").Len() != 1 || !r.warned(strings.TrimPrefix(hints[0], "heapline: hint: ")) {
+		t.Errorf("comments %q, stderr:\n%s\nwant one hint to name the JIT code, in both", hints, r.stderr)
 	}
 }
 

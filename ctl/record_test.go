@@ -546,7 +546,8 @@ func TestRecordCommandRegionRemoved(t *testing.T) {
 }
 
 // record --pid on a process that exec'd a program without the shim says so
-// as soon as it sees it, and ends the timeline there.
+// once its region has stayed unmapped (detachGrace), and ends the timeline
+// there.
 func TestRecordExecWithoutShim(t *testing.T) {
 	pid, in := rgStartExecWithoutShim(t)
 	out := filepath.Join(t.TempDir(), "x.csv")
@@ -557,6 +558,89 @@ func TestRecordExecWithoutShim(t *testing.T) {
 	r := testkit.Await(t, done, "record to end when the process exec'd without the shim")
 	if r.err != nil || !r.warned(fmt.Sprintf("process %d exec'd a program without the shim and runs on", pid)) {
 		t.Errorf("record: %v; want a warning that it exec'd without the shim", r.err)
+	}
+}
+
+// execChain is a chain of execs that keeps the shim, as pyenv's bash shim
+// is: each env loads the shim and execs the next, ten gaps between an
+// image and the next one's taking the region over. last is the final
+// command, run by sh.
+func execChain(last string) []string {
+	return []string{"/usr/bin/env", "bash", "-c", "exec" + strings.Repeat(" env", 10) + ` sh -c "$0"`, last}
+}
+
+// record -- CMD through a chain of execs that all load the shim: no
+// warning that it exec'd without the shim (one came in the gaps between
+// images, 3 runs of 3 through pyenv's python3), and the exit summary ends
+// the timeline.
+func TestRecordExecChain(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.csv")
+	args := append([]string{"record", "-o", out, "-i", "1ms", "--lib", testkit.Shim(t), "--"},
+		execChain(`exec /usr/bin/python3 -c "import time; x = bytearray(4 << 20); time.sleep(0.2)"`)...)
+	r := heapctl(t, args...)
+	if r.err != nil {
+		t.Fatalf("record: %v\n%s", r.err, r.stderr)
+	}
+	if r.warned("without the shim") {
+		t.Errorf("record warned of an exec without the shim on a chain that keeps it:\n%s", r.stderr)
+	}
+	if s := hsCSV(out); len(s) < 2 || lastExec(s) != "/usr/bin/python3 -c import time; x = bytearray(4 << 20); time.sleep(0.2)" || s[len(s)-1].PeakLiveBytes < 4<<20 {
+		t.Errorf("timeline %+v: want python3's counters to its end", s)
+	}
+}
+
+// lastExec is the command of the last image samples saw start.
+func lastExec(samples []timeline.Sample) string {
+	last := ""
+	for _, s := range samples {
+		if s.Exec != "" {
+			last = s.Exec
+		}
+	}
+	return last
+}
+
+// record --pid on a process that goes on through a chain of execs that
+// keep the shim follows it to its end, with no warning (it ended at the
+// first gap between images, saying the process had exec'd without the
+// shim).
+func TestRecordPIDExecChain(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	chain := execChain("exec sleep 0.3")
+	// bash -c 'say ready; wait for a line; exec env ... sh -c "$0"' CMD READY
+	cmd := exec.Command(chain[0], chain[1], chain[2], `: > "$1"; read x; `+chain[3], chain[4], ready)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_SUMMARY=0")
+	testkit.Poll(t, "the shell's start", func() bool { _, err := os.Stat(ready); return err == nil })
+	testkit.Poll(t, "the region's magic", func() bool { return regions.Inspect(pid).Err == nil })
+	out := filepath.Join(t.TempDir(), "x.csv")
+	done := make(chan result, 1)
+	go func() { done <- heapctl(t, "record", "--interval", "1ms", "-o", out, "--pid", strconv.Itoa(pid)) }()
+	testkit.Poll(t, "a sample", func() bool { return len(hsCSV(out)) > 0 })
+	in.Write([]byte("\n"))
+	r := testkit.Await(t, done, "record to end with the chain")
+	if r.err != nil || r.warned("without the shim") {
+		t.Errorf("record: %v; want no warning of an exec without the shim:\n%s", r.err, r.stderr)
+	}
+	if s := hsCSV(out); lastExec(s) != "sleep 0.3" {
+		t.Errorf("timeline %+v: want it to follow the chain to sleep's image", s)
+	}
+}
+
+// record -- CMD that execs a program with LD_PRELOAD dropped says so once
+// the region has stayed unmapped (detachGrace), and records on to the end.
+func TestRecordCommandExecWithoutShim(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.csv")
+	r := heapctl(t, "record", "-o", out, "-i", "10ms", "--lib", testkit.Shim(t), "--",
+		"sh", "-c", "sleep 0.2; exec env -u LD_PRELOAD sleep 1.6")
+	if r.err != nil {
+		t.Fatalf("record: %v\n%s", r.err, r.stderr)
+	}
+	if !r.warned("exec'd a program without the shim and runs on: its counters stopped; recording on until it ends") {
+		t.Errorf("no warning of the exec without the shim:\n%s", r.stderr)
 	}
 }
 

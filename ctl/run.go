@@ -135,7 +135,7 @@ func run(e *env, o runOptions) error {
 		launch.ByPeak(tree)
 	}
 	prof.Pick(e.log, tree, c.Pid)
-	if err := prof.Write(); err != nil {
+	if err := prof.Write(e.log); err != nil {
 		// The command's failure says more; without one, this is the
 		// failure, after the summary.
 		if status != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/region/regiontest"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -133,6 +135,45 @@ func TestShowGone(t *testing.T) {
 	}
 }
 
+// The hint of a process without a region names a libheap.so that ld.so
+// preloads: the absolute path of the one installed with heapctl, in make's
+// bin/ and the .deb's /usr/lib/heapline, from any directory. It said
+// LD_PRELOAD=libheap.so, which ld.so ignores ("cannot be preloaded").
+func TestShowHintPreloads(t *testing.T) {
+	for _, layout := range [][2]string{{"bin/heapctl", "bin/libheap.so"}, {"usr/bin/heapctl", "usr/lib/heapline/libheap.so"}} {
+		root := t.TempDir()
+		ctl, lib := filepath.Join(root, layout[0]), filepath.Join(root, layout[1])
+		for _, c := range [][2]string{{testkit.Heapctl(t), ctl}, {testkit.Shim(t), lib}} {
+			b, err := os.ReadFile(c[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.MkdirAll(filepath.Dir(c[1]), 0o755)
+			if err := os.WriteFile(c[1], b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(ctl, "show", "1")
+		cmd.Dir = "/"
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "HEAPLINE_LIB=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		out, err := cmd.CombinedOutput()
+		m := regexp.MustCompile("or with LD_PRELOAD=(\\S+)\n$").FindSubmatch(out)
+		if err == nil || m == nil || string(m[1]) != lib {
+			t.Errorf("%s show 1: %v, said %q; want its hint to name LD_PRELOAD=%s", layout[0], err, out, lib)
+			continue
+		}
+		sh := exec.Command("/bin/true")
+		sh.Dir, sh.Env = t.TempDir(), []string{"LD_PRELOAD=" + string(m[1]), "HEAPLINE_SUMMARY=0"}
+		if out, err := sh.CombinedOutput(); err != nil || len(out) != 0 {
+			t.Errorf("/bin/true under the hint's LD_PRELOAD=%s: %v, said %q", m[1], err, out)
+		}
+	}
+}
+
 // A process that exec'd a program without the shim runs on, but its
 // region is as its last image left it: show says so and warns, ls marks it
 // detached.
@@ -189,9 +230,9 @@ func TestShowErrors(t *testing.T) {
 		{[]string{"0"}, `show: "0" is not a process id`},
 		{[]string{"-5"}, `unknown flag -5 (heapctl show --help lists the flags)`},
 		{[]string{"1", "2"}, "show: want one PID, got 2 arguments"},
-		{[]string{"1", "--json"}, "show: process 1 publishes no heapline region: there is no /dev/shm/heapline.1 (a process has one while libheap.so is loaded in it)"}, // flags after the PID too
+		{[]string{"1", "--json"}, "show: process 1 publishes no heapline region: there is no /dev/shm/heapline.1 (a process has one while libheap.so is loaded in it: start it with `heapctl run` or with " + shim.Preload() + ")"}, // flags after the PID too
 		{[]string{strconv.Itoa(dead)}, "show: no process " + strconv.Itoa(dead) + ", and no region of it in /dev/shm: a process removes its region when it exits; a killed one's stays until heapctl gc removes it"},
-		{[]string{"1"}, "show: process 1 publishes no heapline region: there is no /dev/shm/heapline.1 (a process has one while libheap.so is loaded in it)"},
+		{[]string{"1"}, "show: process 1 publishes no heapline region: there is no /dev/shm/heapline.1 (a process has one while libheap.so is loaded in it: start it with `heapctl run` or with " + shim.Preload() + ")"},
 	} {
 		r := heapctl(t, append([]string{"show"}, c.args...)...)
 		if r.err == nil || r.err.Error() != c.want {

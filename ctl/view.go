@@ -25,8 +25,9 @@ func viewCommand(e *env) *cli.Command {
 		Description: `Serves pprof's web UI (no Go toolchain needed) and prints its URL, which holds a
 random token that every page is under; opens a browser where xdg-open finds one. FILE is a profile (heapctl profile, run --profile), shown as
 alloc_space, or inuse_space for a profile at the peak; DIR is a series (record --profiles),
-its last profile shown; PID is a live process under the shim, profiled again at each page load,
-as inuse_space; --base OLD NEW shows NEW less OLD. The page title names the sample type.
+shown as what grew: its last profile less its first, as inuse_space (heapctl growth's measure;
+view its last file to see that profile alone); PID is a live process under the shim, profiled
+again at each page load, as inuse_space; --base OLD NEW shows NEW less OLD. The page title names the sample type.
 heapline's own page (pprof's Help link, /heapline) has where a live process's RSS went, or
 the heap line of DIR or --timeline CSV. Runs until interrupted.`,
 		Flags: []cli.Flag{

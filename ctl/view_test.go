@@ -331,3 +331,31 @@ func TestViewSymlinkedProgram(t *testing.T) {
 		}
 	}
 }
+
+// A series' directory opens on what grew: its last profile less its
+// first, as inuse_space, which heapctl growth measures. growth.c's
+// cache_site grows most between the first and last of a 3 s run's
+// profiles (TestViewBrowserDiff); the last alone opened on alloc_space,
+// steady_site first.
+func TestViewSeriesGrowth(t *testing.T) {
+	t.Setenv("HEAPLINE_SAMPLE", "16k")
+	bin := testkit.CC(t, "", "testdata/growth.c", "-O2", "-Wall", "-Werror")
+	series := filepath.Join(t.TempDir(), "series")
+	if r := heapctl(t, "record", "--profiles", series, "--every", "500ms", "--lib", testkit.Shim(t), "--", bin, "3"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	url := vwServe(t, series)
+	top := testkit.Get(t, url+"/top")
+	if got := vwTitle(t, top); got != "growth inuse_space" {
+		t.Errorf("title %q, want %q", got, "growth inuse_space")
+	}
+	first, at := "", len(top)
+	for _, fn := range []string{"leak_site", "cache_site", "steady_site", "grow_site", "pool_site"} {
+		if i := strings.Index(top, fn); i >= 0 && i < at {
+			first, at = fn, i
+		}
+	}
+	if first != "cache_site" {
+		t.Errorf("top begins with %q, want cache_site (what grew most)\n%s", first, top)
+	}
+}

@@ -150,6 +150,10 @@ var examples = map[string]func(e *ex) string{
 		return e.run([]string{"HEAPLINE_PYMALLOC=1"}, "heapctl", "run", "--", "/usr/bin/python3", "words.py") +
 			e.run(nil, "heapctl", "run", "--python-objects", "--", "/usr/bin/python3", "words.py")
 	},
+	"tutorial-profile": func(e *ex) string {
+		e.write("words.py", "tutorial.md", "python", 0)
+		return e.run(nil, "heapctl", "run", "--profile", "words.pb.gz", "--", "/usr/bin/python3", "words.py")
+	},
 	"readme-words": func(e *ex) string {
 		e.write("words.py", "tutorial.md", "python", 0)
 		return e.run([]string{"LD_PRELOAD=" + e.lib, "HEAPLINE_PYMALLOC=1"}, "/usr/bin/python3", "words.py")

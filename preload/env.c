@@ -1,6 +1,7 @@
 /*
  * env.c: what the shim reads about its process, once, at start: its
- * HEAPLINE_* settings, its command line and its start time.
+ * HEAPLINE_* settings (and whether LD_PRELOAD names it by a relative path),
+ * its command line and its start time.
  *
  * Everything comes from /proc/self with open/read into static buffers:
  * getenv is not safe this early (the first malloc can come before libc has
@@ -186,7 +187,43 @@ static void setting(const char *kv)
     }
 }
 
-/* Feed setting() every HEAPLINE_ entry of /proc/self/environ, read in
+/* LD_PRELOAD naming libheap.so by a relative path ("bin/libheap.so")
+ * loads it here, but not in a child that starts in another directory:
+ * there ld.so alone says so, in words that do not name heapline. One line,
+ * while it can still be told. A bare name is looked up in the library
+ * path, wherever the child runs; an absolute path works everywhere. */
+static void preload_setting(const char *kv)
+{
+    const char *p = strchr(kv, '=') + 1;
+    while (*p) {
+        size_t n = strcspn(p, " :");
+        const char *slash = NULL;
+        for (const char *c = p; c < p + n; c++)
+            if (*c == '/')
+                slash = c;
+        if (slash != NULL && p[0] != '/' && p + n - (slash + 1) == 10 && strncmp(slash + 1, "libheap.so", 10) == 0) {
+            char path[256];
+            size_t len = n < sizeof path ? n : sizeof path - 1;
+            memcpy(path, p, len);
+            path[len] = 0;
+            hl_say("LD_PRELOAD names ", path, " by a relative path: a child that starts in another directory runs without the shim; give its absolute path", NULL);
+            return;
+        }
+        p += n;
+        p += strspn(p, " :");
+    }
+}
+
+/* The entries env.c reads: HEAPLINE_ settings, and LD_PRELOAD. */
+static void entry_read(const char *kv)
+{
+    if (starts_with(kv, "HEAPLINE_") && strchr(kv, '='))
+        setting(kv);
+    else if (starts_with(kv, "LD_PRELOAD="))
+        preload_setting(kv);
+}
+
+/* Feed entry_read() every entry of /proc/self/environ, read in
  * chunks; entries longer than the buffer are not ours to care about. */
 static int read_environ_file(void)
 {
@@ -202,8 +239,8 @@ static int read_environ_file(void)
             char c = chunk[i];
             if (c == 0) {
                 entry[len] = 0;
-                if (keep && starts_with(entry, "HEAPLINE_") && strchr(entry, '='))
-                    setting(entry);
+                if (keep)
+                    entry_read(entry);
                 len = 0;
                 keep = 1;
             } else if (len < sizeof entry - 1) {
@@ -231,8 +268,7 @@ void hl_config_read(void)
     if (read_environ_file() != 0) {
         /* no /proc: environ is set by the time anything but the loader calls */
         for (char **e = environ; e != NULL && *e != NULL; e++)
-            if (starts_with(*e, "HEAPLINE_") && strchr(*e, '='))
-                setting(*e);
+            entry_read(*e);
     }
     config.sample_mean = (double)config.sample; /* the sampler's draws and weights are in doubles (profile.c) */
 }

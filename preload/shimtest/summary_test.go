@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // TestExitSummaryOne: one alloc and one free are said in the singular
@@ -112,5 +114,52 @@ func TestBadSetting(t *testing.T) {
 	rest, ok := strings.CutPrefix(e.String(), warned)
 	if o.String() != "hello 42\n" || !ok || !strings.HasPrefix(rest, `{"pid":`) || strings.Count(rest, "\n") != 1 {
 		t.Errorf("stdout %q, stderr %q; want %q, then a JSON summary", o.String(), e.String(), warned)
+	}
+}
+
+// LD_PRELOAD naming libheap.so by a relative path: one line at start,
+// since a child that starts in another directory loses the shim with only
+// ld.so's word for it. An absolute path, and the library's own name found
+// in the library path, say nothing.
+func TestRelativePreload(t *testing.T) {
+	prog := writeHello(t)
+	dir := t.TempDir()
+	b, err := os.ReadFile(testkit.Shim(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(dir, "bin"), 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "bin", "libheap.so"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	libm := "/lib/libm.so.6" // another library before it in the list
+	if m, _ := filepath.Glob("/lib/*-linux-gnu/libm.so.6"); len(m) > 0 {
+		libm = m[0]
+	}
+	said := func(p string) string {
+		return "heapline: LD_PRELOAD names " + p + " by a relative path: a child that starts in another directory runs without the shim; give its absolute path\n"
+	}
+	for _, c := range []struct{ preload, libPath, want string }{
+		{"bin/libheap.so", "", said("bin/libheap.so")},
+		{"./bin/libheap.so", "", said("./bin/libheap.so")},
+		{libm + ":bin/libheap.so", "", said("bin/libheap.so")},
+		{filepath.Join(dir, "bin", "libheap.so"), "", ""},
+		{"libheap.so", filepath.Join(dir, "bin"), ""},
+	} {
+		cmd := exec.Command(prog)
+		cmd.Dir = dir
+		for _, kv := range env(t, "HEAPLINE_SUMMARY=0") {
+			if !strings.HasPrefix(kv, "LD_PRELOAD=") && !strings.HasPrefix(kv, "LD_LIBRARY_PATH=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, "LD_PRELOAD="+c.preload)
+		if c.libPath != "" {
+			cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+c.libPath)
+		}
+		out, err := cmd.CombinedOutput()
+		if want := c.want + "hello 42\n"; err != nil || string(out) != want {
+			t.Errorf("LD_PRELOAD=%s: %v, said %q, want %q", c.preload, err, out, want)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
+	"github.com/heapline/heapline/ctl/internal/shim"
 )
 
 // pidMax is the kernel's PID_MAX_LIMIT on 64-bit systems.
@@ -41,8 +42,8 @@ func RegionError(pid int, ent regions.Entry, gone bool) error {
 	case errors.Is(ent.Err, fs.ErrNotExist):
 		// How the process was started cannot be told from here: say
 		// where its region was looked for (a container's process's is in
-		// its own /dev/shm, under /proc/<pid>/root).
-		return fmt.Errorf("process %d publishes no heapline region: there is no %s (a process has one while libheap.so is loaded in it)", pid, ent.Path)
+		// its own /dev/shm, under /proc/<pid>/root), and how to give it one.
+		return fmt.Errorf("process %d publishes no heapline region: there is no %s (a process has one while libheap.so is loaded in it: start it with `heapctl run` or with %s)", pid, ent.Path, shim.Preload())
 	case ent.Err != nil:
 		return fmt.Errorf("reading the region of process %d: %w", pid, ent.Err)
 	case ent.Stale && gone:

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/heapline/heapline/ctl/internal/regions"
+	"github.com/heapline/heapline/ctl/internal/shim"
 )
 
 func TestParsePID(t *testing.T) {
@@ -39,7 +40,7 @@ func TestRegionError(t *testing.T) {
 		want string
 	}{
 		{regions.Entry{Path: path, Err: missing, Stale: true}, false, "no process 42, and no region of it in /dev/shm: a process removes its region when it exits; a killed one's stays until heapctl gc removes it"},
-		{regions.Entry{Path: path, Err: missing}, false, "process 42 publishes no heapline region: there is no /dev/shm/heapline.42 (a process has one while libheap.so is loaded in it)"},
+		{regions.Entry{Path: path, Err: missing}, false, "process 42 publishes no heapline region: there is no /dev/shm/heapline.42 (a process has one while libheap.so is loaded in it: start it with `heapctl run` or with " + shim.Preload() + ")"},
 		{regions.Entry{Path: path, Err: errors.New(path + ": bad magic")}, false, "reading the region of process 42: /dev/shm/heapline.42: bad magic"},
 		{regions.Entry{Path: path, Stale: true}, true, "process 42 is gone; /dev/shm/heapline.42 is the region it left behind (heapctl gc removes it)"},
 		{regions.Entry{Path: path, Stale: true}, false, "<nil>"},

@@ -141,8 +141,9 @@ func (r *Run) Line() string {
 	return fmt.Sprintf("%s: at exit in %s, at its peak in %s\n", r.said, r.path, PeakPath(r.path))
 }
 
-// Write writes the profile at exit and the one at the peak.
-func (r *Run) Write() error {
+// Write writes the profile at exit and the one at the peak, and says its
+// hints (Hints) on log.
+func (r *Run) Write(log *zap.Logger) error {
 	if r == nil || r.out == nil {
 		return nil
 	}
@@ -150,7 +151,11 @@ func (r *Run) Write() error {
 		return fmt.Errorf("no profile: %w", r.err)
 	}
 	sym, now := NewSymbolizer(), time.Now()
-	if err := r.out.Write(Build(r.p, sym, now)); err != nil {
+	p := Build(r.p, sym, now)
+	for _, h := range Hints(p) {
+		log.Warn(h)
+	}
+	if err := r.out.Write(p); err != nil {
 		return err
 	}
 	if r.peak == nil {

@@ -142,7 +142,7 @@ type recorder struct {
 	final    *report.Summary  // the exit summary, exact, when the process gave one
 	children []report.Summary // exit summaries of CMD's own children
 	child    follow.Child     // what each read of a command's region is
-	detached bool             // said that the process exec'd without the shim
+	detached detachment       // whether the process exec'd without the shim
 	started  bool             // the command started
 	images   timeline.Images  // one time axis across execs
 	endNS    uint64           // CLOCK_MONOTONIC when the command was seen to end
@@ -209,7 +209,7 @@ func (r *recorder) attach(pid int) error {
 			if err := r.add(ent.Summary, ent.StartNS, ent.RSS); err != nil {
 				return err
 			}
-			if ent.Detached {
+			if r.detached.confirmed(ent.Detached, time.Now()) {
 				r.saidDetached(pid, "the timeline ends here")
 				return nil
 			}
@@ -299,7 +299,7 @@ func (r *recorder) sample(pid int) error {
 	case follow.Skip:
 		return nil
 	}
-	if ent.Detached {
+	if r.detached.confirmed(ent.Detached, time.Now()) {
 		r.saidDetached(pid, "recording on until it ends")
 	}
 	return r.add(ent.Summary, ent.StartNS, ent.RSS)
@@ -330,11 +330,11 @@ func (r *recorder) profile(pid int) error {
 	return nil
 }
 
-// saidDetached says, once and as soon as it is seen, that pid exec'd a
-// program without the shim: its region stays, frozen.
+// saidDetached says, once and as soon as it is known (detachment), that
+// pid exec'd a program without the shim: its region stays, frozen.
 func (r *recorder) saidDetached(pid int, then string) {
-	if !r.detached {
-		r.detached = true
+	if !r.detached.said {
+		r.detached.said = true
 		r.log.Warn(fmt.Sprintf("process %d exec'd a program without the shim and runs on: its counters stopped; %s", pid, then))
 	}
 }

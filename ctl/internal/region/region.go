@@ -383,7 +383,9 @@ func (v view) reload(off, n int) error {
 		return fmt.Errorf("read: %w", err)
 	}
 	if got < n {
-		return errors.New("region shrank while being read (truncated by another process?)")
+		// A process that exec'd under the shim empties its region to
+		// make it anew: a reader that follows it meets that (ErrStarting).
+		return startingError("region shrank while being read (a new image after exec making it anew, or truncated by another process)")
 	}
 	return nil
 }

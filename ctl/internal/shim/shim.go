@@ -42,6 +42,18 @@ func Path(lib, what string) (string, error) {
 	return "", fmt.Errorf("%s not found (tried %s): build it with make, or name it with %s or HEAPLINE_LIB", LibName, strings.Join(tried, ", "), what)
 }
 
+// Preload is how a hint tells a user to start a program under the shim
+// without heapctl: LD_PRELOAD= the absolute path of the libheap.so heapctl
+// would preload (Path). ld.so ignores a bare libheap.so (no library
+// directory holds it), and a relative path is lost by every child that
+// changes directory.
+func Preload() string {
+	if p, err := Path("", "--lib"); err == nil {
+		return "LD_PRELOAD=" + p
+	}
+	return "LD_PRELOAD=/path/to/" + LibName + " (an absolute path)"
+}
+
 // Beside returns where heapctl's own files named name may be, relative to
 // the heapctl executable, first the likeliest: beside it (make's bin/),
 // ../lib/heapline (the .deb's /usr/bin and /usr/lib/heapline) and ../lib

@@ -135,6 +135,7 @@ type Source struct {
 	Peak     bool
 	Base     string // the base profile, for a difference
 	Timeline string // a record CSV for heapline's page
+	dir      bool   // Path is a series' directory
 }
 
 // Parse reads view's operand and flags.
@@ -168,6 +169,8 @@ func Parse(args []string, base string, peak bool, csv string) (Source, error) {
 		if strings.EqualFold(filepath.Ext(s.Path), ".csv") {
 			return s, fmt.Errorf("%s is a timeline, not a profile: heapctl view --timeline %s PROFILE draws it beside a profile", s.Path, s.Path)
 		}
+		fi, _ := os.Stat(s.Path)
+		s.dir = fi != nil && fi.IsDir()
 	}
 	return s, nil
 }
@@ -184,6 +187,8 @@ func (s Source) String() string {
 		return fmt.Sprintf("pid %d", s.PID)
 	case s.Base != "":
 		return fmt.Sprintf("%s less %s", s.Path, s.Base)
+	case s.dir:
+		return s.Path + ": its last profile less its first (what grew)"
 	}
 	return s.Path
 }
@@ -201,13 +206,19 @@ func (s Source) Options() (Options, error) {
 		o.Page = RSSPage(s.PID)
 		o.Rights = func() (Rights, error) { return ProcessRights(s.PID) }
 	default:
-		file := s.Path
-		if fi, err := os.Stat(s.Path); err == nil && fi.IsDir() {
+		file, baseFile := s.Path, s.Base
+		if s.dir {
 			files, err := Series(s.Path)
 			if err != nil {
 				return o, err
 			}
+			// A series answers what grew: its last profile less its
+			// first, as heapctl growth measures it. The last alone is
+			// its file's view.
 			file = files[len(files)-1]
+			if baseFile == "" && len(files) > 1 {
+				baseFile = files[0]
+			}
 			if line, err = SeriesLine(files); err != nil {
 				return o, err
 			}
@@ -222,13 +233,13 @@ func (s Source) Options() (Options, error) {
 		if err != nil {
 			return o, err
 		}
-		if s.Base != "" {
-			base, err := profile.ReadFile(s.Base)
+		if baseFile != "" {
+			base, err := profile.ReadFile(baseFile)
 			if err != nil {
 				return o, fmt.Errorf("--base: %w", err)
 			}
 			o.Base, o.SampleIndex = func() (*pprof.Profile, error) { return base, nil }, Inuse
-			if br, err := FileRights(s.Base); err != nil || br.UID != rights.UID {
+			if br, err := FileRights(baseFile); err != nil || br.UID != rights.UID {
 				rights = Rights{Refuse: "the two profiles have different owners"}
 			}
 		}
