@@ -161,7 +161,7 @@ func TestShowHintPreloads(t *testing.T) {
 			}
 		}
 		out, err := cmd.CombinedOutput()
-		m := regexp.MustCompile("or with LD_PRELOAD=(\\S+)\n$").FindSubmatch(out)
+		m := regexp.MustCompile("or with LD_PRELOAD=([^\\s)]+)\\)?\n$").FindSubmatch(out)
 		if err == nil || m == nil || string(m[1]) != lib {
 			t.Errorf("%s show 1: %v, said %q; want its hint to name LD_PRELOAD=%s", layout[0], err, out, lib)
 			continue
