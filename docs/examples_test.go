@@ -29,18 +29,21 @@ import (
 var exampleBlock = regexp.MustCompile("(?m)^<!-- example: ([a-z0-9-]+) -->\n```[a-z]*\n((?s:.*?))```")
 
 // A size, a rate and a number vary; everything else must stay. Column
-// widths follow the numbers, so runs of spaces are one.
+// widths follow the numbers, so runs of spaces are one, and a count's noun
+// takes its number's plural or singular ("6 stacks", "1 stack").
 var (
 	maskSize   = regexp.MustCompile(`-?\d+(\.\d+)? (B|KiB|MiB|GiB)\b`)
 	maskRate   = regexp.MustCompile(`(\d+(\.\d+)?k?/s|–)`)
 	maskNumber = regexp.MustCompile(`-?\d+(\.\d+)?(e[+-]?\d+)?`)
 	spaces     = regexp.MustCompile(`[ \t]+`)
+	maskPlural = regexp.MustCompile(`\bN ([a-z]+?)(es|s)?\b`)
 )
 
 func shape(line string) string {
 	line = maskSize.ReplaceAllString(line, "SIZE")
 	line = maskRate.ReplaceAllString(line, "RATE")
 	line = maskNumber.ReplaceAllString(line, "N")
+	line = maskPlural.ReplaceAllString(line, "N $1")
 	return strings.TrimSpace(spaces.ReplaceAllString(line, " "))
 }
 
