@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -50,14 +49,7 @@ func TestPodman(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	p := &rgSteps{cmd: cmd, in: in, lines: make(chan string, 8)}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-	}()
+	p := newRGSteps(cmd, in, out)
 	if l := p.next(t); l != "pid 1" {
 		t.Fatalf("got %q, want pid 1 (the container's own pid namespace)", l)
 	}

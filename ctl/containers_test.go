@@ -64,14 +64,7 @@ func unsharedWith(t *testing.T, pidNS bool, before string) *rgSteps {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	p := &rgSteps{cmd: cmd, in: in, lines: make(chan string, 8)}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-	}()
+	p := newRGSteps(cmd, in, out)
 	var inner int
 	if _, err := fmt.Sscanf(p.next(t), "pid %d", &inner); err != nil {
 		t.Fatal(err)

@@ -102,11 +102,9 @@ func rgStartExecWithoutShim(t *testing.T) (pid int, in io.WriteCloser) {
 	return pid, in
 }
 
-func rgStartSteps(t *testing.T, lib, prog string) *rgSteps {
-	t.Helper()
-	cmd := exec.Command(prog, "steps")
-	in, out := testkit.Pipes(t, cmd)
-	rgStart(t, cmd, lib)
+// newRGSteps reads the lines of an rgprog started as cmd, with in its
+// stdin and out its stdout, for next.
+func newRGSteps(cmd *exec.Cmd, in io.WriteCloser, out io.Reader) *rgSteps {
 	p := &rgSteps{cmd: cmd, in: in, lines: make(chan string, 8)}
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -115,6 +113,15 @@ func rgStartSteps(t *testing.T, lib, prog string) *rgSteps {
 		}
 		close(p.lines)
 	}()
+	return p
+}
+
+func rgStartSteps(t *testing.T, lib, prog string) *rgSteps {
+	t.Helper()
+	cmd := exec.Command(prog, "steps")
+	in, out := testkit.Pipes(t, cmd)
+	rgStart(t, cmd, lib)
+	p := newRGSteps(cmd, in, out)
 	first := p.next(t)
 	if _, err := fmt.Sscanf(first, "pid %d", &p.pid); err != nil || p.pid != cmd.Process.Pid {
 		t.Fatalf("first line %q, want pid %d", first, cmd.Process.Pid)
