@@ -237,9 +237,3 @@ func Classify(s *Stack, period int64) {
 	}
 }
 
-func abs(x int64) int64 {
-	if x < 0 {
-		return -x
-	}
-	return x
-}
