@@ -16,27 +16,14 @@
 # for a short time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# A /dev/shm of its own (a private mount namespace): export reads these
-# processes' regions only.
-if [ -z "${EXPORT_SCALE_PRIVATE:-}" ]; then
-	# shellcheck disable=SC2016 # "$0" "$@" are the inner shell's
-	exec unshare -m bash -c 'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && EXPORT_SCALE_PRIVATE=1 exec "$0" "$@"' "$0" "$@"
-fi
+# shellcheck source=bench/otlp-setup.sh
+. bench/otlp-setup.sh
+otlp_private EXPORT_SCALE_PRIVATE "$@"
 NC=${NC:-450}
 NPY=${NPY:-50}
 INTERVAL=${INTERVAL:-10}
 SECONDS_RUN=${SECONDS:-60}
-make -s all >/dev/null
-col=
-for f in /var/cache/heapline/otelcol-*; do # the newest build
-	case $f in *.tmp*) continue ;; esac
-	if [ -x "$f" ] && { [ -z "$col" ] || [ "$f" -nt "$col" ]; }; then col=$f; fi
-done
-[ -x "$col" ] || { echo "no Collector in /var/cache/heapline: run go test ./ctl -run TestExportOTLPSites first" >&2; exit 1; }
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+otlp_setup
 
 cat > "$work/small.c" <<'C'
 #include <stdlib.h>
@@ -66,30 +53,22 @@ while True:
 PY
 for _ in $(seq "$NC"); do
 	LD_PRELOAD=$PWD/bin/libheap.so HEAPLINE_SUMMARY=0 HEAPLINE_SAMPLE=16k "$work/small" &
-	pids+=($!)
+	shimmed+=($!)
 done
 for _ in $(seq "$NPY"); do
 	LD_PRELOAD=$PWD/bin/libheap.so HEAPLINE_SUMMARY=0 HEAPLINE_SAMPLE=16k python3 "$work/small.py" &
-	pids+=($!)
+	shimmed+=($!)
 done
 sleep 10
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$work/col.yaml" <<Y
-receivers: {otlp: {protocols: {http: {endpoint: "127.0.0.1:$port"}}}}
-exporters: {file: {path: /dev/null}}
-service: {pipelines: {profiles: {receivers: [otlp], exporters: [file]}}}
-Y
-"$col" --config "file:$work/col.yaml" --feature-gates=service.profilesSupport 2>"$work/col.log" &
-pids+=($!)
+otlp_collector "/dev/null"
 sleep 3
 
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # clock ticks
 hz=$(getconf CLK_TCK)
 echo "# $(date -u +%FT%TZ) $(git rev-parse --short HEAD) $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg); $NC C and $NPY Python processes under the shim, HEAPLINE_SAMPLE=16k"
 echo "# command: NC=$NC NPY=$NPY INTERVAL=$INTERVAL SECONDS=$SECONDS_RUN bench/export-scale.sh (as root: a private /dev/shm)"
 
-bin/heapctl export --otlp-endpoint "http://127.0.0.1:$port" --otlp-interval "${INTERVAL}s" -v 2>"$work/export.log" &
+bin/heapctl export --pid "$(otlp_pids)" --otlp-endpoint "http://127.0.0.1:$port" --otlp-interval "${INTERVAL}s" -v 2>"$work/export.log" &
 exp=$!
 pids+=("$exp")
 # The first push reads every program's symbols once (kept): left out.

@@ -13,27 +13,13 @@
 #   N=50 PUSHES=60 OUTAGE=300 bench/otlp-cost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# A /dev/shm of its own (a private mount namespace): export then reads
-# these N processes' regions only, not every other process's on the
-# machine, whose symbols would weigh in its memory.
-if [ -z "${OTLP_COST_PRIVATE:-}" ]; then
-	# shellcheck disable=SC2016 # "$0" "$@" are the inner shell's
-	exec unshare -m bash -c 'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && OTLP_COST_PRIVATE=1 exec "$0" "$@"' "$0" "$@"
-fi
+# shellcheck source=bench/otlp-setup.sh
+. bench/otlp-setup.sh
+otlp_private OTLP_COST_PRIVATE "$@"
 N=${N:-50}
 PUSHES=${PUSHES:-60}
 OUTAGE=${OUTAGE:-0}
-make -s all >/dev/null
-col=
-for f in /var/cache/heapline/otelcol-*; do # the newest build
-	case $f in *.tmp*) continue ;; esac
-	if [ -x "$f" ] && { [ -z "$col" ] || [ "$f" -nt "$col" ]; }; then col=$f; fi
-done
-[ -x "$col" ] || { echo "no Collector in /var/cache/heapline: run go test ./ctl -run TestExportOTLPSites first" >&2; exit 1; }
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+otlp_setup
 
 cat > "$work/stacks.c" <<'C'
 #include <stdlib.h>
@@ -51,26 +37,18 @@ C
 gcc -O1 -fno-optimize-sibling-calls -o "$work/stacks" "$work/stacks.c"
 for _ in $(seq "$N"); do
 	LD_PRELOAD=$PWD/bin/libheap.so HEAPLINE_SUMMARY=0 HEAPLINE_SAMPLE=16k "$work/stacks" &
-	pids+=($!)
+	shimmed+=($!)
 done
 sleep 3
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$work/col.yaml" <<Y
-receivers: {otlp: {protocols: {http: {endpoint: "127.0.0.1:$port"}}}}
-exporters: {file: {path: "$work/out.jsonl"}}
-service: {pipelines: {profiles: {receivers: [otlp], exporters: [file]}}}
-Y
-"$col" --config "file:$work/col.yaml" --feature-gates=service.profilesSupport 2>"$work/col.log" &
-pids+=($!)
+otlp_collector "$work/out.jsonl"
 sleep 2
 
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # clock ticks
 hz=$(getconf CLK_TCK)
 echo "# $(date -u +%FT%TZ) $(git rev-parse --short HEAD) $(nproc) CPUs; $N processes under the shim, HEAPLINE_SAMPLE=16k, 64 stacks each"
 echo "# command: N=$N PUSHES=$PUSHES OUTAGE=$OUTAGE bench/otlp-cost.sh (as root: a private /dev/shm)"
 
-bin/heapctl export --otlp-endpoint "http://127.0.0.1:$port" --otlp-interval 1s -v 2>"$work/export.log" &
+bin/heapctl export --pid "$(otlp_pids)" --otlp-endpoint "http://127.0.0.1:$port" --otlp-interval 1s -v 2>"$work/export.log" &
 exp=$!
 pids+=("$exp")
 sleep 1.5 # the first push: symbols read once (the cache is kept)
@@ -89,8 +67,8 @@ awk -v c=$((c1 - c0)) -v hz="$hz" -v p="$pushes" -v n="$procs" -v b="$bytes" -v 
 }'
 
 if [ "$OUTAGE" -gt 0 ]; then
-	dead=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	bin/heapctl export --otlp-endpoint "http://127.0.0.1:$dead" --otlp-interval 1s 2>"$work/outage.log" &
+	dead=$(free_port)
+	bin/heapctl export --pid "$(otlp_pids)" --otlp-endpoint "http://127.0.0.1:$dead" --otlp-interval 1s 2>"$work/outage.log" &
 	exp=$!
 	pids+=("$exp")
 	echo "# outage: export pushing every 1s to a port nothing listens on; its RSS"
