@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -135,14 +133,8 @@ func inspectRoot(l *lookup, pid int) (e Entry, found bool) {
 		}
 		// The shim's third name, heapline.<pid>.<its namespace>.<16
 		// random hex digits>, in the same /dev/shm.
-		prefix := filepath.Base(pathNS(inner, p.PidNS)) + "."
-		names, _ := region.Place{Root: root, Path: region.Dir}.ReadDirNames()
-		for _, name := range names {
-			if _, _, ok := parseName(name); !ok || !strings.HasPrefix(name, prefix) {
-				continue
-			}
-			in := pidOf(inspectAt(l, inner, p.PidNS, region.Place{Root: root, Path: filepath.Join(region.Dir, name)}))
-			if in.Err == nil && !in.Stale && !in.Detached {
+		for _, at := range randomNames(region.Place{Root: root, Path: region.Dir}, inner, p.PidNS) {
+			if in := pidOf(inspectAt(l, inner, p.PidNS, at)); in.Err == nil && !in.Stale && !in.Detached {
 				return in, true
 			}
 		}

@@ -147,12 +147,9 @@ func inspectHost(l *lookup, pid int) Entry {
 		// Both names taken by files that are not pid's (anyone may
 		// create them ahead of a pid): the shim's third name,
 		// heapline.<pid>.<our namespace>.<16 random hex digits>.
-		names, _ := filepath.Glob(pathNS(pid, l.own) + ".*")
-		for _, name := range names {
-			if _, _, ok := parseName(filepath.Base(name)); ok {
-				if in := inspectAt(l, pid, l.own, region.At(name)); in.Err == nil && !in.Stale && !in.Detached {
-					return in
-				}
+		for _, at := range randomNames(region.At(region.Dir), pid, l.own) {
+			if in := inspectAt(l, pid, l.own, at); in.Err == nil && !in.Stale && !in.Detached {
+				return in
 			}
 		}
 	}
@@ -332,6 +329,21 @@ func parseName(name string) (pid int, ns uint64, ok bool) {
 		}
 	}
 	return pid, ns, true
+}
+
+// randomNames are the files in dir under the shim's third name for pid of
+// pid namespace ns: heapline.<pid>.<ns>.<16 random hex digits>, which it
+// takes when the first two are taken by files not its own.
+func randomNames(dir region.Place, pid int, ns uint64) []region.Place {
+	prefix := filepath.Base(pathNS(pid, ns)) + "."
+	names, _ := dir.ReadDirNames()
+	var out []region.Place
+	for _, name := range names {
+		if _, _, ok := parseName(name); ok && strings.HasPrefix(name, prefix) {
+			out = append(out, region.Place{Root: dir.Root, Path: filepath.Join(dir.Path, name)})
+		}
+	}
+	return out
 }
 
 // isRandom: the shim's random part of a region name, 16 lowercase hex
