@@ -16,7 +16,7 @@
 # for a short time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=bench/otlp-setup.sh
+# shellcheck source-path=SCRIPTDIR source=otlp-setup.sh
 . bench/otlp-setup.sh
 otlp_private EXPORT_SCALE_PRIVATE "$@"
 NC=${NC:-450}

@@ -13,7 +13,7 @@
 #   N=50 PUSHES=60 OUTAGE=300 bench/otlp-cost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=bench/otlp-setup.sh
+# shellcheck source-path=SCRIPTDIR source=otlp-setup.sh
 . bench/otlp-setup.sh
 otlp_private OTLP_COST_PRIVATE "$@"
 N=${N:-50}

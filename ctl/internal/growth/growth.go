@@ -236,4 +236,3 @@ func Classify(s *Stack, period int64) {
 		s.Kind = Steady
 	}
 }
-
