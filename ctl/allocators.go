@@ -53,13 +53,7 @@ func allocatorsCommand(e *env) *cli.Command {
 }
 
 func runAllocators(c *cli.Context, e *env) error {
-	a, err := measure.SplitArgs(c)
-	if err != nil {
-		return err
-	}
-	if a.Help {
-		return cli.ShowSubcommandHelp(c)
-	}
+	a := measure.SplitArgs(c)
 	format, err := measure.Format(c)
 	if err != nil {
 		return err

@@ -65,13 +65,7 @@ type overheadSettings struct {
 }
 
 func runOverhead(c *cli.Context, e *env) error {
-	a, err := measure.SplitArgs(c)
-	if err != nil {
-		return err
-	}
-	if a.Help { // "overhead all --help" asks for help, not for an hour of runs
-		return cli.ShowSubcommandHelp(c)
-	}
+	a := measure.SplitArgs(c)
 	set, err := overheadFlags(c)
 	if err != nil {
 		return err

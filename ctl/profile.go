@@ -36,13 +36,7 @@ or 1% past the last copy, so the copy is within that of the peak.`,
 			&cli.BoolFlag{Name: "peak", Usage: "the stacks live at the heap's peak, instead of now"},
 		},
 		Action: func(c *cli.Context) error {
-			args, output := c.Args().Slice(), c.String("output")
-			// `heapctl profile 4711 -o now.pb.gz`: urfave/cli stops at the
-			// PID, so an -o after it is taken here.
-			if len(args) == 3 && (args[1] == "-o" || args[1] == "--output") && output == "" {
-				args, output = args[:1], args[2]
-			}
-			return writeProfile(e, args, c.String("from"), output, c.Bool("peak"))
+			return writeProfile(e, c.Args().Slice(), c.String("from"), c.String("output"), c.Bool("peak"))
 		},
 	}
 }

@@ -6,6 +6,7 @@
 package cliargs
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -13,9 +14,12 @@ import (
 
 // Intersperse returns args (argv, heapctl first) with each command's flags
 // moved before its operands. Everything after "--" stays as it is, after
-// the "--". A command that runs another (its usage names CMD) takes
-// everything after its first operand as that command's, as before, unless
-// a "--" comes later: `heapctl run python3 -c x` stays as it is.
+// the "--". A command that runs another (runsCommand) takes everything
+// after its first operand as that command's, unless a "--" comes later:
+// `heapctl run python3 -c x` stays as it is. It is the one place that
+// knows where flags may stand: no command parses its operands for flags.
+// A help flag among a command's flags drops its operands: the help is
+// shown, whatever they were.
 func Intersperse(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
@@ -55,7 +59,7 @@ func Intersperse(app *cli.App, args []string) []string {
 			break
 		}
 	}
-	if strings.Contains(cmd.ArgsUsage, "CMD") && dash < 0 {
+	if runsCommand(cmd) && dash < 0 {
 		return append(out, rest...)
 	}
 	head, tail := rest, []string(nil)
@@ -73,8 +77,33 @@ func Intersperse(app *cli.App, args []string) []string {
 		fl = append(fl, head[i:i+n]...)
 		i += n
 	}
+	if slices.ContainsFunc(fl, isHelp) {
+		// "overhead all --help" asks for the help, not an hour of runs;
+		// urfave/cli would take the operand for a help topic.
+		return append(out, fl...)
+	}
 	out = append(append(out, fl...), ops...)
 	return append(out, tail...)
+}
+
+func isHelp(a string) bool { return a == "-h" || a == "--h" || a == "-help" || a == "--help" }
+
+// runsCommand says whether cmd's operands, when not after "--", are a
+// command to run: its usage names CMD, and its every other form is flags
+// ("-- CMD [ARGS...] | --pid PID"). A command with operands of its own
+// beside CMD ("SCENARIO... | all | -- CMD ARGS") takes the command only
+// after "--", and flags after its operands.
+func runsCommand(cmd *cli.Command) bool {
+	if !strings.Contains(cmd.ArgsUsage, "CMD") {
+		return false
+	}
+	for _, alt := range strings.Split(cmd.ArgsUsage, "|") {
+		alt = strings.TrimSpace(alt)
+		if !strings.Contains(alt, "CMD") && !strings.HasPrefix(alt, "-") {
+			return false
+		}
+	}
+	return true
 }
 
 func isFlag(a string) bool { return len(a) > 1 && a[0] == '-' && a != "--" }

@@ -14,6 +14,8 @@ func TestIntersperse(t *testing.T) {
 			{Name: "show", ArgsUsage: "PID", Flags: []cli.Flag{&cli.BoolFlag{Name: "json"}}},
 			{Name: "watch", ArgsUsage: "PID | --all", Flags: []cli.Flag{&cli.IntFlag{Name: "count", Aliases: []string{"c"}}, &cli.DurationFlag{Name: "interval"}}},
 			{Name: "run", ArgsUsage: "-- CMD [ARGS...]", Flags: []cli.Flag{&cli.StringFlag{Name: "lib"}}},
+			{Name: "trace", ArgsUsage: "--pid PID | -- CMD [ARGS...]", Flags: []cli.Flag{&cli.StringFlag{Name: "pid"}}},
+			{Name: "overhead", ArgsUsage: "SCENARIO... | all | -- CMD ARGS", Flags: []cli.Flag{&cli.IntFlag{Name: "runs", Aliases: []string{"n"}}, &cli.BoolFlag{Name: "json"}}},
 			{Name: "history", Subcommands: []*cli.Command{{Name: "render", ArgsUsage: "DIR", Flags: []cli.Flag{&cli.StringFlag{Name: "out", Aliases: []string{"o"}}}}}},
 		},
 	}
@@ -23,6 +25,14 @@ func TestIntersperse(t *testing.T) {
 		{[]string{"watch", "19195", "-c", "1", "-v"}, []string{"watch", "-c", "1", "-v", "19195"}},
 		{[]string{"run", "python3", "-c", "x=1"}, []string{"run", "python3", "-c", "x=1"}},
 		{[]string{"run", "--lib", "x", "--", "ls", "-l"}, []string{"run", "--lib", "x", "--", "ls", "-l"}},
+		{[]string{"trace", "ls", "-l"}, []string{"trace", "ls", "-l"}},
+		// A command given only after "--": flags after the names are
+		// overhead's, flags after "--" the command's.
+		{[]string{"overhead", "churn-4t", "-n", "10", "--json"}, []string{"overhead", "-n", "10", "--json", "churn-4t"}},
+		{[]string{"overhead", "-n", "3", "--", "sh", "-n", "99"}, []string{"overhead", "-n", "3", "--", "sh", "-n", "99"}},
+		{[]string{"overhead", "all", "-n", "3", "--help"}, []string{"overhead", "-n", "3", "--help"}},
+		{[]string{"show", "1", "-h"}, []string{"show", "-h"}},
+		{[]string{"run", "python3", "--help"}, []string{"run", "python3", "--help"}},
 		{[]string{"history", "render", "d", "-o", "x.html"}, []string{"history", "render", "-o", "x.html", "d"}},
 		{[]string{"show", "1", "--count"}, []string{"show", "--count", "1"}},
 		{[]string{"nosuch", "1", "--json"}, []string{"nosuch", "1", "--json"}},

@@ -18,14 +18,15 @@ import (
 	"github.com/heapline/heapline/ctl/internal/follow"
 )
 
-// OnePID reads the single PID argument of cmd. urfave/cli stops parsing
-// flags at the first argument, so a flag after the PID gets a hint.
+// OnePID reads the single PID argument of cmd. Flags may stand before or
+// after the PID (cliargs moves them first), so a flag still after it came
+// after "--", which ends the flags: that gets a hint.
 func OnePID(cmd string, args []string) (int, error) {
 	switch {
 	case len(args) == 0:
 		return 0, fmt.Errorf("%s: missing PID (heapctl %s [--json] PID)", cmd, cmd)
 	case len(args) > 1 && strings.HasPrefix(args[1], "-"):
-		return 0, fmt.Errorf("%s: flags go before the PID: heapctl %s %s %s", cmd, cmd, args[1], args[0])
+		return 0, fmt.Errorf("%s: %s comes after --, which ends the flags: heapctl %s %s %s", cmd, args[1], cmd, args[1], args[0])
 	case len(args) > 1:
 		return 0, fmt.Errorf("%s: want one PID, got %d arguments", cmd, len(args))
 	}

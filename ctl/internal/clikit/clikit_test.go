@@ -14,7 +14,7 @@ func TestOnePID(t *testing.T) {
 	}{
 		{[]string{"42"}, 42, ""},
 		{nil, 0, "show: missing PID (heapctl show [--json] PID)"},
-		{[]string{"42", "--json"}, 0, "show: flags go before the PID: heapctl show --json 42"},
+		{[]string{"42", "--json"}, 0, "show: --json comes after --, which ends the flags: heapctl show --json 42"},
 		{[]string{"1", "2"}, 0, "show: want one PID, got 2 arguments"},
 		{[]string{"x"}, 0, `show: "x" is not a process id`},
 	} {

@@ -1,14 +1,11 @@
 // Package measure holds what the measuring commands, overhead and
 // allocators, share: their operands (scenario names, or a command after
-// "--", with flags among them), the scenarios' layout, and the shim they
-// count with.
+// "--"), the scenarios' layout, and the shim they count with.
 package measure
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,90 +18,30 @@ import (
 	"github.com/heapline/heapline/ctl/internal/shim"
 )
 
-// Args are the command's arguments after its flags: scenario names,
-// or a command given after "--".
+// Args are the command's operands: scenario names, or a command given
+// after "--".
 type Args struct {
 	Names   []string
 	Command []string
-	Help    bool // -h or --help after a name
 }
 
-// SplitArgs separates names from a "--" command and parses flags
-// given after the names (`overhead churn-4t -n 10`), which urfave/cli
-// leaves in the arguments because Go's flag package stops at the first
-// non-flag.
-func SplitArgs(c *cli.Context) (Args, error) {
-	var out Args
+// SplitArgs separates the names from a "--" command. Flags given after
+// the names (`overhead churn-4t -n 10`) were moved before them as the app
+// read its arguments (cliargs), so every operand here is one.
+func SplitArgs(c *cli.Context) Args {
 	args := c.Args().Slice()
 	// flag.Parse drops a "--" that comes before any name; the parent
 	// context still holds it right before our arguments.
 	if lin := c.Lineage(); len(lin) > 1 {
 		p := lin[1].Args().Slice()
 		if i := len(p) - len(args) - 1; i >= 0 && p[i] == "--" {
-			out.Command = args
-			return out, nil
+			return Args{Command: args}
 		}
 	}
-	for len(args) > 0 {
-		a := args[0]
-		switch {
-		case a == "--":
-			out.Command = args[1:]
-			return out, nil
-		case strings.HasPrefix(a, "-") && a != "-":
-			fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			for _, f := range c.Command.Flags {
-				if err := f.Apply(fs); err != nil {
-					return out, err
-				}
-			}
-			err := fs.Parse(args)
-			if errors.Is(err, flag.ErrHelp) {
-				out.Help = true
-				return out, nil
-			}
-			if err != nil {
-				return out, err
-			}
-			var setErr error
-			fs.Visit(func(f *flag.Flag) {
-				if f.Name == "help" || f.Name == "h" {
-					out.Help = true
-				}
-				// Every name of the flag: c.Int("runs") does not see a
-				// value set as "n".
-				for _, name := range flagNames(c.Command.Flags, f.Name) {
-					if err := c.Set(name, f.Value.String()); err != nil && setErr == nil {
-						setErr = fmt.Errorf("-%s: %w", f.Name, err)
-					}
-				}
-			})
-			if setErr != nil {
-				return out, setErr
-			}
-			rest := fs.Args()
-			if i := len(args) - len(rest) - 1; i >= 0 && args[i] == "--" {
-				out.Command = rest
-				return out, nil
-			}
-			args = rest
-		default:
-			out.Names = append(out.Names, a)
-			args = args[1:]
-		}
+	if i := slices.Index(args, "--"); i >= 0 {
+		return Args{Names: args[:i], Command: args[i+1:]}
 	}
-	return out, nil
-}
-
-// flagNames are the names of the flag that name is one of.
-func flagNames(flags []cli.Flag, name string) []string {
-	for _, f := range flags {
-		if slices.Contains(f.Names(), name) {
-			return f.Names()
-		}
-	}
-	return []string{name}
+	return Args{Names: args}
 }
 
 // Target is one command to measure: a named scenario or the one
