@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -62,19 +61,17 @@ func runAllocators(c *cli.Context, e *env) error {
 		Runs: c.Int("runs"), Warmup: c.Int("warmup"), Rounds: c.Int("rounds"), CountRuns: c.Int("count-runs"),
 		Measure: overhead.Mode(c.String("measure")), Threshold: c.Float64("threshold"), Log: e.log,
 	}
-	switch {
-	case opts.Runs < 1:
-		return errors.New("-n must be at least 1")
-	case opts.Warmup < 0:
-		return errors.New("--warmup must be at least 0")
-	case opts.Rounds < 1:
-		return errors.New("--rounds must be at least 1")
-	case opts.CountRuns < 0:
-		return errors.New("--count-runs must be at least 0")
-	case opts.Measure != overhead.CPU && opts.Measure != overhead.Time:
+	if err := measure.Counts(opts.Runs, opts.Warmup, opts.Rounds); err != nil {
+		return err
+	}
+	if err := clikit.Within("--count-runs", opts.CountRuns, 0, measure.MaxRuns); err != nil {
+		return err
+	}
+	if err := clikit.AtLeast("--threshold", opts.Threshold, 0); err != nil {
+		return err
+	}
+	if opts.Measure != overhead.CPU && opts.Measure != overhead.Time {
 		return fmt.Errorf("--measure must be cpu or time, not %q", opts.Measure)
-	case !(opts.Threshold >= 0):
-		return fmt.Errorf("--threshold must be at least 0, got %g", opts.Threshold)
 	}
 	layout, err := measure.Locate(c)
 	if err != nil {

@@ -33,7 +33,7 @@ profiles must be of one process. For what changed between two profiles: heapctl 
 			case c.NArg() != 1:
 				return errors.New("growth: need one DIR of profiles (heapctl growth DIR)")
 			case c.Int("top") < 0:
-				return fmt.Errorf("growth: --top must be 0 or more (got %d)", c.Int("top"))
+				return fmt.Errorf("growth: %w", clikit.AtLeast("--top", c.Int("top"), 0))
 			}
 			r, err := growth.Read(c.Args().First())
 			if err != nil {

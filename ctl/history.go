@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/history"
 	"github.com/heapline/heapline/ctl/internal/history/git"
 	"github.com/heapline/heapline/ctl/internal/outfile"
@@ -201,11 +202,11 @@ func historyRender(e *env, c *cli.Context) error {
 		TableRows:    c.Int("rows"),
 		ChartCommits: c.Int("chart-commits"),
 	}
-	if opt.TableRows < 1 {
-		return fmt.Errorf("--rows must be at least 1, got %d", opt.TableRows)
+	if err := clikit.AtLeast("--rows", opt.TableRows, 1); err != nil {
+		return err
 	}
-	if opt.ChartCommits < 1 {
-		return fmt.Errorf("--chart-commits must be at least 1, got %d", opt.ChartCommits)
+	if err := clikit.AtLeast("--chart-commits", opt.ChartCommits, 1); err != nil {
+		return err
 	}
 	pts, err := loadStore(e, c.String("store"))
 	if err != nil {
@@ -238,8 +239,8 @@ func historyRender(e *env, c *cli.Context) error {
 
 func historyCheck(e *env, c *cli.Context) error {
 	k, threshold := c.Int("k"), c.Float64("threshold")
-	if k < 1 {
-		return fmt.Errorf("-k must be at least 1, got %d", k)
+	if err := clikit.AtLeast("-k", k, 1); err != nil {
+		return err
 	}
 	if !(threshold > 0) || threshold >= 10 {
 		return fmt.Errorf("--threshold must be a fraction above 0 (0.005 = half a point), got %g", threshold)

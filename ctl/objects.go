@@ -42,8 +42,8 @@ func objects(e *env, args []string, top int, asJSON, stop bool) error {
 	if err != nil {
 		return err
 	}
-	if top < 0 {
-		return fmt.Errorf("objects: --top %d: want 0 (all) or more", top)
+	if err := clikit.AtLeast("--top", top, 0); err != nil {
+		return fmt.Errorf("objects: %w", err)
 	}
 	ent := regions.Inspect(pid)
 	if ent.Err != nil {

@@ -170,17 +170,14 @@ func overheadFlags(c *cli.Context) (overheadSettings, error) {
 	if set.format, err = measure.Format(c); err != nil {
 		return set, err
 	}
-	switch {
-	case set.n < 1 || set.n > maxRuns:
-		return set, fmt.Errorf("-n must be at least 1 and at most %d, got %d", maxRuns, set.n)
-	case set.warmup < 0 || set.warmup > maxRuns:
-		return set, fmt.Errorf("--warmup must be at least 0 and at most %d, got %d", maxRuns, set.warmup)
-	case set.rounds < 1 || set.rounds > maxRounds:
-		return set, fmt.Errorf("--rounds must be at least 1 and at most %d, got %d", maxRounds, set.rounds)
-	case !slices.Contains(overhead.Modes, set.mode):
+	if err := measure.Counts(set.n, set.warmup, set.rounds); err != nil {
+		return set, err
+	}
+	if err := clikit.AtLeast("--threshold", c.Float64("threshold"), 0); err != nil {
+		return set, err
+	}
+	if !slices.Contains(overhead.Modes, set.mode) {
 		return set, fmt.Errorf("--measure must be time, instructions or cpu, not %q", set.mode)
-	case !(c.Float64("threshold") >= 0):
-		return set, fmt.Errorf("--threshold must be at least 0, got %g", c.Float64("threshold"))
 	}
 	if set.mode == overhead.Instructions {
 		// Instruction counts do not depend on caches being warm, nor
@@ -284,9 +281,3 @@ func writeOverhead(e *env, doc overhead.Document, format string, threshold float
 	}
 	return nil
 }
-
-// Bounds on the counts of runs: -n 99999999999 is a typo, not a plan.
-const (
-	maxRuns   = 10000
-	maxRounds = 1000
-)

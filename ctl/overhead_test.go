@@ -31,7 +31,7 @@ func TestOverheadBadFlags(t *testing.T) {
 		{[]string{"--json", "--format", "markdown", "churn-4t"}, "--json and --format markdown exclude each other"},
 		{[]string{"--threshold", "-1", "churn-4t"}, "--threshold must be at least 0"},
 		{[]string{"--out", "/nonexistent/dir/r.json", "--lib", lib, "--", "true"}, "--out /nonexistent/dir/r.json: cannot write it: no such file or directory"},
-		{[]string{"-n", "99999999999", "churn-4t"}, "-n must be at least 1 and at most 10000, got 99999999999"},
+		{[]string{"-n", "99999999999", "churn-4t"}, "-n must be at least 1 and at most 10000 (got 99999999999)"},
 		{[]string{"--rounds", "5000", "churn-4t"}, "--rounds must be at least 1 and at most 1000"},
 		{[]string{"--list", "churn-4t"}, "--list takes no scenario or command"},
 		// The package finds the layout; the command names the flag.

@@ -63,9 +63,10 @@ func record(e *env, c *cli.Context) error {
 		}
 	}
 	args := c.Args().Slice()
+	if err := clikit.AtLeast("--interval", interval, time.Millisecond); err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
 	switch {
-	case interval < time.Millisecond:
-		return fmt.Errorf("record: --interval must be at least 1ms (got %v)", interval)
 	case c.IsSet("pid") && len(args) > 0:
 		return errors.New("record: give --pid or a command after --, not both")
 	case c.IsSet("pid") && c.Bool("python-objects"):
@@ -74,8 +75,9 @@ func record(e *env, c *cli.Context) error {
 		return errors.New("record: nothing to record (usage: heapctl record -o heap.csv -- CMD ARGS, or --pid PID)")
 	case c.String("output") == "" && c.String("profiles") == "":
 		return errors.New("record: need -o FILE (the timeline), --profiles DIR, or both")
-	case c.Duration("every") < time.Millisecond:
-		return fmt.Errorf("record: --every must be at least 1ms (got %v)", c.Duration("every"))
+	}
+	if err := clikit.AtLeast("--every", c.Duration("every"), time.Millisecond); err != nil {
+		return fmt.Errorf("record: %w", err)
 	}
 	if c.String("output") != "" {
 		if err := timeline.CheckName(c.String("output")); err != nil {

@@ -110,7 +110,7 @@ func trace(ctx context.Context, e *env, o traceOpts) error {
 	case o.duration < 0:
 		return fmt.Errorf("trace: --duration must be 0 or more (got %v)", o.duration)
 	case o.watch && o.interval < time.Millisecond:
-		return fmt.Errorf("trace: --interval must be at least 1ms (got %v)", o.interval)
+		return fmt.Errorf("trace: %w", clikit.AtLeast("--interval", o.interval, time.Millisecond))
 	}
 	// Privileges first: the clearest error, before a command is started.
 	if err := bpf.CheckPrivileges(); err != nil {

@@ -37,15 +37,16 @@ until interrupted (Ctrl-C) or --count refreshes.`,
 func watch(e *env, c *cli.Context) error {
 	all := c.Bool("all")
 	interval, window, count := c.Duration("interval"), c.Duration("window"), c.Int("count")
+	if err := clikit.AtLeast("--interval", interval, time.Millisecond); err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
 	switch {
-	case interval < time.Millisecond:
-		return fmt.Errorf("watch: --interval must be at least 1ms (got %v)", interval)
 	case window < interval && !c.IsSet("window"):
 		return fmt.Errorf("watch: --interval %v is longer than the sparkline's --window (%v by default): give --window too, e.g. --window %v", interval, window, 10*interval)
 	case window < interval:
 		return fmt.Errorf("watch: --window must be at least --interval (got --window %v, --interval %v)", window, interval)
 	case count < 0:
-		return fmt.Errorf("watch: --count must be 0 or more (got %d)", count)
+		return fmt.Errorf("watch: %w", clikit.AtLeast("--count", count, 0))
 	case all && c.NArg() > 0:
 		return errors.New("watch: give a PID or --all, not both")
 	case !all && c.NArg() != 1:

@@ -3,7 +3,9 @@ package clikit
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"testing"
+	"time"
 )
 
 func TestOnePID(t *testing.T) {
@@ -60,5 +62,24 @@ func TestReflow(t *testing.T) {
 	}
 	if got := Reflow("averyveryverylongword x", 5); got != "averyveryverylongword\nx" {
 		t.Errorf("a word longer than the width: %q", got)
+	}
+}
+
+func TestBounds(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{AtLeast("--top", 0, 0), "<nil>"},
+		{AtLeast("--top", -1, 0), "--top must be at least 0 (got -1)"},
+		{AtLeast("--interval", time.Duration(0), time.Millisecond), "--interval must be at least 1ms (got 0s)"},
+		{AtLeast("--threshold", math.NaN(), 0), "--threshold must be at least 0 (got NaN)"},
+		{Within("-n", 10000, 1, 10000), "<nil>"},
+		{Within("-n", 99999999999, 1, 10000), "-n must be at least 1 and at most 10000 (got 99999999999)"},
+		{Within("--rounds", 0, 1, 1000), "--rounds must be at least 1 and at most 1000 (got 0)"},
+	} {
+		if got := fmt.Sprint(c.err); got != c.want {
+			t.Errorf("%q, want %q", got, c.want)
+		}
 	}
 }

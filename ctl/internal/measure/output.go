@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 )
 
@@ -51,4 +52,22 @@ func Out(c *cli.Context) (*outfile.File, error) {
 		return nil, fmt.Errorf("--out %s: %w", p, err)
 	}
 	return f, nil
+}
+
+// Bounds on the counts of runs, the same in both commands: -n 99999999999
+// is a typo, not a plan.
+const (
+	MaxRuns   = 10000
+	MaxRounds = 1000
+)
+
+// Counts checks -n, --warmup and --rounds.
+func Counts(runs, warmup, rounds int) error {
+	if err := clikit.Within("-n", runs, 1, MaxRuns); err != nil {
+		return err
+	}
+	if err := clikit.Within("--warmup", warmup, 0, MaxRuns); err != nil {
+		return err
+	}
+	return clikit.Within("--rounds", rounds, 1, MaxRounds)
 }
