@@ -1,13 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -124,13 +123,6 @@ func runAllocators(c *cli.Context, e *env) error {
 		defer outFile.Abort()
 	}
 
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	dir, err := os.MkdirTemp("", "heapctl-allocators-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
 	opts.Progress = overhead.NewProgress(e.stderr, clikit.IsTerminal(e.stderr))
 	doc := allocators.Document{Env: overhead.CollectEnv(lib, filepath.Dir(layout.Scenarios), time.Now()), Skipped: skipped}
 	if doc.Skipped == nil {
@@ -139,11 +131,7 @@ func runAllocators(c *cli.Context, e *env) error {
 	doc.Env.Args = clikit.CommandLine(c)
 
 	var failed []string
-	for _, t := range targets {
-		jobDir, err := os.MkdirTemp(dir, "job-")
-		if err != nil {
-			return err
-		}
+	err = measure.Each(c.Context, "allocators", targets, func(ctx context.Context, t measure.Target, jobDir string) error {
 		job, err := allocators.Plan(allocators.Spec{Scenario: t.Name, Description: t.Desc, Argv: t.Argv, Env: t.Env,
 			Allocators: sides, Shim: lib, Rusage: rusage, Dir: jobDir}, os.Environ())
 		if err != nil {
@@ -153,7 +141,7 @@ func runAllocators(c *cli.Context, e *env) error {
 		o.Dir = jobDir
 		res, err := allocators.Measure(ctx, job, o)
 		if err != nil {
-			return fmt.Errorf("%s: %w", t.Name, err)
+			return err
 		}
 		doc.Scenarios = append(doc.Scenarios, res)
 		for _, wn := range res.Warnings {
@@ -170,6 +158,10 @@ func runAllocators(c *cli.Context, e *env) error {
 		for _, n := range res.Failed() {
 			failed = append(failed, n+" on "+t.Name)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if outFile != nil {
 		if err := allocators.WriteJSON(outFile, doc); err != nil {

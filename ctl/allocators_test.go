@@ -98,3 +98,20 @@ func TestAllocatorsCommand(t *testing.T) {
 		t.Errorf("stderr = %q: the helper under --root was not found", stderr)
 	}
 }
+
+// Interrupted, allocators stops as overhead does (measure.Each): one line,
+// the status of an interrupted command, and nothing on stdout.
+func TestAllocatorsInterrupted(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "started")
+	script := `: > "$0"; exec sleep 600`
+	al := heapctlStart(t, how{}, "allocators", "-n", "2", "--warmup", "0", "--count-runs", "0", "--json", "--", "sh", "-c", script, marker)
+	testkit.Poll(t, "a timed run", func() bool { _, err := os.Stat(marker); return err == nil })
+	al.stop()
+	r := al.wait(t, "allocators to end when interrupted")
+	if code, msg := rgStatus(r.err); code != 130 || msg != "allocators: interrupted while measuring sh -c "+script+" "+marker+"; nothing was written" {
+		t.Errorf("status %d %q, want 130 and one line", code, msg)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout %q, want nothing", r.stdout)
+	}
+}

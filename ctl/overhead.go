@@ -1,22 +1,20 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mattn/go-shellwords"
 	"github.com/urfave/cli/v2"
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
-	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/measure"
 	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
@@ -104,31 +102,16 @@ func runOverhead(c *cli.Context, e *env) error {
 		}
 	}
 
-	// Ctrl-C kills the running child (exec.CommandContext) and still
-	// removes the temporary directory.
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	dir, err := os.MkdirTemp("", "heapctl-overhead-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-
 	progress := overhead.NewProgress(e.stderr, clikit.IsTerminal(e.stderr))
 	doc := overhead.Document{Env: overhead.CollectEnv(libs.lib, filepath.Dir(layout.Scenarios), time.Now())}
 	doc.Env.BaselineLib = libs.baseline
 	doc.Env.Wrap = c.String("wrap")
 	doc.Env.Args = clikit.CommandLine(c)
 
-	for _, t := range targets {
+	err = measure.Each(c.Context, "overhead", targets, func(ctx context.Context, t measure.Target, jobDir string) error {
 		argv := t.Argv
 		if set.mode == overhead.Instructions {
 			argv = t.Short
-		}
-		jobDir, err := os.MkdirTemp(dir, "job-")
-		if err != nil {
-			return err
 		}
 		job, err := overhead.Plan(overhead.Spec{
 			Scenario: t.Name, Description: t.Desc, Argv: argv, Env: t.Env,
@@ -141,21 +124,18 @@ func runOverhead(c *cli.Context, e *env) error {
 		res, err := overhead.Measure(ctx, job, overhead.Options{
 			Runs: set.n, Warmup: set.warmup, Rounds: set.rounds, Measure: set.mode, Dir: jobDir, Progress: progress, Log: e.log,
 		})
-		if err != nil && ctx.Err() != nil {
-			// One line, the status a shell gives an interrupted command;
-			// the engine has removed the killed run's region.
-			return &launch.ExitError{Code: 130, Msg: fmt.Sprintf("overhead: interrupted while measuring %s; nothing was written", t.Name)}
-		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", t.Name, err)
+			return err
 		}
 		doc.Scenarios = append(doc.Scenarios, res)
 		// One scenario prints its own block; several end with one table.
 		if set.format == "text" && len(targets) == 1 {
-			if err := overhead.WriteResult(e.stdout, res); err != nil {
-				return err
-			}
+			return overhead.WriteResult(e.stdout, res)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return writeOverhead(e, doc, set.format, c.Float64("threshold"), out, c.String("out"))
 }
