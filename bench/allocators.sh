@@ -26,8 +26,8 @@ runs=${RUNS:-10} warmup=${WARMUP:-2}
 mkdir -p "$out"
 
 for name in "${scenarios[@]}"; do
-	echo "allocators.sh: heapctl allocators $name -n $runs --warmup $warmup --out $out/$name-heapctl.json" >&2
-	"$HEAPCTL" allocators "$name" -n "$runs" --warmup "$warmup" --out "$out/$name-heapctl.json" | tee "$out/$name-heapctl.txt" >&2
+	echo "allocators.sh: heapctl allocators $name -n $runs --warmup $warmup -o $out/$name-heapctl.json" >&2
+	"$HEAPCTL" allocators "$name" -n "$runs" --warmup "$warmup" -o "$out/$name-heapctl.json" | tee "$out/$name-heapctl.txt" >&2
 	# The sides heapctl measured, and the scenario's command as a shell runs it.
 	mapfile -t sides < <(python3 -c 'import json,sys; [print(s["name"], s.get("lib","")) for s in json.load(open(sys.argv[1]))["scenarios"][0]["sides"]]' "$out/$name-heapctl.json")
 	cmd=$("$HEAPCTL" overhead --list | awk -F'\t' -v n="$name" '$1 == n { print $2 }')

@@ -47,7 +47,7 @@ head=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo 11111111111111111111111
 "$HEAPCTL" history add --store "$store" --commit "$head" --ref refs/heads/main --date "$now" "${results[@]}"
 "$HEAPCTL" history check --store "$store" >"$tmp/check.md"
 grep -q '^## Overhead check: no regression' "$tmp/check.md"
-"$HEAPCTL" history render --store "$store" --out "$page" >&2
+"$HEAPCTL" history render --store "$store" --out-dir "$page" >&2
 
 python3 - "$page" "${results[@]}" <<'EOF'
 # Verify the page against the results it was made from: a section, a chart

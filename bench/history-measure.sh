@@ -23,7 +23,7 @@ scenario_args 1 "OUTDIR [SCENARIO...]" "$@"
 out=$1
 mkdir -p "$out"
 
-# One overhead run a measure into OUTDIR/NAME.json (bench/measure.sh: --out
+# One overhead run a measure into OUTDIR/NAME.json (bench/measure.sh: -o
 # writes it whole or not at all, so a failed measurement never leaves half
 # a document for the publish step to refuse), its table on stdout.
 measure "$out/cpu.json" "${scenarios[@]}" --measure cpu -n "${RUNS:-10}" --floor

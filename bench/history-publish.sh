@@ -93,7 +93,7 @@ add_all() {
 render() {
 	local link=()
 	if [ -n "${COMMIT_URL:-}" ]; then link=(--commit-url "$COMMIT_URL"); fi
-	"$HEAPCTL" history render --store "$1" --out "$1" "${link[@]}"
+	"$HEAPCTL" history render --store "$1" --out-dir "$1" "${link[@]}"
 }
 
 # check STORE: the check's table on stdout and in the job summary; its

@@ -9,7 +9,7 @@
 #
 # measure OUT ARG...: `heapctl overhead ARG...` ($HEAPCTL, default
 #   bin/heapctl), its markdown table on stdout; with OUT (not ""), also its
-#   JSON document in OUT, written whole or not at all (--out).
+#   JSON document in OUT, written whole or not at all (-o).
 # result NAME: prints bench/results/NAME-DATE.json, a fresh OUT for measure.
 # ab N BASE LIB... -- CMD...: each LIB against BASE ("-": no library), CPU
 #   time, N interleaved runs of each side after one warm-up, through
@@ -26,7 +26,7 @@ measure() {
 	local out=$1
 	shift
 	local args=("$@" --format markdown)
-	[ -z "$out" ] || args+=(--out "$out")
+	[ -z "$out" ] || args+=(-o "$out")
 	echo "$(basename "$0"): heapctl overhead ${args[*]}" >&2
 	"$HEAPCTL" overhead "${args[@]}"
 }

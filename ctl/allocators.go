@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,7 @@ func allocatorsCommand(e *env) *cli.Command {
 	for _, k := range allocators.Builtin {
 		names = append(names, fmt.Sprintf("  %-9s %s (Debian package %s)", k.Name, k.Soname, k.Package))
 	}
+	allocator := &cli.StringSliceFlag{Name: "allocator", Usage: "add the allocator at PATH as `NAME=PATH` (repeatable; a builtin's name replaces its library)"}
 	return &cli.Command{
 		Name:      "allocators",
 		Usage:     "measure a command under glibc's malloc, jemalloc, tcmalloc and mimalloc side by side",
@@ -34,14 +36,14 @@ func allocatorsCommand(e *env) *cli.Command {
 			"sides after warm-up runs, and reports per side the median CPU and wall time with 95% intervals, the\n" +
 			"change against glibc with a verdict, the median peak RSS, and, from separate untimed runs with\n" +
 			"libheap.so in front of the allocator, allocations per second and the memory retained at the peak.\n" +
-			"Allocators measured when installed (make deps installs them), beside any --lib:\n" + strings.Join(names, "\n") + "\n" +
+			"Allocators measured when installed (make deps installs them), beside any --allocator:\n" + strings.Join(names, "\n") + "\n" +
 			"SCENARIO is one of heapctl overhead's (" + strings.Join(overhead.Names(), ", ") + ").",
 		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "runs", Aliases: []string{"n"}, Value: 10, Usage: "`N` timed runs of each side"},
 			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "`N` uncounted runs of each side first"},
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "`N` rounds of the timed runs, alternating the order of the sides"},
 			&cli.IntFlag{Name: "count-runs", Value: 1, Usage: "`N` untimed runs of each side with libheap.so in front, for the allocation counts (0: none)"},
-			&cli.StringSliceFlag{Name: "lib", Usage: "add the allocator at PATH as `NAME=PATH` (repeatable; a builtin's name replaces its library)"},
+			allocator, clikit.Rename("lib", allocator),
 			&cli.StringFlag{Name: "shim", Usage: "libheap.so of the count runs, at `PATH` (default: $HEAPLINE_LIB, else the one installed with heapctl, else ./bin)"},
 			&cli.StringFlag{Name: "measure", Value: "cpu", Usage: "`WHAT` the change and the verdict are of: cpu (user+sys time) or time (wall)"},
 			&cli.Float64Flag{Name: "threshold", Value: 0.05, Usage: "the verdict's `T`: faster, slower or same only when the 95% interval lies wholly beyond ±T or within it"},
@@ -86,7 +88,7 @@ func runAllocators(c *cli.Context, e *env) error {
 			return fmt.Errorf("-- %s: %w", a.Command[0], err)
 		}
 	}
-	sides, skipped, err := allocators.Select(allocators.LibDirs(), c.StringSlice("lib"), "--lib")
+	sides, skipped, err := allocators.Select(allocators.LibDirs(), c.StringSlice("allocator"), clikit.Typed(c, "allocator"))
 	if err != nil {
 		return err
 	}
@@ -164,11 +166,8 @@ func runAllocators(c *cli.Context, e *env) error {
 		return err
 	}
 	if outFile != nil {
-		if err := allocators.WriteJSON(outFile, doc); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-		if err := outFile.Commit(); err != nil {
-			return fmt.Errorf("--out: %w", err)
+		if err := outFile.Write(func(w io.Writer) error { return allocators.WriteJSON(w, doc) }); err != nil {
+			return err
 		}
 	}
 	switch format {

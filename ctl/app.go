@@ -128,6 +128,18 @@ func everyCommand(cmds []*cli.Command, e *env, parent string, required map[cli.F
 		before := cmd.Before
 		cmd.Before = func(c *cli.Context) error {
 			e.setLogger(c)
+			// A flag's old name works for one release, with a warning.
+			for _, f := range flags {
+				if r, ok := f.(*clikit.Renamed); ok {
+					wn, err := r.Move(c)
+					if err != nil {
+						return err
+					}
+					if wn != "" {
+						e.warn(wn)
+					}
+				}
+			}
 			for _, name := range mustSet {
 				if !c.IsSet(name) {
 					return fmt.Errorf("missing --%s (%s --help lists the flags)", name, path)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -60,7 +61,7 @@ func TestErrorsSayOnlyWhatWentWrong(t *testing.T) {
 		{[]string{"record", "--", "true"}, "record: need -o FILE (the timeline), --profiles DIR, or both"},
 		{[]string{"history", "add", "x.json"}, "missing --store (heapctl history add --help lists the flags)"},
 		{[]string{"history", "check"}, "missing --store (heapctl history check --help lists the flags)"},
-		{[]string{"history", "render", "--store", "x"}, "missing --out (heapctl history render --help lists the flags)"},
+		{[]string{"history", "render", "--store", "x"}, "missing --out-dir (heapctl history render --help lists the flags)"},
 	} {
 		r := heapctlWith(t, asMain, c.args...)
 		stdout, stderr, err := r.stdout, r.stderr, r.err
@@ -130,5 +131,45 @@ func TestVersionFlag(t *testing.T) {
 	v := version.Get()
 	if want := fmt.Sprintf("heapctl %s commit %s (%s), %s\n", v.Release, v.Revision, v.Date, v.GoVersion); r.err != nil || r.stdout != want {
 		t.Errorf("--version: %q, %v; want %q", r.stdout, r.err, want)
+	}
+}
+
+// A renamed flag's old name works for one release, with a warning, and
+// names itself in errors; given with its new name it is an error.
+func TestRenamedFlags(t *testing.T) {
+	lib := testkit.NopLib(t)
+	dir := t.TempDir()
+	const warnOut = "heapctl: warning: --out is now --output; the old name goes in the next release\n"
+	for _, c := range []struct {
+		args       []string
+		file, warn string
+	}{
+		{[]string{"overhead", "-n", "1", "--warmup", "0", "--lib", lib, "--json", "-o", filepath.Join(dir, "new.json"), "--", "true"}, "new.json", ""},
+		{[]string{"overhead", "-n", "1", "--warmup", "0", "--lib", lib, "--json", "--out", filepath.Join(dir, "old.json"), "--", "true"}, "old.json", warnOut},
+		{[]string{"allocators", "-n", "1", "--warmup", "0", "--count-runs", "0", "--allocator", "nop=" + lib, "--json", "--output", filepath.Join(dir, "a.json"), "--", "true"}, "a.json", ""},
+	} {
+		r := heapctl(t, c.args...)
+		if r.err != nil {
+			t.Errorf("%q: %v", c.args, r.err)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, c.file)); err != nil {
+			t.Errorf("%q: %v", c.args, err)
+		}
+		if got := r.stderr; c.warn != "" && !strings.HasPrefix(got, c.warn) || c.warn == "" && strings.Contains(got, "is now") {
+			t.Errorf("%q: stderr %q, want %q first", c.args, got, c.warn)
+		}
+	}
+	r := heapctl(t, "allocators", "-n", "1", "--warmup", "0", "--count-runs", "0", "--lib", "nop="+lib, "--json", "--", "true")
+	if want := "heapctl: warning: --lib is now --allocator; the old name goes in the next release\n"; r.err != nil || !strings.HasPrefix(r.stderr, want) || !strings.Contains(r.stdout, `"name": "nop"`) {
+		t.Errorf("allocators --lib: error %v, stderr %q, stdout %.300q; want %q and a side nop", r.err, r.stderr, r.stdout, want)
+	}
+	for _, args := range [][]string{
+		{"overhead", "--out", "a", "-o", "b", "--lib", lib, "--", "true"},
+		{"allocators", "--lib", "x=y", "--allocator", "x=y", "--", "true"},
+	} {
+		if err := heapctl(t, args...).err; err == nil || !strings.Contains(err.Error(), " is the old name of --") {
+			t.Errorf("%q: error %v, want both names refused", args, err)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/gate"
 	"github.com/heapline/heapline/ctl/internal/launch"
 )
@@ -200,6 +201,15 @@ func renderCLIDoc(app *cli.App) string {
 			flagTable(&b, own, required)
 		} else if len(cmd.VisibleCommands()) == 0 {
 			p("No flags beyond the global ones.\n")
+		}
+		var old []string
+		for _, f := range cmd.Flags {
+			if r, ok := f.(*clikit.Renamed); ok {
+				old = append(old, fmt.Sprintf("`--%s` (now `--%s`)", r.Old(), r.To))
+			}
+		}
+		if len(old) > 0 {
+			p("\nOld names that still work, with a warning, until the next release: %s.\n", strings.Join(old, ", "))
 		}
 	})
 	// Sections end as they may; one blank line between blocks.

@@ -25,6 +25,7 @@ import (
 // page from it, `check` fails when the newest point moved. CI runs them
 // through bench/history-publish.sh; they run the same way by hand.
 func historyCommand(e *env) *cli.Command {
+	outDir := &cli.StringFlag{Name: "out-dir", Usage: "the `DIR` to write into (may be the store itself)", Required: true}
 	store := &cli.StringFlag{Name: "store", Usage: "history store `DIR` (holds points.jsonl)", Required: true}
 	return &cli.Command{
 		Name:  "history",
@@ -52,7 +53,7 @@ the ref --ref, else the checked-out branch or tag. "-" reads a result from stdin
 				Usage: "write the performance page (README.md) and one SVG chart per scenario",
 				Flags: []cli.Flag{
 					store,
-					&cli.StringFlag{Name: "out", Usage: "output `DIR` (may be the store itself)", Required: true},
+					outDir, clikit.Rename("out", outDir),
 					&cli.StringFlag{Name: "commit-url", Usage: "link commits to `URL`+SHA (https://github.com/OWNER/REPO/commit/)"},
 					&cli.IntFlag{Name: "rows", Value: 25, Usage: "commits in each scenario's table"},
 					&cli.IntFlag{Name: "chart-commits", Value: 100, Usage: "newest commits drawn in each chart"},
@@ -216,7 +217,7 @@ func historyRender(e *env, c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("history render: %w", err)
 	}
-	out := c.String("out")
+	out := c.String("out-dir")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("history render: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/measure"
-	"github.com/heapline/heapline/ctl/internal/outfile"
 	"github.com/heapline/heapline/ctl/internal/overhead"
 	"github.com/heapline/heapline/ctl/internal/shim"
 )
@@ -137,7 +137,7 @@ func runOverhead(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	return writeOverhead(e, doc, set.format, c.Float64("threshold"), out, c.String("out"))
+	return writeOverhead(e, doc, set.format, c.Float64("threshold"), out)
 }
 
 // overheadFlags checks the flags that say how to measure.
@@ -235,20 +235,17 @@ func overheadLibs(c *cli.Context, layout overhead.Layout, wrap []string) (overhe
 	return libs, nil
 }
 
-// writeOverhead writes the results: warnings on stderr, the --out file
-// (out, at path) whole, and the document in its format on stdout.
-func writeOverhead(e *env, doc overhead.Document, format string, threshold float64, out *outfile.File, path string) error {
+// writeOverhead writes the results: warnings on stderr, the -o file
+// (out) whole, and the document in its format on stdout.
+func writeOverhead(e *env, doc overhead.Document, format string, threshold float64, out *measure.Output) error {
 	// Warnings on stderr, as every command's, after the results they
 	// qualify; JSON and Markdown carry them in the document too.
 	for _, wn := range overhead.Warnings(doc.Scenarios) {
 		e.warn(wn)
 	}
 	if out != nil {
-		if err := overhead.WriteJSON(out, doc); err != nil {
-			return fmt.Errorf("--out %s: %w", path, err)
-		}
-		if err := out.Commit(); err != nil {
-			return fmt.Errorf("--out %s: %w", path, err)
+		if err := out.Write(func(w io.Writer) error { return overhead.WriteJSON(w, doc) }); err != nil {
+			return err
 		}
 	}
 	switch {

@@ -121,7 +121,7 @@ func width(flags []cli.Flag, args []string, i int) int {
 			if n != name {
 				continue
 			}
-			if v, ok := f.(cli.DocGenerationFlag); ok && v.TakesValue() {
+			if v, ok := f.(interface{ TakesValue() bool }); ok && v.TakesValue() {
 				return 2
 			}
 			return 1
