@@ -28,7 +28,7 @@ import (
 	"github.com/prometheus/common/model"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -303,7 +303,7 @@ func TestExportPrometheus(t *testing.T) {
 
 	pid := strconv.Itoa(p.pid)
 	live := flAwait(t, api, `heapline_live_bytes{job="heapline",pid="`+pid+`"}`, exited, log)
-	var s report.Summary
+	var s heapjson.Summary
 	if r := heapctl(t, "show", "--json", pid); r.err != nil {
 		t.Fatal(r.err)
 	} else if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/heapline/heapline/ctl/internal/region"
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -114,7 +114,7 @@ func TestExportScrape(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	var s report.Summary
+	var s heapjson.Summary
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
 		t.Fatalf("show --json: %v\n%s", err, r.stdout)
 	}

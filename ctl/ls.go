@@ -13,6 +13,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // lsCommand lists every region the user can read.
@@ -36,7 +37,7 @@ func lsCommand(e *env) *cli.Command {
 // (absent for an unreadable region), then where it is and its state.
 type lsEntry struct {
 	PID int `json:"pid"` // shadows Summary's pid: present even for an unreadable region
-	*report.Summary
+	*heapjson.Summary
 	Path     string `json:"path"`
 	Stale    bool   `json:"stale"`
 	Detached bool   `json:"detached"`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region/regiontest"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -28,7 +29,7 @@ func TestLsRealProcess(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	var entries []struct {
-		report.Summary
+		heapjson.Summary
 		Path  string `json:"path"`
 		Stale bool   `json:"stale"`
 		Error string `json:"error"`

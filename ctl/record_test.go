@@ -17,6 +17,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/timeline"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -121,7 +122,7 @@ func hsStart(t *testing.T, args ...string) *hsProc {
 }
 
 // hsRead reads pid's region, which must be there.
-func hsRead(t *testing.T, pid int) report.Summary {
+func hsRead(t *testing.T, pid int) heapjson.Summary {
 	t.Helper()
 	s, err := regions.Read(pid)
 	if err != nil {
@@ -435,7 +436,7 @@ func TestRunPythonObjects(t *testing.T) {
 		if r.err != nil {
 			t.Fatalf("%v\n%s", r.err, r.stderr)
 		}
-		var s report.Summary
+		var s heapjson.Summary
 		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
 			t.Fatalf("run --json: %v\n%s", err, r.stdout)
 		}

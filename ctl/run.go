@@ -18,6 +18,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/timeline"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // runCommand runs a command under libheap.so and prints its exit summary.
@@ -131,7 +132,7 @@ func run(e *env, o runOptions) error {
 	others := c.Others()
 	tree := others
 	if ownErr == nil {
-		tree = append(append([]report.Summary(nil), others...), own)
+		tree = append(append([]heapjson.Summary(nil), others...), own)
 		launch.ByPeak(tree)
 	}
 	prof.Pick(e.log, tree, c.Pid)
@@ -155,7 +156,7 @@ func run(e *env, o runOptions) error {
 
 // summarize prints the tree's summary as o says, and returns the run's
 // status: the command's, or failing that an error writing the summary.
-func summarize(e *env, o runOptions, pid int, own report.Summary, ownErr error, others, tree []report.Summary, status error) error {
+func summarize(e *env, o runOptions, pid int, own heapjson.Summary, ownErr error, others, tree []heapjson.Summary, status error) error {
 	if o.summary == launch.SummaryNone {
 		return status
 	}
@@ -203,7 +204,7 @@ func summaryMode(e *env, all bool) launch.SummaryMode {
 // of the tree that ran under the shim as a JSON object, the biggest peak
 // first: the command itself may be a driver or a wrapper (gcc and its
 // cc1, a shell script) whose child does the work.
-func printRunSummary(e *env, o runOptions, tree []report.Summary, lines []string) error {
+func printRunSummary(e *env, o runOptions, tree []heapjson.Summary, lines []string) error {
 	var b bytes.Buffer
 	if o.json {
 		for _, s := range tree {
@@ -230,7 +231,7 @@ func printRunSummary(e *env, o runOptions, tree []report.Summary, lines []string
 
 // runLine is the shim's summary line, followed by the process's command
 // when several processes are listed and the line does not already name it.
-func runLine(s report.Summary, several bool) string {
+func runLine(s heapjson.Summary, several bool) string {
 	l := report.Line(s)
 	if several && s.Command != "" && !strings.Contains(l, s.Command) {
 		l += "  " + report.Clip(s.Command, 80)

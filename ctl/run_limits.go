@@ -12,6 +12,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // runLimits reads the limits' flags, before anything runs.
@@ -47,7 +48,7 @@ func runLimits(c *cli.Context) (gate.Limits, error) {
 // stacks behind each, and those it may be over within the peak's bound.
 // Over a limit, the run's status is gate.Status, unless the command
 // failed: its own status says more, and wins.
-func judge(e *env, o runOptions, tree []report.Summary, stacks *profile.Run, status error) error {
+func judge(e *env, o runOptions, tree []heapjson.Summary, stacks *profile.Run, status error) error {
 	var flags []string
 	for _, l := range o.limits.List {
 		flags = append(flags, l.Kind.Flag())

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/heapline/heapline/ctl/internal/gate"
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -29,7 +29,7 @@ const (
 type limRun struct {
 	result
 	usable int64
-	sum    report.Summary
+	sum    heapjson.Summary
 }
 
 func limitsRun(t *testing.T, lib, prog string, n, code int, flags ...string) limRun {
@@ -56,7 +56,7 @@ func limitsRun(t *testing.T, lib, prog string, n, code int, flags ...string) lim
 }
 
 // limits compiles testdata/limits.c and reads its figures at N = 0.
-func limits(t *testing.T) (lib, prog string, base report.Summary) {
+func limits(t *testing.T) (lib, prog string, base heapjson.Summary) {
 	t.Helper()
 	lib = testkit.Shim(t)
 	prog = testkit.CC(t, "", "testdata/limits.c", "-O2", "-Wall", "-Werror")
@@ -199,7 +199,7 @@ func TestRunLimitsTree(t *testing.T) {
 	var largest, sum uint64
 	var n int
 	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-		var s report.Summary
+		var s heapjson.Summary
 		if json.Unmarshal([]byte(l), &s) != nil {
 			continue
 		}

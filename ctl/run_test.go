@@ -23,8 +23,8 @@ import (
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
-	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -152,13 +152,13 @@ func (p *rgSteps) proceed(t *testing.T) {
 }
 
 // rgShowJSON is `heapctl show --json pid`, decoded.
-func rgShowJSON(t *testing.T, pid int) report.Summary {
+func rgShowJSON(t *testing.T, pid int) heapjson.Summary {
 	t.Helper()
 	r := heapctl(t, "show", "--json", strconv.Itoa(pid))
 	if r.err != nil {
 		t.Fatalf("show --json %d: %v", pid, r.err)
 	}
-	var s report.Summary
+	var s heapjson.Summary
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
 		t.Fatalf("show --json output %q: %v", r.stdout, err)
 	}
@@ -179,10 +179,10 @@ func rgExitLine(t *testing.T, out string) (pid int, alloc, freed uint64) {
 }
 
 // rgLastJSON decodes the last line of out as a Summary.
-func rgLastJSON(t *testing.T, out string) report.Summary {
+func rgLastJSON(t *testing.T, out string) heapjson.Summary {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var s report.Summary
+	var s heapjson.Summary
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
 		t.Fatalf("last line of %q: %v", out, err)
 	}
@@ -194,7 +194,7 @@ func rgLastJSON(t *testing.T, out string) report.Summary {
 // loader are the same in both.
 func TestRunKnownAnswer(t *testing.T) {
 	lib, prog := testkit.Shim(t), rgProg(t)
-	runN := func(n int) (report.Summary, int, uint64, uint64) {
+	runN := func(n int) (heapjson.Summary, int, uint64, uint64) {
 		r := heapctl(t, "run", "--lib", lib, "--json", "--", prog, "exit", strconv.Itoa(n))
 		if r.err != nil {
 			t.Fatalf("run %d: %v\nstderr: %s", n, r.err, r.stderr)
@@ -208,7 +208,7 @@ func TestRunKnownAnswer(t *testing.T) {
 		t.Fatalf("rgprog exit 0 allocated %d freed %d", a0, f0)
 	}
 	for _, c := range []struct {
-		s   report.Summary
+		s   heapjson.Summary
 		pid int
 		n   string
 	}{{s0, pid0, "0"}, {s1, pid1, "100"}} {
@@ -386,7 +386,7 @@ func TestRunNestedSummary(t *testing.T) {
 		t.Fatalf("status %d %q, want 137", code, msg)
 	}
 	pid, _, _ := rgExitLine(t, r.stdout) // the nested program's line: its pid there
-	var s report.Summary
+	var s heapjson.Summary
 	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 		if strings.HasPrefix(l, "{") && strings.Contains(l, `"command":"sh -c`) {
 			s = rgLastJSON(t, l)
@@ -507,7 +507,7 @@ func TestRunTree(t *testing.T) {
 		t.Errorf("--all: second line %q: want rgprog spawn's", lines[1])
 	}
 	j := heapctl(t, "run", "--lib", lib, "--json", "--", prog, "spawn", "2000")
-	var tree []report.Summary
+	var tree []heapjson.Summary
 	for _, l := range strings.Split(strings.TrimSpace(j.stdout), "\n")[1:] {
 		tree = append(tree, rgLastJSON(t, l))
 	}

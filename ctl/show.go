@@ -12,6 +12,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/snapshot"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // showCommand prints one process's counters as its region holds them now.
@@ -54,7 +55,7 @@ func show(e *env, args []string, asJSON bool) error {
 	b := h.RSS
 	if asJSON {
 		return clikit.WriteJSON(e.stdout, struct {
-			report.Summary
+			heapjson.Summary
 			*rss.Breakdown
 			Container *container.Info `json:"container,omitempty"`
 		}{h.Summary, b, h.Entry.ContainerInfo()})

@@ -16,6 +16,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/region/regiontest"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -89,7 +90,7 @@ func TestShowKnownAnswer(t *testing.T) {
 	}
 }
 
-func expectDelta(t *testing.T, when string, a, b report.Summary, allocs, frees, allocated, freed uint64) {
+func expectDelta(t *testing.T, when string, a, b heapjson.Summary, allocs, frees, allocated, freed uint64) {
 	t.Helper()
 	if b.Allocs-a.Allocs != allocs || b.Frees-a.Frees != frees ||
 		b.AllocatedBytes-a.AllocatedBytes != allocated || b.FreedBytes-a.FreedBytes != freed {

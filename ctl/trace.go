@@ -20,6 +20,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/traceprof"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/procs"
 )
 
@@ -388,10 +389,10 @@ func (t *tracing) writeProfile() error {
 }
 
 // read makes a Summary from the counters now.
-func (t *tracing) read(exited bool) (report.Summary, error) {
+func (t *tracing) read(exited bool) (heapjson.Summary, error) {
 	c, err := t.tr.Read()
 	if err != nil {
-		return report.Summary{}, fmt.Errorf("trace: %w", err)
+		return heapjson.Summary{}, fmt.Errorf("trace: %w", err)
 	}
 	t.readErrors = c.ReadErrors
 	t.mapLost = c.MapEventsLost
@@ -399,7 +400,7 @@ func (t *tracing) read(exited bool) (report.Summary, error) {
 	if exited && !t.end.IsZero() {
 		end = t.end
 	}
-	return report.Summary{
+	return heapjson.Summary{
 		PID:             t.pid,
 		Command:         t.command,
 		Source:          "ebpf",
@@ -420,7 +421,7 @@ func (t *tracing) read(exited bool) (report.Summary, error) {
 	}, nil
 }
 
-func (t *tracing) summary(done follow.Event) (report.Summary, error) {
+func (t *tracing) summary(done follow.Event) (heapjson.Summary, error) {
 	s, err := t.read(done == follow.Exited)
 	if err != nil {
 		return s, err
@@ -434,7 +435,7 @@ func (t *tracing) summary(done follow.Event) (report.Summary, error) {
 	return s, nil
 }
 
-func (t *tracing) print(s report.Summary) error {
+func (t *tracing) print(s heapjson.Summary) error {
 	if t.o.json {
 		return traceJSON(t.e.stdout, s, t.readErrors)
 	}
@@ -445,9 +446,9 @@ func (t *tracing) print(s report.Summary) error {
 // traceJSON writes the document of heapctl show --json, and read_errors:
 // the blocks whose chunk header the probes could not read, which count 0
 // bytes (always 0 for the shim, which reads headers in the process).
-func traceJSON(w io.Writer, s report.Summary, readErrors uint64) error {
+func traceJSON(w io.Writer, s heapjson.Summary, readErrors uint64) error {
 	return clikit.WriteJSON(w, struct {
-		report.Summary
+		heapjson.Summary
 		ReadErrors uint64 `json:"read_errors"`
 	}{s, readErrors})
 }

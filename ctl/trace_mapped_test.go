@@ -11,12 +11,13 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
 // traceShimSummary runs argv under the shim alone and returns its exit
 // summary.
-func traceShimSummary(t *testing.T, lib string, argv ...string) report.Summary {
+func traceShimSummary(t *testing.T, lib string, argv ...string) heapjson.Summary {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "summary.json")
 	cmd := exec.Command(argv[0], argv[1:]...)

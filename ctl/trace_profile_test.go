@@ -23,8 +23,8 @@ import (
 
 	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/region"
-	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/unwind"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -382,7 +382,7 @@ func BenchmarkTraceSampling(b *testing.B) {
 					if err := trace(context.Background(), e, o); err != nil {
 						b.Fatal(err)
 					}
-					var s report.Summary
+					var s heapjson.Summary
 					json.Unmarshal(out.Bytes(), &s)
 					r.Scenario, r.Config, r.ElapsedS = sc.name, c.name, s.ElapsedS
 					per[c.name] = append(per[c.name], r)

@@ -24,6 +24,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/shim"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -56,10 +57,10 @@ func traceRun(t *testing.T, o traceOpts) (string, error) {
 // traceDecode decodes a summary document. The trace's has read_errors too,
 // 0 for every program these tests trace (their chunk headers are all
 // readable); the shim's has none.
-func traceDecode(t *testing.T, what, js string) report.Summary {
+func traceDecode(t *testing.T, what, js string) heapjson.Summary {
 	t.Helper()
 	var s struct {
-		report.Summary
+		heapjson.Summary
 		ReadErrors *uint64 `json:"read_errors"`
 	}
 	dec := json.NewDecoder(strings.NewReader(js))
@@ -246,7 +247,7 @@ func traceKnown(t *testing.T) string {
 
 // traceKnownCheck: the known-answer program's trace minus its baseline's
 // is exactly what the program said (its JSON line) it allocated and freed.
-func traceKnownCheck(t *testing.T, got, base report.Summary, said string) knownCounts {
+func traceKnownCheck(t *testing.T, got, base heapjson.Summary, said string) knownCounts {
 	t.Helper()
 	var want knownCounts
 	if err := json.Unmarshal([]byte(said), &want); err != nil {
@@ -270,7 +271,7 @@ func traceKnownCheck(t *testing.T, got, base report.Summary, said string) knownC
 
 // traceCmdRun traces argv (with env, nil for heapctl's own) and returns
 // the trace's summary and what the command wrote on stderr.
-func traceCmdRun(t *testing.T, argv, env []string) (report.Summary, string) {
+func traceCmdRun(t *testing.T, argv, env []string) (heapjson.Summary, string) {
 	t.Helper()
 	var childOut, childErr bytes.Buffer
 	js, err := traceRun(t, traceOpts{argv: argv, json: true, env: env, stdout: &childOut, stderr: &childErr})
@@ -317,7 +318,7 @@ func TestTraceKnownAnswer(t *testing.T) {
 // returns the shim's exit summary, the trace's, and the trace's counts
 // over those threads only: the uprobes also see the threads the shim's Go
 // runtime starts, which the shim leaves out on purpose.
-func traceAgree(t *testing.T, lib string, argv []string) (shimSum, traceSum report.Summary, own bpf.Counts) {
+func traceAgree(t *testing.T, lib string, argv []string) (shimSum, traceSum heapjson.Summary, own bpf.Counts) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "summary.json")
 	childEnv := shim.Env(os.Environ(), lib, "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)
@@ -545,7 +546,7 @@ func TestTracePIDUntilExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := traceDecode(t, "trace", js)
-	want := report.Summary{PID: l.cmd.Process.Pid, Command: l.cmd.Path, Source: "ebpf", Allocs: 2000, Frees: 2000,
+	want := heapjson.Summary{PID: l.cmd.Process.Pid, Command: l.cmd.Path, Source: "ebpf", Allocs: 2000, Frees: 2000,
 		AllocatedBytes: 2000 * 104, FreedBytes: 2000 * 104, PeakLiveBytes: 104, Threads: 1, Exited: true}
 	s.ElapsedS = 0
 	if s != want {
@@ -777,7 +778,7 @@ func TestTraceInPIDNamespace(t *testing.T) {
 	}
 	bin := testkit.Heapctl(t)
 	prog := traceKnown(t)
-	run := func(mode string) (report.Summary, string) {
+	run := func(mode string) (heapjson.Summary, string) {
 		cmd := exec.Command(unshare, "-pf", "--mount-proc", bin, "trace", "--json", "--", prog, mode)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb

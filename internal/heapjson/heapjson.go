@@ -4,7 +4,7 @@
 // a Summary. Field names are part of libheap.so's interface, so they never
 // change; new fields may be added. It is outside ctl/ so that
 // preload/shimtest reads the document heapctl writes with the same type
-// (Go's internal rule); ctl's code names it report.Summary.
+// (Go's internal rule); ctl's code names it heapjson.Summary.
 package heapjson
 
 // Summary is one process's heap counters at one moment.

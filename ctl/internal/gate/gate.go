@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // Status is heapctl's exit status when the command succeeded and a
@@ -68,7 +69,7 @@ type Verdict struct {
 }
 
 // figure is a process's figure for a limit, and its bound.
-func figure(k Kind, s report.Summary) (v, bound int64) {
+func figure(k Kind, s heapjson.Summary) (v, bound int64) {
 	switch k {
 	case Peak:
 		return s.PeakLiveBytes, s.PeakErrorBytes
@@ -80,7 +81,7 @@ func figure(k Kind, s report.Summary) (v, bound int64) {
 
 // Judge judges every limit on tree, the processes of the command's tree
 // that ran under the shim (not empty).
-func Judge(tree []report.Summary, l Limits) []Verdict {
+func Judge(tree []heapjson.Summary, l Limits) []Verdict {
 	var out []Verdict
 	for _, lim := range l.List {
 		var v Verdict

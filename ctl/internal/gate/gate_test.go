@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 func TestParseSize(t *testing.T) {
@@ -46,7 +46,7 @@ func TestParseCount(t *testing.T) {
 // most surely over decides. A sum sums figures and bounds, and names
 // the largest process.
 func TestJudge(t *testing.T) {
-	tree := []report.Summary{
+	tree := []heapjson.Summary{
 		{PID: 1, Command: "a", PeakLiveBytes: 1000, PeakErrorBytes: 500, Allocs: 10},
 		{PID: 2, Command: "b", PeakLiveBytes: 900, PeakErrorBytes: 0, Allocs: 30, LiveBytes: 7},
 	}

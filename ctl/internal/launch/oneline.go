@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // SummaryMode is what HEAPLINE_SUMMARY asks of a run's exit summaries,
@@ -41,7 +42,7 @@ func ParseSummaryMode(v string) (m SummaryMode, ok bool) {
 // compiler driver's cc1 does. haveOwn false (the command left no summary)
 // puts the biggest of the others first instead. others are biggest first
 // (ByPeak).
-func TreeLines(own report.Summary, haveOwn bool, others []report.Summary) []string {
+func TreeLines(own heapjson.Summary, haveOwn bool, others []heapjson.Summary) []string {
 	if !haveOwn {
 		if len(others) == 0 {
 			return nil

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/regions"
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/procs"
 )
 
@@ -49,7 +49,7 @@ func oldSummaryPath(dir string, pid int) string {
 
 // ReadSummary reads the summary of pid, a process of our pid namespace,
 // from dir (Output), written by this shim or an older one (--lib).
-func ReadSummary(dir string, pid int) (report.Summary, error) {
+func ReadSummary(dir string, pid int) (heapjson.Summary, error) {
 	path := SummaryPath(dir, pid)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		if _, err := os.Stat(oldSummaryPath(dir, pid)); err == nil {
@@ -62,8 +62,8 @@ func ReadSummary(dir string, pid int) (report.Summary, error) {
 // readFile reads the shim's JSON summary. An image that exec'd another
 // under the same pid wrote the file again (truncating it); the last line
 // is the final image's.
-func readFile(path string) (report.Summary, error) {
-	var s report.Summary
+func readFile(path string) (heapjson.Summary, error) {
+	var s heapjson.Summary
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return s, errors.New("the command left none: killed by a signal, ended with _exit, " +
@@ -88,7 +88,7 @@ func readFile(path string) (report.Summary, error) {
 // --peak PID` after an OOM kill, until heapctl gc (or the shim's reap.c,
 // past the 16 newest dead ones) removes it; one that exited goes once
 // read, as the shim's exit would have removed it.
-func (c *Child) Own() (s report.Summary, left bool, err error) {
+func (c *Child) Own() (s heapjson.Summary, left bool, err error) {
 	if c.dir == "" {
 		return s, false, errors.New("started without the shim")
 	}
@@ -106,15 +106,15 @@ func (c *Child) Own() (s report.Summary, left bool, err error) {
 // (exited; it is removed once read). pid is a zombie, so a region that is
 // not stale is the child's own (same pid, same start time). why is
 // returned when there is no such region.
-func leftRegion(log *zap.Logger, pid int, endNS uint64, exited bool, why error) (report.Summary, error) {
+func leftRegion(log *zap.Logger, pid int, endNS uint64, exited bool, why error) (heapjson.Summary, error) {
 	ent := regions.Inspect(pid)
 	switch {
 	case errors.Is(ent.Err, os.ErrNotExist):
-		return report.Summary{}, why
+		return heapjson.Summary{}, why
 	case ent.Stale, ent.Proc != pid:
-		return report.Summary{}, why // an older process's, left for gc, or another pid namespace's
+		return heapjson.Summary{}, why // an older process's, left for gc, or another pid namespace's
 	case ent.Err != nil:
-		return report.Summary{}, fmt.Errorf("%w; its region was unreadable: %v", why, ent.Err)
+		return heapjson.Summary{}, fmt.Errorf("%w; its region was unreadable: %v", why, ent.Err)
 	}
 	if endNS > ent.StartNS && ent.StartNS > 0 {
 		ent.Summary.ElapsedS = float64(endNS-ent.StartNS) / 1e9
@@ -149,7 +149,7 @@ func (c *Child) RemoveLeftRegion() {
 // Others are the exit summaries of the command's descendants that ran
 // under the shim and have written theirs (every one, once the command and
 // its children have ended), the biggest peak first.
-func (c *Child) Others() []report.Summary {
+func (c *Child) Others() []heapjson.Summary {
 	if c.dir == "" {
 		return nil
 	}
@@ -157,7 +157,7 @@ func (c *Child) Others() []report.Summary {
 	if err != nil {
 		return nil
 	}
-	var out []report.Summary
+	var out []heapjson.Summary
 	for _, de := range des {
 		p := filepath.Join(c.dir, de.Name())
 		if p == SummaryPath(c.dir, c.Pid) || p == oldSummaryPath(c.dir, c.Pid) {
@@ -175,7 +175,7 @@ func (c *Child) Others() []report.Summary {
 }
 
 // ByPeak sorts summaries by peak, the biggest first, then by pid.
-func ByPeak(s []report.Summary) {
+func ByPeak(s []heapjson.Summary) {
 	sort.SliceStable(s, func(i, j int) bool {
 		if s[i].PeakLiveBytes != s[j].PeakLiveBytes {
 			return s[i].PeakLiveBytes > s[j].PeakLiveBytes

@@ -19,10 +19,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/regions"
-	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/snapshot"
 	"github.com/heapline/heapline/ctl/internal/version"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // Lister returns the regions to export; regions.List in heapctl, a fake in
@@ -183,7 +183,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 const userHZ = 100
 
 // readRSS is c.rss as a snapshot.RSSReader.
-func (c *Collector) readRSS(pid int, s report.Summary) (rss.Breakdown, error) {
+func (c *Collector) readRSS(pid int, s heapjson.Summary) (rss.Breakdown, error) {
 	return c.rss(pid, rss.Of(s))
 }
 

@@ -14,21 +14,21 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/container"
 	"github.com/heapline/heapline/ctl/internal/regions"
-	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/version"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 func entries() []regions.Entry {
 	return []regions.Entry{
-		{PID: 4711, Proc: 4711, Path: "/dev/shm/heapline.4711", Summary: report.Summary{
+		{PID: 4711, Proc: 4711, Path: "/dev/shm/heapline.4711", Summary: heapjson.Summary{
 			PID: 4711, Command: "/usr/bin/python3 script.py --password=hunter2", Source: "preload", ElapsedS: 1.5,
 			LiveBytes: 483533, LiveBlocks: 30, PeakLiveBytes: 302305689, PeakErrorBytes: 1048576,
 			Allocs: 4153, Frees: 4123, AllocatedBytes: 900000000, FreedBytes: 899516467, Threads: 4,
 			MappedBytes: 167772160, PeakMappedBytes: 176160768, Mappings: 160,
 			PyAllocs: 5000, PyFrees: 1000, PyAllocatedBytes: 320000, PyFreedBytes: 64000}},
-		{PID: 99, Path: "/dev/shm/heapline.99", Stale: true, Summary: report.Summary{PID: 99, Command: "killed", LiveBytes: 1}},
-		{PID: 98, Path: "/dev/shm/heapline.98", Detached: true, Summary: report.Summary{PID: 98, Command: "exec'd without the shim", LiveBytes: 1}},
+		{PID: 99, Path: "/dev/shm/heapline.99", Stale: true, Summary: heapjson.Summary{PID: 99, Command: "killed", LiveBytes: 1}},
+		{PID: 98, Path: "/dev/shm/heapline.98", Detached: true, Summary: heapjson.Summary{PID: 98, Command: "exec'd without the shim", LiveBytes: 1}},
 		{PID: 100, Path: "/dev/shm/heapline.100", Err: errors.New("bad magic")},
 	}
 }

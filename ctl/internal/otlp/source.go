@@ -17,7 +17,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/procs"
 )
 
@@ -177,18 +177,18 @@ func (s *Source) process(k Key, p region.Profile, elapsed float64, pid int, runn
 
 // readHeld reads a region through its open file, as a copy (a process
 // that has exited writes no more).
-func readHeld(f *os.File, pid int) (region.Profile, report.Summary, error) {
+func readHeld(f *os.File, pid int) (region.Profile, heapjson.Summary, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return region.Profile{}, report.Summary{}, err
+		return region.Profile{}, heapjson.Summary{}, err
 	}
 	b := make([]byte, min(st.Size(), region.MaxRegionSize))
 	if _, err := f.ReadAt(b, 0); err != nil {
-		return region.Profile{}, report.Summary{}, err
+		return region.Profile{}, heapjson.Summary{}, err
 	}
 	sum, err := region.Parse(b, pid)
 	if err != nil {
-		return region.Profile{}, report.Summary{}, err
+		return region.Profile{}, heapjson.Summary{}, err
 	}
 	p, err := region.ParseProfile(b)
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {

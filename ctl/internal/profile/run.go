@@ -13,6 +13,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // Run is `run --profile FILE`: the output is created before the command
@@ -107,7 +108,7 @@ func (r *Run) Read(pid int) {
 // (tree sorted by peak, the command's own summary among them) in place
 // of the command's, when that is another process that left its dump: a
 // shell or a driver whose child does the work. It says which it took.
-func (r *Run) Pick(log *zap.Logger, tree []report.Summary, pid int) {
+func (r *Run) Pick(log *zap.Logger, tree []heapjson.Summary, pid int) {
 	if r == nil || r.out == nil || len(tree) == 0 {
 		return
 	}

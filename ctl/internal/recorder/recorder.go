@@ -24,6 +24,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/snapshot"
 	"github.com/heapline/heapline/ctl/internal/timeline"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/procs"
 )
 
@@ -138,14 +139,14 @@ type recorder struct {
 	env      []string // added to CMD's environment
 	out      timeline.Writer
 	samples  []timeline.Sample
-	last     report.Summary   // the last good sample
-	final    *report.Summary  // the exit summary, exact, when the process gave one
-	children []report.Summary // exit summaries of CMD's own children
-	child    follow.Child     // what each read of a command's region is
-	detached detachment       // whether the process exec'd without the shim
-	started  bool             // the command started
-	images   timeline.Images  // one time axis across execs
-	endNS    uint64           // CLOCK_MONOTONIC when the command was seen to end
+	last     heapjson.Summary   // the last good sample
+	final    *heapjson.Summary  // the exit summary, exact, when the process gave one
+	children []heapjson.Summary // exit summaries of CMD's own children
+	child    follow.Child       // what each read of a command's region is
+	detached detachment         // whether the process exec'd without the shim
+	started  bool               // the command started
+	images   timeline.Images    // one time axis across execs
+	endNS    uint64             // CLOCK_MONOTONIC when the command was seen to end
 	rss      rss.Sampler
 	series   *profile.Series // --profiles, or nil
 }
@@ -153,7 +154,7 @@ type recorder struct {
 // add takes snapshot s of the image that started counting at startNS (0:
 // not known, as for the counters read from a killed process's region),
 // with b where its RSS went (nil: not known).
-func (r *recorder) add(s report.Summary, startNS uint64, b *rss.Breakdown) error {
+func (r *recorder) add(s heapjson.Summary, startNS uint64, b *rss.Breakdown) error {
 	if len(r.samples) > 0 && r.last.PID == s.PID && r.last.Command == s.Command {
 		// The peak recorded never goes down for the same image (watch
 		// says why).

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/heapline/heapline/internal/heapjson"
 	"golang.org/x/sys/unix"
-
-	"github.com/heapline/heapline/ctl/internal/report"
 )
 
 // File is what one read of a region file learned: the file's owner and
@@ -22,7 +21,7 @@ type File struct {
 	StartTicks uint64 // the process's start time (field 22 of /proc/pid/stat)
 	TimeNS     uint64 // the publisher's time namespace (inode)
 	PidNS      uint64 // the publisher's pid namespace (inode)
-	Summary    report.Summary
+	Summary    heapjson.Summary
 	Profile    *Profile // with withProfile only
 	PyArenas   PyArenas // pymalloc's live arenas, from a CPython the shim lists them for
 }
@@ -61,7 +60,7 @@ func ReadPlace(p Place, pid int, withProfile bool) (File, error) {
 	return f, nil
 }
 
-func readFile(e *File, path Place, pid int, withProfile bool) (h header, s report.Summary, err error) {
+func readFile(e *File, path Place, pid int, withProfile bool) (h header, s heapjson.Summary, err error) {
 	defer func() {
 		if err != nil {
 			e.PyArenas = PyArenas{}
@@ -126,13 +125,13 @@ func readFile(e *File, path Place, pid int, withProfile bool) (h header, s repor
 		return h, s, err
 	}
 	if h.uid != fst.Uid {
-		return h, report.Summary{}, fmt.Errorf("header says uid %d, file owned by uid %d", h.uid, fst.Uid)
+		return h, heapjson.Summary{}, fmt.Errorf("header says uid %d, file owned by uid %d", h.uid, fst.Uid)
 	}
 	e.PyArenas = readPyArenas(v)
 	if withProfile {
 		p, err := readProfile(v, h, pid)
 		if err != nil {
-			return h, report.Summary{}, err
+			return h, heapjson.Summary{}, err
 		}
 		p.UID = int(fst.Uid)
 		e.Profile = &p

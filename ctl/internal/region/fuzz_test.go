@@ -11,7 +11,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/region/regiontest"
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // FuzzParse feeds Parse arbitrary bytes and pids. Its seed corpus (a valid
@@ -67,7 +67,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, pid int) {
 		s, err := region.Parse(b, pid)
 		if err != nil {
-			if s != (report.Summary{}) {
+			if s != (heapjson.Summary{}) {
 				t.Fatalf("error %v with a non-zero summary %+v", err, s)
 			}
 			if msg := err.Error(); msg == "" || strings.ContainsRune(msg, '\n') {

@@ -24,9 +24,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heapline/heapline/internal/heapjson"
 	"golang.org/x/sys/unix"
-
-	"github.com/heapline/heapline/ctl/internal/report"
 )
 
 // Dir is where regions live. A variable so that tests can publish synthetic
@@ -83,7 +82,7 @@ func Path(pid int) string {
 // b is a copy, so a fold seen in progress (odd seqlock) is an error at once
 // instead of a retry. Checks that need the file (owner, mode, header.uid
 // against the owner) are ReadFile's.
-func Parse(b []byte, pid int) (report.Summary, error) {
+func Parse(b []byte, pid int) (heapjson.Summary, error) {
 	s, _, err := snapshot(view{b: b}, pid)
 	return s, err
 }
@@ -103,10 +102,10 @@ type header struct {
 }
 
 // snapshot validates the header of v and takes one consistent sum.
-func snapshot(v view, pid int) (report.Summary, header, error) {
+func snapshot(v view, pid int) (heapjson.Summary, header, error) {
 	h, err := validate(v, pid)
 	if err != nil {
-		return report.Summary{}, h, err
+		return heapjson.Summary{}, h, err
 	}
 	s, err := sum(v, h, pid)
 	return s, h, err
@@ -238,7 +237,7 @@ func (c *counters) addSlot(v view, off int) {
 // being folded into retired is counted exactly once. Slot counters
 // themselves are single-writer words read whole; between two folds they
 // only grow, so a sum of them is a valid moment for each thread.
-func sum(v view, h header, pid int) (report.Summary, error) {
+func sum(v view, h header, pid int) (heapjson.Summary, error) {
 	tries := seqTries
 	if v.live == nil {
 		tries = 1 // a copy never changes: retrying cannot help
@@ -251,14 +250,14 @@ func sum(v view, h header, pid int) (report.Summary, error) {
 		// A file is read again at each try: the sequence, then the
 		// header and slots, then the sequence (three reads, in order).
 		if err := v.reload(offSeq, 8); err != nil {
-			return report.Summary{}, err
+			return heapjson.Summary{}, err
 		}
 		s1 = v.u64(offSeq)
 		if s1&1 != 0 {
 			continue
 		}
 		if err := v.reload(0, HeaderSize+h.nslots*SlotSize); err != nil {
-			return report.Summary{}, err
+			return heapjson.Summary{}, err
 		}
 		var c counters
 		c.add(v, offRetired)
@@ -271,7 +270,7 @@ func sum(v view, h header, pid int) (report.Summary, error) {
 		threadsMax := v.u64(offThreadsMax)
 		peakLive := v.u64(offPeakLive)
 		if err := v.reload(offSeq, 8); err != nil {
-			return report.Summary{}, err
+			return heapjson.Summary{}, err
 		}
 		if v.u64(offSeq) != s1 {
 			continue
@@ -282,27 +281,27 @@ func sum(v view, h header, pid int) (report.Summary, error) {
 		}
 		return s, err
 	}
-	return report.Summary{}, fmt.Errorf("%w (seq %d after %d tries): a thread is folding its slot, or the process died during a fold", ErrBusy, s1, tries)
+	return heapjson.Summary{}, fmt.Errorf("%w (seq %d after %d tries): a thread is folding its slot, or the process died during a fold", ErrBusy, s1, tries)
 }
 
-func summarize(h header, pid int, c counters, flags uint32, exitNS, threadsSeen, threadsMax, peakLive uint64) (report.Summary, error) {
+func summarize(h header, pid int, c counters, flags uint32, exitNS, threadsSeen, threadsMax, peakLive uint64) (heapjson.Summary, error) {
 	// Differences of wrapping uint64 counters: a reader between a free on
 	// one thread and the matching allocation's slot can see live below
 	// zero for a moment, and says so rather than wrapping to 16 EiB.
 	live := int64(c.allocated - c.freed)
 	if peakLive > math.MaxInt64 {
-		return report.Summary{}, fmt.Errorf("implausible peak_live %d", peakLive)
+		return heapjson.Summary{}, fmt.Errorf("implausible peak_live %d", peakLive)
 	}
 	peak := max(int64(peakLive), live)
 	hi, lo := bits.Mul64(h.peakSlack, threadsMax)
 	if hi != 0 || lo > math.MaxInt64 {
-		return report.Summary{}, fmt.Errorf("implausible peak error: peak_slack %d times threads_max %d overflows", h.peakSlack, threadsMax)
+		return heapjson.Summary{}, fmt.Errorf("implausible peak error: peak_slack %d times threads_max %d overflows", h.peakSlack, threadsMax)
 	}
 	exited := flags&FlagExited != 0
 	var elapsed float64
 	if exitNS != 0 {
 		if exitNS < h.startNS {
-			return report.Summary{}, fmt.Errorf("exit_ns %d before start_ns %d", exitNS, h.startNS)
+			return heapjson.Summary{}, fmt.Errorf("exit_ns %d before start_ns %d", exitNS, h.startNS)
 		}
 		elapsed = float64(exitNS-h.startNS) / 1e9
 	} else if now := monotonicNS(); now > h.startNS {
@@ -310,7 +309,7 @@ func summarize(h header, pid int, c counters, flags uint32, exitNS, threadsSeen,
 		// its elapsed time is unknowable from here and shows as 0.
 		elapsed = float64(now-h.startNS) / 1e9
 	}
-	return report.Summary{
+	return heapjson.Summary{
 		PID:            pid,
 		Command:        h.command,
 		Source:         "preload",
@@ -332,7 +331,7 @@ func summarize(h header, pid int, c counters, flags uint32, exitNS, threadsSeen,
 
 // mapped adds the counters of memory the program maps itself. The shim
 // writes them under its own lock, apart from the fold seqlock.
-func mapped(v view, s *report.Summary) error {
+func mapped(v view, s *heapjson.Summary) error {
 	m, p := v.u64(offMappedBytes), v.u64(offPeakMappedBytes)
 	if m > math.MaxInt64 || p > math.MaxInt64 {
 		return fmt.Errorf("implausible mapped_bytes %d or peak_mapped_bytes %d", m, p)

@@ -14,11 +14,11 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/region/regiontest"
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // read reads pid's region file.
-func read(t *testing.T, pid int) (report.Summary, error) {
+func read(t *testing.T, pid int) (heapjson.Summary, error) {
 	t.Helper()
 	f, err := region.ReadFile(region.Path(pid), pid, false)
 	return f.Summary, err

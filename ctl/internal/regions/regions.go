@@ -21,6 +21,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/container"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/procs"
 )
 
@@ -28,7 +29,7 @@ import (
 type Entry struct {
 	PID     int    // from the file name; 0 when it is not heapline.<pid>[.<pid namespace>]
 	Path    string // the file, as the node sees it (a container's under /proc/<pid>/root)
-	Summary report.Summary
+	Summary heapjson.Summary
 	// Proc is the publishing process as a pid of ours: PID, or for a
 	// region of another pid namespace the pid we know its process by; 0
 	// when there is none, or it cannot be told.
@@ -101,7 +102,7 @@ func (e Entry) State() report.State {
 
 // Read takes one consistent snapshot of pid's region (found as Inspect
 // finds it).
-func Read(pid int) (report.Summary, error) {
+func Read(pid int) (heapjson.Summary, error) {
 	e := Inspect(pid)
 	return e.Summary, e.Err
 }
@@ -244,7 +245,7 @@ func inspectAt(l *lookup, pid int, nameNS uint64, place region.Place) (e Entry) 
 	}
 	defer func() {
 		if e.Err != nil {
-			e.Summary, e.PyArenas = report.Summary{}, region.PyArenas{}
+			e.Summary, e.PyArenas = heapjson.Summary{}, region.PyArenas{}
 		}
 	}()
 	if e.Err == nil && h.PidNS != 0 && l.own != 0 && h.PidNS != l.own {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // The formatting here is the shim's (preload/summary.c), digit for digit:
@@ -22,7 +24,7 @@ import (
 // before>)". The mapped parts appear only when the program mapped memory of its own,
 // the peak's error bound only when there is one. A process still running
 // says "live" instead of "live at exit".
-func Line(s Summary) string {
+func Line(s heapjson.Summary) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "heapline[%d]", s.PID)
 	if s.Command != "" {
@@ -165,7 +167,7 @@ const (
 
 // Human is the multi-line view of `heapctl show`: every counter, exact
 // byte counts beside the rounded ones, and the process's state.
-func Human(s Summary, st State) string {
+func Human(s heapjson.Summary, st State) string {
 	var b strings.Builder
 	row := func(k, format string, args ...any) {
 		fmt.Fprintf(&b, "%-10s %s\n", k, fmt.Sprintf(format, args...))

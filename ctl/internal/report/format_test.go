@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 func TestBytes(t *testing.T) {
@@ -39,7 +41,7 @@ func TestSeconds(t *testing.T) {
 }
 
 func TestLine(t *testing.T) {
-	s := Summary{PID: 4711, Allocs: 4153, Frees: 4123, PeakLiveBytes: 302305690, LiveBytes: 483533, ElapsedS: 1.2104, Exited: true}
+	s := heapjson.Summary{PID: 4711, Allocs: 4153, Frees: 4123, PeakLiveBytes: 302305690, LiveBytes: 483533, ElapsedS: 1.2104, Exited: true}
 	want := "heapline[4711]: 4153 allocs, 4123 frees, peak 288.3 MiB, live at exit 472.2 KiB, 1.21 s"
 	if got := Line(s); got != want {
 		t.Errorf("Line =\n%q\nwant\n%q", got, want)
@@ -49,7 +51,7 @@ func TestLine(t *testing.T) {
 	if got := Line(s); got != want {
 		t.Errorf("Line running =\n%q\nwant\n%q", got, want)
 	}
-	s = Summary{PID: 4711, Command: "python3 script.py", Allocs: 3538, Frees: 3436, PeakLiveBytes: 19189350,
+	s = heapjson.Summary{PID: 4711, Command: "python3 script.py", Allocs: 3538, Frees: 3436, PeakLiveBytes: 19189350,
 		PeakErrorBytes: 524288, LiveBytes: 483533, PeakMappedBytes: 160 << 20, MappedBytes: 1 << 20,
 		ElapsedS: 1.2104, Exited: true}
 	want = "heapline[4711] python3 script.py: 3538 allocs, 3436 frees, peak 18.3 MiB malloc (± 512.0 KiB) + 160.0 MiB mapped, " +
@@ -57,13 +59,13 @@ func TestLine(t *testing.T) {
 	if got := Line(s); got != want {
 		t.Errorf("Line with mapped memory =\n%q\nwant\n%q", got, want)
 	}
-	s = Summary{PID: 9, Command: "ls -la", PeakErrorBytes: 524288, BypassedBy: "/usr/lib/libjemalloc.so.2", Exited: true}
+	s = heapjson.Summary{PID: 9, Command: "ls -la", PeakErrorBytes: 524288, BypassedBy: "/usr/lib/libjemalloc.so.2", Exited: true}
 	want = "heapline[9] ls -la: 0 allocs, 0 frees, peak 0 B (± 512.0 KiB), live at exit 0 B, malloc bypassed by /usr/lib/libjemalloc.so.2, 0.00 s"
 	if got := Line(s); got != want {
 		t.Errorf("Line bypassed =\n%q\nwant\n%q", got, want)
 	}
 	// One of each is singular, as the shim says it.
-	s = Summary{PID: 9, Command: "./one", Allocs: 1, Frees: 1, Exited: true}
+	s = heapjson.Summary{PID: 9, Command: "./one", Allocs: 1, Frees: 1, Exited: true}
 	want = "heapline[9] ./one: 1 alloc, 1 free, peak 0 B, live at exit 0 B, 0.00 s"
 	if got := Line(s); got != want {
 		t.Errorf("Line of one alloc =\n%q\nwant\n%q", got, want)
@@ -88,7 +90,7 @@ func TestCommand(t *testing.T) {
 }
 
 func TestHuman(t *testing.T) {
-	s := Summary{PID: 4711, Command: "python3 script.py", Source: "preload", ElapsedS: 1.2104,
+	s := heapjson.Summary{PID: 4711, Command: "python3 script.py", Source: "preload", ElapsedS: 1.2104,
 		LiveBytes: 483533, LiveBlocks: 30, PeakLiveBytes: 302305690, PeakErrorBytes: 786432,
 		Allocs: 4153, Frees: 4123, AllocatedBytes: 1 << 30, FreedBytes: 1<<30 - 483533, Threads: 4,
 		MappedBytes: 160 << 20, PeakMappedBytes: 170 << 20, Mappings: 160}
@@ -107,7 +109,7 @@ threads    4
 		t.Errorf("Human =\n%s\nwant\n%s", got, want)
 	}
 	// Counts of one are singular ("in 1 allocs" before).
-	one := Summary{PID: 9, Command: "./one", LiveBytes: 16, LiveBlocks: 1, Allocs: 1, AllocatedBytes: 16, Frees: 1, FreedBytes: 16,
+	one := heapjson.Summary{PID: 9, Command: "./one", LiveBytes: 16, LiveBlocks: 1, Allocs: 1, AllocatedBytes: 16, Frees: 1, FreedBytes: 16,
 		MappedBytes: 4096, PeakMappedBytes: 4096, Mappings: 1, Threads: 1}
 	for _, w := range []string{"in 1 block\n", "in 1 alloc\n", "in 1 free\n", "in 1 mapping, peak"} {
 		if got := Human(one, Running); !strings.Contains(got, w) {

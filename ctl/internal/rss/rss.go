@@ -35,7 +35,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // Breakdown is where a process's resident memory is, in bytes. The parts
@@ -77,7 +77,7 @@ type Heap struct {
 }
 
 // Of is the Heap of a region's summary.
-func Of(s report.Summary) Heap {
+func Of(s heapjson.Summary) Heap {
 	return Heap{Live: s.LiveBytes, Mapped: s.MappedBytes, Arena: s.SampleArena, ArenaSize: s.SampleArenaSize}
 }
 

@@ -3,7 +3,7 @@ package rss
 import (
 	"time"
 
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // Every is how often a Sampler reads a process's smaps at most. A read
@@ -30,7 +30,7 @@ type sampled struct {
 // Read is Read(pid, Of(sum)), or the breakdown read less than Every
 // ago. ok is false when there is none (the process is gone, or its smaps
 // may not be read).
-func (s *Sampler) Read(pid int, sum report.Summary) (Breakdown, bool) {
+func (s *Sampler) Read(pid int, sum heapjson.Summary) (Breakdown, bool) {
 	if s.last == nil {
 		s.last = map[int]sampled{}
 	}

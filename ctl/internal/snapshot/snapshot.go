@@ -15,6 +15,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // Heap is one process's heap now. Entry is its region as regions found it
@@ -36,17 +37,17 @@ type Heap struct {
 // RSSReader reads where pid's resident memory went, given the counters
 // of its region: rss.Read (ReadRSS) for one read, an rss.Sampler's
 // (Sampled) for a command that reads often.
-type RSSReader func(pid int, s report.Summary) (rss.Breakdown, error)
+type RSSReader func(pid int, s heapjson.Summary) (rss.Breakdown, error)
 
 // ReadRSS reads smaps now.
-func ReadRSS(pid int, s report.Summary) (rss.Breakdown, error) { return rss.Read(pid, rss.Of(s)) }
+func ReadRSS(pid int, s heapjson.Summary) (rss.Breakdown, error) { return rss.Read(pid, rss.Of(s)) }
 
 // errNoSample: a Sampler had no breakdown to give.
 var errNoSample = errors.New("no RSS breakdown: the process's smaps could not be read")
 
 // Sampled reads through s: smaps at most once an rss.Every per process.
 func Sampled(s *rss.Sampler) RSSReader {
-	return func(pid int, sum report.Summary) (rss.Breakdown, error) {
+	return func(pid int, sum heapjson.Summary) (rss.Breakdown, error) {
 		if b, ok := s.Read(pid, sum); ok {
 			return b, nil
 		}

@@ -5,15 +5,15 @@ import (
 	"testing"
 
 	"github.com/heapline/heapline/ctl/internal/regions"
-	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/rss"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // Finish reads /proc only for a process that runs under the shim short of
 // its exit, and then by its pid here (Proc), not its region's name's.
 func TestFinish(t *testing.T) {
 	var asked []int
-	read := func(pid int, s report.Summary) (rss.Breakdown, error) {
+	read := func(pid int, s heapjson.Summary) (rss.Breakdown, error) {
 		asked = append(asked, pid)
 		if pid == 13 {
 			return rss.Breakdown{}, errors.New("no smaps")
@@ -26,10 +26,10 @@ func TestFinish(t *testing.T) {
 		e    regions.Entry
 		rss  int64 // -1: none
 	}{
-		{"running", regions.Entry{PID: 1, Proc: 4711, Summary: report.Summary{LiveBytes: 10}}, 20},
+		{"running", regions.Entry{PID: 1, Proc: 4711, Summary: heapjson.Summary{LiveBytes: 10}}, 20},
 		{"stale", regions.Entry{PID: 2, Proc: 2, Stale: true}, -1},
 		{"detached", regions.Entry{PID: 3, Proc: 3, Detached: true}, -1},
-		{"exiting", regions.Entry{PID: 4, Proc: 4, Summary: report.Summary{Exited: true}}, -1},
+		{"exiting", regions.Entry{PID: 4, Proc: 4, Summary: heapjson.Summary{Exited: true}}, -1},
 		{"unreadable", regions.Entry{PID: 5, Proc: 5, Err: errors.New("bad magic")}, -1},
 		{"no smaps", regions.Entry{PID: 13, Proc: 13}, -1},
 	} {

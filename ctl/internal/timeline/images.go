@@ -1,6 +1,6 @@
 package timeline
 
-import "github.com/heapline/heapline/ctl/internal/report"
+import "github.com/heapline/heapline/internal/heapjson"
 
 // Images keeps one time axis for a process across its execs. Each image
 // the shim is loaded into starts its own count, so a snapshot's ElapsedS
@@ -22,7 +22,7 @@ type Images struct {
 // summary), and then the image is told apart by its command and its time
 // going backwards, and its start is nowNS (CLOCK_MONOTONIC when s was
 // taken) less its elapsed time.
-func (im *Images) Point(s report.Summary, startNS, nowNS uint64) Sample {
+func (im *Images) Point(s heapjson.Summary, startNS, nowNS uint64) Sample {
 	p := FromSummary(s)
 	elapsed := uint64(max(s.ElapsedS, 0) * 1e9)
 	switch {

@@ -5,12 +5,10 @@
 // package reads, so everything here is tested without a process.
 package timeline
 
-import (
-	"github.com/heapline/heapline/ctl/internal/report"
-)
+import "github.com/heapline/heapline/internal/heapjson"
 
 // Sample is one point of the heap line. Time is the process's own elapsed
-// time (report.Summary.ElapsedS, measured by the shim from when it started
+// time (heapjson.Summary.ElapsedS, measured by the shim from when it started
 // counting), not heapctl's clock, so the final point taken from the exit
 // summary lines up with the points sampled from outside; across an exec it
 // runs on from the first image's start (Images).
@@ -21,11 +19,11 @@ type Sample struct {
 	Allocs        uint64  `json:"allocs"`
 	Frees         uint64  `json:"frees"`
 	PeakLiveBytes int64   `json:"peak_live_bytes"`
-	// MappedBytes is the memory the program maps itself (report.Summary):
+	// MappedBytes is the memory the program maps itself (heapjson.Summary):
 	// a second line on the chart.
 	MappedBytes int64 `json:"mapped_bytes"`
 	// PyObjects and PyObjectBytes are CPython's small objects live
-	// (report.Summary's pymalloc counters), 0 for other programs.
+	// (heapjson.Summary's pymalloc counters), 0 for other programs.
 	PyObjects     int64 `json:"py_objects,omitempty"`
 	PyObjectBytes int64 `json:"py_object_bytes,omitempty"`
 	// Exec is the command of a new image, on its first sample: the
@@ -40,7 +38,7 @@ type Sample struct {
 }
 
 // FromSummary is the point a snapshot makes.
-func FromSummary(s report.Summary) Sample {
+func FromSummary(s heapjson.Summary) Sample {
 	return Sample{
 		TimeS:         s.ElapsedS,
 		LiveBytes:     s.LiveBytes,

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -79,8 +79,8 @@ func TestSparkline(t *testing.T) {
 	}
 }
 
-func sum(tm float64, live, blocks int64, allocs, frees uint64, peak int64) report.Summary {
-	return report.Summary{PID: 42, Command: "steps sync", ElapsedS: tm, LiveBytes: live, LiveBlocks: blocks,
+func sum(tm float64, live, blocks int64, allocs, frees uint64, peak int64) heapjson.Summary {
+	return heapjson.Summary{PID: 42, Command: "steps sync", ElapsedS: tm, LiveBytes: live, LiveBlocks: blocks,
 		Allocs: allocs, Frees: frees, PeakLiveBytes: peak}
 }
 
@@ -90,7 +90,7 @@ func TestCSVRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := []report.Summary{sum(0.01, 1024, 1, 1, 0, 1024), sum(0.02, 9<<20, 3, 4, 1, 10<<20)}
+	in := []heapjson.Summary{sum(0.01, 1024, 1, 1, 0, 1024), sum(0.02, 9<<20, 3, 4, 1, 10<<20)}
 	in[1].MappedBytes = 3 << 20
 	in[1].PyAllocs, in[1].PyFrees, in[1].PyAllocatedBytes, in[1].PyFreedBytes = 10, 3, 640, 192
 	points := []Sample{FromSummary(in[0]), FromSummary(in[1])}
@@ -136,7 +136,7 @@ func TestCSVRoundTrip(t *testing.T) {
 func TestImages(t *testing.T) {
 	var im Images
 	at := func(cmd string, elapsed float64, startNS, nowNS uint64) Sample {
-		return im.Point(report.Summary{Command: cmd, ElapsedS: elapsed}, startNS, nowNS)
+		return im.Point(heapjson.Summary{Command: cmd, ElapsedS: elapsed}, startNS, nowNS)
 	}
 	const s = uint64(1e9)
 	for _, c := range []struct {

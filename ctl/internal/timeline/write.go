@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // CSVHeader is the first line of a CSV timeline; its columns are the JSON
@@ -31,8 +31,8 @@ const (
 // Writer takes the samples of one recording as they come and, at Close, the
 // exit summary of the process when there is one, with the sample it makes.
 type Writer interface {
-	Add(p Sample, s report.Summary) error
-	Close(final *report.Summary, p Sample) error
+	Add(p Sample, s heapjson.Summary) error
+	Close(final *heapjson.Summary, p Sample) error
 }
 
 // Discard takes samples and writes nothing: a recording without a
@@ -41,8 +41,8 @@ var Discard Writer = discard{}
 
 type discard struct{}
 
-func (discard) Add(Sample, report.Summary) error    { return nil }
-func (discard) Close(*report.Summary, Sample) error { return nil }
+func (discard) Add(Sample, heapjson.Summary) error    { return nil }
+func (discard) Close(*heapjson.Summary, Sample) error { return nil }
 
 // Create opens path for a timeline in the format its extension names:
 // .csv (one row a sample, written as it comes, so a recording cut short
@@ -97,7 +97,7 @@ func NewCSV(w io.Writer) (*CSVWriter, error) {
 }
 
 // Add writes one sample.
-func (c *CSVWriter) Add(p Sample, _ report.Summary) error { return c.AddSample(p) }
+func (c *CSVWriter) Add(p Sample, _ heapjson.Summary) error { return c.AddSample(p) }
 
 // AddSample writes one sample.
 func (c *CSVWriter) AddSample(p Sample) error {
@@ -129,7 +129,7 @@ func (c *CSVWriter) row(r []string) error {
 }
 
 // Close writes the final summary's sample p as the last row, then closes.
-func (c *CSVWriter) Close(final *report.Summary, p Sample) error {
+func (c *CSVWriter) Close(final *heapjson.Summary, p Sample) error {
 	var err error
 	if final != nil {
 		err = c.AddSample(p)
@@ -142,10 +142,10 @@ func (c *CSVWriter) Close(final *report.Summary, p Sample) error {
 
 // Document is the JSON form of a timeline.
 type Document struct {
-	PID     int             `json:"pid"`
-	Command string          `json:"command"`
-	Samples []Sample        `json:"samples"`
-	Summary *report.Summary `json:"summary,omitempty"` // the exit summary, when the process gave one
+	PID     int               `json:"pid"`
+	Command string            `json:"command"`
+	Samples []Sample          `json:"samples"`
+	Summary *heapjson.Summary `json:"summary,omitempty"` // the exit summary, when the process gave one
 }
 
 type jsonWriter struct {
@@ -153,7 +153,7 @@ type jsonWriter struct {
 	doc Document
 }
 
-func (j *jsonWriter) Add(p Sample, s report.Summary) error {
+func (j *jsonWriter) Add(p Sample, s heapjson.Summary) error {
 	if len(j.doc.Samples) == 0 {
 		j.doc.PID, j.doc.Command = s.PID, s.Command
 	}
@@ -161,7 +161,7 @@ func (j *jsonWriter) Add(p Sample, s report.Summary) error {
 	return nil
 }
 
-func (j *jsonWriter) Close(final *report.Summary, p Sample) error {
+func (j *jsonWriter) Close(final *heapjson.Summary, p Sample) error {
 	if final != nil {
 		j.Add(p, *final)
 		j.doc.Summary = final

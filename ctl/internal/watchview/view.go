@@ -17,12 +17,13 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/timeline"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // Row is one watched process as the table shows it.
 type Row struct {
 	PID     int
-	S       report.Summary
+	S       heapjson.Summary
 	AllocsS float64 // rates between the last two samples; NaN before two
 	FreesS  float64
 	Hist    []timeline.Sample // the last window of samples, oldest first
@@ -85,7 +86,7 @@ func shown(rows []Row) []Column {
 // live, read from pymalloc's pool headers (py_live_bytes in show --json),
 // which need no per-object cost; failing those, the sampled counters of
 // HEAPLINE_PYMALLOC=1; "–" for a program that is neither.
-func pyObjects(s report.Summary) string {
+func pyObjects(s heapjson.Summary) string {
 	switch {
 	case s.PyLiveObjects > 0:
 		return report.Bytes(int64(min(s.PyPoolBytes, math.MaxInt64)))

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/ctl/internal/timeline"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 func rows(n int) []Row {
 	var out []Row
 	for i := range n {
-		s := report.Summary{PID: 100 + i, Command: "/root/.pyenv/versions/3.11.7/bin/python3 /srv/app/server.py --port 8080 --workers 4", LiveBytes: 5 << 20, PeakLiveBytes: 9 << 20, ElapsedS: 10}
+		s := heapjson.Summary{PID: 100 + i, Command: "/root/.pyenv/versions/3.11.7/bin/python3 /srv/app/server.py --port 8080 --workers 4", LiveBytes: 5 << 20, PeakLiveBytes: 9 << 20, ElapsedS: 10}
 		out = append(out, Row{PID: s.PID, S: s, AllocsS: 1234, FreesS: math.NaN(), Hist: []timeline.Sample{{TimeS: 1, LiveBytes: 1}, {TimeS: 10, LiveBytes: 5 << 20}}})
 	}
 	return out

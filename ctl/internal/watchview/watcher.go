@@ -13,13 +13,14 @@ import (
 	"github.com/heapline/heapline/ctl/internal/rss"
 	"github.com/heapline/heapline/ctl/internal/snapshot"
 	"github.com/heapline/heapline/ctl/internal/timeline"
+	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/procs"
 )
 
 // watched is one process as the watcher knows it.
 type watched struct {
 	pid     int
-	last    report.Summary
+	last    heapjson.Summary
 	hist    []timeline.Sample // the last window of samples, oldest first
 	allocsS float64           // rates between the last two samples
 	freesS  float64
@@ -44,7 +45,7 @@ type Watcher struct {
 // ended is a process whose counters stopped: its last counters, and why,
 // when it is not the process's end.
 type ended struct {
-	s   report.Summary
+	s   heapjson.Summary
 	why string
 }
 
@@ -162,7 +163,7 @@ func (w *Watcher) take(h snapshot.Heap) {
 	}
 }
 
-func (w *Watcher) update(s report.Summary) {
+func (w *Watcher) update(s heapjson.Summary) {
 	p := w.procs[s.PID]
 	if p == nil {
 		// No rate before a second sample: "–", not a made-up 0/s.
@@ -265,7 +266,7 @@ func endLines(ended []ended) []string {
 // went (why says so): its counters as last seen. They are final only if
 // the last read caught the exit flag; otherwise the line says they come
 // from the last sample.
-func endLine(s report.Summary, why string) string {
+func endLine(s heapjson.Summary, why string) string {
 	l := report.Line(s)
 	switch {
 	case why != "":

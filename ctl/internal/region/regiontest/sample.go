@@ -4,7 +4,7 @@ import (
 	"os"
 
 	"github.com/heapline/heapline/ctl/internal/region"
-	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/internal/heapjson"
 )
 
 // SampleProfile has every case a reader meets: the overflow entry, a
@@ -67,12 +67,12 @@ func Sample(pid int) Region {
 }
 
 // SampleWant is what Sample(pid) must read as.
-func SampleWant(pid int) report.Summary {
+func SampleWant(pid int) heapjson.Summary {
 	allocs := uint64(4000 + 100 + 50 + 3)
 	frees := uint64(3990 + 90 + 40 + 3)
 	alloc := uint64(500_000 + 20_000 + 7_000 + 96)
 	freed := uint64(400_000 + 9_000 + 600 + 96)
-	return report.Summary{
+	return heapjson.Summary{
 		PID: pid, Command: "python3 script.py", Source: "preload", ElapsedS: 2.21,
 		LiveBytes: int64(alloc - freed), LiveBlocks: int64(allocs - frees),
 		PeakLiveBytes: 300_000_000, PeakErrorBytes: 524288 * 3,
