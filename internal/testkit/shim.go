@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -41,6 +42,13 @@ type built struct {
 
 var shimBuilt, heapctlBuilt built
 
+// What each target is built from (sourceFiles): a build from other
+// sources is another directory, never a stale one.
+var (
+	shimSources    = []string{"preload/*", "go:./preload", "Makefile", "go.mod", "go.sum"}
+	heapctlSources = []string{"go:./ctl", "Makefile", "go.mod", "go.sum"}
+)
+
 // Shim returns libheap.so built from this tree by the Makefile's own
 // recipe (its version script, preload/exports.map, included), once per
 // test binary, so a test runs the shim of its own commit built the way
@@ -48,7 +56,7 @@ var shimBuilt, heapctlBuilt built
 func Shim(t testing.TB) string {
 	t.Helper()
 	return shimBuilt.get(t, LibName, "the shim; these tests run real processes under it",
-		[]string{"preload/*"}, "Makefile", "go.mod", "go.sum")
+		shimSources...)
 }
 
 // Heapctl returns heapctl built from this tree by the Makefile's recipe,
@@ -57,7 +65,7 @@ func Shim(t testing.TB) string {
 func Heapctl(t testing.TB) string {
 	t.Helper()
 	return heapctlBuilt.get(t, "heapctl", "the control plane these tests run as a user does",
-		[]string{"ctl/...", "bpf/..."}, "Makefile", "go.mod", "go.sum")
+		heapctlSources...)
 }
 
 // Ran is one run of Heapctl: what it wrote, its exit status, and Err when
@@ -82,9 +90,9 @@ func RunHeapctl(t testing.TB, args ...string) Ran {
 	return Ran{Stdout: out.String(), Stderr: errb.String(), Code: cmd.ProcessState.ExitCode(), Err: err}
 }
 
-func (b *built) get(t testing.TB, target, what string, trees []string, files ...string) string {
+func (b *built) get(t testing.TB, target, what string, sources ...string) string {
 	t.Helper()
-	b.once.Do(func() { b.path, b.err = makeTarget(target, trees, files) })
+	b.once.Do(func() { b.path, b.err = makeTarget(target, sources) })
 	if b.err != nil {
 		t.Fatalf("building %s (%s): %v", target, what, b.err)
 	}
@@ -97,9 +105,13 @@ func (b *built) get(t testing.TB, target, what string, trees []string, files ...
 // the directory is world-readable: tests run the shim as other users, and
 // the clone may be in a directory they cannot enter. A target already
 // built from the same sources is used as it is.
-func makeTarget(target string, trees, files []string) (string, error) {
+func makeTarget(target string, sources []string) (string, error) {
 	root := Root()
-	sum, err := sourcesSum(root, trees, files)
+	files, err := sourceFiles(root, sources)
+	if err != nil {
+		return "", err
+	}
+	sum, err := filesSum(root, files)
 	if err != nil {
 		return "", err
 	}
@@ -135,12 +147,26 @@ func makeTarget(target string, trees, files []string) (string, error) {
 	return out, os.Rename(filepath.Join(tmp, target), out)
 }
 
-// sourcesSum hashes what a target is built from: the files of each tree
-// ("dir/*": the directory's own files; "dir/...": with its subdirectories,
-// but not tests, which no target is built from) and the named files.
-func sourcesSum(root string, trees, names []string) (string, error) {
+// sourceFiles are the files a target is built from, each source one of
+// "dir/*" (the directory's own files), "dir/..." (with its subdirectories,
+// but not tests, which no target is built from), "go:./pkg" (what go
+// build reads of this module to build pkg, as go list -deps names it) or
+// a file.
+func sourceFiles(root string, sources []string) ([]string, error) {
 	var files []string
-	for _, tr := range trees {
+	for _, tr := range sources {
+		if pkg, ok := strings.CutPrefix(tr, "go:"); ok {
+			fs, err := goDeps(root, pkg)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, fs...)
+			continue
+		}
+		if !strings.HasSuffix(tr, "/...") && !strings.HasSuffix(tr, "*") {
+			files = append(files, filepath.Join(root, tr))
+			continue
+		}
 		if d, ok := strings.CutSuffix(tr, "/..."); ok {
 			err := filepath.WalkDir(filepath.Join(root, d), func(p string, e fs.DirEntry, err error) error {
 				if err == nil && !e.IsDir() && !strings.HasSuffix(p, "_test.go") {
@@ -149,20 +175,22 @@ func sourcesSum(root string, trees, names []string) (string, error) {
 				return err
 			})
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			continue
 		}
 		m, err := filepath.Glob(filepath.Join(root, tr))
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		files = append(files, m...)
 	}
-	for _, n := range names {
-		files = append(files, filepath.Join(root, n))
-	}
 	sort.Strings(files)
+	return slices.Compact(files), nil
+}
+
+// filesSum hashes the files, each with its name under root.
+func filesSum(root string, files []string) (string, error) {
 	h := sha256.New()
 	for _, f := range files {
 		if st, err := os.Stat(f); err != nil || st.IsDir() {
@@ -181,6 +209,23 @@ func sourcesSum(root string, trees, names []string) (string, error) {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// goDeps are the files of this module that go build reads to build pkg:
+// every package it imports from the module (internal/ as well as its own
+// tree), with their C files and headers and what they embed.
+func goDeps(root, pkg string) ([]string, error) {
+	const each = `{{range .}}{{$d}}/{{.}}{{"\n"}}{{end}}`
+	format := `{{if .Module}}{{if .Module.Main}}{{$d := .Dir}}` +
+		strings.ReplaceAll(`{{with .GoFiles}}@{{end}}{{with .CgoFiles}}@{{end}}{{with .CFiles}}@{{end}}{{with .HFiles}}@{{end}}{{with .SFiles}}@{{end}}{{with .EmbedFiles}}@{{end}}`, "@", each) +
+		`{{end}}{{end}}`
+	cmd := exec.Command("go", "list", "-deps", "-f", format, pkg)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -deps %s: %w", pkg, err)
+	}
+	return strings.Fields(string(out)), nil
 }
 
 // Env returns base without its LD_PRELOAD, with lib preloaded and env
