@@ -17,41 +17,13 @@ GO_SRC      := $(shell find ctl bpf internal -name '*.go' -o -name '*.o' 2>/dev/
 SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
                $(patsubst scenarios/%.cc,$(BIN)/%,$(wildcard scenarios/*.cc))
 
-# Debian packages that tests and benchmarks run: valgrind (instruction
-# counts), libjemalloc2, libtcmalloc-minimal4 and libmimalloc2.0 (the shim
-# before and after other allocators), heaptrack and
-# hyperfine (measured beside us), time (GNU time: bench/allocators.sh's
-# plain timing), python3 (scenario and tests), shellcheck
-# (actionlint checks the workflows' shell steps with it; 2.6 MB).
-# g++ builds the C++ scenarios (scenarios/*.cc). clang, llvm (llvm-strip)
-# and libbpf-dev (bpf/bpf_helpers.h) regenerate the BPF object: `make
-# generate`, and the test that the committed one matches bpf/heap.c.
-# The overhead workflow needs only the first three (instructions, the
-# python and cxx-4t scenarios): `make deps-overhead`. prometheus (and its
-# promtool) scrapes `heapctl export` over TLS with basic auth in ctl's
-# tests, and checks docs/examples/heapline-rules.yml.
-# libpython3.11-testsuite is Debian's python3 test package, which
-# bench/cpython-suite.sh runs under the shim.
-# libunwind-dev is the oracle the shim's own unwinder is tested against
-# (preload/shimtest); libheap.so itself needs no package beyond gcc and Go,
-# so build-deps is empty (its target stays for the callers that name it).
-# tmux runs watch and the shim's summary at a real terminal in the tests;
-# librsvg2-bin's rsvg-convert renders the charts to PNG to check them as
-# they are seen, with fonts-liberation, the font the SVGs name (without
-# it librsvg draws a wider one, and labels run off the picture).
-# chromium loads heapctl view's pages headless in ctl's tests (the command
-# itself needs no browser).
-# nodejs and openjdk-17-jdk-headless are the JIT runtimes whose profiles
-# the tests check (ctl/profile_runtimes_test.go: frames by frame pointer,
-# named from their perf maps).
-# libc6-arm64-cross and binutils-aarch64-linux-gnu: bpf's test of the
-# probes' places on Debian's arm64 glibc, against aarch64's objdump.
-# gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user-static: the
-# unwinder's test on a real arm64 stack (ctl/internal/unwind).
-BUILD_DEBS :=
+# The Debian packages are listed in debian-packages.txt, one a line under
+# the list that names it, with why; debs reads a list.
+debs = $(shell sed -n '/^\[$(1)\]/,/^\[/{/^[a-z0-9]/s/[[:space:]].*//p;}' debian-packages.txt)
+BUILD_DEBS := $(call debs,build)
 BUILD_NEEDS = $(BUILD_DEBS)
-OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium nodejs openjdk-17-jdk-headless libc6-arm64-cross binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
+OVERHEAD_DEBS := $(BUILD_DEBS) $(call debs,overhead)
+DEBS := $(OVERHEAD_DEBS) $(call debs,test)
 
 # ---- arm64 ------------------------------------------------------------
 # `make ARCH=arm64` cross-builds libheap.so, heapctl and the helpers for
@@ -60,7 +32,7 @@ DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmima
 # (.ci/test-arm64.sh): Debian's cross gcc and libc, qemu-user-static, and
 # binfmt-support for the binfmt_misc entry that lets heapctl exec arm64
 # children.
-DEBS_ARM64 := gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static binfmt-support
+DEBS_ARM64 := $(call debs,arm64)
 ifeq ($(ARCH),arm64)
 BIN := bin/arm64
 CC := aarch64-linux-gnu-gcc
@@ -70,7 +42,7 @@ SCEN_BINS :=
 BUILD_NEEDS += $(DEBS_ARM64)
 endif
 
-.PHONY: all scenarios test run deps deps-overhead build-deps deps-arm64 test-arm64 generate docs bench clean
+.PHONY: FORCE all scenarios test run deps deps-overhead build-deps deps-arm64 test-arm64 generate docs bench clean
 
 # all comes after the arm64 block: its prerequisites are expanded as it is
 # read, with that block's BIN and SCEN_BINS.
@@ -87,9 +59,17 @@ test-arm64: deps-arm64
 # change to exports.map alone leaves the library as it was.
 # build-deps only where it has packages to install (arm64's cross
 # compiler): a plain make installs nothing.
+# It is the one recipe of libheap.so: testkit, release/build.sh and bench/
+# call it as `make BIN=DIR DIR/libheap.so`, a variant's C defines in
+# LIB_CFLAGS (bench/sampling.sh's default HEAPLINE_SAMPLE), the release's
+# go build flags in LIB_GOFLAGS.
+LIB_CFLAGS ?=
+LIB_GOFLAGS ?=
+LIB_ENV = $(if $(strip $(LIB_CFLAGS)),CGO_CFLAGS="$${CGO_CFLAGS:--g -O2} $(LIB_CFLAGS)" )
+LIB_BUILD = $(strip $(GO) build $(LIB_GOFLAGS))
 $(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map | $(if $(strip $(BUILD_NEEDS)),build-deps)
 	@rm -f $@
-	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/preload/exports.map -o $@ ./preload
+	CGO_ENABLED=1 $(LIB_ENV)$(LIB_BUILD) -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/preload/exports.map -o $@ ./preload
 	@rm -f $(BIN)/libheap.h
 
 # The floor of `heapctl overhead --floor`: bench/floor/packed.c, the
@@ -107,7 +87,10 @@ $(BIN)/heapline-rusage: helpers/rusage.c
 # -buildvcs=auto: GOFLAGS may say false (this machine's go env does), and
 # then `heapctl --version` could not name its commit. VERSION_LDFLAGS
 # stamps the release's version (the release block below).
-$(BIN)/heapctl: $(GO_SRC)
+# go build decides whether heapctl is stale (FORCE: the recipe runs on
+# every make): it knows every file ctl imports, where a list of make's
+# misses some. GO_SRC keeps make's own view for make -q.
+$(BIN)/heapctl: $(GO_SRC) FORCE
 	$(GO) build -buildvcs=auto -ldflags="$(VERSION_LDFLAGS)" -o $@ ./ctl
 
 scenarios: $(SCEN_BINS)
@@ -180,6 +163,8 @@ screenshots:
 clean:
 	rm -rf $(BIN) $(DIST)
 
+FORCE:
+
 # --- release: make dist, make test-dist (docs/releasing.md) ---
 # VERSION is release/version.sh's: git describe, spelled as a Debian
 # version (0.0.0~git<commits>.<hash> before the first tag), stamped into
@@ -194,10 +179,11 @@ DIST ?= dist
 # cached under /var/cache/heapline/). debootstrap makes the chroots;
 # systemd-analyze (systemd) verifies the .deb's unit;
 # release's TestSymbolVersions reads arm64 files with aarch64's objdump.
-# make test-dist checks ARCH's (amd64) in the chroots.
-ARCH ?= amd64
+# make test-dist checks TEST_DIST_ARCH's (amd64) in the chroots: not ARCH,
+# which is the cross-build's (arm64 block).
+TEST_DIST_ARCH ?= amd64
 DIST_ARCHS ?= amd64 arm64
-RELEASE_DEBS := debootstrap binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu systemd
+RELEASE_DEBS := $(call debs,release)
 DEBS += $(RELEASE_DEBS)
 
 .PHONY: dist test-dist deps-release
@@ -207,7 +193,7 @@ dist: deps-release
 # The release on Debian 11 and 13 (chroots cached beside the build's):
 # .ci/run calls it after make test.
 test-dist: dist
-	release/test-dist.sh $(DIST) $(ARCH)
+	release/test-dist.sh $(DIST) $(TEST_DIST_ARCH)
 # --- end of release ---
 
 # ---- containers ------------------------------------------------------
@@ -216,7 +202,7 @@ test-dist: dist
 # cgroups), its image imported from release/chroot.sh's chroot
 # (debootstrap, cached). The unshare(1) tests of the same read path run
 # in make test as well.
-CONTAINER_DEBS := podman runc debootstrap
+CONTAINER_DEBS := $(call debs,containers)
 .PHONY: test-containers deps-containers
 deps-containers: PKGS = $(CONTAINER_DEBS)
 test-containers: deps-containers all
