@@ -18,10 +18,10 @@ cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "pyobjects.sh: valgrind is missing (make deps)" >&2; exit 1; }
 py=${1:-/usr/bin/python3.11}
 lib=$PWD/bin/libheap.so
-out=$(mktemp) fwd=$(mktemp --suffix=.so)
-trap 'rm -f "$out" "$fwd"' EXIT
-CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -DHL_PYMALLOC_FORWARD" go build -buildmode=c-shared \
-	-ldflags=-extldflags=-Wl,--version-script="$PWD/preload/exports.map" -o "$fwd" ./preload
+out=$(mktemp) fwddir=$(mktemp -d)
+trap 'rm -rf "$out" "$fwddir"' EXIT
+fwd=$fwddir/libheap.so
+make -s BIN="$fwddir" LIB_CFLAGS=-DHL_PYMALLOC_FORWARD "$fwd"
 n0=200000 n1=600000
 prog='import sys
 from itertools import repeat

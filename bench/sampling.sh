@@ -17,9 +17,8 @@ make -s all
 HEAPCTL=${HEAPCTL:-$root/bin/heapctl}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-variant() { # variant NAME DEFAULT: a libheap.so whose HEAPLINE_SAMPLE default is DEFAULT
-	CGO_ENABLED=1 CGO_CFLAGS="${CGO_CFLAGS:--g -O2} -DHL_SAMPLE_BUILD_DEFAULT=$2" go build -buildmode=c-shared \
-		-ldflags=-extldflags=-Wl,--version-script="$root/preload/exports.map" -o "$tmp/$1.so" ./preload
+variant() { # variant NAME DEFAULT: TMP/NAME/libheap.so, whose HEAPLINE_SAMPLE default is DEFAULT
+	make -s BIN="$tmp/$1" LIB_CFLAGS="-DHL_SAMPLE_BUILD_DEFAULT=$2" "$tmp/$1/libheap.so"
 }
 variant off 0
 variant 512k 524288
@@ -29,5 +28,5 @@ args=("${scenarios[@]}" "$@")
 # shellcheck source-path=SCRIPTDIR source=measure.sh
 . bench/measure.sh
 for v in ${VARIANTS:-512k 64k}; do
-	measure "$(result "sampling-$v")" "${args[@]}" --baseline-lib "$tmp/off.so" --lib "$tmp/$v.so"
+	measure "$(result "sampling-$v")" "${args[@]}" --baseline-lib "$tmp/off/libheap.so" --lib "$tmp/$v/libheap.so"
 done

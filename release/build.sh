@@ -68,10 +68,9 @@ mount --bind "$mnt" "$sys"
 trap 'umount -l "$sys"; overlay_down' EXIT
 cd "$root"
 rm -f "$out/libheap.so"
-CGO_ENABLED=1 GOARCH=$goarch CC=$cc CGO_CFLAGS="-g -O2 -DMREMAP_DONTUNMAP=4" CGO_LDFLAGS= GOFLAGS=-mod=readonly \
-	go build -trimpath -buildvcs=false -buildmode=c-shared \
-	-ldflags=-extldflags=-Wl,--version-script=$root/preload/exports.map -o "$out/libheap.so" ./preload
-rm -f "$out/libheap.h"
+# The Makefile's one recipe of libheap.so, with the sysroot's compiler.
+GOARCH=$goarch CC=$cc CGO_CFLAGS="-g -O2" CGO_LDFLAGS= GOFLAGS=-mod=readonly \
+	make -s BIN="$out" LIB_CFLAGS=-DMREMAP_DONTUNMAP=4 LIB_GOFLAGS="-trimpath -buildvcs=false" "$out/libheap.so"
 # shellcheck disable=SC2086 # cc is a command and its flags
 $cc -O2 -Wall -Wextra -o "$out/heapline-rusage" helpers/rusage.c
 INNER
