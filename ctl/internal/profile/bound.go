@@ -59,12 +59,7 @@ func bound(stacks []region.Stack) (kept []region.Stack, rest region.Stack, cut i
 			kept = append(kept, s)
 			continue
 		}
-		rest.AllocObjects += s.AllocObjects
-		rest.AllocBytes += s.AllocBytes
-		rest.FreeObjects += s.FreeObjects
-		rest.FreeBytes += s.FreeBytes
-		rest.Samples += s.Samples
-		rest.PeakBytes += s.PeakBytes
+		rest.Add(s)
 		cut++
 	}
 	return kept, rest, cut

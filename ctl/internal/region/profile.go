@@ -98,7 +98,9 @@ func PyFrame(f uint64) (index, line uint32, ok bool) {
 // PyFrameValue is the frame value of code index i at line (for tests).
 func PyFrameValue(i, line uint32) uint64 { return PyFrameBit | uint64(i&PyCodeNone)<<32 | uint64(line) }
 
-func (s *Stack) add(o Stack) {
+// Add adds o's counts to s: the same stack published twice, or the stacks
+// a bound cuts, summed into one.
+func (s *Stack) Add(o Stack) {
 	s.AllocObjects += o.AllocObjects
 	s.AllocBytes += o.AllocBytes
 	s.FreeObjects += o.FreeObjects
@@ -188,7 +190,7 @@ func readProfile(v view, h header, pid int) (Profile, error) {
 			binary.LittleEndian.PutUint64(key[8*j:], s.Frames[j])
 		}
 		if k, ok := seen[string(key)]; ok {
-			p.Stacks[k].add(s) // two threads published the same stack
+			p.Stacks[k].Add(s) // two threads published the same stack
 			where[i] = k
 			continue
 		}
