@@ -123,6 +123,7 @@ var exitStatuses = []struct{ code, when string }{
 	{"126", "the same commands: CMD exists but cannot be run (no execute permission, a directory, not an ELF program or a `#!` script, a missing `#!` interpreter)"},
 	{"127", "the same commands: CMD was not found (on PATH, or as the path given)"},
 	{"99", "`run` with `--max-peak`, `--max-live-at-exit` or `--max-allocs`: CMD exited 0 and a figure is over its limit (`heapctl: error: run: CMD over --max-peak: exit status 99`; [ci.md](ci.md)). When CMD failed, its own status wins"},
+	{"130", "`overhead` and `allocators` interrupted (Ctrl-C, SIGTERM): the running measurement is killed, one line says so, and nothing is written"},
 }
 
 // renderCLIDoc renders docs/cli.md: every visible command and subcommand
@@ -142,7 +143,7 @@ func renderCLIDoc(app *cli.App) string {
 	p("%s.\n\n", capitalize(app.Usage))
 	p("```\n%s [GLOBAL FLAGS] COMMAND [FLAGS] [ARGUMENTS...]\n```\n\n", app.Name)
 	p("`heapctl --help` and `heapctl COMMAND --help` print the same from the binary.\n")
-	p("After `--` come the command to run and its arguments, which heapctl does not read.\n\n")
+	p("Every command takes its flags before or after its operands (`heapctl show 4711 --json`); after `--` (in `run`, `record` and `trace`, from the command's name on) come the command to run and its arguments, which heapctl does not read.\n\n")
 	p("Commands:")
 	sep := ""
 	walkCommands(app.VisibleCommands(), app.Name, func(path string, cmd *cli.Command, _ int) {
