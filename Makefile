@@ -33,8 +33,9 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # libpython3.11-testsuite is Debian's python3 test package, which
 # bench/cpython-suite.sh runs under the shim.
 # libunwind-dev is the oracle the shim's own unwinder is tested against
-# (preload/shimtest); libheap.so itself needs no package beyond gcc and Go,
-# so build-deps is empty (its target stays for the callers that name it).
+# (preload/shimtest). libheap.so itself needs systemtap-sdt-dev beyond gcc
+# and Go: sys/sdt.h, the otel_memory USDT probes (preload/usdt.c); bpftrace
+# is the USDT reader nobody here wrote, in bpf's tests.
 # tmux runs watch and the shim's summary at a real terminal in the tests;
 # librsvg2-bin's rsvg-convert renders the charts to PNG to check them as
 # they are seen, with fonts-liberation, the font the SVGs name (without
@@ -48,10 +49,10 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # probes' places on Debian's arm64 glibc, against aarch64's objdump.
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user-static: the
 # unwinder's test on a real arm64 stack (ctl/internal/unwind).
-BUILD_DEBS :=
+BUILD_DEBS := systemtap-sdt-dev
 BUILD_NEEDS = $(BUILD_DEBS)
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium nodejs openjdk-17-jdk-headless libc6-arm64-cross binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
+DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium nodejs openjdk-17-jdk-headless bpftrace libc6-arm64-cross binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 
 # ---- arm64 ------------------------------------------------------------
 # `make ARCH=arm64` cross-builds libheap.so, heapctl and the helpers for
@@ -85,8 +86,8 @@ test-arm64: deps-arm64
 # not name a version script, so it is passed to the external linker here.
 # The go build cache does not know the version script: without the rm, a
 # change to exports.map alone leaves the library as it was.
-# build-deps only where it has packages to install (arm64's cross
-# compiler): a plain make installs nothing.
+# build-deps installs what libheap.so needs to build (sys/sdt.h; arm64's cross
+# compiler) when it is missing.
 $(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map | $(if $(strip $(BUILD_NEEDS)),build-deps)
 	@rm -f $@
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/preload/exports.map -o $@ ./preload
