@@ -323,7 +323,7 @@ func traceAgree(t *testing.T, lib string, argv []string) (shimSum, traceSum repo
 	childEnv := shim.Env(os.Environ(), lib, "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)
 	var childOut, childErr bytes.Buffer
 	var per map[int]bpf.Counts
-	js, err := traceRun(t, traceOpts{argv: argv, json: true, env: childEnv, stdout: &childOut, stderr: &childErr,
+	js, err := traceRun(t, traceOpts{argv: argv, json: true, env: childEnv, stdout: &childOut, stderr: &childErr, uprobes: true,
 		finished: func(tr *bpf.Tracer) {
 			var err error
 			if per, err = tr.PerThread(); err != nil {
