@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/heapline/heapline/bpf"
+	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/internal/testkit"
 )
@@ -52,4 +59,134 @@ func TestTraceUSDTSites(t *testing.T) {
 		t.Errorf("no sample came through the probes")
 	}
 	t.Logf("%d samples through otel_memory:alloc", samples)
+}
+
+// TestTraceUSDTBpftrace: bpftrace, a USDT reader nobody here wrote,
+// attached to a shimmed sites program's otel_memory probes by name
+// (usdt:PATH:otel_memory:alloc), counts as many alloc events as the shim
+// took samples, and the events' weights add up to within 5% of the bytes
+// the program allocated. bpftrace needs tracefs, which this machine does
+// not mount: it runs in a mount namespace of its own with tracefs there.
+func TestTraceUSDTBpftrace(t *testing.T) {
+	testkit.NeedRoot(t, "to run bpftrace")
+	if _, err := exec.LookPath("bpftrace"); err != nil {
+		t.Fatal("bpftrace is needed (make deps installs it)")
+	}
+	lib := testkit.Shim(t)
+	cmd := exec.Command(traceSites(t), "wait")
+	cmd.Env = shim.Env(os.Environ(), lib)
+	in, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	next := sitesSaid(t, stdout)
+	next("READY")
+
+	if a, f := usdtSemaphores(t, cmd.Process.Pid, lib); a != 0 || f != 0 {
+		t.Fatalf("semaphores %d and %d with no tracer: want 0", a, f)
+	}
+	pid := strconv.Itoa(cmd.Process.Pid)
+	prog := fmt.Sprintf(`usdt:%[1]s:otel_memory:alloc { @allocs = count(); @weight = sum(arg2); }
+usdt:%[1]s:otel_memory:free { @frees = count(); }`, lib)
+	bt := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+		`mount -t tracefs nodev /sys/kernel/tracing && exec bpftrace -p "$0" -e "$1"`, pid, prog)
+	var btErr bytes.Buffer
+	bt.Stderr = &btErr
+	btOut, _ := bt.StdoutPipe()
+	if err := bt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bt.Process.Kill(); bt.Wait() })
+	lines := bufio.NewReader(btOut)
+	if l, err := lines.ReadString('\n'); err != nil || !strings.HasPrefix(l, "Attaching") {
+		t.Fatalf("bpftrace said %q, %v; stderr: %s", l, err, btErr.String())
+	}
+	// bpftrace says so before it attaches: attached is when the kernel
+	// has counted up both semaphores in the process.
+	testkit.Poll(t, "the probes' semaphores set by bpftrace", func() bool {
+		a, f := usdtSemaphores(t, cmd.Process.Pid, lib)
+		return a > 0 && f > 0
+	})
+
+	io.WriteString(in, "\n")
+	truth := traceSitesTruth(t, next("TRUTH"))
+	next("PAUSE")
+	io.WriteString(in, "\n")
+	next("PAUSE")
+	// The shim's samples, with the program at rest.
+	en := regions.Inspect(cmd.Process.Pid)
+	f, err := region.ReadFile(en.Path, cmd.Process.Pid, true)
+	if err != nil || f.Profile == nil {
+		t.Fatalf("reading the shim's region: %v (%v)", err, en.Err)
+	}
+	samples := f.Profile.Samples
+	io.WriteString(in, "\n")
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// bpftrace -p ends with the process, printing its maps.
+	rest, _ := io.ReadAll(lines)
+	if err := bt.Wait(); err != nil {
+		t.Fatalf("bpftrace: %v; stderr: %s", err, btErr.String())
+	}
+	got := map[string]uint64{}
+	for _, l := range strings.Split(string(rest), "\n") {
+		if k, v, ok := strings.Cut(l, ": "); ok && strings.HasPrefix(k, "@") {
+			got[k], _ = strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	allocated := truth[0] + truth[1] + truth[2] + truth[3]
+	t.Logf("bpftrace: %d allocs, %d frees, weights %d B; the shim: %d samples; the program allocated %d B", got["@allocs"], got["@frees"], got["@weight"], samples, allocated)
+	if got["@allocs"] == 0 || got["@allocs"] != samples {
+		t.Errorf("bpftrace counted %d otel_memory:alloc events, the shim took %d samples", got["@allocs"], samples)
+	}
+	if w := float64(got["@weight"]); w < 0.95*float64(allocated) || w > 1.05*float64(allocated) {
+		t.Errorf("the weights add up to %.0f B, %.2f%% of the %d B allocated: want within 5%%", w, 100*w/float64(allocated), allocated)
+	}
+	if got["@frees"] == 0 || got["@frees"] > got["@allocs"] {
+		t.Errorf("%d otel_memory:free events for %d allocs", got["@frees"], got["@allocs"])
+	}
+}
+
+// usdtSemaphores reads the otel_memory semaphores of lib in process pid,
+// where the kernel counts the tracers attached to each probe.
+func usdtSemaphores(t *testing.T, pid int, lib string) (alloc, free uint16) {
+	t.Helper()
+	a, f, err := bpf.OtelMemory(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	read := func(off uint64) uint16 {
+		for _, l := range strings.Split(string(maps), "\n") {
+			fs := strings.Fields(l)
+			if len(fs) < 6 || fs[5] != lib {
+				continue
+			}
+			lo, hi, _ := strings.Cut(fs[0], "-")
+			start, _ := strconv.ParseUint(lo, 16, 64)
+			end, _ := strconv.ParseUint(hi, 16, 64)
+			moff, _ := strconv.ParseUint(fs[2], 16, 64)
+			if off >= moff && off < moff+(end-start) {
+				var b [2]byte
+				if _, err := mem.ReadAt(b[:], int64(start+off-moff)); err != nil {
+					t.Fatal(err)
+				}
+				return uint16(b[0]) | uint16(b[1])<<8
+			}
+		}
+		t.Fatalf("no mapping of %s holds file offset %#x", lib, off)
+		return 0
+	}
+	return read(a.SemOffset), read(f.SemOffset)
 }
