@@ -190,3 +190,93 @@ func usdtSemaphores(t *testing.T, pid int, lib string) (alloc, free uint16) {
 	}
 	return read(a.SemOffset), read(f.SemOffset)
 }
+
+// TestTraceUSDTPythonPID: trace --pid on a running python3 under the shim,
+// pymalloc's objects sampled too: every sample the shim takes while traced
+// comes through otel_memory:alloc (as many as the region's samples gained),
+// the profile holds them, and --uprobes on the same process traces libc's
+// functions instead.
+func TestTraceUSDTPythonPID(t *testing.T) {
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
+	lib := testkit.Shim(t)
+	cmd := exec.Command("python3", "-c", `
+import sys
+print("READY", flush=True); sys.stdin.readline()
+x = [str(i) * 3 for i in range(300000)]
+y = [bytearray(3000) for _ in range(3000)]
+print("DONE", flush=True); sys.stdin.readline()
+`)
+	cmd.Env = shim.Env(os.Environ(), lib)
+	in, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	next := sitesSaid(t, stdout)
+	next("READY")
+	shimSamples := func() uint64 {
+		en := regions.Inspect(pid)
+		f, err := region.ReadFile(en.Path, pid, true)
+		if err != nil || f.Profile == nil {
+			t.Fatalf("reading the shim's region: %v (%v)", err, en.Err)
+		}
+		return f.Profile.Samples
+	}
+
+	file := filepath.Join(t.TempDir(), "py.pb.gz")
+	var mode bpf.Mode
+	var traced uint64
+	done := make(chan struct{})
+	attached, result := traceBackground(t, traceOpts{pid: pid, profile: file, json: true,
+		finished: func(tr *bpf.Tracer) {
+			mode = tr.Mode
+			c, _ := tr.Read()
+			traced = c.Samples
+			<-done
+		}})
+	<-attached
+	before := shimSamples()
+	io.WriteString(in, "\n")
+	next("DONE")
+	after := shimSamples()
+	// The trace ends with the process; its counters are read before it
+	// goes, the region still there.
+	in.Close()
+	go func() { cmd.Wait(); close(done) }()
+	if _, err := result(); err != nil {
+		t.Fatal(err)
+	}
+	if mode != bpf.ModeUSDT {
+		t.Fatalf("traced by %q, want %q", mode, bpf.ModeUSDT)
+	}
+	t.Logf("%d samples through the probes, the shim took %d while traced", traced, after-before)
+	if traced == 0 || traced != after-before {
+		t.Errorf("%d samples came through otel_memory:alloc, the shim took %d while traced", traced, after-before)
+	}
+	if p := pfParse(t, file); len(p.Sample) == 0 {
+		t.Errorf("the profile has no samples")
+	}
+
+	// --uprobes: libc's probes on the same kind of process.
+	cmd2 := exec.Command("python3", "-c", "import sys; print('READY', flush=True); sys.stdin.readline()")
+	cmd2.Env = shim.Env(os.Environ(), lib)
+	in2, _ := cmd2.StdinPipe()
+	out2, _ := cmd2.StdoutPipe()
+	if err := cmd2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd2.Process.Kill(); cmd2.Wait() })
+	sitesSaid(t, out2)("READY")
+	attached2, result2 := traceBackground(t, traceOpts{pid: cmd2.Process.Pid, json: true, uprobes: true,
+		finished: func(tr *bpf.Tracer) { mode = tr.Mode }})
+	<-attached2
+	in2.Close()
+	if _, err := result2(); err != nil {
+		t.Fatal(err)
+	}
+	if mode == bpf.ModeUSDT || mode == "" {
+		t.Errorf("--uprobes traced by %q, want libc's probes", mode)
+	}
+}
