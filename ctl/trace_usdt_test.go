@@ -280,3 +280,38 @@ print("DONE", flush=True); sys.stdin.readline()
 		t.Errorf("--uprobes traced by %q, want libc's probes", mode)
 	}
 }
+
+// TestTraceShimFor: the libheap.so a command's environment preloads, as
+// trace finds it to choose the USDTs: an absolute path named libheap.so in
+// LD_PRELOAD, colon- or space-separated.
+func TestTraceShimFor(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"PATH=/bin"}, ""},
+		{[]string{"LD_PRELOAD=/opt/h/libheap.so"}, "/opt/h/libheap.so"},
+		{[]string{"LD_PRELOAD=/lib/libjemalloc.so.2:/opt/h/libheap.so"}, "/opt/h/libheap.so"},
+		{[]string{"LD_PRELOAD=/lib/a.so /opt/h/libheap.so"}, "/opt/h/libheap.so"},
+		{[]string{"LD_PRELOAD=libheap.so"}, ""}, // the loader's search: not a file to read here
+		{[]string{"LD_PRELOAD=/opt/h/libheap.so.1"}, ""},
+	} {
+		if got := traceShimFor(c.env); got != c.want {
+			t.Errorf("traceShimFor(%q) = %q, want %q", c.env, got, c.want)
+		}
+	}
+}
+
+// TestOtelMemoryRefused: a file without the probes is not traced through
+// them, with an error that says so (trace then probes libc).
+func TestOtelMemoryRefused(t *testing.T) {
+	if us, err := bpf.ReadUSDTs("/bin/true"); err != nil || len(us) != 0 {
+		t.Errorf("/bin/true: probes %v, %v; want none", us, err)
+	}
+	if _, _, err := bpf.OtelMemory("/bin/true"); err == nil || !strings.Contains(err.Error(), "no otel_memory:alloc") {
+		t.Errorf("/bin/true: %v, want no otel_memory probes", err)
+	}
+	if _, _, err := bpf.OtelMemory(testkit.Shim(t)); err != nil {
+		t.Errorf("libheap.so: %v", err)
+	}
+}

@@ -71,7 +71,7 @@ const shimName = "libheap.so"
 
 // dropShim leaves out the frames of libheap.so that lead the walk.
 func (c *Collector) dropShim(frames []uint64) []uint64 {
-	for len(frames) > 0 && filepath.Base(c.proc.Path(frames[0])) == shimName {
+	for len(frames) > 0 && filepath.Base(strings.TrimSuffix(c.proc.Path(frames[0]), " (deleted)")) == shimName {
 		frames = frames[1:]
 	}
 	return frames
