@@ -122,7 +122,11 @@ type Sample struct {
 	TID        int
 	Addr, Size uint64
 	IP, SP, BP uint64
-	Stack      []byte
+	// Weight is the bytes the sample stands for, as the process's own
+	// sampler gave it (otel_memory:alloc); 0 from the libc probes, whose
+	// samples the collector weighs by the rate.
+	Weight uint64
+	Stack  []byte
 }
 
 // Options are what a trace asks of the probes beyond the counters.

@@ -95,10 +95,10 @@ func (ev *events) handle(b []byte) {
 		if len(b) < sizeSampleHd || ev.opts.OnSample == nil {
 			return
 		}
-		// struct sample: kind, tid, addr, size, ip, sp, bp, stack_len, stack
-		n := min(u64(48), uint64(len(b)-sizeSampleHd))
+		// struct sample: kind, tid, addr, size, ip, sp, bp, weight, stack_len, stack
+		n := min(u64(56), uint64(len(b)-sizeSampleHd))
 		ev.opts.OnSample(Sample{TID: int(le.Uint32(b[4:])), Addr: u64(8), Size: u64(16), IP: u64(24), SP: u64(32), BP: u64(40),
-			Stack: b[sizeSampleHd : sizeSampleHd+int(n)]})
+			Weight: u64(48), Stack: b[sizeSampleHd : sizeSampleHd+int(n)]})
 	case heapEventKindEV_SAMPLE_FREE:
 		if len(b) < sizeFree || ev.opts.OnSampleFree == nil {
 			return

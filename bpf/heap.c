@@ -243,6 +243,7 @@ struct sample {
 	__u64 ip;    /* where the allocation returns to, in its caller */
 	__u64 sp;    /* the caller's stack pointer after the call */
 	__u64 bp;
+	__u64 weight; /* otel_memory:alloc's weight in bytes; 0 from the libc probes (user space weighs those) */
 	__u64 stack_len; /* bytes of stack[] that are valid */
 	__u8 stack[STACK_COPY];
 };
@@ -378,6 +379,8 @@ static __always_inline __u64 gap(void)
 /* take sends a sampled block with the caller's registers and the top of
  * its stack; heapctl unwinds them with the objects' CFI. At the return
  * probe the registers are the caller's just after its call returned. */
+static __always_inline void copy_stack(struct sample *e);
+
 static __always_inline void take(struct pt_regs *ctx, struct counters *k, __u64 p, __u64 n)
 {
 	struct sample *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -392,6 +395,20 @@ static __always_inline void take(struct pt_regs *ctx, struct counters *k, __u64 
 	e->ip = PT_REGS_IP(ctx);
 	e->sp = PT_REGS_SP(ctx);
 	e->bp = PT_REGS_FP(ctx);
+	e->weight = 0;
+	copy_stack(e);
+	__u64 one = n;
+	/* In the table before the program has the block: its free, on any
+	 * thread, comes after. */
+	if (bpf_map_update_elem(&sampled, &p, &one, BPF_ANY) != 0)
+		k->untracked++;
+	k->samples++;
+	bpf_ringbuf_submit(e, wakeup());
+}
+
+/* copy_stack copies the top of the stack from e->sp into e->stack. */
+static __always_inline void copy_stack(struct sample *e)
+{
 	/* The stack may end (its top) before STACK_COPY bytes, and a read
 	 * that crosses the end fails whole: read up to the page boundary
 	 * first, then page by page, and stop at the first page that is not
@@ -412,13 +429,6 @@ static __always_inline void take(struct pt_regs *ctx, struct counters *k, __u64 
 			e->stack_len = off + 4096;
 		}
 	}
-	__u64 one = n;
-	/* In the table before the program has the block: its free, on any
-	 * thread, comes after. */
-	if (bpf_map_update_elem(&sampled, &p, &one, BPF_ANY) != 0)
-		k->untracked++;
-	k->samples++;
-	bpf_ringbuf_submit(e, wakeup());
 }
 
 /* Sampling by bytes, as the shim does (preload/profile.c): each thread's
@@ -812,4 +822,66 @@ int heap_return(struct pt_regs *ctx)
 	default:
 		return ret_block(ctx, fn);
 	}
+}
+
+/*
+ * The otel_memory USDT probes of libheap.so (preload/usdt.c), the way
+ * trace works when the process has the shim: the shim samples, and these
+ * programs run at its samples only. Each probe sits at the first
+ * instruction of a function of its own, so its arguments are in the ABI's
+ * argument registers (the loader checks the note's specs say so) and the
+ * caller's frame is one return away, as at the entry of malloc.
+ */
+SEC("uprobe")
+int otel_alloc(struct pt_regs *ctx)
+{
+	if (!mine())
+		return 0;
+	struct counters *k = cpu_counts();
+	if (!k)
+		return 0;
+	__u64 ret = 0;
+	if (return_address(ctx, &ret) != 0) {
+		k->read_errors++;
+		return 0;
+	}
+	struct sample *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		k->samples_lost++;
+		return 0;
+	}
+	e->kind = EV_SAMPLE;
+	e->tid = (__u32)bpf_get_current_pid_tgid();
+	e->addr = PT_REGS_PARM1(ctx);
+	e->size = PT_REGS_PARM2(ctx);
+	e->weight = PT_REGS_PARM3(ctx);
+	/* the registers as after the return: the walk starts in the shim's
+	 * sampler, whose frames user space leaves out */
+	e->ip = ret;
+	e->sp = PT_REGS_SP(ctx) + RET_POP;
+	e->bp = PT_REGS_FP(ctx);
+	copy_stack(e);
+	k->samples++;
+	bpf_ringbuf_submit(e, wakeup());
+	return 0;
+}
+
+SEC("uprobe")
+int otel_free(struct pt_regs *ctx)
+{
+	if (!mine())
+		return 0;
+	struct counters *k = cpu_counts();
+	if (!k)
+		return 0;
+	struct sample_free *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		k->samples_lost++;
+		return 0;
+	}
+	e->kind = EV_SAMPLE_FREE;
+	e->pad = 0;
+	e->addr = PT_REGS_PARM1(ctx);
+	bpf_ringbuf_submit(e, wakeup());
+	return 0;
 }

@@ -105,6 +105,7 @@ type heapSample struct {
 	Ip       uint64
 	Sp       uint64
 	Bp       uint64
+	Weight   uint64
 	StackLen uint64
 	Stack    [16384]uint8
 }
@@ -127,6 +128,8 @@ const (
 	heapMapSampled          = "sampled"
 	heapProgHeapEnter       = "heap_enter"
 	heapProgHeapReturn      = "heap_return"
+	heapProgOtelAlloc       = "otel_alloc"
+	heapProgOtelFree        = "otel_free"
 	heapVarArmed            = "armed"
 	heapVarGaps             = "gaps"
 	heapVarLibcHi           = "libc_hi"
@@ -189,6 +192,8 @@ type heapSpecs struct {
 type heapProgramSpecs struct {
 	HeapEnter  *ebpf.ProgramSpec `ebpf:"heap_enter"`
 	HeapReturn *ebpf.ProgramSpec `ebpf:"heap_return"`
+	OtelAlloc  *ebpf.ProgramSpec `ebpf:"otel_alloc"`
+	OtelFree   *ebpf.ProgramSpec `ebpf:"otel_free"`
 }
 
 // heapMapSpecs contains maps before they are loaded into the kernel.
@@ -289,12 +294,16 @@ type heapVariables struct {
 type heapPrograms struct {
 	HeapEnter  *ebpf.Program `ebpf:"heap_enter"`
 	HeapReturn *ebpf.Program `ebpf:"heap_return"`
+	OtelAlloc  *ebpf.Program `ebpf:"otel_alloc"`
+	OtelFree   *ebpf.Program `ebpf:"otel_free"`
 }
 
 func (p *heapPrograms) Close() error {
 	return _HeapClose(
 		p.HeapEnter,
 		p.HeapReturn,
+		p.OtelAlloc,
+		p.OtelFree,
 	)
 }
 

@@ -29,6 +29,19 @@ var libcName = regexp.MustCompile(`^libc(\.so\.[0-9]+|-[0-9.]+\.so)$`)
 // another mount namespace, through /proc/PID/map_files when the file was
 // replaced on disk since the process mapped it).
 func LibcOf(pid int) (string, error) {
+	p, err := mappedObject(pid, func(base string) bool { return libcName.MatchString(base) })
+	if errors.Is(err, errNotMapped) {
+		return "", fmt.Errorf("pid %d (%s) maps no C library: a statically linked program has no libc calls to probe", pid, procs.Comm(pid))
+	}
+	return p, err
+}
+
+// errNotMapped: the process maps no object of the name asked for.
+var errNotMapped = errors.New("not mapped")
+
+// mappedObject returns the path of the first object that process pid maps
+// whose file name matches, as LibcOf says; errNotMapped when none does.
+func mappedObject(pid int, match func(base string) bool) (string, error) {
 	ms, lines, err := procs.ReadMaps(procs.Root + "/" + strconv.Itoa(pid) + "/maps")
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -39,7 +52,7 @@ func LibcOf(pid int) (string, error) {
 	for _, m := range ms {
 		deleted := strings.HasSuffix(m.Path, " (deleted)")
 		path := strings.TrimSuffix(m.Path, " (deleted)")
-		if !strings.HasPrefix(path, "/") || !libcName.MatchString(filepath.Base(path)) {
+		if !strings.HasPrefix(path, "/") || !match(filepath.Base(path)) {
 			continue
 		}
 		mapFile := fmt.Sprintf("%s/%d/map_files/%s", procs.Root, pid, m.Range)
@@ -68,7 +81,7 @@ func LibcOf(pid int) (string, error) {
 	if lines == 0 {
 		return "", fmt.Errorf("pid %d has no memory mappings (a zombie or a kernel thread): nothing to trace", pid)
 	}
-	return "", fmt.Errorf("pid %d (%s) maps no C library: a statically linked program has no libc calls to probe", pid, procs.Comm(pid))
+	return "", errNotMapped
 }
 
 // alive returns an error naming the state of pid when it is gone or a zombie.

@@ -15,6 +15,7 @@ type Tracer struct {
 	Aliases  []string
 	Attached time.Time
 	Mode     Mode
+	Shim     string
 }
 
 // Mode names how the probes are attached.
@@ -24,6 +25,14 @@ type Mode string
 func Attach(pid int, libcPath string) (*Tracer, error) {
 	return nil, errors.New("eBPF tracing is only built for amd64 and arm64")
 }
+
+// AttachUSDT fails on this architecture.
+func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
+	return nil, errors.New("eBPF tracing is only built for amd64 and arm64")
+}
+
+// ShimOf finds nothing to trace on this architecture.
+func ShimOf(pid int) (string, error) { return "", nil }
 
 // AttachWith fails on this architecture.
 func AttachWith(pid int, libcPath string, o Options) (*Tracer, error) {

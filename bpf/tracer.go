@@ -26,6 +26,9 @@ type Tracer struct {
 	Aliases  []string
 	Attached time.Time
 	Mode     Mode
+	// Shim is the libheap.so whose otel_memory probes are attached
+	// (ModeUSDT; Libc is "" then).
+	Shim string
 
 	objs   heapObjects
 	links  []link.Link
@@ -362,7 +365,10 @@ const gapsLen = 4096
 func (t *Tracer) ProgramTime() (time.Duration, uint64, error) {
 	var d time.Duration
 	var n uint64
-	for _, p := range []*ebpf.Program{t.objs.HeapEnter, t.objs.HeapReturn} {
+	for _, p := range []*ebpf.Program{t.objs.HeapEnter, t.objs.HeapReturn, t.objs.OtelAlloc, t.objs.OtelFree} {
+		if p == nil {
+			continue // not loaded in this mode
+		}
 		s, err := p.Stats()
 		if err != nil {
 			return 0, 0, fmt.Errorf("reading program statistics: %w", err)

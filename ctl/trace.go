@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -18,7 +20,9 @@ import (
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
+	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/snapshot"
 	"github.com/heapline/heapline/ctl/internal/traceprof"
 	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/procs"
@@ -26,6 +30,11 @@ import (
 
 // traceCommand counts a process's heap with eBPF uprobes on its libc: the
 // shim's view (same counting contract) of a process that runs without it.
+// A process that has libheap.so is traced through the shim's otel_memory
+// USDT probes instead, at its samples only (docs/ebpf.md): automatic,
+// because the probes cost nothing until a sample and the user need not
+// know which processes have the shim; --uprobes asks for libc's probes
+// anyway (every call counted by the probes themselves).
 func traceCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "trace",
@@ -38,7 +47,11 @@ Tracing ends when the process exits, at Ctrl-C, or after --duration, and prints 
 counters (the shim's summary line, or its JSON document with --json, source "ebpf").
 With --profile FILE, allocations are sampled by bytes (--sample) with their stacks, and
 a pprof heap profile of the shim's shape is written to FILE when tracing ends.
-Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.`,
+Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.
+A process that has libheap.so (preloaded, or in -- CMD's LD_PRELOAD) is traced through
+the shim's otel_memory USDT probes instead: only its samples trap, the profile has the
+shim's samples and weights, and the counters are the shim's region's. --uprobes probes
+libc as for any other process.`,
 		Flags: []cli.Flag{
 			clikit.PIDFlag("trace the running process `PID`"),
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON (the fields of heapctl show --json, plus read_errors)"},
@@ -47,7 +60,8 @@ Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.`
 			&cli.DurationFlag{Name: "duration", Aliases: []string{"d"}, Usage: "stop tracing after this long (0: until the process exits or Ctrl-C)"},
 			&cli.StringFlag{Name: "libc", Usage: "probe this C library instead of the one found (from /proc/PID/maps, or the loader's search for -- CMD)"},
 			&cli.StringFlag{Name: "profile", Usage: "write a sampled heap profile (pprof, as heapctl profile's) to `FILE` when tracing ends"},
-			&cli.StringFlag{Name: "sample", Value: "512k", Usage: "with --profile, the mean `BYTES` between samples (k, m suffixes), as HEAPLINE_SAMPLE"},
+			&cli.StringFlag{Name: "sample", Value: "512k", Usage: "with --profile, the mean `BYTES` between samples (k, m suffixes), as HEAPLINE_SAMPLE (the shim's own rate rules its USDT samples)"},
+			&cli.BoolFlag{Name: "uprobes", Usage: "probe libc's malloc family even when the process has libheap.so (whose otel_memory USDT probes are used otherwise)"},
 		},
 		Action: func(c *cli.Context) error {
 			o := traceOpts{
@@ -58,6 +72,7 @@ Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.`
 				libc:     c.String("libc"),
 				argv:     c.Args().Slice(),
 				profile:  c.String("profile"),
+				uprobes:  c.Bool("uprobes"),
 			}
 			rate, err := traceprof.ParseSize(c.String("sample"))
 			if err != nil || rate == 0 {
@@ -85,6 +100,8 @@ type traceOpts struct {
 	libc               string
 	profile            string // --profile FILE: "" for none
 	sample             uint64 // mean bytes between samples with --profile
+	uprobes            bool   // libc's probes even where the shim's USDTs are
+	shim               string // the libheap.so whose USDTs are traced; "" for libc's probes
 
 	// The command's environment and standard files: nil means heapctl's
 	// own. Tests give an environment with the shim preloaded, to compare
@@ -140,14 +157,49 @@ func trace(ctx context.Context, e *env, o traceOpts) error {
 }
 
 // attach loads and attaches the probes for pid, sampling when a profile
-// is asked for.
+// is asked for: the shim's USDTs when o.shim names it, else libc's.
 func (o *traceOpts) attach(pid int, libc string) (*bpf.Tracer, error) {
 	var opts bpf.Options
 	if o.out != nil {
 		o.coll = traceprof.New(pid, traceRoot(pid), o.sample)
 		opts = bpf.Options{SampleRate: o.sample, OnSample: o.coll.Sample, OnSampleFree: o.coll.Free}
 	}
+	if o.shim != "" {
+		return bpf.AttachUSDT(pid, o.shim, opts)
+	}
 	return bpf.AttachWith(pid, libc, opts)
+}
+
+// useShim sets o.shim when the process has libheap.so with the
+// otel_memory probes (shim: its path, "" when it has none) and --uprobes
+// was not given; an older libheap.so without them is traced by libc's
+// probes, and the log says why.
+func (o *traceOpts) useShim(e *env, shim string) {
+	if shim == "" || o.uprobes || o.libc != "" {
+		return
+	}
+	if _, _, err := bpf.OtelMemory(shim); err != nil {
+		e.log.Info("tracing libc's malloc family: the process's libheap.so has no usable otel_memory probes", zap.Error(err))
+		return
+	}
+	o.shim = shim
+}
+
+// traceShimFor is the libheap.so that a command started with env
+// preloads, from its LD_PRELOAD (colon- or space-separated), or "".
+func traceShimFor(env []string) string {
+	for _, kv := range env {
+		v, ok := strings.CutPrefix(kv, "LD_PRELOAD=")
+		if !ok {
+			continue
+		}
+		for _, p := range strings.FieldsFunc(v, func(r rune) bool { return r == ':' || r == ' ' }) {
+			if filepath.Base(p) == "libheap.so" && filepath.IsAbs(p) {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // traceRoot is where pid's files are seen from here.
@@ -164,8 +216,13 @@ func tracePID(ctx context.Context, e *env, o traceOpts) error {
 	if tgid := bpf.ProcessOf(o.pid); tgid != 0 && tgid != o.pid {
 		return fmt.Errorf("trace: %d is a thread of process %d: trace --pid %d", o.pid, tgid, tgid)
 	}
+	shim, err := bpf.ShimOf(o.pid)
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	o.useShim(e, shim)
 	libc := o.libc
-	if libc == "" {
+	if libc == "" && o.shim == "" {
 		var err error
 		if libc, err = bpf.LibcOf(o.pid); err != nil {
 			return fmt.Errorf("trace: %w", err)
@@ -208,7 +265,7 @@ func tracePID(ctx context.Context, e *env, o traceOpts) error {
 		return fmt.Errorf("trace: pid %d: %w", o.pid, err)
 	}
 	defer tr.Close()
-	e.log.Debug("attached", zap.Int("pid", o.pid), zap.String("libc", libc), zap.String("mode", string(tr.Mode)), zap.Strings("aliases", tr.Aliases))
+	e.log.Debug("attached", zap.Int("pid", o.pid), zap.String("libc", libc), zap.String("shim", o.shim), zap.String("mode", string(tr.Mode)), zap.Strings("aliases", tr.Aliases))
 	t := &tracing{e: e, o: o, tr: tr, pid: o.pid, command: procs.Cmdline(o.pid), start: tr.Attached}
 	if o.attached != nil {
 		o.attached(o.pid)
@@ -229,8 +286,9 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	if env == nil {
 		env = os.Environ()
 	}
+	o.useShim(e, traceShimFor(env))
 	libc := o.libc
-	if libc == "" {
+	if libc == "" && o.shim == "" {
 		if libc, err = bpf.LibcFor(path, env); err != nil {
 			if errors.Is(err, bpf.ErrCannotRun) {
 				return &launch.ExitError{Code: 126, Msg: "trace: " + err.Error()}
@@ -249,7 +307,7 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 			if tr, err = o.attach(pid, libc); err != nil {
 				return err
 			}
-			e.log.Debug("attached", zap.Int("pid", pid), zap.String("libc", libc), zap.String("mode", string(tr.Mode)), zap.Strings("aliases", tr.Aliases))
+			e.log.Debug("attached", zap.Int("pid", pid), zap.String("libc", libc), zap.String("shim", o.shim), zap.String("mode", string(tr.Mode)), zap.Strings("aliases", tr.Aliases))
 			return nil
 		},
 	})
@@ -309,7 +367,16 @@ type tracing struct {
 	// blocks counted 0 bytes
 	readErrors uint64
 	mapLost    uint64 // map-family calls the ring buffer had no room for
+	// Through the shim's USDTs: the region's summary last read, which
+	// stands for the final one once the shim removed its region at exit.
+	last     heapjson.Summary
+	haveLast bool
 }
+
+// traceRegionPoll is how often the shim's region is read while tracing
+// through its USDTs: the shim removes it at exit, and the last read is
+// then the summary.
+const traceRegionPoll = 100 * time.Millisecond
 
 // loop waits for the end of tracing (the process's exit, SIGINT or
 // SIGTERM, --duration), refreshing the view with --watch.
@@ -322,6 +389,8 @@ func (t *tracing) loop(ctx context.Context, exited <-chan struct{}) follow.Event
 			scr = clikit.NewScreen(t.e.stdout)
 			defer scr.Close()
 		}
+	} else if t.o.shim != "" {
+		o.Interval = traceRegionPoll
 	}
 	loop := follow.Start(ctx, o)
 	defer loop.Stop()
@@ -330,6 +399,9 @@ func (t *tracing) loop(ctx context.Context, exited <-chan struct{}) follow.Event
 			return ev
 		}
 		s, err := t.read(false)
+		if !t.o.watch {
+			continue // the region's poll
+		}
 		if err != nil {
 			t.e.log.Warn("reading counters", zap.Error(err))
 			continue
@@ -381,6 +453,15 @@ func (t *tracing) writeProfile() error {
 	if c.SamplesLost > 0 || c.Untracked > 0 {
 		t.e.log.Warn("some samples were lost (the ring buffer was full) or their frees cannot be seen", zap.Uint64("lost", c.SamplesLost), zap.Uint64("untracked", c.Untracked))
 	}
+	if t.o.shim != "" {
+		// The shim's samples, at the shim's rate: the profile's period.
+		if rate := traceShimRate(t.pid); rate != 0 {
+			t.o.coll.SetRate(rate)
+		}
+		if c.Samples == 0 {
+			t.e.log.Warn("the shim sent no sample: does the process sample (HEAPLINE_SAMPLE=0 turns it off)?", zap.Int("pid", t.pid))
+		}
+	}
 	p := t.o.coll.Profile(t.pid, t.command, c.SamplesLost, time.Now())
 	if err := t.o.out.Write(p); err != nil {
 		return fmt.Errorf("trace: --profile: %w", err)
@@ -388,8 +469,40 @@ func (t *tracing) writeProfile() error {
 	return nil
 }
 
-// read makes a Summary from the counters now.
+// traceShimRate is the sampling rate of pid's shim, from its region (0
+// when it cannot be read).
+func traceShimRate(pid int) uint64 {
+	en := regions.Inspect(pid)
+	if en.Err != nil {
+		return 0
+	}
+	f, err := region.ReadFile(en.Path, pid, true)
+	if err != nil || f.Profile == nil {
+		return 0
+	}
+	return f.Profile.SampleRate
+}
+
+// read makes a Summary from the counters now: the probes', or through the
+// shim's USDTs, which count nothing but samples, the shim's region's.
 func (t *tracing) read(exited bool) (heapjson.Summary, error) {
+	if t.o.shim != "" {
+		if _, err := t.tr.Read(); err != nil { // what the probes sent so far, to the collector
+			return heapjson.Summary{}, fmt.Errorf("trace: %w", err)
+		}
+		h := snapshot.Of(t.pid, snapshot.Options{})
+		if h.Err == nil {
+			t.last, t.haveLast = h.Summary, true
+			return h.Summary, nil
+		}
+		if exited && t.haveLast {
+			t.e.log.Warn("the shim removed its region at exit: the counters are those of the last read", zap.Duration("every", traceRegionPoll))
+			s := t.last
+			s.Exited = true
+			return s, nil
+		}
+		return heapjson.Summary{}, fmt.Errorf("trace: the counters of pid %d are its shim's, in its region: %w", t.pid, follow.RegionError(t.pid, h.Entry, false))
+	}
 	c, err := t.tr.Read()
 	if err != nil {
 		return heapjson.Summary{}, fmt.Errorf("trace: %w", err)
@@ -429,7 +542,7 @@ func (t *tracing) summary(done follow.Event) (heapjson.Summary, error) {
 	if t.readErrors > 0 {
 		t.e.log.Warn("some chunk headers could not be read; those blocks count 0 bytes", zap.Uint64("read_errors", t.readErrors))
 	}
-	if s.Allocs == 0 && s.Frees == 0 && len(t.o.argv) > 0 {
+	if s.Allocs == 0 && s.Frees == 0 && len(t.o.argv) > 0 && t.o.shim == "" {
 		t.e.log.Warn("no allocation seen: does the command use another allocator, or another libc than the one probed? (--libc)", zap.String("libc", t.tr.Libc))
 	}
 	return s, nil
@@ -445,8 +558,12 @@ func (t *tracing) print(s heapjson.Summary) error {
 
 // traceJSON writes the document of heapctl show --json, and read_errors:
 // the blocks whose chunk header the probes could not read, which count 0
-// bytes (always 0 for the shim, which reads headers in the process).
+// bytes (always 0 for the shim, which reads headers in the process). The
+// shim's region's summary (through its USDTs) has no read_errors.
 func traceJSON(w io.Writer, s heapjson.Summary, readErrors uint64) error {
+	if s.Source != "ebpf" {
+		return clikit.WriteJSON(w, s)
+	}
 	return clikit.WriteJSON(w, struct {
 		heapjson.Summary
 		ReadErrors uint64 `json:"read_errors"`

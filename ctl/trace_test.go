@@ -324,7 +324,7 @@ func traceAgree(t *testing.T, lib string, argv []string) (shimSum, traceSum heap
 	childEnv := shim.Env(os.Environ(), lib, "HEAPLINE_FORMAT=json", "HEAPLINE_OUTPUT="+out)
 	var childOut, childErr bytes.Buffer
 	var per map[int]bpf.Counts
-	js, err := traceRun(t, traceOpts{argv: argv, json: true, env: childEnv, stdout: &childOut, stderr: &childErr,
+	js, err := traceRun(t, traceOpts{argv: argv, json: true, env: childEnv, stdout: &childOut, stderr: &childErr, uprobes: true,
 		finished: func(tr *bpf.Tracer) {
 			var err error
 			if per, err = tr.PerThread(); err != nil {

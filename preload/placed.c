@@ -7,6 +7,7 @@
  */
 #include "shim.h"
 #include "sample.h"
+#include "usdt.h"
 
 #define RELAXED __ATOMIC_RELAXED
 
@@ -64,16 +65,24 @@ static int unplace(const void *p, struct record *out)
 void hl_unplace(const void *p)
 {
     struct record r;
-    if (unplace(p, &r))
+    if (unplace(p, &r)) {
+        hl_fire_free(p);
         hl_account(&r, 1);
+    }
 }
 
 /* realloc: the record leaves the table before the block goes back to the
  * allocator (another thread may be given its address and sample it), and
- * comes back if the realloc fails. */
+ * comes back if the realloc fails. The free probe fires here for the same
+ * reason: after the realloc, another thread's alloc at the address could
+ * come first. A failed realloc (the block stays) is then a free a tracer
+ * saw that did not happen. */
 int hl_unplace_take(const void *p, struct hl_taken *t)
 {
-    return unplace(p, (struct record *)t);
+    if (!unplace(p, (struct record *)t))
+        return 0;
+    hl_fire_free(p);
+    return 1;
 }
 
 void hl_unplace_done(const void *p, const struct hl_taken *t, int released)

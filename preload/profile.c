@@ -41,6 +41,7 @@
 #include "lnexp.h"
 #include "sample.h"
 #include "thread.h"
+#include "usdt.h"
 
 #define RELAXED __ATOMIC_RELAXED
 
@@ -65,6 +66,7 @@ void hl_sampled_free(void *p)
         hl_say("free(): double free of a sampled block", NULL);
         abort();
     }
+    hl_fire_free(p);
     struct record was = *r;
     was.objects = objects;
     hl_account(&was, 1);
@@ -131,6 +133,7 @@ static inline __attribute__((always_inline)) void *take(void *p, size_t usable, 
         return p;
     }
     hl_account(&rec, 0);
+    hl_fire_alloc(q, usable, rec.bytes); /* the weight in bytes, as the profile's */
     /* The header's total would be one more word every sampling thread
      * writes: readers add up the stacks' counts instead. */
     __atomic_add_fetch(&hl_stacks[rec.stack].samples, 1, RELAXED);

@@ -267,3 +267,16 @@ func TestInstalledFindsShim(t *testing.T) {
 		}
 	}
 }
+
+// TestUSDTNotes: the released libheap.so of each architecture has the
+// otel_memory contract's two probes with their semaphores, as readelf -n
+// reads them (built in the Debian 11 chroot, whose sys/sdt.h is its own).
+func TestUSDTNotes(t *testing.T) {
+	for _, r := range releases {
+		t.Run(r.arch, func(t *testing.T) {
+			tarTree, debTree, _ := unpacked(t, r.arch)
+			testkit.CheckOtelMemory(t, filepath.Join(tarTree, "lib", "libheap.so"), r.arch)
+			testkit.CheckOtelMemory(t, filepath.Join(debTree, "usr", "lib", "heapline", "libheap.so"), r.arch)
+		})
+	}
+}

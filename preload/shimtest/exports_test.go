@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -90,4 +91,12 @@ func TestEmbeddedGoLibrary(t *testing.T) {
 			_ = os.Remove(regionPath(cmd.Process.Pid))
 		}
 	}
+}
+
+// TestUSDTNotes: libheap.so has the otel_memory contract's two probes, as
+// binutils' readelf -n reads its .note.stapsdt: alloc(ptr, size, weight)
+// and free(ptr), 64-bit in the argument registers, each with a semaphore
+// (which exports no symbol: TestExports).
+func TestUSDTNotes(t *testing.T) {
+	testkit.CheckOtelMemory(t, testkit.Shim(t), runtime.GOARCH)
 }

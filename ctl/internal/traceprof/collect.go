@@ -9,6 +9,7 @@ package traceprof
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,17 +66,47 @@ func Weight(n, rate uint64) (objs, bytes uint64) {
 	return uint64(w*(1<<region.WeightShift) + 0.5), uint64(float64(n)*w + 0.5)
 }
 
+// shimName is the shim's file name, whose frames lead a USDT sample's walk.
+const shimName = "libheap.so"
+
+// dropShim leaves out the frames of libheap.so that lead the walk.
+func (c *Collector) dropShim(frames []uint64) []uint64 {
+	for len(frames) > 0 && filepath.Base(strings.TrimSuffix(c.proc.Path(frames[0]), " (deleted)")) == shimName {
+		frames = frames[1:]
+	}
+	return frames
+}
+
+// shimWeight is a USDT sample's weight as the profile counts it: the bytes
+// the shim gave, and the objects they make at size bytes each (the
+// contract's weight / size), in units of 2^-WeightShift.
+func shimWeight(size, weight uint64) (objs, bytes uint64) {
+	if size == 0 {
+		return 0, weight
+	}
+	return uint64(float64(weight)/float64(size)*(1<<region.WeightShift) + 0.5), weight
+}
+
 // Sample unwinds and records one sample.
 func (c *Collector) Sample(s bpf.Sample) {
 	t0 := time.Now()
 	frames := c.proc.Unwind(unwind.Regs{IP: s.IP, SP: s.SP, BP: s.BP}, s.Stack, region.StackFrames)
+	var objs, bytes uint64
+	if s.Weight != 0 {
+		// The shim's own sample (otel_memory:alloc): its weight, and its
+		// walk begins in the shim's sampler, whose frames are not the
+		// program's.
+		frames = c.dropShim(frames)
+		objs, bytes = shimWeight(s.Size, s.Weight)
+	} else {
+		objs, bytes = Weight(s.Size, c.rate)
+	}
 	d := time.Since(t0)
 	var key strings.Builder
 	for _, f := range frames {
 		key.WriteString(strconv.FormatUint(f, 16))
 		key.WriteByte(' ')
 	}
-	objs, bytes := Weight(s.Size, c.rate)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.unwindNS += d
@@ -103,6 +134,14 @@ func (c *Collector) Free(addr uint64) {
 	delete(c.live, addr)
 	h.stack.FreeObjects += h.objs
 	h.stack.FreeBytes += h.bytes
+}
+
+// SetRate sets the mean bytes between samples that the profile states
+// (its period): the shim's, for samples it took itself.
+func (c *Collector) SetRate(rate uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rate = rate
 }
 
 // UnwindCost is the time spent unwinding, and over how many samples.

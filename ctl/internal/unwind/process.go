@@ -181,6 +181,17 @@ func (p *Process) Unwind(regs Regs, stack []byte, max int) []uint64 {
 	return frames
 }
 
+// Path returns the path (as the process names it) of the object mapped
+// at pc, or "" when none is.
+func (p *Process) Path(pc uint64) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.find(pc); ok {
+		return m.path
+	}
+	return ""
+}
+
 // Objects returns the loaded objects as a profile wants them: one per
 // file, the span of its executable mappings and its load bias.
 func (p *Process) Objects() []region.Object {

@@ -1,0 +1,116 @@
+//go:build linux && (amd64 || arm64)
+
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// ModeUSDT: the otel_memory probes of libheap.so, one perf uprobe each
+// through the uprobe PMU, with the kernel holding their semaphores.
+const ModeUSDT Mode = "otel_memory USDT"
+
+// AttachUSDT loads the programs for process pid and attaches them to the
+// otel_memory probes of shimPath, the libheap.so the process maps (ShimOf)
+// or will map: the shim samples and fires them, the programs send each
+// sample with its stack and each sampled block's release. Only samples
+// come from these probes; the counters stay 0 but for Samples and
+// SamplesLost (the shim's region has the counts).
+func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("pid must be positive, got %d", pid)
+	}
+	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	alloc, free, err := OtelMemory(shimPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising the memlock limit for BPF maps: %w", privilegeHint(err))
+	}
+	spec, err := loadHeap()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Variables[heapVarTargetTgid].Set(uint32(pid)); err != nil {
+		return nil, fmt.Errorf("setting target_tgid: %w", err)
+	}
+	ns, err := pidNamespace(pid)
+	if err != nil {
+		return nil, err
+	}
+	for name, v := range map[string]any{heapVarTargetNsDev: ns.dev, heapVarTargetNsIno: ns.ino, heapVarTargetNsTgid: ns.tgid} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	t := &Tracer{PID: pid, Shim: shimPath, Mode: ModeUSDT}
+	var objs struct {
+		OtelAlloc *ebpf.Program `ebpf:"otel_alloc"`
+		OtelFree  *ebpf.Program `ebpf:"otel_free"`
+		heapMaps
+		heapVariables
+	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("loading BPF programs: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading BPF programs: %w", privilegeHint(err))
+	}
+	// Only the two programs are loaded: the libc probes' are not.
+	t.objs.heapMaps, t.objs.heapVariables = objs.heapMaps, objs.heapVariables
+	t.objs.OtelAlloc, t.objs.OtelFree = objs.OtelAlloc, objs.OtelFree
+	rd, err := ringbuf.NewReader(t.objs.Events)
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("reading the events ring buffer: %w", err)
+	}
+	t.ev = startEvents(rd, o)
+	ex, err := link.OpenExecutable(shimPath)
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("opening %s: %w", shimPath, err)
+	}
+	// free's first, as with the libc probes: no sample is sent whose
+	// release could go unseen.
+	for _, p := range []struct {
+		u    USDT
+		prog *ebpf.Program
+	}{{free, objs.OtelFree}, {alloc, objs.OtelAlloc}} {
+		l, err := ex.Uprobe(Provider+":"+p.u.Name, p.prog, &link.UprobeOptions{Address: p.u.Offset, RefCtrOffset: p.u.SemOffset, PID: pid})
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("attaching to %s:%s in %s: %w", Provider, p.u.Name, shimPath, privilegeHint(err))
+		}
+		t.links = append(t.links, l)
+	}
+	if err := t.objs.Armed.Set(uint32(1)); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("arming the probes: %w", err)
+	}
+	t.Attached = time.Now()
+	return t, nil
+}
+
+// shimName is libheap.so's file name in /proc/PID/maps.
+const shimName = "libheap.so"
+
+// ShimOf returns the path of the libheap.so that process pid maps, as a
+// path this process can open (as LibcOf), or "" when it maps none.
+func ShimOf(pid int) (string, error) {
+	p, err := mappedObject(pid, func(base string) bool { return base == shimName })
+	if errors.Is(err, errNotMapped) {
+		return "", nil
+	}
+	return p, err
+}

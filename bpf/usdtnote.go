@@ -1,0 +1,137 @@
+//go:build linux
+
+package bpf
+
+import (
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"runtime"
+	"strings"
+)
+
+// Provider is the USDT provider of the OpenTelemetry eBPF profiler's
+// memory contract, which libheap.so fires (preload/usdt.h).
+const Provider = "otel_memory"
+
+// USDT is one probe of a .note.stapsdt: where it is and its semaphore, as
+// offsets in the file (what a uprobe and its reference counter take).
+type USDT struct {
+	Provider, Name, Args string
+	Offset, SemOffset    uint64 // SemOffset 0: no semaphore
+}
+
+// ReadUSDTs returns the probes in the .note.stapsdt of the ELF file at
+// path (none, and no error, for a file without one).
+func ReadUSDTs(path string) ([]USDT, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sec := f.Section(".note.stapsdt")
+	if sec == nil {
+		return nil, nil
+	}
+	data, err := sec.Data()
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading .note.stapsdt: %w", path, err)
+	}
+	// The note's addresses are as linked; a prelinked file moved them by
+	// the difference between .stapsdt.base's address and the note's.
+	var base uint64
+	if b := f.Section(".stapsdt.base"); b != nil {
+		base = b.Addr
+	}
+	order := f.ByteOrder
+	var out []USDT
+	for len(data) >= 12 {
+		namesz, descsz, typ := order.Uint32(data), order.Uint32(data[4:]), order.Uint32(data[8:])
+		nameEnd := 12 + align4(uint64(namesz))
+		descEnd := nameEnd + align4(uint64(descsz))
+		if descEnd > uint64(len(data)) || nameEnd+uint64(descsz) > uint64(len(data)) {
+			return nil, fmt.Errorf("%s: .note.stapsdt: a note runs past the section", path)
+		}
+		name := string(bytes.TrimRight(data[12:12+uint64(namesz)], "\x00"))
+		desc := data[nameEnd : nameEnd+uint64(descsz)]
+		data = data[descEnd:]
+		if name != "stapsdt" || typ != 3 || len(desc) < 24 {
+			continue
+		}
+		pc, noteBase, sem := order.Uint64(desc), order.Uint64(desc[8:]), order.Uint64(desc[16:])
+		strs := strings.SplitN(string(desc[24:]), "\x00", 4)
+		if len(strs) < 3 {
+			return nil, fmt.Errorf("%s: .note.stapsdt: a note without provider, name and arguments", path)
+		}
+		if base != 0 {
+			pc += base - noteBase
+			if sem != 0 {
+				sem += base - noteBase
+			}
+		}
+		u := USDT{Provider: strs[0], Name: strs[1], Args: strs[2]}
+		var ok bool
+		if u.Offset, ok = segmentOffset(f, pc, elf.PF_X); !ok {
+			return nil, fmt.Errorf("%s: probe %s:%s at %#x is in no executable segment", path, u.Provider, u.Name, pc)
+		}
+		if sem != 0 {
+			if u.SemOffset, ok = segmentOffset(f, sem, elf.PF_W); !ok {
+				return nil, fmt.Errorf("%s: the semaphore of %s:%s at %#x is in no writable segment of the file", path, u.Provider, u.Name, sem)
+			}
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func align4(n uint64) uint64 { return (n + 3) &^ 3 }
+
+// segmentOffset is the file offset of virtual address v in a PT_LOAD segment
+// with flag, if one holds it in its file bytes.
+func segmentOffset(f *elf.File, v uint64, flag elf.ProgFlag) (uint64, bool) {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&flag != 0 && v >= p.Vaddr && v < p.Vaddr+p.Filesz {
+			return v - p.Vaddr + p.Off, true
+		}
+	}
+	return 0, false
+}
+
+// abiArgs is what the note must say of the arguments for the programs to
+// read them from the ABI's argument registers (heap.c, otel_alloc).
+var abiArgs = map[string]map[string]string{
+	"amd64": {"alloc": "8@%rdi 8@%rsi 8@%rdx", "free": "8@%rdi"},
+	"arm64": {"alloc": "8@x0 8@x1 8@x2", "free": "8@x0"},
+}
+
+// OtelMemory returns the otel_memory alloc and free probes of the file at
+// path, each with its semaphore and its arguments where heap.c reads them;
+// an error says why the file has no usable pair.
+func OtelMemory(path string) (alloc, free USDT, err error) {
+	us, err := ReadUSDTs(path)
+	if err != nil {
+		return alloc, free, err
+	}
+	found := map[string]*USDT{"alloc": &alloc, "free": &free}
+	seen := map[string]bool{}
+	for _, u := range us {
+		if u.Provider != Provider || found[u.Name] == nil {
+			continue
+		}
+		if seen[u.Name] {
+			return alloc, free, fmt.Errorf("%s: %s:%s is in more than one place", path, Provider, u.Name)
+		}
+		if want := abiArgs[runtime.GOARCH][u.Name]; u.Args != want {
+			return alloc, free, fmt.Errorf("%s: %s:%s takes %q, not %q (the argument registers)", path, Provider, u.Name, u.Args, want)
+		}
+		if u.SemOffset == 0 {
+			return alloc, free, fmt.Errorf("%s: %s:%s has no semaphore", path, Provider, u.Name)
+		}
+		seen[u.Name] = true
+		*found[u.Name] = u
+	}
+	if !seen["alloc"] || !seen["free"] {
+		return alloc, free, fmt.Errorf("%s: no %s:alloc and %s:free probes", path, Provider, Provider)
+	}
+	return alloc, free, nil
+}
