@@ -92,6 +92,22 @@ $(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map | $(if $(strip $(BUILD_NEE
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/preload/exports.map -o $@ ./preload
 	@rm -f $(BIN)/libheap.h
 
+# The musl build of the shim (docs/shim.md, musl): the same C, built with
+# musl-gcc as a plain shared library. A Go c-shared library built against
+# musl crashes at load (golang/go#13492), and the shim's Go part is empty,
+# so there is nothing of Go to keep: goruntime.c, which tames that Go
+# runtime, is left out. HL_MUSL marks what musl does differently
+# (preload/musl.h). The installed layout puts it under a directory
+# literally named $$LIB (docs/containers.md: one LD_PRELOAD for both libcs).
+MUSL_CC ?= musl-gcc
+MUSL_CFLAGS := -O2 -g -std=gnu11 -D_GNU_SOURCE -DHL_MUSL -fPIC -ftls-model=initial-exec -fvisibility=hidden \
+	-fno-strict-aliasing -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
+	-Wall -Wextra -Wno-unused-parameter
+MUSL_SRC := $(filter-out preload/goruntime.c,$(wildcard preload/*.c))
+$(BIN)/musl/libheap.so: $(MUSL_SRC) $(wildcard preload/*.h) preload/exports.map
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(MUSL_CFLAGS) -shared -Wl,--version-script=$(CURDIR)/preload/exports.map -Wl,-z,defs -o $@ $(MUSL_SRC)
+
 # The floor of `heapctl overhead --floor`: bench/floor/packed.c, the
 # shim's counting with nothing around it, one slot per thread.
 $(BIN)/libfloor.so: bench/floor/packed.c
