@@ -99,6 +99,8 @@ $(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map | $(if $(strip $(BUILD_NEE
 # runtime, is left out. HL_MUSL marks what musl does differently
 # (preload/musl.h). The installed layout puts it under a directory
 # literally named $$LIB (docs/containers.md: one LD_PRELOAD for both libcs).
+# musl-gcc's specs drop gcc's --eh-frame-hdr, which the shim's unwinder
+# finds each object's unwind tables by: given back here.
 MUSL_CC ?= musl-gcc
 MUSL_CFLAGS := -O2 -g -std=gnu11 -D_GNU_SOURCE -DHL_MUSL -fPIC -ftls-model=initial-exec -fvisibility=hidden \
 	-fno-strict-aliasing -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
@@ -106,7 +108,7 @@ MUSL_CFLAGS := -O2 -g -std=gnu11 -D_GNU_SOURCE -DHL_MUSL -fPIC -ftls-model=initi
 MUSL_SRC := $(filter-out preload/goruntime.c,$(wildcard preload/*.c))
 $(BIN)/musl/libheap.so: $(MUSL_SRC) $(wildcard preload/*.h) preload/exports.map
 	@mkdir -p $(dir $@)
-	$(MUSL_CC) $(MUSL_CFLAGS) -shared -Wl,--version-script=$(CURDIR)/preload/exports.map -Wl,-z,defs -o $@ $(MUSL_SRC)
+	$(MUSL_CC) $(MUSL_CFLAGS) -shared -Wl,--version-script=$(CURDIR)/preload/exports.map -Wl,-z,defs -Wl,--eh-frame-hdr -o $@ $(MUSL_SRC)
 
 # The floor of `heapctl overhead --floor`: bench/floor/packed.c, the
 # shim's counting with nothing around it, one slot per thread.
@@ -146,7 +148,7 @@ deps: PKGS = $(DEBS)
 deps-overhead: PKGS = $(OVERHEAD_DEBS)
 build-deps: PKGS = $(BUILD_NEEDS)
 deps-arm64: PKGS = $(DEBS_ARM64)
-deps deps-overhead build-deps deps-arm64 deps-release deps-containers:
+deps deps-overhead build-deps deps-arm64 deps-release deps-containers deps-musl:
 	@set -- $(sort $(PKGS)); n="$$# package"; [ $$# = 1 ] || n="$${n}s"; missing=""; \
 	for p in "$$@"; do [ "$$(dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null)" = installed ] || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then echo "make $@: $$n, all installed"; exit 0; fi; \
@@ -225,6 +227,18 @@ dist: deps-release
 test-dist: dist
 	release/test-dist.sh $(DIST) $(ARCH)
 # --- end of release ---
+
+# ---- musl ---------------------------------------------------------------
+# The musl build of the shim on musl-gcc programs (ctl/musl_test.go,
+# MUSL_TESTS=1): known-answer counts, the sampled profile, fork, exec and
+# threads, heapctl run's choice of library, and one LD_PRELOAD for both
+# libcs. musl-tools is Debian's musl-gcc (musl 1.2.3).
+MUSL_DEBS := musl-tools
+DEBS += $(MUSL_DEBS)
+.PHONY: test-musl deps-musl
+deps-musl: PKGS = $(MUSL_DEBS)
+test-musl: deps-musl
+	MUSL_TESTS=1 $(GO) test -count=1 -run 'TestMusl' ./ctl
 
 # ---- containers ------------------------------------------------------
 # The node's view of real containers (ctl/containers_podman_test.go,

@@ -31,7 +31,9 @@ func MuslShim(t testing.TB) string {
 }
 
 // MuslCCode compiles code as CCode does, with musl-gcc and -fno-builtin
-// (without it gcc -O2 removes a malloc and free pair).
+// (without it gcc -O2 removes a malloc and free pair), and
+// --eh-frame-hdr, which Alpine's gcc passes and musl-gcc's specs drop
+// (the shim's unwinder finds a program's unwind tables by it).
 func MuslCCode(t testing.TB, name, code string, args ...string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -40,9 +42,25 @@ func MuslCCode(t testing.TB, name, code string, args ...string) string {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, outName(src, args))
-	cmd := exec.Command("musl-gcc", append([]string{"-fno-builtin", "-o", out, src}, args...)...)
+	cmd := exec.Command("musl-gcc", append([]string{"-fno-builtin", "-Wl,--eh-frame-hdr", "-o", out, src}, args...)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("compiling %s with musl-gcc: %v\n%s", src, err, b)
 	}
 	return out
+}
+
+// CopyFile copies the file at from to to, executable, making to's
+// directories.
+func CopyFile(t testing.TB, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
 }
