@@ -212,10 +212,11 @@ DIST ?= dist
 # cached under /var/cache/heapline/). debootstrap makes the chroots;
 # systemd-analyze (systemd) verifies the .deb's unit;
 # release's TestSymbolVersions reads arm64 files with aarch64's objdump.
+# musl-tools builds the musl libheap.so of amd64.
 # make test-dist checks ARCH's (amd64) in the chroots.
 ARCH ?= amd64
 DIST_ARCHS ?= amd64 arm64
-RELEASE_DEBS := debootstrap binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu systemd
+RELEASE_DEBS := debootstrap binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu systemd musl-tools
 DEBS += $(RELEASE_DEBS)
 
 .PHONY: dist test-dist deps-release
