@@ -268,3 +268,21 @@ func cmdPID(t *testing.T, out string) int {
 	pid, _, _ := rgExitLine(t, out)
 	return pid
 }
+
+// heapctl overhead of a musl command takes the musl build beside --lib's
+// glibc one (with the glibc one, every run of the profiled side would
+// fail to start).
+func TestMuslOverheadChoosesLibrary(t *testing.T) {
+	testkit.NeedMusl(t)
+	dir := t.TempDir()
+	testkit.CopyFile(t, testkit.Shim(t), filepath.Join(dir, "libheap.so"))
+	testkit.CopyFile(t, testkit.MuslShim(t), filepath.Join(dir, "musl", "libheap.so"))
+	prog := muslRGProg(t)
+	r := heapctl(t, "overhead", "-n", "3", "--warmup", "1", "--lib", filepath.Join(dir, "libheap.so"), "--", prog, "exit", "10")
+	if r.err != nil {
+		t.Fatalf("overhead of a musl command: %v\n%s", r.err, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "\nlibheap.so ") {
+		t.Errorf("output lacks the profiled side:\n%s", r.stdout)
+	}
+}
