@@ -38,7 +38,7 @@ func ProgramLibc(path string) (Libc, error) {
 func programLibc(path string, depth int) (Libc, error) {
 	fd, err := os.Open(path)
 	if err != nil {
-		return Unknown, err
+		return Unknown, nil // execute-only, say: exec tells what is wrong, if anything
 	}
 	defer fd.Close()
 	head := make([]byte, 256)
