@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/timeline"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -284,5 +286,30 @@ func TestMuslOverheadChoosesLibrary(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "\nlibheap.so ") {
 		t.Errorf("output lacks the profiled side:\n%s", r.stdout)
+	}
+}
+
+// heapctl record of a musl command: the musl build beside --lib's, and
+// the recording's summary is its exact count.
+func TestMuslRecordChoosesLibrary(t *testing.T) {
+	testkit.NeedMusl(t)
+	dir := t.TempDir()
+	testkit.CopyFile(t, testkit.Shim(t), filepath.Join(dir, "libheap.so"))
+	testkit.CopyFile(t, testkit.MuslShim(t), filepath.Join(dir, "musl", "libheap.so"))
+	out := filepath.Join(t.TempDir(), "heap.json")
+	r := heapctl(t, "record", "-o", out, "--lib", filepath.Join(dir, "libheap.so"), "--", muslRGProg(t), "exit", "100")
+	if r.err != nil {
+		t.Fatalf("record of a musl command: %v\n%s", r.err, r.stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc timeline.Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if doc.Summary == nil || doc.Summary.Allocs != 100 || doc.Summary.Frees != 50 || doc.Summary.AllocatedBytes != 100*1000 {
+		t.Errorf("summary %+v: want 100 allocs of 1000 B and 50 frees", doc.Summary)
 	}
 }
