@@ -313,3 +313,45 @@ func TestMuslRecordChoosesLibrary(t *testing.T) {
 		t.Errorf("summary %+v: want 100 allocs of 1000 B and 50 frees", doc.Summary)
 	}
 }
+
+// Every function of the family, once each, on musl: musl's calloc,
+// posix_memalign, memalign and valloc call its exported malloc or
+// aligned_alloc, which are the shim's, so forwarded to they would count
+// twice. Each allocation counts once, with the usable size the program
+// measures, and so does each free.
+func TestMuslEveryFunction(t *testing.T) {
+	testkit.NeedMusl(t)
+	prog := testkit.MuslCCode(t, "every.c", `#define _GNU_SOURCE
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(void) {
+	void *p[8];
+	size_t sum = 0;
+	p[0] = malloc(100);
+	p[1] = calloc(10, 30);
+	p[2] = realloc(NULL, 200);
+	p[3] = reallocarray(NULL, 5, 50);
+	if (posix_memalign(&p[4], 64, 300) != 0) return 2;
+	p[5] = aligned_alloc(256, 512);
+	p[6] = memalign(128, 400);
+	p[7] = valloc(1000);
+	for (int i = 0; i < 8; i++) { if (!p[i]) return 3; sum += malloc_usable_size(p[i]); }
+	printf("sum %zu\n", sum);
+	for (int i = 0; i < 8; i++) free(p[i]);
+	return 0;
+}
+`, "-O1")
+	r := heapctl(t, "run", "--lib", testkit.MuslShim(t), "--json", "--", prog)
+	if r.err != nil {
+		t.Fatalf("run: %v\n%s", r.err, r.stderr)
+	}
+	var sum uint64
+	if _, err := fmt.Sscanf(r.stdout, "sum %d", &sum); err != nil {
+		t.Fatalf("stdout %q: %v", r.stdout, err)
+	}
+	s := rgLastJSON(t, r.stdout)
+	if s.Allocs != 8 || s.Frees != 8 || s.AllocatedBytes != sum || s.FreedBytes != sum {
+		t.Errorf("%+v: want 8 allocs and 8 frees of %d B", s, sum)
+	}
+}
