@@ -173,10 +173,14 @@ func ForProgram(lib, what, path string) (string, error) {
 		}
 		tried = append(tried, p)
 	}
+	where := ""
+	if len(tried) > 0 {
+		where = " (tried " + strings.Join(tried, ", ") + ")"
+	}
 	how := ""
 	if want == Musl {
 		how = " (`make bin/musl/libheap.so` builds it; the amd64 release has it)"
 	}
-	return "", fmt.Errorf("%s is a %s program, and %s %s is built for %s; its %s build is not beside it (tried %s): name it with %s%s",
-		path, want, what, lib, have, want, strings.Join(tried, ", "), what, how)
+	return "", fmt.Errorf("%s is a %s program, and %s %s is built for %s; its %s build is not beside it%s: name it with %s%s",
+		path, want, what, lib, have, want, where, what, how)
 }
