@@ -72,6 +72,28 @@ $(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map | $(if $(strip $(BUILD_NEE
 	CGO_ENABLED=1 $(LIB_ENV)$(LIB_BUILD) -buildmode=c-shared -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/preload/exports.map -o $@ ./preload
 	@rm -f $(BIN)/libheap.h
 
+# The musl build of the shim (docs/shim.md, musl): the same C, built with
+# musl-gcc as a plain shared library. A Go c-shared library built against
+# musl crashes at load (golang/go#13492), and the shim's Go part is empty,
+# so there is nothing of Go to keep: goruntime.c, which tames that Go
+# runtime, is left out. HL_MUSL marks what musl does differently
+# (preload/musl.h). The installed layout puts it under a directory
+# literally named $$LIB (docs/containers.md: one LD_PRELOAD for both libcs).
+# musl-gcc's specs drop gcc's --eh-frame-hdr, which the shim's unwinder
+# finds each object's unwind tables by: given back here. sys/sdt.h
+# (preload/usdt.c) is systemtap-sdt-dev's, in glibc's multiarch include
+# directory, which musl-gcc does not search: -idirafter looks there only
+# for what musl's own headers lack.
+MUSL_CC ?= musl-gcc
+MUSL_CFLAGS := -O2 -g -std=gnu11 -D_GNU_SOURCE -DHL_MUSL -fPIC -ftls-model=initial-exec -fvisibility=hidden \
+	-idirafter /usr/include/$(shell gcc -print-multiarch) \
+	-fno-strict-aliasing -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
+	-Wall -Wextra -Wno-unused-parameter
+MUSL_SRC := $(filter-out preload/goruntime.c,$(wildcard preload/*.c))
+$(BIN)/musl/libheap.so: $(MUSL_SRC) $(wildcard preload/*.h) preload/exports.map
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(MUSL_CFLAGS) -shared -Wl,--version-script=$(CURDIR)/preload/exports.map -Wl,-z,defs -Wl,--eh-frame-hdr -o $@ $(MUSL_SRC)
+
 # The floor of `heapctl overhead --floor`: bench/floor/packed.c, the
 # shim's counting with nothing around it, one slot per thread.
 $(BIN)/libfloor.so: bench/floor/packed.c
@@ -113,7 +135,7 @@ deps: PKGS = $(DEBS)
 deps-overhead: PKGS = $(OVERHEAD_DEBS)
 build-deps: PKGS = $(BUILD_NEEDS)
 deps-arm64: PKGS = $(DEBS_ARM64)
-deps deps-overhead build-deps deps-arm64 deps-release deps-containers:
+deps deps-overhead build-deps deps-arm64 deps-release deps-containers deps-musl:
 	@set -- $(sort $(PKGS)); n="$$# package"; [ $$# = 1 ] || n="$${n}s"; missing=""; \
 	for p in "$$@"; do [ "$$(dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null)" = installed ] || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then echo "make $@: $$n, all installed"; exit 0; fi; \
@@ -195,6 +217,18 @@ dist: deps-release
 test-dist: dist
 	release/test-dist.sh $(DIST) $(TEST_DIST_ARCH)
 # --- end of release ---
+
+# ---- musl ---------------------------------------------------------------
+# The musl build of the shim on musl-gcc programs (ctl/musl_test.go,
+# MUSL_TESTS=1): known-answer counts, the sampled profile, fork, exec and
+# threads, heapctl run's choice of library, and one LD_PRELOAD for both
+# libcs. musl-tools is Debian's musl-gcc (musl 1.2.3).
+MUSL_DEBS := $(call debs,musl)
+DEBS += $(MUSL_DEBS)
+.PHONY: test-musl deps-musl
+deps-musl: PKGS = $(MUSL_DEBS)
+test-musl: deps-musl
+	MUSL_TESTS=1 $(GO) test -count=1 -run 'TestMusl' ./ctl
 
 # ---- containers ------------------------------------------------------
 # The node's view of real containers (ctl/containers_podman_test.go,

@@ -86,6 +86,16 @@ func runOverhead(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	// A command's own libc picks the shim (a static one has nothing to measure).
+	if len(a.Command) > 0 && libs.lib != "" && !c.Bool("any-lib") {
+		path, err := exec.LookPath(a.Command[0])
+		if err != nil {
+			return fmt.Errorf("%s: %w", a.Command[0], err)
+		}
+		if libs.lib, err = shim.ForProgram(libs.lib, "--lib", path); err != nil {
+			return err
+		}
+	}
 	// The JSON file is checked before anything runs, and written whole at
 	// the end.
 	out, err := measure.Out(c)

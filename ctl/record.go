@@ -136,6 +136,11 @@ func record(e *env, c *cli.Context) error {
 		if o.Path, err = launch.Look("record", args[0]); err != nil {
 			return err
 		}
+		if o.Lib, err = shim.ForProgram(o.Lib, "--lib", o.Path); errors.Is(err, shim.ErrStatic) {
+			e.log.Warn("record: " + err.Error())
+		} else if err != nil {
+			return fmt.Errorf("record: %w", err)
+		}
 	}
 	return recorder.Record(o)
 }

@@ -90,6 +90,11 @@ func run(e *env, o runOptions) error {
 	if err != nil {
 		return err
 	}
+	if lib, err = shim.ForProgram(lib, "--lib", path); errors.Is(err, shim.ErrStatic) {
+		e.log.Warn("run: " + err.Error())
+	} else if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
 	if err := outfile.Check("--output", o.output); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}

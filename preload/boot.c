@@ -12,7 +12,9 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#ifndef HL_MUSL
 #include <gnu/libc-version.h>
+#endif
 #include <link.h>
 #include <stdint.h>
 #include <sched.h>
@@ -104,6 +106,9 @@ static char unserved_why[128];
 
 static int glibc_too_old(void)
 {
+#ifdef HL_MUSL
+    return 0; /* musl: every 1.2 serves (no glibc to be too old) */
+#else
     const char *v = gnu_get_libc_version(), *p = v;
     unsigned long major = strtoul(p, (char **)&p, 10), minor = *p == '.' ? strtoul(p + 1, NULL, 10) : 0;
     if (major > GLIBC_OLDEST_MAJOR || (major == GLIBC_OLDEST_MAJOR && minor >= GLIBC_OLDEST_MINOR))
@@ -113,6 +118,7 @@ static int glibc_too_old(void)
     memcpy(unserved_why + 6, v, n);
     memcpy(unserved_why + 6 + n, " is older than 2.31, the oldest the shim serves", sizeof " is older than 2.31, the oldest the shim serves");
     return 1;
+#endif
 }
 
 /* Why the shim cannot serve this process, or NULL. */
@@ -151,6 +157,7 @@ static int same_object(void *a, void *b)
     return oa != NULL && oa == hl_object_of(b);
 }
 
+#ifndef HL_MUSL
 /* One block's usable size by the header formula and by glibc; frees it. */
 static int formula_agrees(void *p)
 {
@@ -158,12 +165,16 @@ static int formula_agrees(void *p)
     hl_next.free(p);
     return ok;
 }
+#endif
 
 /* Is every function we forward to glibc's own, with its chunk headers? A
  * malloc debugging library (glibc.malloc.check), jemalloc or tcmalloc
  * preloaded after us fails this and gets the generic mode. */
 static int next_is_glibc(void)
 {
+#ifdef HL_MUSL
+    return 0; /* musl's malloc has no glibc chunk headers: the generic mode */
+#else
     void *marker = dlsym(RTLD_DEFAULT, "gnu_get_libc_version");
     void *fns[] = {
         (void *)real_malloc, (void *)hl_next.free, (void *)hl_next.calloc,
@@ -182,6 +193,7 @@ static int next_is_glibc(void)
         if (!formula_agrees(real_malloc(sizes[i])))
             return 0;
     return formula_agrees(hl_next.memalign(256, 100));
+#endif
 }
 
 static struct hl_impl off_impl; /* built whole, then copied: hl_impl never holds the next allocator's free unguarded */
@@ -316,6 +328,9 @@ static void resolve(void)
         hl_next.valloc = fb_valloc;
     if (!same_object((void *)hl_next.pvalloc, m))
         hl_next.pvalloc = fb_pvalloc;
+#ifdef HL_MUSL
+    hl_musl_next(&hl_next, real_malloc);
+#endif
 }
 
 // ---- bypassed ------------------------------------------------------------------------

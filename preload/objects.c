@@ -137,6 +137,14 @@ int hl_object_span(const void *addr, uintptr_t *lo, uintptr_t *hi)
  * program's handle alone: a program built without PIE that takes no
  * definition of malloc still has a symbol for it, its PLT entry, which
  * dlsym returns: its symbol is undefined (SHN_UNDEF). */
+#ifdef HL_MUSL
+static struct link_map *program_map(void *program)
+{
+    struct link_map *m = NULL;
+    return dlinfo(program, RTLD_DI_LINKMAP, &m) == 0 ? m : NULL;
+}
+#endif
+
 void *hl_first_definition(const char *name)
 {
     void *program = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
@@ -144,7 +152,11 @@ void *hl_first_definition(const char *name)
     if (program == NULL || dlinfo(program, RTLD_DI_LINKMAP, &m) != 0)
         return NULL;
     for (; m != NULL; m = m->l_next) {
+#ifdef HL_MUSL
+        int main_program = m == program_map(program); /* musl names it (AT_EXECFN) */
+#else
         int main_program = m->l_name == NULL || m->l_name[0] == 0;
+#endif
         void *h = main_program ? program : dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
         void *f = h != NULL ? dlsym(h, name) : NULL;
         if (h != NULL && h != program)

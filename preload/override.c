@@ -80,11 +80,13 @@ HL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
 }
 
 /* Large-file builds (CPython's among them) call mmap64: the same call on
- * 64-bit Linux. */
+ * 64-bit Linux. (musl's headers make mmap64 a name for mmap.) */
+#ifndef HL_MUSL
 HL_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     return hl_mmap(addr, len, prot, flags, fd, off, __builtin_return_address(0));
 }
+#endif
 
 HL_EXPORT int munmap(void *addr, size_t len) { return hl_munmap(addr, len, __builtin_return_address(0)); }
 

@@ -352,4 +352,6 @@ void hl_finish(int summary); /* once: the summary if asked, then the region's na
 void hl_exit_hook(void);     /* at load: the summary after every library's destructors */
 void hl_summary_exec_from(const char *command); /* region.c: the image before exec ran this */
 
+#include "musl.h" /* the musl build's stand-ins (HL_MUSL only) */
+
 #endif /* HEAPLINE_SHIM_H */

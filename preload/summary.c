@@ -562,7 +562,14 @@ static void at_exit(void *unused)
     hl_finish(1);
 }
 
+#ifdef HL_MUSL
+/* musl's exit runs every atexit handler before any destructor, and ours
+ * (a preloaded library needing only libc) among the last: the destructor
+ * is what runs after the others. */
+void hl_exit_hook(void) { (void)at_exit; }
+#else
 void hl_exit_hook(void) { exit_hooked = __cxa_atexit(at_exit, NULL, NULL) == 0; }
+#endif
 
 __attribute__((destructor)) static void at_unload(void)
 {

@@ -18,6 +18,7 @@
 #                    flag, value 4), which preload/mapped.c tests
 #                    mremap's flags for.
 #   heapline-rusage  likewise, with the same compiler and sysroot.
+#   musl/libheap.so  amd64 only: the musl build (make's rule, musl-gcc).
 # The sysroot is release/chroot.sh's bullseye chroot (amd64's libc6-dev,
 # and libc6-dev-arm64-cross under usr/aarch64-linux-gnu), seen through an
 # overlay (release/overlay.sh) so the cache stays as it was made, in a
@@ -76,4 +77,11 @@ GOARCH=$goarch CC=$cc CGO_CFLAGS="-g -O2" CGO_LDFLAGS= GOFLAGS=-mod=readonly \
 # shellcheck disable=SC2086 # cc is a command and its flags
 $cc -O2 -Wall -Wextra -o "$out/heapline-rusage" helpers/rusage.c
 INNER
+# The musl libheap.so (amd64: Debian has no aarch64 musl-gcc), by the
+# host's musl-gcc (musl-tools, musl 1.2.3) through the Makefile's rule.
+if [ "$arch" = amd64 ]; then
+	echo "build.sh: the musl libheap.so with musl-gcc" >&2
+	rm -f "$out/musl/libheap.so"
+	make -s -C "$root" BIN="$out" MUSL_CC="musl-gcc -ffile-prefix-map=$root/=" "$out/musl/libheap.so"
+fi
 echo "build.sh: built into $out" >&2

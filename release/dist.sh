@@ -2,7 +2,13 @@
 # release/dist.sh DIST VERSION ARCH: the release into DIST:
 #   heapline_VERSION_linux_ARCH.tar.gz  heapline-VERSION/{bin/heapctl,
 #                                       lib/libheap.so, lib/heapline-rusage,
-#                                       README.md, docs/*.md}
+#                                       README.md, docs/*.md}; amd64's
+#                                       also lib/$LIB/libheap.so (musl)
+#                                       and links to lib/libheap.so
+#   heapline_VERSION_linux_amd64_musl.tar.gz
+#                                       heapline-VERSION/{bin/heapctl,
+#                                       lib/libheap.so (musl), README.md,
+#                                       docs/*.md}
 #   heapline_VERSION_ARCH.deb           /usr/bin/heapctl, /usr/lib/heapline/
 #                                       {libheap.so,heapline-rusage},
 #                                       /usr/share/doc/heapline/ (copyright
@@ -38,6 +44,25 @@ install -D -m 644 "$work/build/libheap.so" "$tree/lib/libheap.so"
 install -D -m 755 "$work/build/heapline-rusage" "$tree/lib/heapline-rusage"
 docs "$tree"
 
+# amd64 also ships the musl build: in the tarball under lib/$LIB/, a
+# directory of that literal name, beside links from the directories
+# glibc's loader makes of $LIB (Debian's lib/x86_64-linux-gnu, Fedora's
+# lib64, lib) to the glibc build, so that one
+# LD_PRELOAD=.../lib/$LIB/libheap.so serves glibc and musl programs alike
+# (docs/containers.md); and alone, with heapctl, as the _musl tarball.
+musl=$work/build/musl/libheap.so
+if [ -f "$musl" ]; then
+	install -D -m 644 "$musl" "$tree/lib/\$LIB/libheap.so"
+	for d in lib/x86_64-linux-gnu lib64 lib; do
+		mkdir -p "$tree/lib/$d"
+		ln -s "$(realpath -m --relative-to="$tree/lib/$d" "$tree/lib/libheap.so")" "$tree/lib/$d/libheap.so"
+	done
+	mtree=$work/musl/heapline-$version
+	install -D -m 755 "$work/build/heapctl" "$mtree/bin/heapctl"
+	install -D -m 644 "$musl" "$mtree/lib/libheap.so"
+	docs "$mtree"
+fi
+
 deb=$work/deb
 install -D -m 755 "$work/build/heapctl" "$deb/usr/bin/heapctl"
 install -D -m 644 "$work/build/libheap.so" "$deb/usr/lib/heapline/libheap.so"
@@ -64,11 +89,16 @@ Description: exact heap counters for any Linux program, cheap enough to leave on
  Prometheus metrics. Runs on glibc 2.31 and later.
 CONTROL
 find "$tree" "$deb" -exec touch -h -d "@$mtime" {} +
+[ ! -d "$work/musl" ] || find "$work/musl" -exec touch -h -d "@$mtime" {} +
 
 mkdir -p "$dist"
-rm -f "$dist"/heapline_*"_$arch".deb "$dist"/heapline_*"_linux_$arch".tar.gz
+rm -f "$dist"/heapline_*"_$arch".deb "$dist"/heapline_*"_linux_$arch".tar.gz "$dist"/heapline_*"_linux_${arch}_musl".tar.gz
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$mtime" -C "$work" -cf - "heapline-$version" |
 	gzip -9n >"$dist/$name.tar.gz"
+if [ -d "$work/musl" ]; then
+	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$mtime" -C "$work/musl" -cf - "heapline-$version" |
+		gzip -9n >"$dist/${name}_musl.tar.gz"
+fi
 SOURCE_DATE_EPOCH=$mtime dpkg-deb --root-owner-group -Zxz --build "$deb" "$dist/heapline_${version}_$arch.deb" >/dev/null
 (cd "$dist" && sha256sum heapline_*.deb heapline_*.tar.gz >SHA256SUMS)
 ls -l "$dist" >&2

@@ -173,6 +173,9 @@ func TestSymbolVersions(t *testing.T) {
 			}
 			version := strings.TrimPrefix(filepath.Base(tarTree), "heapline-")
 			sums = append(sums, "heapline_"+version+"_"+r.arch+".deb", "heapline_"+version+"_linux_"+r.arch+".tar.gz")
+			if r.arch == "amd64" {
+				sums = append(sums, "heapline_"+version+"_linux_amd64_musl.tar.gz")
+			}
 		})
 	}
 	// SHA256SUMS: each package once, each sum right.
@@ -222,9 +225,14 @@ func checkELF(t *testing.T, machine elf.Machine, objdump string, trees ...string
 			t.Fatal(err)
 		}
 	}
-	// heapctl, libheap.so and heapline-rusage, in each package.
-	if len(checked) != 6 {
-		t.Errorf("checked %d ELF files, want 6: %q", len(checked), checked)
+	// heapctl, libheap.so and heapline-rusage, in each package, and
+	// amd64's tarball's musl libheap.so.
+	want := 6
+	if machine == elf.EM_X86_64 {
+		want = 7
+	}
+	if len(checked) != want {
+		t.Errorf("checked %d ELF files, want %d: %q", len(checked), want, checked)
 	}
 	t.Logf("checked %q", checked)
 }
@@ -279,4 +287,68 @@ func TestUSDTNotes(t *testing.T) {
 			testkit.CheckOtelMemory(t, filepath.Join(debTree, "usr", "lib", "heapline", "libheap.so"), r.arch)
 		})
 	}
+}
+
+// amd64's musl: the _musl tarball holds the static heapctl and the musl
+// libheap.so (it needs musl's libc.so, no glibc); the glibc tarball holds
+// the same musl build under lib/$LIB/ and links from the directories
+// glibc's loader makes of $LIB to its glibc build, which one
+// LD_PRELOAD=lib/$LIB/libheap.so names for glibc and musl programs alike.
+func TestMuslTarball(t *testing.T) {
+	d := dist(t)
+	tgz, _ := filepath.Glob(filepath.Join(d, "heapline_*_linux_amd64_musl.tar.gz"))
+	if len(tgz) != 1 {
+		t.Fatalf("%s: want one _musl tarball, have %q", d, tgz)
+	}
+	tmp := t.TempDir()
+	run(t, "tar", "-xzf", tgz[0], "-C", tmp)
+	tops, _ := filepath.Glob(filepath.Join(tmp, "heapline-*"))
+	if len(tops) != 1 {
+		t.Fatalf("%s: want one heapline-VERSION/ at its top, have %q", tgz[0], tops)
+	}
+	var files []string
+	filepath.Walk(tops[0], func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() && !strings.Contains(p, "/docs/") {
+			rel, _ := filepath.Rel(tops[0], p)
+			files = append(files, rel)
+		}
+		return err
+	})
+	if want := []string{"README.md", "bin/heapctl", "lib/libheap.so"}; !slices.Equal(files, want) {
+		t.Errorf("_musl tarball holds %q (docs/ aside), want %q", files, want)
+	}
+	if needs := imports(t, filepath.Join(tops[0], "lib", "libheap.so")); !slices.Equal(needs, []string{"libc.so"}) {
+		t.Errorf("the musl libheap.so needs %q, want musl's libc.so alone", needs)
+	}
+	if needs := imports(t, filepath.Join(tops[0], "bin", "heapctl")); len(needs) != 0 {
+		t.Errorf("heapctl needs %q, want nothing (static)", needs)
+	}
+
+	tarTree, _, _ := unpacked(t, "amd64")
+	if needs := imports(t, filepath.Join(tarTree, "lib", "$LIB", "libheap.so")); !slices.Equal(needs, []string{"libc.so"}) {
+		t.Errorf("lib/$LIB/libheap.so needs %q, want musl's libc.so alone", needs)
+	}
+	for _, dir := range []string{"lib/x86_64-linux-gnu", "lib64", "lib"} {
+		link := filepath.Join(tarTree, "lib", dir, "libheap.so")
+		got, err := filepath.EvalSymlinks(link)
+		want, _ := filepath.EvalSymlinks(filepath.Join(tarTree, "lib", "libheap.so"))
+		if err != nil || got != want {
+			t.Errorf("lib/%s/libheap.so leads to %q (%v), want lib/libheap.so", dir, got, err)
+		}
+	}
+}
+
+// imports are the libraries the ELF file at p needs (DT_NEEDED).
+func imports(t *testing.T, p string) []string {
+	t.Helper()
+	f, err := elf.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return libs
 }

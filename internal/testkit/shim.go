@@ -144,6 +144,9 @@ func makeTarget(target string, sources []string) (string, error) {
 	if err := os.Chmod(filepath.Join(tmp, target), 0o755); err != nil {
 		return "", err
 	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil { // musl/libheap.so
+		return "", err
+	}
 	return out, os.Rename(filepath.Join(tmp, target), out)
 }
 
