@@ -31,7 +31,8 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 # promtool) scrapes `heapctl export` over TLS with basic auth in ctl's
 # tests, and checks docs/examples/heapline-rules.yml.
 # libpython3.11-testsuite is Debian's python3 test package, which
-# bench/cpython-suite.sh runs under the shim.
+# bench/cpython-suite.sh runs under the shim. python3-pytest runs the
+# pytest plugin's tests (pyplugin/, ctl/pytest_plugin_test.go).
 # libunwind-dev is the oracle the shim's own unwinder is tested against
 # (preload/shimtest); libheap.so itself needs no package beyond gcc and Go,
 # so build-deps is empty (its target stays for the callers that name it).
@@ -51,7 +52,7 @@ SCEN_BINS   := $(patsubst scenarios/%.c,$(BIN)/%,$(wildcard scenarios/*.c)) \
 BUILD_DEBS :=
 BUILD_NEEDS = $(BUILD_DEBS)
 OVERHEAD_DEBS := $(BUILD_DEBS) valgrind python3 g++
-DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite tmux librsvg2-bin fonts-liberation chromium nodejs openjdk-17-jdk-headless libc6-arm64-cross binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
+DEBS := $(OVERHEAD_DEBS) libunwind-dev libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 heaptrack hyperfine time shellcheck clang llvm libbpf-dev prometheus libpython3.11-testsuite python3-pytest tmux librsvg2-bin fonts-liberation chromium nodejs openjdk-17-jdk-headless libc6-arm64-cross binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 
 # ---- arm64 ------------------------------------------------------------
 # `make ARCH=arm64` cross-builds libheap.so, heapctl and the helpers for
