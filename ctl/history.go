@@ -55,7 +55,7 @@ With --workload NAME, each file is one run of your program, the JSON lines of he
 			},
 			{
 				Name:  "render",
-				Usage: "write the performance page (README.md) and one SVG chart per scenario",
+				Usage: "write the performance page (README.md) and one SVG chart per scenario, or per workload and figure",
 				Flags: []cli.Flag{
 					store,
 					&cli.StringFlag{Name: "out", Usage: "output `DIR` (may be the store itself)", Required: true},

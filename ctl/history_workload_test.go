@@ -257,6 +257,26 @@ func TestHistoryWorkloadCLI(t *testing.T) {
 		testkit.CheckChart(t, svg)
 	}
 
+	// Bad input adds nothing and says why.
+	before, _ := os.ReadFile(filepath.Join(store, "points.jsonl"))
+	bad := writeHistoryFile(t, dir, "bad.json", `{"pid":1,"command":"x"}`)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{baseRun, bad}, "bad.json: malformed run summary: object 1: missing peak_live_bytes, peak_error_bytes, live_bytes, allocs"},
+		{[]string{"--vs", "0.1.0", baseRun}, "--vs compares libraries"},
+		{[]string{"--commit", "nosuchcommit", baseRun}, "nosuchcommit"},
+	} {
+		r := heapctl(t, append([]string{"history", "add", "--store", store, "--workload", "limits"}, c.args...)...)
+		if r.err == nil || r.code != 1 || !strings.Contains(r.err.Error(), c.want) {
+			t.Errorf("add %q: %v (status %d), want an error with %q", c.args, r.err, r.code, c.want)
+		}
+	}
+	if after, _ := os.ReadFile(filepath.Join(store, "points.jsonl")); string(after) != string(before) {
+		t.Errorf("a failed add changed the store")
+	}
+
 	// A pull request: base, then head, in a store of their own.
 	pr := filepath.Join(dir, "pr")
 	add(pr, baseRun, 0)
