@@ -284,10 +284,13 @@ def pytest_runtest_call(item):
         return
     gc.collect()
     before = r.stacks()
+    # exact live first: reading it allocates (a copy of the slots), which
+    # must not be the epoch's
+    start = r.live()
     r.start_epoch()
     # the peak's start in the epoch's own terms, published_live: what a
     # publication has not yet added is within the bound at either end
-    published, start = r.i64(OFF_PUBLISHED_LIVE), r.live()
+    published = r.i64(OFF_PUBLISHED_LIVE)
     yield
     peak = max(r.epoch_peak(), published) - published
     if "limit_leaks" in limits:
