@@ -135,12 +135,22 @@ func TestPytestPluginOutcomes(t *testing.T) {
 	}
 }
 
-// Without the shim the plugin checks nothing, and says why once.
+// Without the shim the plugin checks nothing, and says why once; so too
+// when another malloc comes first, and the shim counts nothing.
 func TestPytestPluginNoShim(t *testing.T) {
 	r, _ := pytestRun(t, "", nil, []string{"test_pass.py", "test_over.py", "test_leak.py"})
 	if r.code != 0 || !strings.Contains(r.stdout, "4 passed") ||
 		strings.Count(r.stdout, "heapline: libheap.so is not loaded in this process") != 1 {
 		t.Errorf("status %d, want 0, 4 passed and one line saying why\n%s", r.code, r.stdout)
+	}
+	const jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+	if _, err := os.Stat(jemalloc); err != nil {
+		t.Logf("no %s: the bypassed case is not run", jemalloc)
+		return
+	}
+	r, _ = pytestRun(t, "", []string{"LD_PRELOAD=" + jemalloc + " " + testkit.Shim(t)}, []string{"test_over.py"})
+	if r.code != 0 || strings.Count(r.stdout, "heapline: this process calls another malloc ("+jemalloc+"): the shim counts nothing") != 1 {
+		t.Errorf("jemalloc first: status %d, want 0 and one line saying why\n%s", r.code, r.stdout)
 	}
 }
 

@@ -42,6 +42,7 @@ OFF_SEQ = 64
 OFF_THREADS_MAX = 96
 OFF_RETIRED = 128
 OFF_PUBLISHED_LIVE = 192
+OFF_MODE = 208
 OFF_EPOCH_PEAK = 216
 OFF_PROF_OFFSET = 768
 OFF_NSTACKS = 784
@@ -82,6 +83,9 @@ PYCODE_FILE_MAX = 360
 HL_PYFRAME_BIT = 1 << 63
 HL_PYCODE_NONE = 0x7FFFFFFF
 HL_PY_FRAMES = 1
+HL_MODE_BYPASSED = 3
+OFF_BYPASSED_BY = 512
+HL_OBJECT_MAX = 256
 
 # heapctl's sizes (ctl/internal/gate/size.go): K, M, G, T and KiB..TiB are
 # powers of 1024, kB..TB powers of 1000.
@@ -239,8 +243,19 @@ def find_region():
         if end - start < 1024 or int(parts[2], 16) != 0:
             continue
         r = Region(start)
-        if r.u64(OFF_MAGIC) == HL_MAGIC and r.u32(OFF_VERSION) == HL_VERSION and r.i64(OFF_PID) & 0xFFFFFFFF == pid:
-            return r, ""
+        if r.u64(OFF_MAGIC) != HL_MAGIC or r.i64(OFF_PID) & 0xFFFFFFFF != pid:
+            continue
+        if r.u32(OFF_VERSION) != HL_VERSION:
+            return None, (
+                f"the shim's region is of layout version {r.u32(OFF_VERSION)}, this plugin reads {HL_VERSION}: "
+                "use the heapline_pytest.py that came with this libheap.so; limits are not checked"
+            )
+        if r.u32(OFF_MODE) == HL_MODE_BYPASSED:
+            return None, (
+                f"this process calls another malloc ({r._text(OFF_BYPASSED_BY, HL_OBJECT_MAX)}): "
+                "the shim counts nothing, so limits are not checked"
+            )
+        return r, ""
     return None, (
         "libheap.so is not loaded in this process (no heapline region in /proc/self/maps): "
         "limit_memory and limit_leaks are not checked; run pytest under heapctl run -- "
