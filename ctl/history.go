@@ -23,34 +23,41 @@ import (
 // historyCommand keeps the overhead of every commit: `add` appends a result
 // of `heapctl overhead --json` to a store, `render` draws the performance
 // page from it, `check` fails when the newest point moved. CI runs them
-// through bench/history-publish.sh; they run the same way by hand.
+// through bench/history-publish.sh; they run the same way by hand. With
+// --workload, `add` keeps a user's program's heap figures instead (a
+// `heapctl run --json`), which `render` and `check` take in beside.
 func historyCommand(e *env) *cli.Command {
 	outDir := &cli.StringFlag{Name: "out-dir", Usage: "the `DIR` to write into (may be the store itself)", Required: true}
 	store := &cli.StringFlag{Name: "store", Usage: "history store `DIR` (holds points.jsonl)", Required: true}
 	return &cli.Command{
 		Name:  "history",
-		Usage: "record, draw and check the overhead of every commit",
+		Usage: "record, draw and check the overhead of every commit, or your program's memory (--workload)",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "add",
-				Usage:     "append the points of overhead results (heapctl overhead --json) to the store",
+				Usage:     "append the points of overhead results (heapctl overhead --json), or of a workload's run (--workload), to the store",
 				ArgsUsage: "RESULT.json...",
 				Description: `Each scenario of each result becomes one line of DIR/points.jsonl. All results are
 checked before anything is written; a malformed one adds nothing. The commit is --commit,
 else the result's env.commit if it is a hash, else git's HEAD here; the date --date, else env.date, else now;
-the ref --ref, else the checked-out branch or tag. "-" reads a result from stdin.`,
+the ref --ref, else the checked-out branch or tag. "-" reads a result from stdin.
+
+With --workload NAME, each file is one run of your program, the JSON lines of heapctl run --json
+(or HEAPLINE_SUMMARY=json): the process with the biggest peak gives three points, peak
+(with its error bound), live_at_exit and allocs (docs/ci.md).`,
 				Flags: []cli.Flag{
 					store,
 					&cli.StringFlag{Name: "commit", Usage: "commit `SHA` the results measured"},
 					&cli.StringFlag{Name: "ref", Usage: "git `REF` measured (refs/heads/main, refs/tags/v0.2.0)"},
 					&cli.StringFlag{Name: "date", Usage: "date of the measurement, `RFC3339`"},
 					&cli.StringFlag{Name: "vs", Usage: "the results compare the library with library `VERSION` (overhead --baseline-lib), not with no library"},
+					&cli.StringFlag{Name: "workload", Usage: "the files are runs (heapctl run --json) of your program, kept as workload `NAME`"},
 				},
 				Action: func(c *cli.Context) error { return historyAdd(e, c) },
 			},
 			{
 				Name:  "render",
-				Usage: "write the performance page (README.md) and one SVG chart per scenario",
+				Usage: "write the performance page (README.md) and one SVG chart per scenario, or per workload and figure",
 				Flags: []cli.Flag{
 					store,
 					outDir, clikit.Rename("out", outDir),
@@ -66,11 +73,16 @@ the ref --ref, else the checked-out branch or tag. "-" reads a result from stdin
 				Description: `Prints a Markdown table (usable as a GitHub job summary) and exits 1 when a scenario
 regressed: its newest instruction figure is more than --threshold above the median of the
 k points before it (absolute: 0.005 is half a percentage point), or its newest timed
-figure's whole 95% interval lies above the band of the k points before it.`,
+figure's whole 95% interval lies above the band of the k points before it.
+
+A workload's figure regressed when the least it can be (figure less its bound: the peak's
+error bound, 0 for an exact figure) is above the most the k runs before it can have been
+(their highest figure plus its bound) by more than --tolerance (docs/ci.md).`,
 				Flags: []cli.Flag{
 					store,
 					&cli.IntFlag{Name: "k", Value: 10, Usage: "previous points the median is taken over"},
 					&cli.Float64Flag{Name: "threshold", Value: 0.005, Usage: "largest allowed rise of the instruction figure, as an overhead fraction (0.005 = half a point)"},
+					&cli.Float64Flag{Name: "tolerance", Value: 0.01, Usage: "largest allowed rise of a workload's figure over the previous runs', a fraction (0: exactly; 0.01 = 1%)"},
 				},
 				Action: func(c *cli.Context) error { return historyCheck(e, c) },
 			},
@@ -101,6 +113,14 @@ func historyAdd(e *env, c *cli.Context) error {
 		data, err := readResult(c, name)
 		if err != nil {
 			return fmt.Errorf("history add: %w", err)
+		}
+		if w := c.String("workload"); w != "" {
+			pts, err := workloadPoints(c, w, name, data, meta, now)
+			if err != nil {
+				return fmt.Errorf("history add: %s: %w", name, err)
+			}
+			batch = append(batch, pts...)
+			continue
 		}
 		res, err := history.ParseResult(data)
 		if err != nil {
@@ -154,6 +174,32 @@ func historyAdd(e *env, c *cli.Context) error {
 	fmt.Fprintf(e.stdout, "added %s (commit %s) to %s\n", report.Count(len(batch), "point"), strings.Join(list, ", "),
 		filepath.Join(store, history.StoreFile))
 	return nil
+}
+
+// workloadPoints reads one run of workload w (heapctl run --json) into
+// its points, dated and placed as an overhead result's are, but from
+// --commit, --date or the checkout: a run's summary names neither.
+func workloadPoints(c *cli.Context, w, name string, data []byte, m history.Meta, now time.Time) ([]history.Point, error) {
+	if m.Vs != "" {
+		return nil, errors.New("--vs compares libraries: a workload's run has no baseline")
+	}
+	s, err := history.ParseRun(data)
+	if err != nil {
+		return nil, err
+	}
+	if m.Commit == "" {
+		m.Commit = git.Head(c.Context)
+	}
+	if m.Commit == "" {
+		return nil, fmt.Errorf("%w: pass --commit or run inside a git checkout", history.ErrNoCommit)
+	}
+	if m.Commit, err = git.FullCommit(c.Context, m.Commit, history.IsFullHash); err != nil {
+		return nil, fmt.Errorf("%w: pass the full hash with --commit, or run inside the project's checkout", err)
+	}
+	if m.Date.IsZero() {
+		m.Date = now
+	}
+	return history.WorkloadPoints(w, s, m)
 }
 
 func readResult(c *cli.Context, name string) ([]byte, error) {
@@ -254,9 +300,29 @@ func historyCheck(e *env, c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("history check: %w", err)
 	}
-	rep.Markdown(e.stdout)
-	if regs := rep.Regressions(); len(regs) > 0 {
-		return fmt.Errorf("history check: overhead regressed: %s", rep.Summary())
+	wrep, err := history.CheckWorkloads(pts, k, c.Float64("tolerance"))
+	if err != nil {
+		return fmt.Errorf("history check: --tolerance: %w", err)
+	}
+	// A store of workloads alone (a user's) has no overhead table to show.
+	if len(rep.Rows) > 0 || len(wrep.Rows) == 0 {
+		rep.Markdown(e.stdout)
+	}
+	if len(wrep.Rows) > 0 {
+		if len(rep.Rows) > 0 {
+			fmt.Fprintln(e.stdout)
+		}
+		wrep.Markdown(e.stdout)
+	}
+	var failed []string
+	if len(rep.Regressions()) > 0 {
+		failed = append(failed, "overhead regressed: "+rep.Summary())
+	}
+	if len(wrep.Regressions()) > 0 {
+		failed = append(failed, "memory regressed: "+wrep.Summary())
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("history check: %s", strings.Join(failed, "; "))
 	}
 	return nil
 }

@@ -171,6 +171,21 @@ var examples = map[string]func(e *ex) string{
 		}
 		return string(out)
 	},
+	"ci-pytest": func(e *ex) string {
+		if exec.Command("/usr/bin/python3", "-c", "import pytest").Run() != nil {
+			testkit.Unavailable(e.t, "/usr/bin/python3 has no pytest (make deps installs python3-pytest)")
+		}
+		b, err := os.ReadFile("../ctl/testdata/pytest/test_over.py")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(e.dir, "test_over.py"), b, 0o644); err != nil {
+			e.t.Fatal(err)
+		}
+		// The .deb's plugin loads by its entry point; here, by name.
+		env := []string{"HEAPLINE_PEAK_BATCH=0", "PYTHONPATH=" + filepath.Join(testkit.Root(), "pyplugin"), "PYTEST_ADDOPTS=-p heapline_pytest -p no:cacheprovider"}
+		return e.fails(env, "heapctl", "run", "--", "/usr/bin/python3", "-m", "pytest", "-q", "test_over.py")
+	},
 	"profiling-kill": func(e *ex) string {
 		out := e.fails(nil, "heapctl", "run", "--", "/usr/bin/python3", "-c", "import os; b = bytearray(50 << 20); del b; os.kill(os.getpid(), 9)")
 		m := regexp.MustCompile(`heapline\[(\d+)\]`).FindStringSubmatch(out)

@@ -481,6 +481,7 @@ static void fork_start(const struct hl_counters *totals, uint64_t peak)
     int64_t live = (int64_t)(totals->allocated_bytes - totals->freed_bytes);
     r->published_live = live;
     r->peak_live = peak > (uint64_t)live ? peak : (uint64_t)live;
+    r->epoch_peak = r->peak_live; /* never above it (thread.c, epoch_raise) */
 }
 
 /* The map lock before the objects' table: a thread interrupted inside

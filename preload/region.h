@@ -136,7 +136,14 @@ struct hl_header {
     int64_t  published_live; /* 192: sum of every publication */
     uint64_t peak_live;      /* 200: highest published_live seen, or live at a read */
     uint32_t mode;           /* 208: HL_MODE_*, how the shim counts; set once at boot, 0 before */
-    uint8_t  _pad3[44];      /* 212 */
+    uint32_t _pad3a;         /* 212 */
+    /* the highest published_live since the process last set this word
+     * to 0 (the pytest plugin, at a test's start), within the peak's
+     * error bound of the true highest live since then; never above
+     * peak_live, so that one compare tells a publication passed neither
+     * (thread.c, hl_peak_update) */
+    uint64_t epoch_peak;     /* 216 */
+    uint8_t  _pad3[32];      /* 224 */
 
     /* lines 4-7: what ran */
     char     command[HL_COMMAND_MAX]; /* 256: argv joined by spaces (an empty one ''), NUL-terminated */

@@ -59,13 +59,25 @@ static HL_NOINLINE void peak_raise(struct hl_header *r, uint64_t live, uint64_t 
         }
 }
 
+/* A publication rose past the epoch's peak (header.epoch_peak): raise
+ * it, then the process's peak if it too is passed. The epoch's peak is
+ * never above the process's (both rise with the same publications; the
+ * process lowers it only, to 0, to start an epoch: the pytest plugin), so
+ * one compare on the way in serves both, as one served the peak alone. A
+ * compare-and-swap that finds the word reset retries on 0: a publication
+ * never undoes a reset. */
+static HL_NOINLINE void epoch_raise(struct hl_header *r, uint64_t live)
+{
+    max_store(&r->epoch_peak, live);
+    uint64_t cur = __atomic_load_n(&r->peak_live, RELAXED);
+    if (live > cur)
+        peak_raise(r, live, cur);
+}
+
 void hl_peak_update(struct hl_header *r, int64_t live)
 {
-    if (live > 0) {
-        uint64_t cur = __atomic_load_n(&r->peak_live, RELAXED);
-        if (HL_UNLIKELY((uint64_t)live > cur))
-            peak_raise(r, (uint64_t)live, cur);
-    }
+    if (live > 0 && HL_UNLIKELY((uint64_t)live > __atomic_load_n(&r->epoch_peak, RELAXED)))
+        epoch_raise(r, (uint64_t)live);
 }
 
 static int64_t live_of(const struct hl_slot *s)

@@ -2,6 +2,7 @@
 # release/dist.sh DIST VERSION ARCH: the release into DIST:
 #   heapline_VERSION_linux_ARCH.tar.gz  heapline-VERSION/{bin/heapctl,
 #                                       lib/libheap.so, lib/heapline-rusage,
+#                                       lib/python/heapline_pytest.py,
 #                                       README.md, docs/*.md}; amd64's
 #                                       also lib/$LIB/libheap.so (musl)
 #                                       and links to lib/libheap.so
@@ -12,8 +13,11 @@
 #   heapline_VERSION_ARCH.deb           /usr/bin/heapctl, /usr/lib/heapline/
 #                                       {libheap.so,heapline-rusage},
 #                                       /usr/share/doc/heapline/ (copyright
-#                                       among them), and the systemd unit
-#                                       heapline-export.service, disabled
+#                                       among them), the systemd unit
+#                                       heapline-export.service, disabled,
+#                                       and the pytest plugin in
+#                                       /usr/lib/python3/dist-packages/,
+#                                       which pytest loads by its entry point
 #   SHA256SUMS                          of every package in DIST (make
 #                                       dist runs this once per ARCH)
 # Each layout keeps libheap.so where heapctl looks for it relative to its
@@ -42,6 +46,7 @@ tree=$work/heapline-$version
 install -D -m 755 "$work/build/heapctl" "$tree/bin/heapctl"
 install -D -m 644 "$work/build/libheap.so" "$tree/lib/libheap.so"
 install -D -m 755 "$work/build/heapline-rusage" "$tree/lib/heapline-rusage"
+install -D -m 644 "$root/pyplugin/heapline_pytest.py" "$tree/lib/python/heapline_pytest.py"
 docs "$tree"
 
 # amd64 also ships the musl build: in the tarball under lib/$LIB/, a
@@ -72,6 +77,15 @@ docs "$deb/usr/share/doc/heapline"
 # The unit is installed, not enabled: no maintainer script links it into a
 # target, so nothing starts until the operator runs systemctl enable.
 install -D -m 644 "$root/release/heapline-export.service" "$deb/usr/lib/systemd/system/heapline-export.service"
+# The pytest plugin, where Debian's python3 looks, with the metadata whose
+# pytest11 entry point has pytest load it by itself; without the shim it
+# does nothing (docs/ci.md).
+py=$deb/usr/lib/python3/dist-packages
+install -D -m 644 "$root/pyplugin/heapline_pytest.py" "$py/heapline_pytest.py"
+meta=$py/heapline_pytest-${version//[~+]/.}.dist-info
+mkdir -p "$meta"
+printf 'Metadata-Version: 2.1\nName: heapline-pytest\nVersion: %s\nSummary: heapline memory limits for pytest tests\n' "${version//[~+]/.}" >"$meta/METADATA"
+printf '[pytest11]\nheapline = heapline_pytest\n' >"$meta/entry_points.txt"
 mkdir -p "$deb/DEBIAN"
 cat >"$deb/DEBIAN/control" <<CONTROL
 Package: heapline

@@ -352,3 +352,46 @@ func imports(t *testing.T, p string) []string {
 	}
 	return libs
 }
+
+// Both packages carry the pytest plugin: the tarball in lib/python (for
+// PYTHONPATH and -p heapline_pytest), the .deb in Debian's dist-packages
+// with the entry point pytest loads it by, unasked. Debian's python3.11
+// and pytest, given the .deb's dist-packages, fail a test over its
+// limit_memory under the .deb's heapctl with no -p.
+func TestPytestPluginShipped(t *testing.T) {
+	tarTree, debTree, _ := unpacked(t, arch())
+	src, err := os.ReadFile(filepath.Join(testkit.Root(), "pyplugin", "heapline_pytest.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := filepath.Join(debTree, "usr", "lib", "python3", "dist-packages")
+	for _, p := range []string{filepath.Join(tarTree, "lib", "python", "heapline_pytest.py"), filepath.Join(py, "heapline_pytest.py")} {
+		if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, src) {
+			t.Errorf("%s: %v, or not pyplugin/heapline_pytest.py", p, err)
+		}
+	}
+	eps, _ := filepath.Glob(filepath.Join(py, "heapline_pytest-*.dist-info", "entry_points.txt"))
+	if len(eps) != 1 {
+		t.Fatalf("%s: want one heapline_pytest-*.dist-info/entry_points.txt, have %q", py, eps)
+	}
+	if b, _ := os.ReadFile(eps[0]); string(b) != "[pytest11]\nheapline = heapline_pytest\n" {
+		t.Errorf("%s: %q", eps[0], b)
+	}
+
+	python := testkit.Interpreter(t, "/usr/bin/python3.11")
+	if exec.Command(python, "-c", "import pytest").Run() != nil {
+		testkit.Unavailable(t, "%s has no pytest (make deps installs python3-pytest)", python)
+	}
+	dir := t.TempDir()
+	test := "import pytest\n\n@pytest.mark.limit_memory(\"1 MB\")\ndef test_big():\n    b = bytearray(3_000_000)\n    del b\n"
+	if err := os.WriteFile(filepath.Join(dir, "test_big.py"), []byte(test), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(debTree, "usr", "bin", "heapctl"), "run", "--", python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_big.py")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+py, "HEAPLINE_PEAK_BATCH=0", "HEAPLINE_SUMMARY=0")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !bytes.Contains(out, []byte("heapline: test_big allocated at its peak")) {
+		t.Errorf("pytest under the .deb's heapctl: %v, want status 1 and the plugin's failure\n%s", err, out)
+	}
+}

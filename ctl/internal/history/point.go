@@ -57,6 +57,14 @@ type Point struct {
 	// result measured the floor beside the library (overhead --floor).
 	Floor *Floor `json:"floor,omitempty"`
 
+	// A workload's point (workload.go: a user's program, measure peak,
+	// live_at_exit or allocs) holds its figure in Value, in bytes or
+	// allocations, and the figure's error bound in Bound, either way: the
+	// peak's peak_error_bytes, 0 when the figure is exact. Its Overhead
+	// and interval are 0.
+	Value int64 `json:"value,omitempty"`
+	Bound int64 `json:"bound,omitempty"`
+
 	when time.Time // Date parsed
 	line int       // 1-based line in points.jsonl; orders equal dates
 }
@@ -257,6 +265,9 @@ func parseLine(b []byte, line int) (Point, error) {
 	}
 	if p.AllocsPerS < 0 || p.AllocsPerS > maxRate {
 		return Point{}, fmt.Errorf("allocs_per_s %g is out of range", p.AllocsPerS)
+	}
+	if p.Value < 0 || p.Bound < 0 {
+		return Point{}, fmt.Errorf("value %d, bound %d: want at least 0", p.Value, p.Bound)
 	}
 	p.when = t.UTC()
 	p.line = line

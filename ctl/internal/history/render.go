@@ -53,6 +53,28 @@ func Render(pts []Point, opt RenderOptions) (map[string][]byte, error) {
 	var md bytes.Buffer
 	w := func(format string, args ...any) { fmt.Fprintf(&md, format, args...) }
 
+	overheadPts := 0
+	for _, p := range pts {
+		if !IsWorkload(p.Measure) {
+			overheadPts++
+		}
+	}
+	if overheadPts == 0 && len(pts) > 0 {
+		// A user's store: their workloads alone.
+		w("# Memory history\n\n")
+		w("The heap of each workload at each commit, from `heapctl run --json`, drawn by `heapctl history render`: ")
+		w("its peak (with the peak's error bound as a bar; none with `HEAPLINE_PEAK_BATCH=0`), ")
+		w("what it left live at exit, and its allocations. `heapctl history check` compares the newest run with those before.\n\n")
+		charts, err := renderWorkloads(&md, pts, opt, map[string]string{})
+		if err != nil {
+			return nil, err
+		}
+		for name, svg := range charts {
+			files[name] = svg
+		}
+		files[PageFile] = md.Bytes()
+		return files, nil
+	}
 	w("# heapline overhead history\n\n")
 	w("What heapline's shim costs, measured on every push to main by `.github/workflows/overhead.yml` ")
 	w("and drawn by `heapctl history render`. Overhead is the median run time with the shim over the median ")
@@ -108,6 +130,13 @@ func Render(pts []Point, opt RenderOptions) (map[string][]byte, error) {
 			w("\n%d older commits are in the chart and in points.jsonl.\n", len(rows)-opt.TableRows)
 		}
 		w("\n")
+	}
+	charts, err := renderWorkloads(&md, pts, opt, used)
+	if err != nil {
+		return nil, err
+	}
+	for name, svg := range charts {
+		files[name] = svg
 	}
 	releases(&md, pts, opt)
 	files[PageFile] = md.Bytes()

@@ -29,8 +29,9 @@ func shellcheckPath(t *testing.T) string {
 	return p
 }
 
-// TestWorkflowsLint runs actionlint, as a library, over both workflows,
-// with shellcheck on their run steps when it is installed.
+// TestWorkflowsLint runs actionlint, as a library, over both workflows
+// and the example one of docs/ci.md, with shellcheck on their run steps
+// when it is installed.
 func TestWorkflowsLint(t *testing.T) {
 	root := testkit.Root()
 	var out bytes.Buffer
@@ -43,8 +44,9 @@ func TestWorkflowsLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"ci.yml", "overhead.yml"} {
-		path := filepath.Join(root, ".github", "workflows", name)
+	// The example users copy is held to the same lint as our own.
+	for _, name := range []string{".github/workflows/ci.yml", ".github/workflows/overhead.yml", "docs/examples/heapline-memory.yml"} {
+		path := filepath.Join(root, name)
 		errs, err := l.LintFile(path, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -95,6 +95,7 @@ const (
 	offPublishedLive   = 192
 	offPeakLive        = 200
 	offMode            = 208
+	offEpochPeak       = 216
 	offCommand         = 256
 	offBypassedBy      = 512
 	offProfOffset      = 768
@@ -244,6 +245,7 @@ var goFields = map[string]field{
 	"hl_header.published_live":    {offPublishedLive, 8},
 	"hl_header.peak_live":         {offPeakLive, 8},
 	"hl_header.mode":              {offMode, 4},
+	"hl_header.epoch_peak":        {offEpochPeak, 8},
 	"hl_header.command":           {offCommand, CommandMax},
 	"hl_header.bypassed_by":       {offBypassedBy, ObjectMax},
 	"hl_header.prof_offset":       {offProfOffset, 8},

@@ -61,6 +61,7 @@ static const struct hl_field hl_fields[] = {
 	HL_F(hl_header, published_live),
 	HL_F(hl_header, peak_live),
 	HL_F(hl_header, mode),
+	HL_F(hl_header, epoch_peak),
 	HL_F(hl_header, _pad3),
 	HL_F(hl_header, command),
 	HL_F(hl_header, bypassed_by),
