@@ -28,13 +28,10 @@ func sidEach(t *testing.T, fn func(t *testing.T, python string)) {
 	}
 }
 
-// sidStart starts python on script (a path inside the root) under the
-// shim, with env besides, and returns its pid and pipes; it is killed at
-// the end of the test if it has not ended.
-func sidStart(t *testing.T, python, script string, env ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
+// sidStart starts args (testkit.Sid's) and returns it with its pipes; it
+// is killed at the end of the test if it has not ended.
+func sidStart(t *testing.T, args []string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
 	t.Helper()
-	env = append([]string{"LD_PRELOAD=" + testkit.SidBin(t, testkit.LibName), "HEAPLINE_SUMMARY=0"}, env...)
-	args := testkit.Sid(t, env, python, script)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stderr = os.Stderr
 	in, out := testkit.Pipes(t, cmd)
@@ -76,7 +73,7 @@ func sidLine(t *testing.T, out *bufio.Reader) string {
 // show --json counts the allocations pymalloc's arenas and the list make.
 func TestSidShimLoads(t *testing.T) {
 	sidEach(t, func(t *testing.T, python string) {
-		cmd, in, out := sidStart(t, python, sidScript(t, "hold.py", pyHoldScript))
+		cmd, in, out := sidStart(t, testkit.Sid(t, nil, python, sidScript(t, "hold.py", pyHoldScript)))
 		sidLine(t, out)
 		s := rgShowJSON(t, cmd.Process.Pid)
 		in.Close()
@@ -93,7 +90,7 @@ func TestSidShimLoads(t *testing.T) {
 // interpreters, without wrapping pymalloc.
 func TestSidShowPythonLive(t *testing.T) {
 	sidEach(t, func(t *testing.T, python string) {
-		cmd, in, out := sidStart(t, python, sidScript(t, "hold.py", pyHoldScript), "HEAPLINE_PYMALLOC=")
+		cmd, in, out := sidStart(t, testkit.Sid(t, []string{"HEAPLINE_PYMALLOC="}, python, sidScript(t, "hold.py", pyHoldScript)))
 		blocks := func() float64 {
 			f := strings.Fields(sidLine(t, out))
 			if len(f) != 2 || f[0] != "blocks" {
@@ -129,5 +126,39 @@ func TestSidShowPythonLive(t *testing.T) {
 			t.Errorf("py_allocs %d: pymalloc wrapped without HEAPLINE_PYMALLOC=1", s.PyAllocs)
 		}
 		t.Logf("py_live_objects %.0f (%d B), sys.getallocatedblocks() %.0f then %.0f", s.PyLiveObjects, s.PyLiveBytes, before, after)
+	})
+}
+
+// TestSidProfilePythonKnown: pyKnownScript's three functions, each within
+// 5 points of its share of the bytes and at its allocating line, in the
+// profile of python3.14 and python3.15: their frames read through
+// _Py_DebugOffsets, pymalloc's objects sampled (HEAPLINE_PYMALLOC=1). The
+// script holds at its end while heapctl profile reads it from the host.
+func TestSidProfilePythonKnown(t *testing.T) {
+	sidEach(t, func(t *testing.T, python string) {
+		pyEachRead(t, func(t *testing.T) {
+			script := sidScript(t, "app.py", pyKnownScript)
+			cmd := testkit.Sid(t, []string{"HEAPLINE_SAMPLE=" + pfSample, "HEAPLINE_PYMALLOC=1",
+				"HEAPLINE_PY_READ=" + os.Getenv("HEAPLINE_PY_READ")}, python, script, "wait")
+			p, in, out := sidStart(t, cmd)
+			var shares []string
+			for {
+				l := sidLine(t, out)
+				if strings.HasPrefix(l, "ready ") {
+					break
+				}
+				if !strings.HasPrefix(l, "kept ") {
+					shares = append(shares, l)
+				}
+			}
+			file := filepath.Join(t.TempDir(), "app.pb.gz")
+			r := heapctl(t, "profile", "-o", file, strconv.Itoa(p.Process.Pid))
+			in.Close()
+			_ = p.Wait()
+			if r.err != nil {
+				t.Fatalf("%v\n%s", r.err, r.stderr)
+			}
+			pyKnownCheck(t, strings.Join(shares, "\n"), file, script)
+		})
 	})
 }

@@ -29,8 +29,8 @@ func SidRoot(t testing.TB) string {
 	return root
 }
 
-// Sid is the command that runs args inside the sid root with a bare
-// environment but for env (LD_PRELOAD and HEAPLINE_* among them), as a
+// Sid is the command that runs args inside the sid root under Bin's
+// shim (no summary line), with a bare environment but for env, as a
 // user's shell there would: env -i clears what the test's own process
 // holds, chroot enters the root. unshare gives it a mount namespace of its
 // own, as a container has: heapctl looks for regions in other namespaces'
@@ -38,7 +38,8 @@ func SidRoot(t testing.TB) string {
 func Sid(t testing.TB, env []string, args ...string) []string {
 	t.Helper()
 	cmd := []string{"unshare", "--mount", "chroot", SidRoot(t), "/usr/bin/env", "-i",
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C"}
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C",
+		"LD_PRELOAD=" + SidBin(t, LibName), "HEAPLINE_SUMMARY=0"}
 	cmd = append(cmd, env...)
 	return append(cmd, args...)
 }
