@@ -5,10 +5,12 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -160,5 +162,68 @@ func TestSidProfilePythonKnown(t *testing.T) {
 			}
 			pyKnownCheck(t, strings.Join(shares, "\n"), file, script)
 		})
+	})
+}
+
+// pyNamesScript allocates 80 MiB of bytearrays four Python frames deep:
+// a method of a class (a qualified name of 2-byte characters, read as a
+// compact str past the offsets' PyASCIIObject), a closure, its function
+// and the module.
+const pyNamesScript = `import sys
+class Über:
+    def größe_数(self, n):
+        return [bytearray(4096) for _ in range(n)]  # alloc
+def outer(n):
+    def inner():
+        return Über().größe_数(n)
+    return inner()
+keep = outer(20000)
+print("ready", flush=True)
+sys.stdin.readline()
+`
+
+// TestSidPythonFrameNames: on 3.14 and 3.15, at least 95% of the bytes
+// the script's frames allocated have exactly its four frames, innermost
+// first, by qualified name, in the script's file, the innermost at the
+// allocating line: code objects, their names and line tables read
+// through _Py_DebugOffsets.
+func TestSidPythonFrameNames(t *testing.T) {
+	want := []string{"Über.größe_数:4", "outer.<locals>.inner:7", "outer:8", "<module>:9"}
+	sidEach(t, func(t *testing.T, python string) {
+		script := sidScript(t, "names.py", pyNamesScript)
+		p, in, out := sidStart(t, testkit.Sid(t, []string{"HEAPLINE_SAMPLE=" + pfSample}, python, script))
+		if l := sidLine(t, out); l != "ready" {
+			t.Fatalf("script said %q", l)
+		}
+		file := filepath.Join(t.TempDir(), "names.pb.gz")
+		r := heapctl(t, "profile", "-o", file, strconv.Itoa(p.Process.Pid))
+		in.Close()
+		_ = p.Wait()
+		if r.err != nil {
+			t.Fatalf("%v\n%s", r.err, r.stderr)
+		}
+		var all, exact int64
+		other := map[string]int64{}
+		for _, s := range pfParse(t, file).Sample {
+			var got []string
+			for _, l := range s.Location {
+				if len(l.Line) > 0 && l.Line[0].Function.Filename == script {
+					got = append(got, fmt.Sprintf("%s:%d", l.Line[0].Function.Name, l.Line[0].Line))
+				}
+			}
+			if len(got) == 0 {
+				continue
+			}
+			all += s.Value[1]
+			if slices.Equal(got, want) {
+				exact += s.Value[1]
+			} else {
+				other[strings.Join(got, " < ")] += s.Value[1]
+			}
+		}
+		if all == 0 || float64(exact)/float64(all) < 0.95 {
+			t.Errorf("%d of %d bytes under the script's frames have %q; the others: %v", exact, all, want, other)
+		}
+		t.Logf("%d of %d bytes under %q", exact, all, want)
 	})
 }
