@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -225,5 +226,41 @@ func TestSidPythonFrameNames(t *testing.T) {
 			t.Errorf("%d of %d bytes under the script's frames have %q; the others: %v", exact, all, want, other)
 		}
 		t.Logf("%d of %d bytes under %q", exact, all, want)
+	})
+}
+
+// TestSidRunPythonLiveAtExit: the exit summary's python objects on 3.14
+// and 3.15, within 1% of sys.getallocatedblocks() printed just before an
+// os._exit (which leaves the objects in place): summed from the pools'
+// headers by default, counted by the wrapped allocators with
+// HEAPLINE_PYMALLOC=1.
+func TestSidRunPythonLiveAtExit(t *testing.T) {
+	live := regexp.MustCompile(`, python objects (\d+ allocated \([^)]*\), )?(\d+) live \(`)
+	sidEach(t, func(t *testing.T, python string) {
+		for _, pymalloc := range []string{"", "1"} {
+			t.Run("HEAPLINE_PYMALLOC="+pymalloc, func(t *testing.T) {
+				args := testkit.Sid(t, []string{"HEAPLINE_SUMMARY=1", "HEAPLINE_PYMALLOC=" + pymalloc}, python, "-c",
+					"import os, sys\nx = [str(i) * 3 for i in range(200000)]\nprint(sys.getallocatedblocks(), flush=True)\nos._exit(0)")
+				cmd := exec.Command(args[0], args[1:]...)
+				var stdout, stderr strings.Builder
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				if err := cmd.Run(); err != nil {
+					t.Fatalf("%v\n%s", err, stderr.String())
+				}
+				blocks, _ := strconv.ParseFloat(strings.TrimSpace(stdout.String()), 64)
+				m := live.FindStringSubmatch(stderr.String())
+				if m == nil || blocks < 200000 {
+					t.Fatalf("blocks %q, summary %q", stdout.String(), stderr.String())
+				}
+				if (m[1] != "") != (pymalloc == "1") {
+					t.Errorf("summary %q: counted objects only with HEAPLINE_PYMALLOC=1", m[0])
+				}
+				got, _ := strconv.ParseFloat(m[2], 64)
+				if d := got/blocks - 1; d > 0.01 || d < -0.01 {
+					t.Errorf("python objects %.0f live at exit, sys.getallocatedblocks() %.0f", got, blocks)
+				}
+				t.Logf("python objects %.0f live at exit, sys.getallocatedblocks() %.0f", got, blocks)
+			})
+		}
 	})
 }
