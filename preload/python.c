@@ -337,8 +337,7 @@ static uint64_t basicsize(uintptr_t type) { return rd64(type + 32); }
  * _PyRuntime symbol's; a PyObject is 16 bytes with its type at 8; the
  * code section's co_code_adaptive is PyCode_Type's tp_basicsize and the
  * str section's size PyUnicode_Type's; every offset lies inside its
- * section's size. A free-threaded build says so in the header: its frames
- * and objects are not read (hl_py_flags), whatever its layout.
+ * section's size.
  */
 static uint32_t debug_offsets(uint32_t minor)
 {
@@ -347,10 +346,6 @@ static uint32_t debug_offsets(uint32_t minor)
         return HL_PY_MISSING_OFFSETS;
     if ((d[1] >> 16) != minor)
         return HL_PY_MISSING_VERSION;
-    if (d[2] != 0) {
-        hl_py_flags |= HL_PY_FREETHREADED;
-        return HL_PY_MISSING_GIL;
-    }
     const struct dolayout *l = &layouts[0];
     for (size_t i = 1; i < NLAYOUTS && layouts[i].minor <= minor; i++)
         l = &layouts[i];
@@ -389,6 +384,21 @@ static uint32_t debug_offsets(uint32_t minor)
     return 0;
 }
 
+/* A free-threaded build (3.13 on, Py_GIL_DISABLED): its objects are
+ * mimalloc's and its frames' references tagged otherwise, so the shim reads
+ * neither and wraps none of its allocators (pymalloc.c): said by the
+ * offsets' free_threaded word, or, should they be unreadable, by
+ * _Py_DecRefShared, which only such a build exports (Include/object.h). */
+static int free_threaded(void)
+{
+    const uint64_t *d = (const uint64_t *)runtime;
+    int ft = (sym_size((const void *)runtime) >= 24 && memcmp(d, "xdebugpy", 8) == 0 && d[2] != 0) ||
+             dlsym(RTLD_DEFAULT, "_Py_DecRefShared") != NULL;
+    if (ft)
+        hl_py_flags |= HL_PY_FREETHREADED;
+    return ft;
+}
+
 /* At boot, before the region is made (its size depends on it): is the
  * program CPython, which version, and where is its eval loop. dlsym's
  * failures may calloc: boot's pool serves them. */
@@ -410,7 +420,9 @@ void hl_py_resolve(void)
         return;
     hl_py_version = ver != NULL ? (uint32_t)*ver : 1; /* 1: a Python before 3.11 */
     uint32_t minor = hl_py_version >> 16, missing = 0;
-    if (code_type == 0 || str_type == 0)
+    if (minor > 0x030c && free_threaded())
+        missing = HL_PY_MISSING_GIL;
+    else if (code_type == 0 || str_type == 0)
         missing = HL_PY_MISSING_TYPES;
     else if (minor == 0x030b)
         off = v311;
