@@ -2,7 +2,8 @@
  * python.c: the Python frames of a sample (docs/profiling.md).
  *
  * A sample's native stack shows CPython's evaluation loop, not the Python
- * code it runs. When the program is CPython 3.11, 3.12 or 3.13, take()
+ * code it runs. When the program is CPython 3.11 to 3.15 (or later, its
+ * offsets agreeing), take()
  * hands its frames to hl_py_frames, which replaces each native frame of
  * _PyEval_EvalFrameDefault with the Python frames that invocation runs,
  * innermost first, read from the thread's own frame chain. Each Python
@@ -13,11 +14,12 @@
  *
  * Everything here reads memory only, at sample time: no call into Python,
  * no GIL, no lock, no allocation. Like py-spy and austin it reads
- * interpreter structures at the offsets of the running version (one table
- * per version below, checked on this machine with the installed headers;
- * 3.13's from _Py_DebugOffsets, which CPython keeps at the start of
- * _PyRuntime for tools like this one). A version it does not know gets
- * native frames only, and the header says so.
+ * interpreter structures at the offsets of the running version: 3.11's
+ * and 3.12's fixed below (checked with the installed headers), 3.13's and
+ * later from _Py_DebugOffsets, which CPython keeps at the start of
+ * _PyRuntime for tools like this one (debug_offsets, below, says which
+ * fields and how a later version is checked). A version it cannot read
+ * gets native frames only, and the header says what was missing.
  *
  * The thread: its PyThreadState is found by comparing each state's
  * thread_id (pthread_self() of the thread that made it) with ours, in the
@@ -30,12 +32,19 @@
  * kept alive by them, so they are read directly.
  *
  * Grouping: an invocation of the eval loop runs Python frames until its
- * entry frame: 3.11 marks the first frame it ran (is_entry); 3.12 and
- * 3.13 push a frame owned by the C stack (FRAME_OWNED_BY_CSTACK) below
- * them. Native eval frames are matched by the function's address range;
- * Debian builds split its cold code out into a second range, found at
- * boot as the unwind-table entry (FDE) most of the function's jumps out of
- * itself land in.
+ * entry frame: 3.11 marks the first frame it ran (is_entry); 3.12 on push
+ * a frame below them that is no Python frame (OWNED_BY_INTERPRETER).
+ * Native eval frames are matched by the function's address range; Debian
+ * builds split its cold code out into a second range (its 3.14 and 3.15
+ * the whole dispatch), found at boot as the unwind-table entry (FDE) most
+ * of the function's jumps out of itself land in.
+ *
+ * Fixed for every version, as _Py_DebugOffsets does not hold them (and
+ * docs/profiling.md lists): tp_basicsize at 32 in a type, the bits of
+ * str's state, PyCompactUnicodeObject as PyASCIIObject and 16 bytes, the
+ * line table's format and 2-byte code units, the low two bits of a
+ * _PyStackRef as its tag, the frame owners, and thread_id as the
+ * thread's pthread_self().
  */
 #include <dlfcn.h>
 #include <errno.h>
