@@ -264,3 +264,35 @@ func TestSidRunPythonLiveAtExit(t *testing.T) {
 		}
 	})
 }
+
+// TestSidExportPythonLive: the exporter's python_objects for a python3.14
+// or python3.15 of the chroot (another mount namespace, read through
+// /proc/PID/root) within 1% of sys.getallocatedblocks(), and
+// python_object_bytes at least their bytes.
+func TestSidExportPythonLive(t *testing.T) {
+	sidEach(t, func(t *testing.T, python string) {
+		cmd, in, out := sidStart(t, testkit.Sid(t, []string{"HEAPLINE_PYMALLOC="}, python, sidScript(t, "hold.py", pyHoldScript)))
+		blocks := func() float64 {
+			f := strings.Fields(sidLine(t, out))
+			if len(f) != 2 || f[0] != "blocks" {
+				t.Fatalf("script said %q", f)
+			}
+			n, _ := strconv.ParseFloat(f[1], 64)
+			return n
+		}
+		before := blocks()
+		fams := hsScrape(t, hsExport(t))
+		in.Close()
+		after := blocks()
+		_ = cmd.Wait()
+		pid := cmd.Process.Pid
+		got, _, ok := hsSeries(fams, "heapline_python_objects", pid)
+		bytes, _, _ := hsSeries(fams, "heapline_python_object_bytes", pid)
+		if d := got/((before+after)/2) - 1; !ok || d > 0.01 || d < -0.01 {
+			t.Errorf("heapline_python_objects %v (found %v), sys.getallocatedblocks() %.0f then %.0f", got, ok, before, after)
+		}
+		if bytes < 300000*48 {
+			t.Errorf("heapline_python_object_bytes %v, want at least 300000 x 48", bytes)
+		}
+	})
+}
