@@ -20,16 +20,20 @@ tests=$(mktemp -d /tmp/test-python.XXXXXX)
 trap 'rm -rf "$tests"' EXIT
 go test -c -tags sidpython -o "$tests/shimtest.test" ./preload/shimtest
 go test -c -tags sidpython -o "$tests/ctl.test" ./ctl
-# shellcheck disable=SC2016
-unshare --mount --propagation private bash -euo pipefail -c '
-	. release/overlay.sh
-	overlay_up "$1" test-python
-	mkdir -p "$mnt$2/bin"
-	mount --bind "$2/bin" "$mnt$2/bin"
-	export HEAPLINE_SID_ROOT=$mnt
-	# each from its package directory, as go test runs it
-	(cd preload/shimtest && "$3/shimtest.test" -test.count=1 -test.timeout=20m -test.v -test.run "^TestSid")
-	(cd ctl && "$3/ctl.test" -test.count=1 -test.timeout=20m -test.v -test.run "^TestSid")
-	umount -l "$mnt$2/bin"
-' test-python "$sid" "$repo" "$tests"
+unshare --mount --propagation private bash -euo pipefail -s "$sid" "$repo" "$tests" <<'INNER'
+sid=$1 repo=$2 tests=$3
+# shellcheck source=../release/overlay.sh
+. release/overlay.sh
+overlay_up "$sid" test-python
+mkdir -p "$mnt$repo/bin"
+mount --bind "$repo/bin" "$mnt$repo/bin"
+# bin/ unmounted before overlay_down removes the overlay: its rm -rf must
+# never reach the tree's own bin/ through the bind mount
+trap 'umount "$mnt$repo/bin" && overlay_down' EXIT
+export HEAPLINE_SID_ROOT=$mnt
+# each from its package directory, as go test runs it; stdin is this
+# script's
+(cd preload/shimtest && "$tests/shimtest.test" -test.count=1 -test.timeout=20m -test.v -test.run '^TestSid' </dev/null)
+(cd ctl && "$tests/ctl.test" -test.count=1 -test.timeout=20m -test.v -test.run '^TestSid' </dev/null)
+INNER
 echo "test-python.sh: $(($(date +%s) - start)) s in all" >&2
