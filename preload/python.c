@@ -333,6 +333,14 @@ static uint64_t sym_size(const void *addr)
     return sym->st_size;
 }
 
+/* Whether n bytes at off lie inside a structure of size bytes, itself
+ * under 4 MiB: a structure's offsets are read as 32 bits, and a sum that
+ * wraps must not pass. */
+static int inside(uint64_t off, uint64_t n, uint64_t size)
+{
+    return size < ((uint64_t)4 << 20) && off <= size && n <= size - off;
+}
+
 /* A type object's tp_basicsize: in PyTypeObject after its PyVarObject head
  * (24 bytes) and tp_name, fixed by the limited API. */
 static uint64_t basicsize(uintptr_t type) { return rd64(type + 32); }
@@ -358,23 +366,24 @@ static uint32_t debug_offsets(uint32_t minor)
     const struct dolayout *l = &layouts[0];
     for (size_t i = 1; i < NLAYOUTS && layouts[i].minor <= minor; i++)
         l = &layouts[i];
-    if (d[l->rt_size] != sym_size((const void *)runtime) || d[l->rt_head] + 8 > d[l->rt_size])
+    uint64_t rt = d[l->rt_size], in = d[l->in_size], ts = d[l->ts_size], fr = d[l->fr_size], co = d[l->co_size];
+    if (rt != sym_size((const void *)runtime) || !inside(d[l->rt_head], 8, rt))
         return HL_PY_MISSING_RUNTIME;
     if (d[l->ob_size] != 16 || d[l->ob_type] != 8)
         return HL_PY_MISSING_OBJECT;
-    uint64_t in = d[l->in_size], ts = d[l->ts_size], fr = d[l->fr_size], co = d[l->co_size];
-    if (d[l->in_next] + 8 > in || d[l->in_threads] + 8 > in)
+    if (!inside(d[l->in_next], 8, in) || !inside(d[l->in_threads], 8, in))
         return HL_PY_MISSING_INTERP;
-    if (d[l->ts_next] + 8 > ts || d[l->ts_frame] + 8 > ts || d[l->ts_thread_id] + 8 > ts)
+    if (!inside(d[l->ts_next], 8, ts) || !inside(d[l->ts_frame], 8, ts) || !inside(d[l->ts_thread_id], 8, ts))
         return HL_PY_MISSING_THREAD;
-    if (d[l->fr_previous] + 8 > fr || d[l->fr_executable] + 8 > fr || d[l->fr_instr] + 8 > fr || d[l->fr_owner] + 1 > fr)
+    if (!inside(d[l->fr_previous], 8, fr) || !inside(d[l->fr_executable], 8, fr) || !inside(d[l->fr_instr], 8, fr) ||
+        !inside(d[l->fr_owner], 1, fr))
         return HL_PY_MISSING_FRAME;
-    if (d[l->co_code] != basicsize(code_type) || d[l->co_code] > co || d[l->co_filename] + 8 > co ||
-        d[l->co_qualname] + 8 > co || d[l->co_linetable] + 8 > co || d[l->co_firstlineno] + 4 > co)
+    if (d[l->co_code] != basicsize(code_type) || !inside(d[l->co_code], 0, co) || !inside(d[l->co_filename], 8, co) ||
+        !inside(d[l->co_qualname], 8, co) || !inside(d[l->co_linetable], 8, co) || !inside(d[l->co_firstlineno], 4, co))
         return HL_PY_MISSING_CODE;
     uint64_t un = d[l->un_size], by = d[l->by_size];
-    if (un != basicsize(str_type) || d[l->un_ascii] + 16 > un || d[l->un_state] + 4 > un || d[l->un_length] + 8 > un ||
-        d[l->by_ob_size] + 8 > by || d[l->by_sval] > by)
+    if (un != basicsize(str_type) || !inside(d[l->un_ascii], 16, un) || !inside(d[l->un_state], 4, un) ||
+        !inside(d[l->un_length], 8, un) || !inside(d[l->by_ob_size], 8, by) || !inside(d[l->by_sval], 0, by))
         return HL_PY_MISSING_STR;
     off = (struct pyoffs){
         .rt_interp_head = (uint32_t)d[l->rt_head], .interp_next = (uint32_t)d[l->in_next],
