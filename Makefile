@@ -241,3 +241,13 @@ CONTAINER_DEBS := $(call debs,containers)
 deps-containers: PKGS = $(CONTAINER_DEBS)
 test-containers: deps-containers all
 	CONTAINER_TESTS=1 $(GO) test -count=1 -run 'TestContainer|TestPodman' ./ctl
+
+# ---- python -----------------------------------------------------------
+# The newest CPythons (python3.14, python3.15) of a Debian sid chroot
+# (release/chroot.sh sid, cached beside the release's), with this tree's
+# bin/ inside: the TestSid* tests built with -tags sidpython
+# (.ci/test-python.sh, internal/testkit/sid.go). deps-release installs
+# debootstrap, which release/chroot.sh makes the chroot with.
+.PHONY: test-python
+test-python: deps-release all
+	.ci/test-python.sh

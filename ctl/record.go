@@ -47,7 +47,7 @@ read from /proc/PID/smaps at most once a second, and 0 on the exit summary's row
 			&cli.StringFlag{Name: "svg", Usage: "also draw live bytes over time, peak marked, into `FILE`"},
 			clikit.PIDFlag("record the running process `PID` instead of starting a command"),
 			clikit.LibFlag("libheap.so to preload into CMD"),
-			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD: Python's objects in the malloc figures and their peak (with HEAPLINE_PYMALLOC=1 the shim counts them instead as python objects, on CPython 3.11 to 3.13; docs/watching.md)"},
+			&cli.BoolFlag{Name: "python-objects", Usage: "set PYTHONMALLOC=malloc in CMD: Python's objects in the malloc figures and their peak (with HEAPLINE_PYMALLOC=1 the shim counts them instead as python objects, on CPython 3.11 to 3.15; docs/watching.md)"},
 		},
 		Action: func(c *cli.Context) error { return record(e, c) },
 	}

@@ -2,7 +2,8 @@
  * python.c: the Python frames of a sample (docs/profiling.md).
  *
  * A sample's native stack shows CPython's evaluation loop, not the Python
- * code it runs. When the program is CPython 3.11, 3.12 or 3.13, take()
+ * code it runs. When the program is CPython 3.11 to 3.15 (or later, its
+ * offsets agreeing), take()
  * hands its frames to hl_py_frames, which replaces each native frame of
  * _PyEval_EvalFrameDefault with the Python frames that invocation runs,
  * innermost first, read from the thread's own frame chain. Each Python
@@ -13,11 +14,12 @@
  *
  * Everything here reads memory only, at sample time: no call into Python,
  * no GIL, no lock, no allocation. Like py-spy and austin it reads
- * interpreter structures at the offsets of the running version (one table
- * per version below, checked on this machine with the installed headers;
- * 3.13's from _Py_DebugOffsets, which CPython keeps at the start of
- * _PyRuntime for tools like this one). A version it does not know gets
- * native frames only, and the header says so.
+ * interpreter structures at the offsets of the running version: 3.11's
+ * and 3.12's fixed below (checked with the installed headers), 3.13's and
+ * later from _Py_DebugOffsets, which CPython keeps at the start of
+ * _PyRuntime for tools like this one (debug_offsets, below, says which
+ * fields and how a later version is checked). A version it cannot read
+ * gets native frames only, and the header says what was missing.
  *
  * The thread: its PyThreadState is found by comparing each state's
  * thread_id (pthread_self() of the thread that made it) with ours, in the
@@ -30,12 +32,19 @@
  * kept alive by them, so they are read directly.
  *
  * Grouping: an invocation of the eval loop runs Python frames until its
- * entry frame: 3.11 marks the first frame it ran (is_entry); 3.12 and
- * 3.13 push a frame owned by the C stack (FRAME_OWNED_BY_CSTACK) below
- * them. Native eval frames are matched by the function's address range;
- * Debian builds split its cold code out into a second range, found at
- * boot as the unwind-table entry (FDE) most of the function's jumps out of
- * itself land in.
+ * entry frame: 3.11 marks the first frame it ran (is_entry); 3.12 on push
+ * a frame below them that is no Python frame (OWNED_BY_INTERPRETER).
+ * Native eval frames are matched by the function's address range; Debian
+ * builds split its cold code out into a second range (its 3.14 and 3.15
+ * the whole dispatch), found at boot as the unwind-table entry (FDE) most
+ * of the function's jumps out of itself land in.
+ *
+ * Fixed for every version, as _Py_DebugOffsets does not hold them (and
+ * docs/profiling.md lists): tp_basicsize at 32 in a type, the bits of
+ * str's state, PyCompactUnicodeObject as PyASCIIObject and 16 bytes, the
+ * line table's format and 2-byte code units, the low two bits of a
+ * _PyStackRef as its tag, the frame owners, and thread_id as the
+ * thread's pthread_self().
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -64,13 +73,63 @@ struct pyoffs {
     int32_t fr_is_entry;       /* 3.11; -1 after it */
     uint32_t co_filename, co_qualname, co_linetable, co_firstlineno, co_code;
     uint32_t str_ascii, str_compact; /* sizeof PyASCIIObject, PyCompactUnicodeObject */
+    uint32_t str_state, str_length;  /* in PyASCIIObject */
+    uint32_t bytes_size, bytes_data; /* PyBytesObject's ob_size and ob_sval: the line table */
 };
 
-#define OWNED_BY_CSTACK 3 /* 3.12, 3.13 */
+/* The first owner that is no Python frame of the chain but the boundary
+ * of an eval loop's invocation: 3.12 and 3.13's FRAME_OWNED_BY_CSTACK (3),
+ * the entry frame each invocation pushes; from 3.14 on, that entry frame
+ * is FRAME_OWNED_BY_INTERPRETER (3), with 3.14's CSTACK (4) after it, and
+ * 3.15's thread state ends the chain with a base frame owned by the
+ * interpreter too. */
+#define OWNED_BY_INTERPRETER 3
 
-static const struct pyoffs v311 = {40, 0, 16, 8, 152, 56, 8, 32, 48, 56, 69, 68, 112, 128, 136, 72, 184, 48, 72};
-static const struct pyoffs v312 = {40, 0, 72, 8, 136, 56, 0, 0, 8, 56, 70, -1, 112, 128, 136, 68, 192, 40, 56};
-static const struct pyoffs v313 = {632, 7264, 7344, 8, 152, 0, 72, 0, 8, 56, 70, -1, 112, 128, 136, 68, 200, 40, 56};
+/* 3.11 and 3.12 publish no layout: their offsets are fixed, checked with
+ * the installed headers. */
+static const struct pyoffs v311 = {
+    .rt_interp_head = 40, .interp_next = 0, .interp_threads = 16, .ts_next = 8, .ts_thread_id = 152,
+    .ts_cframe = 56, .ts_frame = 8, .fr_code = 32, .fr_previous = 48, .fr_instr = 56, .fr_owner = 69,
+    .fr_is_entry = 68, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_firstlineno = 72,
+    .co_code = 184, .str_ascii = 48, .str_compact = 72, .str_state = 32, .str_length = 16,
+    .bytes_size = 16, .bytes_data = 32};
+static const struct pyoffs v312 = {
+    .rt_interp_head = 40, .interp_next = 0, .interp_threads = 72, .ts_next = 8, .ts_thread_id = 136,
+    .ts_cframe = 56, .ts_frame = 0, .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70,
+    .fr_is_entry = -1, .co_filename = 112, .co_qualname = 128, .co_linetable = 136, .co_firstlineno = 68,
+    .co_code = 192, .str_ascii = 40, .str_compact = 56, .str_state = 32, .str_length = 16,
+    .bytes_size = 16, .bytes_data = 32};
+
+/*
+ * From 3.13 on, _Py_DebugOffsets at the start of _PyRuntime
+ * (Include/internal/pycore_debug_offsets.h): a cookie, the version, a
+ * free-threaded flag, then one section per structure, each its size
+ * followed by its fields' offsets, every one a u64. Sections grow between
+ * versions (3.14 added fields to the interpreter's, frame's and code's
+ * sections and a section for sets; 3.15 to the thread's and the type's),
+ * so where each field the walk needs sits is one row per layout, by u64
+ * index: each holds from its version on, and a later CPython is read with
+ * the newest row if its offsets agree with its build (pyoffs_check).
+ */
+struct dolayout {
+    uint32_t minor; /* PY_VERSION_HEX >> 16 */
+    uint8_t rt_size, rt_head;
+    uint8_t in_size, in_next, in_threads;
+    uint8_t ts_size, ts_next, ts_frame, ts_thread_id;
+    uint8_t fr_size, fr_previous, fr_executable, fr_instr, fr_owner;
+    uint8_t co_size, co_filename, co_qualname, co_linetable, co_firstlineno, co_code;
+    uint8_t ob_size, ob_type;
+    uint8_t by_size, by_ob_size, by_sval;
+    uint8_t un_size, un_state, un_length, un_ascii;
+};
+
+static const struct dolayout layouts[] = {
+    {0x030d, 3, 5, 6, 8, 9, 19, 21, 23, 24, 28, 29, 30, 31, 33, 34, 35, 37, 38, 39, 43, 44, 45, 64, 65, 66, 67, 68, 69, 70},
+    {0x030e, 3, 5, 6, 8, 9, 22, 24, 26, 27, 31, 32, 33, 34, 36, 39, 40, 42, 43, 44, 48, 50, 51, 74, 75, 76, 77, 78, 79, 80},
+    {0x030f, 3, 5, 6, 8, 9, 22, 24, 26, 30, 39, 40, 41, 42, 44, 47, 48, 50, 51, 52, 56, 58, 59, 86, 87, 88, 89, 90, 91, 92},
+};
+#define NLAYOUTS (sizeof layouts / sizeof layouts[0])
+#define DO_WORDS 93 /* the newest layout's words we read (3.15's unicode section ends at 92) */
 
 static struct pyoffs off;
 static int py_on;                  /* frames are read */
@@ -208,7 +267,7 @@ static int fde_range(const uint8_t *hdr, uintptr_t pc, uintptr_t *lo, uintptr_t 
 }
 
 /* The range most of the eval function's jumps out of itself go to, if
- * they are many: GCC's .cold part. Scanned byte by byte, not decoded:
+ * they are several and most: GCC's .cold part. Scanned byte by byte, not decoded:
  * what is not really a jump lands anywhere, and loses the vote. */
 static void find_cold(void)
 {
@@ -242,7 +301,15 @@ static void find_cold(void)
     for (int k = 1; k < 8; k++)
         if (votes[k] > votes[best])
             best = k;
-    if (votes[best] >= 16) {
+    uint32_t second = 0;
+    for (int k = 0; k < 8; k++)
+        if (k != best && votes[k] > second)
+            second = votes[k];
+    /* Debian's 3.11: 307 jumps to its cold part, 1 anywhere else. Its
+     * 3.14 and 3.15 (GCC 16, profile-guided) keep only the entry and exit
+     * in the function's symbol (1,184 and 844 bytes), the whole dispatch
+     * in the cold part (84 KB): 11 and 13 jumps there, none elsewhere. */
+    if (votes[best] >= 8 && votes[best] >= 4 * second) {
         cold_lo = lo[best];
         cold_hi = hi[best];
     }
@@ -256,35 +323,98 @@ static inline int is_eval(uint64_t pc)
 
 // ---- boot -------------------------------------------------------------------------
 
-/* 3.13: the offsets from _Py_DebugOffsets (Include/internal/pycore_runtime.h),
- * read as u64 words: the index of each field is fixed for 3.13.x. */
-static int debug_offsets(void)
+/* The size of the symbol holding addr (its st_size), or 0. */
+static uint64_t sym_size(const void *addr)
+{
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (dladdr1(addr, &info, (void **)&sym, RTLD_DL_SYMENT) == 0 || sym == NULL)
+        return 0;
+    return sym->st_size;
+}
+
+/* Whether n bytes at off lie inside a structure of size bytes, itself
+ * under 4 MiB: a structure's offsets are read as 32 bits, and a sum that
+ * wraps must not pass. */
+static int inside(uint64_t off, uint64_t n, uint64_t size)
+{
+    return size < ((uint64_t)4 << 20) && off <= size && n <= size - off;
+}
+
+/* A type object's tp_basicsize: in PyTypeObject after its PyVarObject head
+ * (24 bytes) and tp_name, fixed by the limited API. */
+static uint64_t basicsize(uintptr_t type) { return rd64(type + 32); }
+
+/*
+ * 3.13 and later: the offsets from _Py_DebugOffsets, in the newest layout
+ * not newer than the interpreter. 0, or the HL_PY_MISSING_* of the first
+ * check that failed. The checks tie the layout to the build, so that a
+ * version after the newest known is read only if the newest row still
+ * fits it: the cookie and the version; the runtime section's size is the
+ * _PyRuntime symbol's; a PyObject is 16 bytes with its type at 8; the
+ * code section's co_code_adaptive is PyCode_Type's tp_basicsize and the
+ * str section's size PyUnicode_Type's; every offset lies inside its
+ * section's size.
+ */
+static uint32_t debug_offsets(uint32_t minor)
 {
     const uint64_t *d = (const uint64_t *)runtime;
-    if (memcmp(d, "xdebugpy", 8) != 0 || (d[1] >> 16) != 0x030d)
-        return -1;
-    if (d[2] != 0) {
-        hl_py_flags |= HL_PY_FREETHREADED;
-        return -1;
-    }
-    off = v313;
-    off.rt_interp_head = (uint32_t)d[5];
-    off.interp_next = (uint32_t)d[8];
-    off.interp_threads = (uint32_t)d[9];
-    off.ts_next = (uint32_t)d[21];
-    off.ts_frame = (uint32_t)d[23];
-    off.ts_thread_id = (uint32_t)d[24];
-    off.fr_previous = (uint32_t)d[29];
-    off.fr_code = (uint32_t)d[30];
-    off.fr_instr = (uint32_t)d[31];
-    off.fr_owner = (uint32_t)d[33];
-    off.co_filename = (uint32_t)d[35];
-    off.co_qualname = (uint32_t)d[37];
-    off.co_linetable = (uint32_t)d[38];
-    off.co_firstlineno = (uint32_t)d[39];
-    off.co_code = (uint32_t)d[43];
-    off.str_ascii = (uint32_t)d[70];
+    if (sym_size((const void *)runtime) < DO_WORDS * 8 || memcmp(d, "xdebugpy", 8) != 0)
+        return HL_PY_MISSING_OFFSETS;
+    if ((d[1] >> 16) != minor)
+        return HL_PY_MISSING_VERSION;
+    const struct dolayout *l = &layouts[0];
+    for (size_t i = 1; i < NLAYOUTS && layouts[i].minor <= minor; i++)
+        l = &layouts[i];
+    uint64_t rt = d[l->rt_size], in = d[l->in_size], ts = d[l->ts_size], fr = d[l->fr_size], co = d[l->co_size];
+    if (rt != sym_size((const void *)runtime) || !inside(d[l->rt_head], 8, rt))
+        return HL_PY_MISSING_RUNTIME;
+    if (d[l->ob_size] != 16 || d[l->ob_type] != 8)
+        return HL_PY_MISSING_OBJECT;
+    if (!inside(d[l->in_next], 8, in) || !inside(d[l->in_threads], 8, in))
+        return HL_PY_MISSING_INTERP;
+    if (!inside(d[l->ts_next], 8, ts) || !inside(d[l->ts_frame], 8, ts) || !inside(d[l->ts_thread_id], 8, ts))
+        return HL_PY_MISSING_THREAD;
+    if (!inside(d[l->fr_previous], 8, fr) || !inside(d[l->fr_executable], 8, fr) || !inside(d[l->fr_instr], 8, fr) ||
+        !inside(d[l->fr_owner], 1, fr))
+        return HL_PY_MISSING_FRAME;
+    if (d[l->co_code] != basicsize(code_type) || !inside(d[l->co_code], 0, co) || !inside(d[l->co_filename], 8, co) ||
+        !inside(d[l->co_qualname], 8, co) || !inside(d[l->co_linetable], 8, co) || !inside(d[l->co_firstlineno], 4, co))
+        return HL_PY_MISSING_CODE;
+    uint64_t un = d[l->un_size], by = d[l->by_size];
+    if (un != basicsize(str_type) || !inside(d[l->un_ascii], 16, un) || !inside(d[l->un_state], 4, un) ||
+        !inside(d[l->un_length], 8, un) || !inside(d[l->by_ob_size], 8, by) || !inside(d[l->by_sval], 0, by))
+        return HL_PY_MISSING_STR;
+    off = (struct pyoffs){
+        .rt_interp_head = (uint32_t)d[l->rt_head], .interp_next = (uint32_t)d[l->in_next],
+        .interp_threads = (uint32_t)d[l->in_threads], .ts_next = (uint32_t)d[l->ts_next],
+        .ts_thread_id = (uint32_t)d[l->ts_thread_id], .ts_cframe = 0, .ts_frame = (uint32_t)d[l->ts_frame],
+        .fr_code = (uint32_t)d[l->fr_executable], .fr_previous = (uint32_t)d[l->fr_previous],
+        .fr_instr = (uint32_t)d[l->fr_instr], .fr_owner = (uint32_t)d[l->fr_owner], .fr_is_entry = -1,
+        .co_filename = (uint32_t)d[l->co_filename], .co_qualname = (uint32_t)d[l->co_qualname],
+        .co_linetable = (uint32_t)d[l->co_linetable], .co_firstlineno = (uint32_t)d[l->co_firstlineno],
+        .co_code = (uint32_t)d[l->co_code],
+        /* not in the offsets: PyCompactUnicodeObject is PyASCIIObject and
+         * its utf8_length and utf8 (3.12 on) */
+        .str_ascii = (uint32_t)d[l->un_ascii], .str_compact = (uint32_t)d[l->un_ascii] + 16,
+        .str_state = (uint32_t)d[l->un_state], .str_length = (uint32_t)d[l->un_length],
+        .bytes_size = (uint32_t)d[l->by_ob_size], .bytes_data = (uint32_t)d[l->by_sval]};
     return 0;
+}
+
+/* A free-threaded build (3.13 on, Py_GIL_DISABLED): its objects are
+ * mimalloc's and its frames' references tagged otherwise, so the shim reads
+ * neither and wraps none of its allocators (pymalloc.c): said by the
+ * offsets' free_threaded word, or, should they be unreadable, by
+ * _Py_DecRefShared, which only such a build exports (Include/object.h). */
+static int free_threaded(void)
+{
+    const uint64_t *d = (const uint64_t *)runtime;
+    int ft = (sym_size((const void *)runtime) >= 24 && memcmp(d, "xdebugpy", 8) == 0 && d[2] != 0) ||
+             dlsym(RTLD_DEFAULT, "_Py_DecRefShared") != NULL;
+    if (ft)
+        hl_py_flags |= HL_PY_FREETHREADED;
+    return ft;
 }
 
 /* At boot, before the region is made (its size depends on it): is the
@@ -307,24 +437,30 @@ void hl_py_resolve(void)
     if (eval == NULL || runtime == 0)
         return;
     hl_py_version = ver != NULL ? (uint32_t)*ver : 1; /* 1: a Python before 3.11 */
-    uint32_t minor = hl_py_version >> 16;
-    int known = code_type != 0 && str_type != 0;
-    if (known && minor == 0x030b)
+    uint32_t minor = hl_py_version >> 16, missing = 0;
+    if (minor > 0x030c && free_threaded())
+        missing = HL_PY_MISSING_GIL;
+    else if (code_type == 0 || str_type == 0)
+        missing = HL_PY_MISSING_TYPES;
+    else if (minor == 0x030b)
         off = v311;
-    else if (known && minor == 0x030c)
+    else if (minor == 0x030c)
         off = v312;
-    else if (!known || minor != 0x030d || debug_offsets() != 0)
-        known = 0;
-    Dl_info info;
-    const ElfW(Sym) *sym = NULL;
-    if (known && dladdr1(eval, &info, (void **)&sym, RTLD_DL_SYMENT) != 0 && sym != NULL && sym->st_size != 0) {
+    else if (minor > 0x030c)
+        missing = debug_offsets(minor);
+    else
+        missing = HL_PY_MISSING_OFFSETS; /* before 3.11 (version 1) */
+    uint64_t size = sym_size(eval);
+    if (missing == 0 && size == 0)
+        missing = HL_PY_MISSING_EVAL;
+    if (missing == 0) {
         eval_lo = (uintptr_t)eval;
-        eval_hi = eval_lo + sym->st_size;
+        eval_hi = eval_lo + size;
         find_cold();
         py_on = 1;
         hl_py_flags |= HL_PY_FRAMES;
     } else {
-        hl_py_flags |= HL_PY_UNKNOWN;
+        hl_py_flags |= HL_PY_UNKNOWN | missing << HL_PY_MISSING_SHIFT;
     }
 }
 
@@ -358,9 +494,9 @@ static void copy_str(uintptr_t s, char *out, size_t cap)
 {
     size_t o = 0;
     if (s != 0 && rd64(s + 8) == str_type) {
-        uint32_t state = rd32(s + 32);
+        uint32_t state = rd32(s + off.str_state);
         unsigned kind = state >> 2 & 7, compact = state >> 5 & 1, ascii = state >> 6 & 1;
-        uint64_t len = rd64(s + 16);
+        uint64_t len = rd64(s + off.str_length);
         const uint8_t *d = (const uint8_t *)(s + (ascii ? off.str_ascii : off.str_compact));
         for (uint64_t i = 0; compact && i < len && o + 5 < cap; i++) {
             uint32_t ch = kind == 1 ? d[i] : kind == 2 ? ((const uint16_t *)d)[i] : ((const uint32_t *)d)[i];
@@ -491,8 +627,8 @@ static uint32_t line_of(uintptr_t code, int64_t unit)
     uintptr_t lt = rd64(code + off.co_linetable);
     if (unit < 0 || lt == 0)
         return line > 0 ? (uint32_t)line : 0;
-    uint64_t len = rd64(lt + 16), i = 0;
-    const uint8_t *p = (const uint8_t *)(lt + 32);
+    uint64_t len = rd64(lt + off.bytes_size), i = 0;
+    const uint8_t *p = (const uint8_t *)(lt + off.bytes_data);
     int64_t pos = 0;
     while (i < len) {
         uint8_t b = p[i++];
@@ -574,10 +710,13 @@ int hl_py_frames(uint64_t *frames, int n, int max)
          * chain ran out): the native frame stays */
         int first = m;
         for (; f != 0 && m < max && depth < 1024; depth++) {
-            uintptr_t code = rd64(f + off.fr_code), prev = rd64(f + off.fr_previous);
+            /* 3.14 on, f_executable is a _PyStackRef: a pointer whose
+             * low two bits are its tag (Py_TAG_BITS; objects are 16-byte
+             * aligned, so earlier pointers lose nothing) */
+            uintptr_t code = rd64(f + off.fr_code) & ~(uintptr_t)3, prev = rd64(f + off.fr_previous);
             int owner = ((const volatile uint8_t *)f)[off.fr_owner];
             int entry = off.fr_is_entry >= 0 && ((const volatile uint8_t *)f)[off.fr_is_entry];
-            if (off.fr_is_entry < 0 && owner == OWNED_BY_CSTACK) {
+            if (off.fr_is_entry < 0 && owner >= OWNED_BY_INTERPRETER) {
                 f = prev;
                 break;
             }

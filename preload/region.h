@@ -213,6 +213,21 @@ struct hl_header {
 #define HL_PY_OBJECTS    4u /* pymalloc's blocks are counted (and sampled) */
 #define HL_PY_FREETHREADED 8u /* a free-threaded build: neither frames nor objects */
 #define HL_PY_ARENAS     16u /* pymalloc's arenas are in the pyarena table */
+/* With HL_PY_UNKNOWN, bits 8 to 15 say what the shim missed to read frames
+ * (python.c): the first check that failed. */
+#define HL_PY_MISSING_SHIFT   8
+#define HL_PY_MISSING_OFFSETS 1u  /* no _Py_DebugOffsets at _PyRuntime (or a Python before 3.11) */
+#define HL_PY_MISSING_VERSION 2u  /* their version is not Py_Version's */
+#define HL_PY_MISSING_GIL     3u  /* a free-threaded build (HL_PY_FREETHREADED) */
+#define HL_PY_MISSING_RUNTIME 4u  /* their runtime section's size is not _PyRuntime's */
+#define HL_PY_MISSING_OBJECT  5u  /* their PyObject section is not 16 bytes with ob_type at 8 */
+#define HL_PY_MISSING_INTERP  6u  /* an interpreter state's offset past its size */
+#define HL_PY_MISSING_THREAD  7u  /* a thread state's offset past its size */
+#define HL_PY_MISSING_FRAME   8u  /* a frame's offset past its size */
+#define HL_PY_MISSING_CODE    9u  /* the code section disagrees with PyCode_Type's size */
+#define HL_PY_MISSING_STR     10u /* the str or bytes section disagrees with PyUnicode_Type's size */
+#define HL_PY_MISSING_TYPES   11u /* PyCode_Type or PyUnicode_Type is not exported */
+#define HL_PY_MISSING_EVAL    12u /* _PyEval_EvalFrameDefault's size is unknown */
 
 /*
  * The profile: nstacks hl_stack entries at prof_offset, then nobjects

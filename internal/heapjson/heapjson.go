@@ -34,7 +34,7 @@ type Summary struct {
 	// CPython's small objects: pymalloc's blocks of its object and PyMem
 	// domains, in bytes of its size classes, outside the malloc figures
 	// (their arenas are mapped memory). Exact; only from a CPython whose
-	// allocator the shim wraps (3.11 to 3.13).
+	// allocator the shim wraps (3.11 to 3.15).
 	PyAllocs         uint64 `json:"py_allocs,omitempty"`
 	PyFrees          uint64 `json:"py_frees,omitempty"`
 	PyAllocatedBytes uint64 `json:"py_allocated_bytes,omitempty"`

@@ -196,7 +196,11 @@ func pythonComment(p region.Profile) string {
 		if p.PyVersion == 1 {
 			v = "before 3.11"
 		}
-		return Hint + "python " + v + ": a version whose frames the shim does not read (it reads 3.11 to 3.13's): native frames only"
+		why := region.PyMissing(p.PyFlags)
+		if why == "" || p.PyVersion == 1 {
+			why = "it reads 3.11 and later's"
+		}
+		return Hint + "python " + v + ": a version whose frames the shim does not read (" + why + "): native frames only"
 	}
 	return ""
 }

@@ -403,6 +403,8 @@ func TestBuildPythonUnknown(t *testing.T) {
 		want           string
 	}{
 		{0x030e00f0, region.PyFlagUnknown, "python 3.14: a version whose frames"},
+		{0x031000f0, region.PyFlagUnknown | region.PyMissingCode<<region.PyMissingShift,
+			"python 3.16: a version whose frames the shim does not read (its _Py_DebugOffsets' code object section disagrees with PyCode_Type's size)"},
 		{1, region.PyFlagUnknown, "python before 3.11: a version whose frames"},
 		{0x030d00f0, region.PyFlagUnknown | region.PyFlagFreeThreaded, "python 3.13 is a free-threaded build"},
 	} {

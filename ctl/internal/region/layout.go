@@ -59,6 +59,8 @@ const (
 	PyFlagObjects      = 4 // HL_PY_OBJECTS
 	PyFlagFreeThreaded = 8 // HL_PY_FREETHREADED
 
+	PyMissingShift = 8 // HL_PY_MISSING_SHIFT: with PyFlagUnknown, what was missed (PyMissing)
+
 	// pymalloc's live arenas (region.h, hl_pyarena).
 	PyFlagArenas    = 16    // HL_PY_ARENAS
 	PyArenasDefault = 16384 // HL_PYARENAS
@@ -356,6 +358,21 @@ var goConstants = map[string]uint64{
 	"HL_PY_ARENAS":       PyFlagArenas,
 	"HL_PYARENAS":        PyArenasDefault,
 	"sizeof hl_pyarena":  PyArenaSize,
+
+	// what the shim missed of a CPython (py_flags >> HL_PY_MISSING_SHIFT)
+	"HL_PY_MISSING_SHIFT":   PyMissingShift,
+	"HL_PY_MISSING_OFFSETS": PyMissingOffsets,
+	"HL_PY_MISSING_VERSION": PyMissingVersion,
+	"HL_PY_MISSING_GIL":     PyMissingGIL,
+	"HL_PY_MISSING_RUNTIME": PyMissingRuntime,
+	"HL_PY_MISSING_OBJECT":  PyMissingObject,
+	"HL_PY_MISSING_INTERP":  PyMissingInterp,
+	"HL_PY_MISSING_THREAD":  PyMissingThread,
+	"HL_PY_MISSING_FRAME":   PyMissingFrame,
+	"HL_PY_MISSING_CODE":    PyMissingCode,
+	"HL_PY_MISSING_STR":     PyMissingStr,
+	"HL_PY_MISSING_TYPES":   PyMissingTypes,
+	"HL_PY_MISSING_EVAL":    PyMissingEval,
 }
 
 // Offset is where region.h puts member, named "struct.member" as in
