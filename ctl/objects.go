@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -9,6 +10,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/pyheap"
+	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
 )
@@ -45,7 +47,10 @@ func objects(e *env, args []string, top int, asJSON, stop bool) error {
 	if top < 0 {
 		return fmt.Errorf("objects: --top %d: want 0 (all) or more", top)
 	}
-	ent := regions.Inspect(pid)
+	ent, prof := regions.InspectProfile(pid)
+	if ent.Err != nil && errors.Is(ent.Err, region.ErrNoProfile) {
+		ent = regions.Inspect(pid) // sampling off: no sites
+	}
 	if ent.Err != nil {
 		return fmt.Errorf("objects: %w", follow.RegionError(pid, ent, false))
 	}
@@ -56,7 +61,10 @@ func objects(e *env, args []string, top int, asJSON, stop bool) error {
 	if err := pyheap.Walkable(a); err != nil {
 		return fmt.Errorf("objects: pid %d %w", pid, err)
 	}
-	roots := pyheap.FindGC(ent.Proc, a.Version) // before the stop: it reads files
+	roots, err := pyheap.FindGC(ent.Proc, a.Version) // before the stop: it reads files
+	if err != nil {
+		return fmt.Errorf("objects: pid %d runs %w", pid, err)
+	}
 	release := func() {}
 	if stop {
 		if release, err = pyheap.Hold(ent.Proc); err != nil {
@@ -81,6 +89,12 @@ func objects(e *env, args []string, top int, asJSON, stop bool) error {
 		}
 		return clikit.WriteJSON(e.stdout, types)
 	}
-	_, err = fmt.Fprint(e.stdout, pyheap.Table(o, types, stop))
+	// the shim's live bytes as of the walk, not of the look-up before it
+	malloc := ent.Summary.LiveBytes
+	if s, err := regions.Read(pid); err == nil {
+		malloc = s.LiveBytes
+	}
+	acct := pyheap.Accounting(o, uint64(max(malloc, 0)))
+	_, err = fmt.Fprint(e.stdout, pyheap.Table(o, types, stop, &acct, pyheap.Sites(prof)))
 	return err
 }
