@@ -80,7 +80,9 @@ func Elsewhere(a Account, r Reached) string {
 }
 
 // SitesLine names where the largest sampled blocks over 512 B still live
-// were allocated, the three largest sites; "" when none is.
+// were allocated, the three largest sites; "" when none is. Sites with
+// no Python frame are C's, or of a Python whose frames the shim does not
+// read.
 func SitesLine(sites []Site) string {
 	if len(sites) == 0 {
 		return ""
@@ -89,7 +91,7 @@ func SitesLine(sites []Site) string {
 	for _, s := range sites[:min(3, len(sites))] {
 		where := "at " + report.Printable(s.Where)
 		if s.Where == "" {
-			where = "with no Python frame (C code)"
+			where = "with no Python frame (C code, or frames not read)"
 		}
 		parts = append(parts, report.Bytes(int64(min(s.Bytes, 1<<62)))+" in blocks over 512 B allocated "+where)
 	}
