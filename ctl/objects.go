@@ -22,11 +22,15 @@ func objectsCommand(e *env) *cli.Command {
 		Usage: "list a running CPython's live objects by type (count and sys.getsizeof bytes), read from pymalloc's pools and the GC lists from outside",
 		Description: `Reads every live block of pymalloc's pools, in the arenas the shim lists, with process_vm_readv
 (the process's owner or root only), and names each object's type from its ob_type, checked as a
-type object. CPython 3.11 to 3.13, not free-threaded. The process runs on while it is read
-unless --stop is given; the blocks that held no object of a type found (buffers, dict keys, or
-changed under the read) are counted apart. Objects of more than 512 bytes, malloc's, are found
-on the interpreters' GC generation lists (from _PyRuntime, which the python program or libpython
-exports): those of GC-tracked types are listed, the others (a long str or bytes) are not.`,
+type object. CPython 3.11 and later, not free-threaded: from 3.13 the layout is the interpreter's
+own _Py_DebugOffsets. The process runs on while it is read unless --stop is given; the blocks that
+held no object of a type found (buffers, dict keys, or changed under the read) are counted apart.
+Objects of more than 512 bytes, malloc's, are found on the interpreters' GC generation lists
+(from _PyRuntime, which the python program or libpython exports); the untracked ones (a long str
+or bytes) through the items of the lists, tuples, dicts and sets found. Bytes are sys.getsizeof's:
+a list's, dict's, set's and bytearray's buffer counted. Under the table, a line says how much of
+the live heap (malloc's live bytes and pymalloc's arenas) the objects listed hold, and what the
+rest is; another, where the largest sampled blocks over 512 B still live were allocated.`,
 		ArgsUsage: "PID",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "top", Value: 20, Usage: "types to list, the largest bytes first; 0 for all"},
