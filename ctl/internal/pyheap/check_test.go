@@ -3,6 +3,8 @@ package pyheap
 import (
 	"strings"
 	"testing"
+
+	"github.com/heapline/heapline/ctl/internal/region"
 )
 
 // TestCheck: the versions walked are 3.11 and later without free
@@ -27,5 +29,18 @@ func TestCheck(t *testing.T) {
 		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("Check(%#x, %v) = %v, want %q", c.version, c.ft, err, c.want)
 		}
+	}
+}
+
+// TestWalkableUnknown: a CPython whose arenas the shim does not list
+// because it does not know the version is told so, by its version (it
+// was told PYTHONMALLOC was set).
+func TestWalkableUnknown(t *testing.T) {
+	err := Walkable(region.PyArenas{Version: 0x03100000, Flags: region.PyFlagUnknown})
+	if err == nil || !strings.Contains(err.Error(), "runs CPython 3.16, whose pymalloc arenas this shim does not list") {
+		t.Errorf("Walkable: %v", err)
+	}
+	if err := Walkable(region.PyArenas{Version: 0x030d0000}); err == nil || !strings.Contains(err.Error(), "PYTHONMALLOC") {
+		t.Errorf("Walkable of a known version without arenas: %v", err)
 	}
 }

@@ -57,6 +57,9 @@ func Walkable(a region.PyArenas) error {
 	if err := Check(a.Version, a.Flags&region.PyFlagFreeThreaded != 0); err != nil {
 		return fmt.Errorf("runs %w", err)
 	}
+	if a.Flags&region.PyFlagArenas == 0 && a.Flags&region.PyFlagUnknown != 0 {
+		return fmt.Errorf("runs CPython 3.%d, whose pymalloc arenas this shim does not list: its objects cannot be read", Version(a.Version).minor())
+	}
 	if a.Flags&region.PyFlagArenas == 0 {
 		return errors.New("has no arenas listed by the shim (PYTHONMALLOC set, or Python started before the shim)")
 	}

@@ -2,6 +2,7 @@ package pyheap
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -115,5 +116,32 @@ func TestDebugOffsets(t *testing.T) {
 	blk[8+2] = 16
 	if _, err := debugOffsets(blk, 16); err == nil || !strings.Contains(err.Error(), "not laid out as those of 3.15") {
 		t.Errorf("3.16 laid out otherwise: %v", err)
+	}
+}
+
+// TestFindGCLists: in a GC state of a version newer than any known, the
+// four generation lists are found where 3.15 has them (8, 32, 56, 80),
+// one of them not empty; a state without them finds none.
+func TestFindGCLists(t *testing.T) {
+	le := binary.LittleEndian
+	b := make([]byte, 2*PoolSize)
+	gc := uint64(0x4000)
+	le.PutUint64(b[gc:], 1) // enabled, debug
+	for _, h := range []uint64{8, 32, 56, 80} {
+		le.PutUint64(b[gc+h:], fuzzArena+gc+h)
+		le.PutUint64(b[gc+h+8:], fuzzArena+gc+h)
+	}
+	// the second list holds one node, at 0x5000
+	le.PutUint64(b[gc+32:], fuzzArena+0x5000)
+	le.PutUint64(b[gc+40:], fuzzArena+0x5000)
+	le.PutUint64(b[0x5000:], fuzzArena+gc+32)
+	le.PutUint64(b[0x5008:], fuzzArena+gc+32)
+	w := newWalker(-1, 0x03100000, fixedLayout(16))
+	w.arenas[fuzzArena] = b
+	if got, ok := w.findGCLists(fuzzArena+gc, 176); !ok || got != [4]uint64{8, 32, 56, 80} {
+		t.Errorf("lists at %v, %v; want [8 32 56 80]", got, ok)
+	}
+	if _, ok := w.findGCLists(fuzzArena+0x6000, 176); ok {
+		t.Error("lists found in zeroes")
 	}
 }
