@@ -130,7 +130,7 @@ deps: PKGS = $(DEBS)
 deps-overhead: PKGS = $(OVERHEAD_DEBS)
 build-deps: PKGS = $(BUILD_NEEDS)
 deps-arm64: PKGS = $(DEBS_ARM64)
-deps deps-overhead build-deps deps-arm64 deps-release deps-containers:
+deps deps-overhead build-deps deps-arm64 deps-release deps-containers deps-python:
 	@set -- $(sort $(PKGS)); n="$$# package"; [ $$# = 1 ] || n="$${n}s"; missing=""; \
 	for p in "$$@"; do [ "$$(dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null)" = installed ] || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then echo "make $@: $$n, all installed"; exit 0; fi; \
@@ -221,3 +221,13 @@ CONTAINER_DEBS := podman runc debootstrap
 deps-containers: PKGS = $(CONTAINER_DEBS)
 test-containers: deps-containers all
 	CONTAINER_TESTS=1 $(GO) test -count=1 -run 'TestContainer|TestPodman' ./ctl
+
+# ---- python -----------------------------------------------------------
+# The newest CPythons (python3.14, python3.15) of a Debian sid chroot
+# (release/chroot.sh sid, cached beside the release's), with this tree's
+# bin/ inside: the TestSid* tests built with -tags sidpython
+# (.ci/test-python.sh, internal/testkit/sid.go).
+.PHONY: test-python deps-python
+deps-python: PKGS = debootstrap
+test-python: deps-python all
+	.ci/test-python.sh
