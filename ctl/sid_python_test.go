@@ -4,10 +4,12 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -82,5 +84,50 @@ func TestSidShimLoads(t *testing.T) {
 		if s.Allocs == 0 || s.LiveBytes == 0 {
 			t.Errorf("show --json: %d allocs, %d live bytes", s.Allocs, s.LiveBytes)
 		}
+	})
+}
+
+// TestSidShowPythonLive: show --json on a python holding 300,000 small
+// objects gives py_live_objects within 1% of sys.getallocatedblocks()
+// (pymalloc's pools, read by the shim) on each of the chroot's
+// interpreters, without wrapping pymalloc.
+func TestSidShowPythonLive(t *testing.T) {
+	sidEach(t, func(t *testing.T, python string) {
+		cmd, in, out := sidStart(t, python, sidScript(t, "hold.py", pyHoldScript), "HEAPLINE_PYMALLOC=")
+		blocks := func() float64 {
+			f := strings.Fields(sidLine(t, out))
+			if len(f) != 2 || f[0] != "blocks" {
+				t.Fatalf("script said %q", f)
+			}
+			n, _ := strconv.ParseFloat(f[1], 64)
+			return n
+		}
+		before := blocks()
+		r := heapctl(t, "show", "--json", strconv.Itoa(cmd.Process.Pid))
+		in.Close()
+		after := blocks()
+		_ = cmd.Wait()
+		if r.err != nil {
+			t.Fatalf("%v\n%s", r.err, r.stderr)
+		}
+		var s struct {
+			PyAllocs      uint64  `json:"py_allocs"`
+			PyLiveObjects float64 `json:"py_live_objects"`
+			PyLiveBytes   uint64  `json:"py_live_bytes"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+			t.Fatalf("%v: %s", err, r.stdout)
+		}
+		want := (before + after) / 2
+		if d := s.PyLiveObjects/want - 1; d > 0.01 || d < -0.01 {
+			t.Errorf("py_live_objects %.0f, sys.getallocatedblocks() %.0f then %.0f", s.PyLiveObjects, before, after)
+		}
+		if s.PyLiveBytes < 300000*48 {
+			t.Errorf("py_live_bytes %d, want at least 300000 x 48", s.PyLiveBytes)
+		}
+		if s.PyAllocs != 0 {
+			t.Errorf("py_allocs %d: pymalloc wrapped without HEAPLINE_PYMALLOC=1", s.PyAllocs)
+		}
+		t.Logf("py_live_objects %.0f (%d B), sys.getallocatedblocks() %.0f then %.0f", s.PyLiveObjects, s.PyLiveBytes, before, after)
 	})
 }

@@ -60,7 +60,7 @@
 #define RELAXED __ATOMIC_RELAXED
 
 /* Python's PyMemAllocatorEx and PyObjectArenaAllocator (Include/cpython/pymem.h,
- * Include/cpython/objimpl.h), the same in 3.5 to 3.13. */
+ * Include/cpython/objimpl.h), the same in 3.5 to 3.15. */
 typedef struct {
     void *ctx;
     void *(*malloc)(void *ctx, size_t size);
@@ -90,11 +90,17 @@ static uint32_t ntable, table_hint;
 
 // ---- arenas -----------------------------------------------------------------------
 
-/* The table's size in a new region: for a CPython whose arenas we wrap. */
+/* The table's size in a new region: for a CPython whose arenas we wrap.
+ * What a reader needs of pymalloc is not in _Py_DebugOffsets (python.c):
+ * 1 MiB arenas of 16 KiB pools, and the pool header's count of blocks in
+ * use (ref.count, at 0) and size class (szidx, at 36). They are the same
+ * from 3.11 to 3.15 (3.14 and 3.15 checked by make test-python's
+ * TestSidShowPythonLive), so a version after 3.15 is left alone until it
+ * is checked too. A free-threaded build has no pymalloc (mimalloc). */
 size_t hl_pymalloc_table_size(void)
 {
     uint32_t minor = hl_py_version >> 16;
-    if (minor < 0x030b || minor > 0x030d || (hl_py_flags & HL_PY_FREETHREADED))
+    if (minor < 0x030b || minor > 0x030f || (hl_py_flags & HL_PY_FREETHREADED))
         return 0;
     return (size_t)HL_PYARENAS * sizeof(struct hl_pyarena);
 }
