@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -13,16 +14,27 @@ import (
 	"github.com/heapline/heapline/internal/testkit"
 )
 
-// sidObjects starts testdata's script with python in the sid root
-// (sid_python_test.go) and returns its pid and stdout once its region is
-// readable.
+// sidObjects starts testdata's script with python in the sid root under
+// bin/'s shim (testkit.Sid) and returns its pid and stdout once its region
+// is readable; it is killed at the end of the test.
 func sidObjects(t *testing.T, python, script string) (int, *bufio.Reader) {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("testdata", script))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd, _, out := sidStart(t, python, sidScript(t, script, string(src)))
+	inside, host := testkit.SidTemp(t)
+	if err := os.WriteFile(filepath.Join(host, script), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := testkit.Sid(t, []string{"LD_PRELOAD=" + testkit.SidBin(t, testkit.LibName), "HEAPLINE_SUMMARY=0"}, python, filepath.Join(inside, script))
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stderr = os.Stderr
+	in, out := testkit.Pipes(t, cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	pid := cmd.Process.Pid // unshare, chroot and env exec: python keeps the pid
 	testkit.Poll(t, "the region", func() bool { return regions.Inspect(pid).Err == nil })
 	return pid, out
