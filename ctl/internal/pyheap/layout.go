@@ -79,10 +79,11 @@ func fixedLayout(minor int) layout {
 // Include/internal/pycore_gc.h, pycore_interp_structs.h from 3.14), which
 // _Py_DebugOffsets does not give. 3.11 to 3.13: trash_delete_later and
 // three ints, generations[3], the generation0 pointer, the permanent
-// generation. 3.14.0 to 3.14.4 ran an incremental collector (young,
-// old[2], permanent, no generation0) and 3.14.5 went back to
-// generations[3] with generation0 moved to the struct's end: the four
-// lists sit at the same offsets in both. 3.15 dropped trash_delete_later
+// generation. 3.14's first releases ran an incremental collector
+// (young, old[2], permanent, no generation0); the 3.14 Debian sid ships
+// (3.14.10) is generational again, generations[3] with generation0
+// moved to the struct's end (a pointer at 256 to the first list): the
+// four lists sit at the same offsets in both. 3.15 dropped trash_delete_later
 // and its nesting count. A later version's are searched for (findGCLists).
 var gcListsOf = map[int][4]uint64{
 	11: {24, 48, 72, 104},
