@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,69 +32,163 @@ func TestObjectsKnown(t *testing.T) {
 		cmd := exec.Command(bin, "testdata/pyobjects_known.py")
 		pid, in, out := rgPiped(t, cmd, lib)
 		defer func() { in.Close(); _ = cmd.Wait() }()
-		type row struct{ count, bytes float64 }
-		truth := map[string]row{}
-		unreached := map[string]float64{"str": strsUnreached}
-		for {
-			l, err := out.ReadString('\n')
-			if err != nil {
-				t.Fatalf("script: %v", err)
-			}
-			f := strings.Fields(l)
-			if len(f) == 3 && f[0] == "unreached" {
-				unreached[f[1]], _ = strconv.ParseFloat(f[2], 64)
-			} else if len(f) == 4 && f[0] == "truth" {
-				c, _ := strconv.ParseFloat(f[2], 64)
-				b, _ := strconv.ParseFloat(f[3], 64)
-				truth[f[1]] = row{c, b}
-			} else if len(f) == 1 && f[0] == "ready" {
-				break
-			}
-		}
+		truth, unreached := readTruth(t, out)
+		unreached["str"] += strsUnreached
 		if len(truth) != 7 {
 			t.Fatalf("script's truth: %v", truth)
 		}
 		for _, stop := range []bool{false, true} {
-			args := []string{"objects", "--json", "--top", "0", strconv.Itoa(pid)}
-			if stop {
-				args = append(args, "--stop")
-			}
-			r := heapctl(t, args...)
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			if r.warned("GC lists") {
-				t.Errorf("stop %v: the GC lists were not read: %s", stop, r.stderr)
-			}
-			var got []struct {
-				Type  string
-				Count float64
-				Bytes float64
-			}
-			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
-				t.Fatalf("%v: %s", err, r.stdout)
-			}
+			got := objectRows(t, pid, stop)
 			seen := map[string]bool{}
-			for _, g := range got {
-				w, ok := truth[g.Type]
+			for typ, g := range got {
+				w, ok := truth[typ]
 				if !ok {
 					continue
 				}
-				seen[g.Type] = true
-				lo, hi := 0.99*w.count, 1.01*w.count+unreached[g.Type]
-				if g.Count < lo || g.Count > hi {
-					t.Errorf("stop %v: %s: %.0f objects, the script counts %.0f", stop, g.Type, g.Count, w.count)
+				seen[typ] = true
+				lo, hi := 0.99*w.count, 1.01*w.count+unreached[typ]
+				if g.count < lo || g.count > hi {
+					t.Errorf("stop %v: %s: %.0f objects, the script counts %.0f", stop, typ, g.count, w.count)
 				}
-				if d := g.Bytes/w.bytes - 1; d > 0.05 || d < -0.05 {
-					t.Errorf("stop %v: %s: %.0f bytes, the script's sys.getsizeof sum %.0f: %+.1f%%", stop, g.Type, g.Bytes, w.bytes, 100*d)
+				if d := g.bytes/w.bytes - 1; d > 0.05 || d < -0.05 {
+					t.Errorf("stop %v: %s: %.0f bytes, the script's sys.getsizeof sum %.0f: %+.1f%%", stop, typ, g.bytes, w.bytes, 100*d)
 				}
-				t.Logf("stop %v: %s: %.0f objects, %.0f bytes; the script: %.0f, %.0f", stop, g.Type, g.Count, g.Bytes, w.count, w.bytes)
+				t.Logf("stop %v: %s: %.0f objects, %.0f bytes; the script: %.0f, %.0f", stop, typ, g.count, g.bytes, w.count, w.bytes)
 			}
 			if len(seen) != len(truth) {
 				t.Errorf("stop %v: types found %v of %v", stop, seen, truth)
 			}
 		}
 	})
+}
+
+// row is a type's objects: the script's truth, or heapctl's.
+type row struct{ count, bytes float64 }
+
+// readTruth reads a script's "truth TYPE COUNT BYTES" and "unreached TYPE
+// COUNT" lines up to its "ready".
+func readTruth(t *testing.T, out *bufio.Reader) (truth map[string]row, unreached map[string]float64) {
+	t.Helper()
+	truth, unreached = map[string]row{}, map[string]float64{}
+	for {
+		l, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("script: %v", err)
+		}
+		f := strings.Fields(l)
+		if len(f) == 3 && f[0] == "unreached" {
+			unreached[f[1]], _ = strconv.ParseFloat(f[2], 64)
+		} else if len(f) == 4 && f[0] == "truth" {
+			c, _ := strconv.ParseFloat(f[2], 64)
+			b, _ := strconv.ParseFloat(f[3], 64)
+			truth[f[1]] = row{c, b}
+		} else if len(f) == 1 && f[0] == "ready" {
+			return truth, unreached
+		}
+	}
+}
+
+// objectRows is heapctl objects --json --top 0 of pid, by type; its GC
+// lists must have been read.
+func objectRows(t *testing.T, pid int, stop bool) map[string]row {
+	t.Helper()
+	args := []string{"objects", "--json", "--top", "0", strconv.Itoa(pid)}
+	if stop {
+		args = append(args, "--stop")
+	}
+	r := heapctl(t, args...)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.warned("GC lists") {
+		t.Errorf("stop %v: the GC lists were not read: %s", stop, r.stderr)
+	}
+	var got []struct {
+		Type  string
+		Count float64
+		Bytes float64
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	rows := map[string]row{}
+	for _, g := range got {
+		rows[g.Type] = row{g.Count, g.Bytes}
+	}
+	return rows
+}
+
+// TestObjectsElsewhere: testdata/pyelsewhere.py keeps a dict of 32,768
+// strs of 1,000 characters (32 MiB of malloc's blocks that no walk of
+// pools or GC lists finds) and 2,000 bytearray(1000); objects gives the
+// bytearrays' sys.getsizeof sum (their buffers counted: 2,114,000 B on
+// 3.11), and its elsewhere line names at least 90% of the live bytes
+// outside the listed objects, the strs among untracked objects reached;
+// the sampled line puts the strs' blocks at the line that made them.
+func TestObjectsElsewhere(t *testing.T) {
+	lib := testkit.Shim(t)
+	eachPython(t, func(t *testing.T, bin string) {
+		cmd := exec.Command(bin, "testdata/pyelsewhere.py")
+		pid, in, out := rgPiped(t, cmd, lib)
+		defer func() { in.Close(); _ = cmd.Wait() }()
+		checkElsewhere(t, pid, out, true)
+	})
+}
+
+// checkElsewhere checks objects of pid, which runs pyelsewhere.py whose
+// stdout is out; sampled: the shim reads its Python frames, so that the
+// largest sampled site is the leak's line.
+func checkElsewhere(t *testing.T, pid int, out *bufio.Reader, sampled bool) {
+	t.Helper()
+	truth, _ := readTruth(t, out)
+	ba, strs := truth["bytearray"], truth["str"]
+	if ba.count != 2000 || strs.count != 32768 {
+		t.Fatalf("script's truth: %v", truth)
+	}
+	got := objectRows(t, pid, false)["bytearray"]
+	if got.count != ba.count || got.bytes < ba.bytes || got.bytes > 1.001*ba.bytes {
+		t.Errorf("bytearray: %.0f objects of %.0f bytes; the script holds %.0f of %.0f (sys.getsizeof)", got.count, got.bytes, ba.count, ba.bytes)
+	}
+	r := heapctl(t, "objects", strconv.Itoa(pid))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var line, sites string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(l, "live ") {
+			line = l
+		}
+		if strings.HasPrefix(l, "sampled, live now: ") {
+			sites = l
+		}
+	}
+	t.Logf("%s\n%s", line, sites)
+	m := regexp.MustCompile(`elsewhere ([0-9.]+ [KMG]?i?B) \(.*: ([0-9.]+ [KMG]?i?B) in (\d+) untracked objects over 512 B reached from them .*, ([0-9.]+ [KMG]?i?B) free in the arenas, ([0-9.]+ [KMG]?i?B) in other pymalloc blocks`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no elsewhere line in\n%s", r.stdout)
+	}
+	elsewhere, reached, free, other := sizeOf(t, m[1]), sizeOf(t, m[2]), sizeOf(t, m[4]), sizeOf(t, m[5])
+	if n, _ := strconv.Atoi(m[3]); n < int(strs.count) || reached < strs.bytes {
+		t.Errorf("untracked objects reached: %d of %.0f bytes; the script holds %.0f strs of %.0f", n, reached, strs.count, strs.bytes)
+	}
+	if named := reached + free + other; named < 0.9*elsewhere {
+		t.Errorf("the elsewhere line names %.0f bytes of %.0f elsewhere: %.0f%%", named, elsewhere, 100*named/elsewhere)
+	}
+	largest := strings.Split(strings.TrimPrefix(sites, "sampled, live now: "), ", ")[0]
+	if sampled && !strings.HasSuffix(largest, "allocated at pyelsewhere.py:11") {
+		t.Errorf("the largest sampled site is not the leak's line, pyelsewhere.py:11: %q", sites)
+	}
+}
+
+// sizeOf reads a size as report.Bytes writes it ("33.3 MiB").
+func sizeOf(t *testing.T, s string) float64 {
+	t.Helper()
+	f := strings.Fields(s)
+	n, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || len(f) != 2 {
+		t.Fatalf("size %q", s)
+	}
+	return n * map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[f[1]]
 }
 
 // TestObjectsRunning: a walk without --stop of a process whose youngest

@@ -10,7 +10,7 @@ import (
 func TestTableSingular(t *testing.T) {
 	o := Objects{Blocks: 1, Arenas: 1, Gone: 1, HeapBytes: 256 << 10, GC: GCWalk{Interpreters: 1, Tracked: 1, Cut: 1},
 		Types: []TypeCount{{Type: "dict"}, {Type: "list"}}}
-	got := Table(o, o.Types[:1], false)
+	got := Table(o, o.Types[:1], false, nil, nil)
 	for _, want := range []string{
 		"(1 more type; --top 0 lists all)\n",
 		"1 live block in 1 arena (256.0 KiB), 0 of them",

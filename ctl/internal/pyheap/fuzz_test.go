@@ -22,7 +22,7 @@ func seedArena() []byte {
 	le.PutUint64(b[poolHeader:], 1)                  // ob_refcnt
 	le.PutUint64(b[poolHeader+8:], fuzzArena+0x2000) // ob_type
 	le.PutUint64(b[0x100:], fuzzArena+0x4000)
-	for _, h := range []uint64{gcGenerations, gcGenerations + gcGenSize, gcGenerations + 2*gcGenSize, gcPermanent} {
+	for _, h := range fixedLayout(12).gcLists {
 		le.PutUint64(b[0x4000+h:], fuzzArena+0x4000+h)
 		le.PutUint64(b[0x4000+h+8:], fuzzArena+0x4000+h)
 	}
@@ -35,11 +35,11 @@ func seedArena() []byte {
 func seedMetaLoop() []byte {
 	le := binary.LittleEndian
 	b := seedArena()
-	le.PutUint64(b[0x2000+offTpFlags:], flagReady)
-	le.PutUint64(b[0x2000+offObType:], fuzzArena+0x3000)
+	le.PutUint64(b[0x2000+168:], flagReady)      // tp_flags
+	le.PutUint64(b[0x2000+8:], fuzzArena+0x3000) // ob_type
 	for _, m := range [][2]uint64{{0x3000, 0x3800}, {0x3800, 0x3000}} {
-		le.PutUint64(b[m[0]+offTpFlags:], flagReady|flagTypeSubclass)
-		le.PutUint64(b[m[0]+offObType:], fuzzArena+m[1])
+		le.PutUint64(b[m[0]+168:], flagReady|flagTypeSubclass)
+		le.PutUint64(b[m[0]+8:], fuzzArena+m[1])
 	}
 	return b
 }
@@ -47,7 +47,7 @@ func seedMetaLoop() []byte {
 // Types that are each other's types, as a heap may say, end the walk:
 // the chain to `type` was followed without end, to a stack overflow.
 func TestWalkMetaLoop(t *testing.T) {
-	w := newWalker(-1, 0x030c0000)
+	w := newWalker(-1, 0x030c0000, fixedLayout(12))
 	w.arenas[fuzzArena] = seedMetaLoop()
 	var o Objects
 	w.walkPools(&o, map[string]*TypeCount{})
@@ -64,7 +64,7 @@ func TestWalkMetaLoop(t *testing.T) {
 // ./ctl/internal/pyheap` explores further.
 func FuzzWalkArena(f *testing.F) {
 	seed := seedArena()
-	for minor := range uint8(3) {
+	for minor := range uint8(6) {
 		f.Add(seed, minor, uint16(0x100), uint16(8), uint16(0))
 	}
 	f.Add(seedMetaLoop(), uint8(1), uint16(0x100), uint16(8), uint16(0))
@@ -76,12 +76,20 @@ func FuzzWalkArena(f *testing.F) {
 			arena = arena[:1<<20]
 		}
 		// No process: pid -1 reads nothing beyond the arena.
-		w := newWalker(-1, 0x03000000|uint32(11+minor%3)<<16)
+		m := 11 + int(minor%5)
+		lay := fixedLayout(m)
+		if lists, ok := gcListsOf[m]; ok {
+			lay.gcLists = lists
+		}
+		lay.interpHead, lay.interpNext, lay.interpGC, lay.gcSize = uint64(head), uint64(next), uint64(gc), 264
+		w := newWalker(-1, 0x03000000|uint32(m)<<16, lay)
 		w.arenas[fuzzArena] = arena
 		var o Objects
 		by := map[string]*TypeCount{}
-		o.GC = w.walkGC(GCRoots{runtime: fuzzArena, layout: gcLayout{interpHead: uint64(head), interpNext: uint64(next), interpGC: uint64(gc)}}, by)
+		// a version newer than any known: its lists searched for
+		o.GC = w.walkGC(GCRoots{runtime: fuzzArena, lay: lay, search: minor >= 5}, by)
 		w.walkPools(&o, by)
+		o.Reached = w.reach()
 		if max := uint64(len(arena)/PoolSize) * (PoolSize - poolHeader) / Alignment; o.Blocks > max {
 			t.Fatalf("%d blocks in %d bytes of arena, at most %d", o.Blocks, len(arena), max)
 		}

@@ -10,35 +10,53 @@ import (
 // GCRoots is where a process's interpreters are, to walk their GC
 // generation lists: the objects of GC-tracked types larger than pymalloc's
 // 512 bytes live in malloc's memory, where no pool lists them, but every
-// tracked object is on one of its interpreter's generation lists.
+// tracked object is on one of its interpreter's generation lists. It also
+// holds the layout of the version's objects.
 type GCRoots struct {
 	Err     error // why the lists cannot be walked; nil when they can
 	runtime uint64
-	layout  gcLayout
+	lay     layout
+	// search: a version newer than any known, whose lists are found in
+	// its GC state (findGCLists)
+	search bool
 }
 
-// FindGC finds _PyRuntime in pid and the offsets of its version. It
-// reads no list: that is the walk's, while the process is held.
-func FindGC(pid int, version uint32) GCRoots {
+// FindGC finds _PyRuntime in pid and the layout of its version: fixed
+// for 3.11 and 3.12, from _Py_DebugOffsets from 3.13. It reads no list:
+// that is the walk's, while the process is held. Its error is a version
+// whose objects cannot be read at all: from 3.14, whose objects' layout
+// only its debug offsets give, one without them or whose offsets do not
+// agree. Without the lists alone (GCRoots.Err) the pools are still read.
+func FindGC(pid int, version uint32) (GCRoots, error) {
+	minor := Version(version).minor()
+	r := GCRoots{lay: fixedLayout(minor)}
+	fail := func(err error) (GCRoots, error) {
+		if minor >= 14 {
+			return r, fmt.Errorf("CPython 3.%d: %w: its objects' layout cannot be known", minor, err)
+		}
+		r.Err = err
+		return r, nil
+	}
 	rt, err := FindRuntime(pid)
 	if err != nil {
-		return GCRoots{Err: err}
+		return fail(err)
 	}
-	minor := Version(version).minor()
-	lay, ok := gcLayouts[minor]
-	if minor == 13 {
-		w := &walker{pid: pid}
-		b, read := w.read(rt, 88)
-		if !read {
-			return GCRoots{Err: fmt.Errorf("_PyRuntime at %#x could not be read", rt)}
-		}
-		if lay, err = debugOffsets(b); err != nil {
-			return GCRoots{Err: err}
-		}
-	} else if !ok {
-		return GCRoots{Err: fmt.Errorf("CPython 3.%d: no GC offsets known", minor)}
+	r.runtime = rt
+	if minor < 13 {
+		return r, nil
 	}
-	return GCRoots{runtime: rt, layout: lay}
+	blk, newer := blockOf(minor)
+	w := &walker{pid: pid}
+	b, read := w.read(rt, blk.words*8)
+	if !read {
+		return fail(fmt.Errorf("_PyRuntime at %#x could not be read", rt))
+	}
+	if r.lay, err = debugOffsets(b, minor); err != nil {
+		return fail(err)
+	}
+	_, known := gcListsOf[minor]
+	r.search = newer || !known
+	return r, nil
 }
 
 // GCWalk is one walk of the interpreters' GC generation lists.
@@ -54,11 +72,14 @@ type GCWalk struct {
 }
 
 const (
-	gcMaxSteps      = 1 << 26 // objects on one list: a bound for a list that changes under the read
-	gcMaxInterps    = 64
-	gcObjRead       = 64         // an object's bytes that sizeof reads (a dict's ma_keys at 32, a list's allocated at 32)
-	prevMask        = ^uint64(3) // _PyGC_PREV_MASK: gc_prev's two low bits are flags
-	nextUnreachable = 1          // NEXT_MASK_UNREACHABLE, set in gc_next during a collection
+	gcMaxSteps   = 1 << 26 // objects on one list: a bound for a list that changes under the read
+	gcMaxInterps = 64
+	gcObjRead    = 64         // an object's bytes that sizeof reads (a dict's ma_keys at 32, a list's allocated at 32)
+	prevMask     = ^uint64(3) // _PyGC_PREV_MASK: gc_prev's two low bits are flags
+	// gc_next's two low bits are flags: NEXT_MASK_UNREACHABLE during a
+	// collection (1; 2 in 3.14's incremental collector, whose bit 0 says
+	// which old space an object is in)
+	nextMask = ^uint64(3)
 )
 
 // node reads the PyGC_Head at g and, when g is outside the arenas read,
@@ -94,11 +115,19 @@ func (w *walker) walkGC(r GCRoots, by map[string]*TypeCount) GCWalk {
 		g.Err = r.Err
 		return g
 	}
-	interp, ok := w.word(r.runtime + r.layout.interpHead)
-	for ; ok && interp != 0 && g.Interpreters < gcMaxInterps; interp, ok = w.word(interp + r.layout.interpNext) {
-		gc := interp + r.layout.interpGC
-		heads := [...]uint64{gc + gcGenerations, gc + gcGenerations + gcGenSize, gc + gcGenerations + 2*gcGenSize, gc + gcPermanent}
-		for i, h := range heads {
+	lay := r.lay
+	interp, ok := w.word(r.runtime + lay.interpHead)
+	for ; ok && interp != 0 && g.Interpreters < gcMaxInterps; interp, ok = w.word(interp + lay.interpNext) {
+		gc := interp + lay.interpGC
+		if r.search && g.Interpreters == 0 {
+			var found bool
+			if lay.gcLists, found = w.findGCLists(gc, lay.gcSize); !found {
+				g.Err = fmt.Errorf("no four GC generation lists found in the GC state of %d bytes: %w", lay.gcSize, errNoList)
+				return g
+			}
+		}
+		for i, off := range lay.gcLists {
+			h := gc + off
 			switch err := w.walkList(h, by, &g); {
 			case errors.Is(err, errNoList) && g.Interpreters == 0 && i == 0:
 				g.Err = err // the first list of the first interpreter: the layout is wrong
@@ -138,7 +167,7 @@ func (w *walker) walkList(h uint64, by map[string]*TypeCount, g *GCWalk) error {
 	if !ok {
 		return fmt.Errorf("the GC list head at %#x could not be read", h)
 	}
-	next, last := u64(b, 0)&^nextUnreachable, u64(b, 8)&prevMask
+	next, last := u64(b, 0)&nextMask, u64(b, 8)&prevMask
 	if next == 0 || last == 0 || (next == h) != (last == h) {
 		return fmt.Errorf("no GC list at %#x: %w", h, errNoList)
 	}
@@ -151,7 +180,7 @@ func (w *walker) walkList(h uint64, by map[string]*TypeCount, g *GCWalk) error {
 		if !ok || p&prevMask != cur {
 			// the first node not pointing back to a head that still
 			// points to it: not a list
-			if b, read := w.read(h, 8); cur == h && read && u64(b, 0)&^nextUnreachable == next {
+			if b, read := w.read(h, 8); cur == h && read && u64(b, 0)&nextMask == next {
 				return fmt.Errorf("no GC list at %#x: %w", h, errNoList)
 			}
 			return errChanged
@@ -159,42 +188,27 @@ func (w *walker) walkList(h uint64, by map[string]*TypeCount, g *GCWalk) error {
 		g.Tracked++
 		if outside {
 			g.Outside++
-			if !w.countOutside(obj, by) {
+			if !w.countOutside(next+gcHead, obj, by) {
 				g.Unclassified++
 			}
 		}
-		cur, next = next, n&^nextUnreachable
+		cur, next = next, n&nextMask
 	}
 	return nil
 }
 
-// countOutside counts the object b (its first bytes, after its GC header)
-// by type: an object of a GC type, whose bytes are sys.getsizeof's and
-// whose block is what malloc was asked for (the inline part and the
-// pre-header).
-func (w *walker) countOutside(b []byte, by map[string]*TypeCount) bool {
-	if len(b) < 24 {
+// countOutside counts the object at addr (b, its first bytes, after its
+// GC header) by type: an object of a GC type, whose bytes are
+// sys.getsizeof's and whose block is malloc's for its inline part and
+// pre-header.
+func (w *walker) countOutside(addr uint64, b []byte, by map[string]*TypeCount) bool {
+	if len(b) < 24 || !refcount(u64(b, 0)) {
 		return false
 	}
-	if rc := u64(b, 0); rc == 0 || rc > 1<<33 {
-		return false
-	}
-	ti := w.typeOf(u64(b, offObType))
+	ti := w.typeOf(u64(b, int(w.lay.obType)))
 	if !ti.ok || ti.flags&flagGC == 0 {
 		return false
 	}
-	block := ti.basic
-	if ti.item != 0 {
-		n := int64(u64(b, offObSize))
-		block += ti.item * uint64(max(n, -n))
-	}
-	tc := by[ti.name]
-	if tc == nil {
-		tc = &TypeCount{Type: ti.name}
-		by[ti.name] = tc
-	}
-	tc.Count++
-	tc.Bytes += w.sizeof(ti, b)
-	tc.BlockBytes += block + ti.preheader
+	w.count(by, ti, addr, b, usable(w.inline(ti, b)+ti.preheader))
 	return true
 }

@@ -13,28 +13,17 @@ import (
 	"github.com/heapline/heapline/ctl/internal/region"
 )
 
-// PyTypeObject and PyObject of 64-bit CPython 3.11 to 3.13 without
-// Py_DEBUG or free threading (Include/cpython/object.h): the same offsets
-// in the three, checked against type.__flags__, __basicsize__ and
-// __itemsize__ on this machine's interpreters.
+// Type flags (Include/object.h), the same in 3.11 to 3.15.
 const (
-	offObType    = 8
-	offObSize    = 16
-	offTpName    = 24
-	offBasicSize = 32
-	offItemSize  = 40
-	offTpFlags   = 168
-	typeRead     = offTpFlags + 8
-
-	gcHead = 16 // PyGC_Head: before the object of a GC-tracked type
-
 	flagManagedWeakref  = 1 << 3  // 3.12 and later: two words before the GC header
 	flagManagedDict     = 1 << 4  // 3.11 and later
+	flagHeapType        = 1 << 9  // a class, not a type of C's
 	flagReady           = 1 << 12 // Py_TPFLAGS_READY
 	flagGC              = 1 << 14 // Py_TPFLAGS_HAVE_GC
 	flagTypeSubclass    = 1 << 31 // a metatype: its instances are types
 	flagLongSubclass    = 1 << 24
 	flagListSubclass    = 1 << 25
+	flagTupleSubclass   = 1 << 26
 	flagUnicodeSubclass = 1 << 28
 	flagDictSubclass    = 1 << 29
 )
@@ -50,8 +39,8 @@ func Check(v uint32, freeThreaded bool) error {
 	switch {
 	case freeThreaded:
 		return errors.New("a free-threaded CPython build: its objects are not in pymalloc's pools (it uses mimalloc), and are not read")
-	case v>>24 != 3 || ver.minor() < 11 || ver.minor() > 13:
-		return fmt.Errorf("CPython %d.%d: objects are read from CPython 3.11 to 3.13 only", v>>24, ver.minor())
+	case v>>24 != 3 || ver.minor() < 11:
+		return fmt.Errorf("CPython %d.%d: objects are read from CPython 3.11 on only", v>>24, ver.minor())
 	}
 	return nil
 }
@@ -63,10 +52,13 @@ func Walkable(a region.PyArenas) error {
 	case a.Version == 0:
 		return errors.New("is not CPython")
 	case a.Version == 1:
-		return errors.New("runs a CPython before 3.11: objects are read from CPython 3.11 to 3.13 only")
+		return errors.New("runs a CPython before 3.11: objects are read from CPython 3.11 on only")
 	}
 	if err := Check(a.Version, a.Flags&region.PyFlagFreeThreaded != 0); err != nil {
 		return fmt.Errorf("runs %w", err)
+	}
+	if a.Flags&region.PyFlagArenas == 0 && a.Flags&region.PyFlagUnknown != 0 {
+		return fmt.Errorf("runs CPython 3.%d, whose pymalloc arenas this shim does not list: its objects cannot be read", Version(a.Version).minor())
 	}
 	if a.Flags&region.PyFlagArenas == 0 {
 		return errors.New("has no arenas listed by the shim (PYTHONMALLOC set, or Python started before the shim)")
@@ -78,8 +70,12 @@ func Walkable(a region.PyArenas) error {
 type TypeCount struct {
 	Type  string `json:"type"`
 	Count uint64 `json:"count"`
-	Bytes uint64 `json:"bytes"` // as sys.getsizeof would say: GC header counted
-	// BlockBytes is their blocks' bytes in pymalloc's size classes.
+	// Bytes is as sys.getsizeof says: the GC header counted, and the
+	// separate buffer of a list, dict, set or bytearray (its items'
+	// array, its keys, its table, its bytes); other types' objects alone.
+	Bytes uint64 `json:"bytes"`
+	// BlockBytes is the memory they hold: their blocks in pymalloc's size
+	// classes or malloc's usable sizes, and their buffers' blocks.
 	BlockBytes uint64 `json:"-"`
 }
 
@@ -88,12 +84,31 @@ type Objects struct {
 	Types        []TypeCount // largest bytes first
 	Blocks       uint64      // live blocks walked
 	Unclassified uint64      // live blocks that held no object of a type found (buffers, dict keys) or changed under the read
-	Arenas, Gone int
-	Lost         uint64        // arenas the shim's table had no room for: not walked
-	Read         time.Duration // reading the arenas and the GC lists (the time a --stop holds the process)
-	HeapBytes    uint64        // arena bytes read
-	GC           GCWalk        // the objects outside the pools, from the GC lists
+	// UnclassifiedBytes is those blocks' bytes, less the buffers of
+	// objects listed (which are counted in their type's row).
+	UnclassifiedBytes uint64
+	LiveBlockBytes    uint64 // the live blocks' bytes
+	Arenas, Gone      int
+	Lost              uint64        // arenas the shim's table had no room for: not walked
+	Read              time.Duration // reading the arenas and the GC lists (the time a --stop holds the process)
+	HeapBytes         uint64        // arena bytes read
+	GC                GCWalk        // the objects outside the pools, from the GC lists
+	Reached           Reached       // untracked objects outside the pools, reached from the listed containers
 }
+
+// kind is what the walk sizes apart from a type's basic and item sizes.
+type kind uint8
+
+const (
+	kindPlain kind = iota
+	kindStr
+	kindLong
+	kindList
+	kindTuple
+	kindDict
+	kindSet
+	kindBytearray
+)
 
 type typeInfo struct {
 	ok        bool
@@ -102,39 +117,45 @@ type typeInfo struct {
 	item      uint64
 	flags     uint64
 	preheader uint64
+	kind      kind
 }
 
 type walker struct {
-	pid     int
-	ver     Version
-	types   map[uint64]*typeInfo
-	typeTy  uint64 // `type`, once found
-	arenas  map[uint64][]byte
-	strHead uint64 // sizeof PyASCIIObject
-	strComp uint64 // sizeof PyCompactUnicodeObject
-	gcBuf   [gcHead + gcObjRead]byte
+	pid    int
+	ver    Version
+	lay    layout
+	types  map[uint64]*typeInfo
+	typeTy uint64 // `type`, once found
+	arenas map[uint64][]byte
+	gcBuf  [gcHead + gcObjRead]byte
+	// bufs: the buffers of the objects counted that are pymalloc blocks,
+	// by address: counted in their object's row, not as unclassified
+	bufs map[uint64]bool
+	// containers: the lists, tuples, dicts and sets counted, whose items
+	// the reach walk follows
+	containers []container
 }
 
-// newWalker reads pid's objects of CPython version.
-func newWalker(pid int, version uint32) *walker {
-	w := &walker{pid: pid, ver: Version(version), types: map[uint64]*typeInfo{}, arenas: map[uint64][]byte{}}
-	w.strHead, w.strComp = 40, 56
-	if w.ver.minor() == 11 {
-		w.strHead, w.strComp = 48, 72
-	}
-	return w
+// newWalker reads pid's objects of CPython version, laid out as lay.
+func newWalker(pid int, version uint32, lay layout) *walker {
+	return &walker{pid: pid, ver: Version(version), lay: lay, types: map[uint64]*typeInfo{}, arenas: map[uint64][]byte{}, bufs: map[uint64]bool{}}
 }
 
 func (w *walker) read(addr uint64, n int) ([]byte, bool) {
-	if addr < 4096 {
+	if addr < 4096 || n <= 0 {
 		return nil, false
 	}
 	// from the snapshot when the arena was read
-	if a, ok := w.arenas[addr&^(1<<20-1)]; ok {
-		off := addr & (1<<20 - 1)
-		if off+uint64(n) <= uint64(len(a)) {
-			return a[off : off+uint64(n)], true
+	if w.arenas != nil {
+		if a, ok := w.arenas[addr&^(1<<20-1)]; ok {
+			off := addr & (1<<20 - 1)
+			if off+uint64(n) <= uint64(len(a)) {
+				return a[off : off+uint64(n)], true
+			}
 		}
+	}
+	if w.pid <= 0 {
+		return nil, false
 	}
 	b := make([]byte, n)
 	local := []unix.Iovec{{Base: &b[0]}}
@@ -143,39 +164,42 @@ func (w *walker) read(addr uint64, n int) ([]byte, bool) {
 	return b, err == nil && got == n
 }
 
+// inArena: addr is in an arena read.
+func (w *walker) inArena(addr uint64) bool {
+	_, ok := w.arenas[addr&^(1<<20-1)]
+	return ok
+}
+
 func u64(b []byte, off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
 
-// isType: t is a type object whose own type is `type` or a metatype.
+// typeRead is a type object's bytes the walk reads: up to tp_flags and
+// tp_base.
+func (w *walker) typeRead() int { return int(max(w.lay.tpFlags, offTpBase, offItemSize) + 8) }
+
+// typeOf: t is a type object whose own type is `type` or a metatype.
 func (w *walker) typeOf(t uint64) *typeInfo {
 	if ti, ok := w.types[t]; ok {
 		return ti
 	}
 	ti := &typeInfo{}
 	w.types[t] = ti
-	b, ok := w.read(t, typeRead)
+	b, ok := w.read(t, w.typeRead())
 	if !ok || t&7 != 0 {
 		return ti
 	}
-	flags := u64(b, offTpFlags)
+	flags := u64(b, int(w.lay.tpFlags))
 	if flags&flagReady == 0 {
 		return ti
 	}
-	meta := u64(b, offObType)
+	meta := u64(b, int(w.lay.obType))
 	if !w.isMeta(meta) {
 		return ti
 	}
-	nb, ok := w.read(u64(b, offTpName), 128)
+	name, ok := w.cString(u64(b, int(w.lay.tpName)))
 	if !ok {
-		// a name near the end of a mapping: read it shorter
-		if nb, ok = w.read(u64(b, offTpName), 32); !ok {
-			return ti
-		}
-	}
-	end := bytes.IndexByte(nb, 0)
-	if end <= 0 {
 		return ti
 	}
-	ti.ok, ti.name = true, string(nb[:end])
+	ti.ok, ti.name = true, name
 	ti.basic, ti.item, ti.flags = u64(b, offBasicSize), u64(b, offItemSize), flags
 	if flags&flagGC != 0 {
 		ti.preheader = gcHead
@@ -183,7 +207,60 @@ func (w *walker) typeOf(t uint64) *typeInfo {
 	if flags&(flagManagedDict|flagManagedWeakref) != 0 && (w.ver.minor() >= 12 || flags&flagManagedDict != 0) {
 		ti.preheader += 16
 	}
+	switch {
+	case flags&flagUnicodeSubclass != 0:
+		ti.kind = kindStr
+	case flags&flagLongSubclass != 0:
+		ti.kind = kindLong
+	case flags&flagListSubclass != 0:
+		ti.kind = kindList
+	case flags&flagTupleSubclass != 0:
+		ti.kind = kindTuple
+	case flags&flagDictSubclass != 0:
+		ti.kind = kindDict
+	default:
+		ti.kind = w.builtinKind(b)
+	}
 	return ti
+}
+
+// cString reads a type's name: NUL-terminated, at most 128 bytes.
+func (w *walker) cString(addr uint64) (string, bool) {
+	nb, ok := w.read(addr, 128)
+	if !ok {
+		// a name near the end of a mapping: read it shorter
+		if nb, ok = w.read(addr, 32); !ok {
+			return "", false
+		}
+	}
+	end := bytes.IndexByte(nb, 0)
+	if end <= 0 {
+		return "", false
+	}
+	return string(nb[:end]), true
+}
+
+// builtinKind: the type whose bytes are b is set, frozenset or bytearray,
+// or a class of theirs (no type flag says so): a type of C's (not a
+// heap type) of that name, found along tp_base.
+func (w *walker) builtinKind(b []byte) kind {
+	for depth := 0; depth < metaDepth && b != nil; depth++ {
+		if u64(b, int(w.lay.tpFlags))&flagHeapType == 0 {
+			switch name, _ := w.cString(u64(b, int(w.lay.tpName))); name {
+			case "set", "frozenset":
+				return kindSet
+			case "bytearray":
+				return kindBytearray
+			}
+			return kindPlain
+		}
+		base := u64(b, offTpBase)
+		if base == 0 {
+			return kindPlain
+		}
+		b, _ = w.read(base, w.typeRead())
+	}
+	return kindPlain
 }
 
 // metaDepth bounds the chain of types isMeta follows to find `type`: a
@@ -204,14 +281,14 @@ func (w *walker) isMetaAt(m uint64, depth int) bool {
 			return true
 		}
 	}
-	b, ok := w.read(m, typeRead)
-	if !ok || u64(b, offTpFlags)&flagTypeSubclass == 0 {
+	b, ok := w.read(m, w.typeRead())
+	if !ok || u64(b, int(w.lay.tpFlags))&flagTypeSubclass == 0 {
 		return false
 	}
-	mm := u64(b, offObType)
+	mm := u64(b, int(w.lay.obType))
 	if mm == m { // `type` itself
 		if w.typeTy == 0 {
-			if nb, ok := w.read(u64(b, offTpName), 5); ok && string(nb) == "type\x00" {
+			if nb, ok := w.read(u64(b, int(w.lay.tpName)), 5); ok && string(nb) == "type\x00" {
 				w.typeTy = m
 				return true
 			}
@@ -224,57 +301,127 @@ func (w *walker) isMetaAt(m uint64, depth int) bool {
 	return mm == w.typeTy
 }
 
-// sizeof is sys.getsizeof of the object at o in block b (its bytes from
-// o), of type ti: __sizeof__ plus the pre-header (the GC header, and the
-// managed dict's and weakref's words).
-func (w *walker) sizeof(ti *typeInfo, b []byte) uint64 {
+// field is the word at off of b, 0 when b is shorter.
+func field(b []byte, off uint64) uint64 {
+	if off+8 > uint64(len(b)) {
+		return 0
+	}
+	return u64(b, int(off))
+}
+
+// inline is the object's own bytes, __sizeof__'s without a separate
+// buffer, of type ti whose bytes from the object's start are b.
+func (w *walker) inline(ti *typeInfo, b []byte) uint64 {
 	size := ti.basic
 	switch {
-	case ti.flags&flagUnicodeSubclass != 0 && len(b) >= 33:
-		state := binary.LittleEndian.Uint32(b[32:])
+	case ti.kind == kindStr && uint64(len(b)) >= w.lay.strState+4:
+		state := binary.LittleEndian.Uint32(b[w.lay.strState:])
 		kind, compact, ascii := uint64(state>>2&7), state>>5&1, state>>6&1
-		n := u64(b, 16)
+		n := field(b, w.lay.strLength)
 		switch {
 		case compact == 1 && ascii == 1:
-			size = w.strHead + n + 1
+			size = w.lay.strHead + n + 1
 		case compact == 1:
-			size = w.strComp + (n+1)*kind
+			size = w.lay.strCompact + (n+1)*kind
 		}
-	case ti.flags&flagLongSubclass != 0 && len(b) >= 24:
+	case ti.kind == kindLong && uint64(len(b)) >= w.lay.longTag+8:
 		if w.ver.minor() >= 12 {
-			size = 24 + 4*max(u64(b, 16)>>3, 1) // lv_tag: digits << 3
+			size = w.lay.longTag + 8 + 4*max(field(b, w.lay.longTag)>>3, 1) // lv_tag: digits << 3
 		} else {
 			n := int64(u64(b, 16))
 			size = 24 + 4*uint64(max(n, -n))
 		}
-	case ti.flags&flagListSubclass != 0 && len(b) >= 40:
-		size = ti.basic + 8*u64(b, 32) // allocated
-	case ti.flags&flagDictSubclass != 0 && len(b) >= 48:
-		if k, ok := w.read(u64(b, 32), 32); ok && u64(k, 0) == 1 { // ma_keys, dk_refcnt 1: its own
+	case ti.item != 0 && len(b) >= 24:
+		n := int64(u64(b, 16)) // ob_size
+		size = ti.basic + ti.item*uint64(max(n, -n))
+	}
+	return size
+}
+
+// buffer is the separate block an object at addr (its bytes from its
+// start b, of type ti) holds and sys.getsizeof counts: its address and
+// __sizeof__'s bytes of it; 0, 0 when it has none the walk can size.
+func (w *walker) buffer(ti *typeInfo, addr uint64, b []byte) (uint64, uint64) {
+	switch ti.kind {
+	case kindList:
+		if items, n := field(b, w.lay.listItems), field(b, offListAllocated); items != 0 && n < 1<<40 {
+			return items, 8 * n
+		}
+	case kindDict:
+		keys := field(b, w.lay.dictKeys)
+		if k, ok := w.read(keys, dictKeysHeader); ok && u64(k, 0) == 1 { // dk_refcnt 1: its own
 			log2, log2idx, kind := k[8], k[9], k[10]
 			entry := uint64(16)
 			if kind == 0 { // DICT_KEYS_GENERAL
 				entry = 24
 			}
 			if log2 < 40 && log2idx < 44 {
-				size += 32 + 1<<log2idx + (uint64(1)<<log2<<1)/3*entry
+				return keys, dictKeysHeader + 1<<log2idx + (uint64(1)<<log2<<1)/3*entry
 			}
 		}
-	case ti.item != 0 && len(b) >= 24:
-		n := int64(u64(b, offObSize))
-		size = ti.basic + ti.item*uint64(max(n, -n))
+	case kindSet:
+		table, mask := field(b, w.lay.setTable), field(b, w.lay.setMask)
+		if table != 0 && table != addr+offSetSmalltable && mask < 1<<40 {
+			return table, (mask + 1) * setEntry
+		}
+	case kindBytearray:
+		alloc := field(b, offBytearrayAlloc)
+		if alloc == 0 || alloc >= 1<<48 {
+			return 0, 0
+		}
+		if w.ver.minor() >= 15 { // a bytes object holds them, its header counted
+			return field(b, offBytearrayObj), w.lay.bytesData + 1 + alloc
+		}
+		return field(b, offBytearrayBytes), alloc
 	}
-	return size + ti.preheader
+	return 0, 0
 }
+
+// count adds the object at addr (its bytes from its start b, of type ti,
+// in a block of block bytes) to by: its sys.getsizeof bytes, and the
+// memory it holds, its buffer's block too. Its buffer, when a pymalloc
+// block, is noted (bufs); a container is kept for the reach walk.
+func (w *walker) count(by map[string]*TypeCount, ti *typeInfo, addr uint64, b []byte, block uint64) {
+	tc := by[ti.name]
+	if tc == nil {
+		tc = &TypeCount{Type: ti.name}
+		by[ti.name] = tc
+	}
+	tc.Count++
+	size := w.inline(ti, b) + ti.preheader
+	if buf, n := w.buffer(ti, addr, b); buf != 0 && n != 0 {
+		size += n
+		if w.inArena(buf) {
+			w.bufs[buf] = true
+			block += (n + Alignment - 1) &^ (Alignment - 1)
+		} else {
+			block += usable(n)
+		}
+	}
+	tc.Bytes += size
+	tc.BlockBytes += block
+	switch ti.kind {
+	case kindList, kindTuple, kindDict, kindSet:
+		if len(w.containers) < maxContainers {
+			w.containers = append(w.containers, w.containerOf(ti, addr, b))
+		}
+	}
+}
+
+// usable is glibc malloc's usable size of a block of n bytes asked for,
+// as the shim counts live bytes: chunks of 16 bytes, 8 of them its own
+// header, at least 32.
+func usable(n uint64) uint64 { return max((n+8+15)&^15, 32) - 8 }
 
 // WalkObjects reads every arena listed and walks the GC lists from roots
 // (both while the caller holds the process; then release is called),
 // then classifies every live block of every pool: its type from ob_type,
 // checked as a type object. The GC lists add the tracked objects outside
 // the arenas: those of more than 512 bytes, which pymalloc leaves to
-// malloc.
+// malloc. Last, the items of the containers found are followed to the
+// untracked objects outside the arenas (Reached), as the process runs.
 func WalkObjects(pid int, version uint32, a region.PyArenas, roots GCRoots, release func()) (Objects, error) {
-	w := newWalker(pid, version)
+	w := newWalker(pid, version, roots.lay)
 	o := Objects{Lost: a.Lost}
 	start := time.Now()
 	for _, addr := range a.Addrs {
@@ -309,6 +456,7 @@ func WalkObjects(pid int, version uint32, a region.PyArenas, roots GCRoots, rele
 	o.Arenas = len(w.arenas)
 
 	w.walkPools(&o, by)
+	o.Reached = w.reach()
 	for _, tc := range by {
 		o.Types = append(o.Types, *tc)
 	}
@@ -322,8 +470,10 @@ func WalkObjects(pid int, version uint32, a region.PyArenas, roots GCRoots, rele
 }
 
 // walkPools classifies every live block of the arenas read into by,
-// counting blocks into o.
+// counting blocks into o; then the blocks that are buffers of objects
+// counted leave the unclassified.
 func (w *walker) walkPools(o *Objects, by map[string]*TypeCount) {
+	unclassified := map[uint64]uint64{} // block: its size
 	for addr, buf := range w.arenas {
 		for p := 0; p+PoolSize <= len(buf); p += PoolSize {
 			pool := buf[p : p+PoolSize]
@@ -350,22 +500,21 @@ func (w *walker) walkPools(o *Objects, by map[string]*TypeCount) {
 					continue
 				}
 				o.Blocks++
+				o.LiveBlockBytes += uint64(size)
 				blk := pool[off : off+size]
 				ti, at := w.classify(blk)
 				if ti == nil {
 					o.Unclassified++
+					unclassified[base+uint64(off)] = uint64(size)
 					continue
 				}
-				tc := by[ti.name]
-				if tc == nil {
-					tc = &TypeCount{Type: ti.name}
-					by[ti.name] = tc
-				}
-				tc.Count++
-
-				tc.Bytes += w.sizeof(ti, blk[at:])
-				tc.BlockBytes += uint64(size)
+				w.count(by, ti, base+uint64(off+at), blk[at:], uint64(size))
 			}
+		}
+	}
+	for b, size := range unclassified {
+		if !w.bufs[b] {
+			o.UnclassifiedBytes += size
 		}
 	}
 }
@@ -376,15 +525,15 @@ func (w *walker) walkPools(o *Objects, by map[string]*TypeCount) {
 func (w *walker) fits(ti *typeInfo, b []byte) bool {
 	n := uint64(len(b))
 	switch {
-	case ti.flags&flagUnicodeSubclass != 0, ti.flags&flagLongSubclass != 0:
-		return w.sizeof(ti, b)-ti.preheader <= n
-	case ti.flags&(flagListSubclass|flagDictSubclass) != 0:
+	case ti.kind == kindStr, ti.kind == kindLong:
+		return w.inline(ti, b) <= n
+	case ti.kind == kindList, ti.kind == kindDict:
 		return ti.basic <= n
 	case ti.item != 0:
 		if n < 24 {
 			return false
 		}
-		m := int64(u64(b, offObSize))
+		m := int64(u64(b, 16))
 		return ti.basic+ti.item*uint64(max(m, -m)) <= n && uint64(max(m, -m)) < 1<<40
 	}
 	return ti.basic <= n
@@ -399,15 +548,22 @@ func (w *walker) classify(blk []byte) (*typeInfo, int) {
 		if at+16 > len(blk) {
 			break
 		}
-		rc := u64(blk, at)
-		if rc == 0 || rc > 1<<33 {
+		if !refcount(u64(blk, at)) {
 			continue
 		}
-		ti := w.typeOf(u64(blk, at+offObType))
+		ti := w.typeOf(u64(blk, at+int(w.lay.obType)))
 		if !ti.ok || ti.preheader != uint64(at) || !w.fits(ti, blk[at:]) {
 			continue
 		}
 		return ti, at
 	}
 	return nil, 0
+}
+
+// refcount: rc is an object's ob_refcnt word: its low 32 bits a count
+// (immortal objects' 3<<30 or more included), the next 16 3.14's
+// ob_overflow, the top 16 its ob_flags; a pointer (a buffer's first
+// word) has its bits in between.
+func refcount(rc uint64) bool {
+	return rc&0xffff_ffff != 0 && rc>>32&0xffff < 2
 }
