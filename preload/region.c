@@ -407,6 +407,7 @@ int hl_region_open(void)
 }
 
 size_t hl_region_len(void) { return region_len; }
+const char *hl_region_name(void) { return region_file; }
 
 /* Remove our region's name, if it is ours: a vfork child shares our memory
  * but has a pid of its own, and must leave its parent's region alone. */
