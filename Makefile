@@ -216,7 +216,7 @@ test-dist: dist
 # cgroups), its image imported from release/chroot.sh's chroot
 # (debootstrap, cached). The unshare(1) tests of the same read path run
 # in make test as well.
-CONTAINER_DEBS := podman runc debootstrap
+CONTAINER_DEBS := podman runc debootstrap postgresql
 .PHONY: test-containers deps-containers
 deps-containers: PKGS = $(CONTAINER_DEBS)
 test-containers: deps-containers all
