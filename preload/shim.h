@@ -241,9 +241,10 @@ void hl_region_unlink_own(void);
 size_t hl_region_len(void);
 const char *hl_region_name(void); /* the path it publishes under */
 /* grow.c: the region's tables take their pages as they fill */
-enum hl_table { HL_TABLE_STACKS, HL_TABLE_OBJECTS, HL_TABLE_PYCODES, HL_TABLE_PYARENAS, HL_TABLES };
+enum hl_table { HL_TABLE_SLOTS, HL_TABLE_STACKS, HL_TABLE_OBJECTS, HL_TABLE_PYCODES, HL_TABLE_PYARENAS, HL_TABLES };
 int  hl_grow_start(void *m, size_t reserved, size_t len); /* -1 when pages cannot be taken on demand */
 int  hl_grow(enum hl_table t, uint64_t start, uint64_t end); /* [start, end) backed, or -1: /dev/shm is full */
+uint64_t hl_grow_mark(enum hl_table t); /* the offset table t is backed to: a page multiple, or the region's length */
 int  hl_forked_child(void);
 uint64_t hl_now_ns(void);
 struct stat;
