@@ -183,7 +183,7 @@ static void keep(int pidfd, pid_t pid, const char *path, uint64_t ticks)
     setsid();
     rename_self();
     /* the region's file, while it is surely the program's: only it goes */
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     struct hl_header h;
     struct stat st, now;
     if (fd >= 0 && (fstat(fd, &st) != 0 || !hl_region_header_of(fd, &h, (uint64_t)pid) || h.start_ticks != ticks)) {
@@ -196,8 +196,16 @@ static void keep(int pidfd, pid_t pid, const char *path, uint64_t ticks)
          * file, nobody taking it over (region.c's flock) */
         if (status >= 0 && (status & 0x7f) == 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
             fstatat(AT_FDCWD, path, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == st.st_dev &&
-            now.st_ino == st.st_ino)
+            now.st_ino == st.st_ino) {
+            /* its counters are final, as after the shim's own exit: a
+             * reader holding the file (export) takes it for an exit, not
+             * a kill */
+            uint32_t flags = HL_FLAG_EXITED;
+            if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h)
+                flags |= h.flags;
+            (void)!pwrite(fd, &flags, sizeof flags, __builtin_offsetof(struct hl_header, flags));
             unlink(path);
+        }
     }
     syscall(SYS_exit_group, 0);
     for (;;)
