@@ -24,6 +24,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/heapline/heapline/ctl/internal/region"
 )
 
 // Dir is where the copies are; a variable for tests.
@@ -64,6 +66,26 @@ func Save(pid int, b []byte) error {
 	}
 	trim()
 	return nil
+}
+
+// SaveHeld keeps a copy of the region held open as f, of the process pid
+// (a pid of ours), read now through f, if its process was killed: a region
+// whose header says the process exited (the shim's exit, a Go program's
+// keeper) is not kept. It says whether it kept one.
+func SaveHeld(pid int, f *os.File) (bool, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	b := make([]byte, min(st.Size(), region.MaxRegionSize))
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return false, err
+	}
+	sum, err := region.Parse(b, region.HeaderPID(b))
+	if err != nil || sum.Exited {
+		return false, err
+	}
+	return true, Save(pid, b)
 }
 
 // Find is the copy of pid's region, when pid is no process now: a copy
