@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/clikit"
 	"github.com/heapline/heapline/ctl/internal/follow"
+	"github.com/heapline/heapline/ctl/internal/kept"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
@@ -69,6 +71,14 @@ func writeProfile(e *env, args []string, from, output string, peak bool) error {
 		}
 	} else {
 		ent, prof := regions.InspectProfile(pid)
+		if saved, ok := kept.Find(pid); ok && errors.Is(ent.Err, fs.ErrNotExist) {
+			// a killed container's process: export kept its region
+			if prof, err = profile.ReadDump(saved); err != nil {
+				return fmt.Errorf("profile: %w", err)
+			}
+			prof.PID = pid
+			ent = regions.Entry{Stale: true, Path: saved}
+		}
 		switch {
 		case errors.Is(ent.Err, region.ErrNoProfile):
 			return fmt.Errorf("profile: process %d takes no samples: it was started with HEAPLINE_SAMPLE=0 (the default samples every 512 KiB)", pid)

@@ -462,6 +462,7 @@ __attribute__((constructor)) static void at_load(void)
     hl_thread_enter();
     hl_exit_hook();
     hl_pymalloc_install(); /* before main: before Python runs (pymalloc.c) */
+    hl_keeper_start(hl_region_name()); /* before main: a Go runtime has no thread yet */
 }
 
 // ---- the first calls ------------------------------------------------------------------

@@ -6,11 +6,12 @@
  * tables) let 96 processes fill it, and the program's own shared memory
  * then failed (Python's shared_memory took a SIGBUS, PostgreSQL a "No
  * space left on device"). So the file is made at its full length but
- * sparse; region.c reserves the header and the slots, which slot claims
- * scan, and the tables after them (stacks, objects, Python's code objects
- * and arenas) are filled in order and given their pages here as an entry
- * reaches them: on the sampled path and when pymalloc maps an arena,
- * never on the malloc+free pair.
+ * sparse; region.c reserves the header and the first page of slots, and
+ * the slots after it and the tables after them (stacks, objects, Python's
+ * code objects and arenas) are given their pages here as an entry reaches
+ * them: the slots a page at a time when a new thread finds none free
+ * (thread.c), the tables, filled in order, on the sampled path and when
+ * pymalloc maps an arena; never on the malloc+free pair.
  *
  * A page is given by madvise(MADV_POPULATE_WRITE) on our own mapping: no
  * file descriptor (the program sees none of ours), idempotent (two
@@ -83,3 +84,5 @@ int hl_grow(enum hl_table t, uint64_t start, uint64_t end)
         ;
     return 0;
 }
+
+uint64_t hl_grow_mark(enum hl_table t) { return whole ? length : __atomic_load_n(&marks[t], __ATOMIC_ACQUIRE); }

@@ -216,15 +216,15 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
     return -1;
 }
 
-/* Give the region's first len bytes their pages now. ftruncate only makes
- * a sparse file: on a full /dev/shm the first store into a page nobody
- * backs is a SIGBUS, in the program, at its first allocation or when a new
- * thread takes a slot. Reserved here, a full /dev/shm is an error we can
- * report; the tables after the slots take theirs as they fill (grow.c). A
- * file system that cannot reserve (not tmpfs) is left as it was. */
-static int reserve(int fd, size_t len)
+/* Give the region's len bytes at `at` their pages now. ftruncate only
+ * makes a sparse file: on a full /dev/shm the first store into a page
+ * nobody backs is a SIGBUS, in the program, at its first allocation.
+ * Reserved here, a full /dev/shm is an error we can report; the other
+ * slots and the tables take theirs as they fill (grow.c). A file system
+ * that cannot reserve (not tmpfs) is left as it was. */
+static int reserve(int fd, off_t at, size_t len)
 {
-    if (fallocate(fd, 0, 0, (off_t)len) == 0 || errno == EOPNOTSUPP || errno == ENOSYS)
+    if (fallocate(fd, 0, at, (off_t)len) == 0 || errno == EOPNOTSUPP || errno == ENOSYS)
         return 0;
     return -1;
 }
@@ -353,19 +353,23 @@ int hl_region_open(void)
     size_t slots_end = HL_HEADER_SIZE + (size_t)hl_cfg->slots * HL_SLOT_SIZE;
     size_t arenas_at = slots_end + hl_profile_size();
     size_t len = arenas_at + hl_pymalloc_table_size();
-    /* the header, the slots and the profile's catch-all stack now; the
-     * rest as it fills (grow.c) */
-    size_t reserved = slots_end + (hl_profile_size() ? sizeof(struct hl_stack) : 0);
+    /* the header, the first page of slots and the profile's catch-all
+     * stack now; the rest as it fills (grow.c) */
+    size_t reserved = HL_HEADER_SIZE + HL_SLOT_SIZE;
+    off_t catch_all = hl_profile_size() ? (off_t)slots_end : -1;
     void *m = MAP_FAILED;
     const char *step = NULL;
     if (fchmod(fd, 0600) != 0)
         step = ": cannot set its mode: ";
-    else if (ftruncate(fd, (off_t)len) != 0 || reserve(fd, reserved) != 0)
+    else if (ftruncate(fd, (off_t)len) != 0 || reserve(fd, 0, reserved) != 0 ||
+             (catch_all >= 0 && reserve(fd, catch_all, sizeof(struct hl_stack)) != 0))
         step = ": cannot give it room: ";
     else if ((m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
         step = ": cannot map it: ";
-    else if (hl_grow_start(m, reserved, len) != 0 && reserve(fd, len) != 0) /* no growth on demand here */
+    else if (hl_grow_start(m, reserved, len) != 0 && reserve(fd, 0, len) != 0) /* no growth on demand here */
         step = ": cannot give it room: ";
+    else
+        (void)hl_grow(HL_TABLE_SLOTS, HL_HEADER_SIZE, reserved); /* its mark: the page reserved */
     int err = errno;
     /* A flock belongs to the open file, which the mapping keeps open:
      * closing fd alone would hold take_over's lock for this image's life. */
@@ -407,6 +411,7 @@ int hl_region_open(void)
 }
 
 size_t hl_region_len(void) { return region_len; }
+const char *hl_region_name(void) { return region_file; }
 
 /* Remove our region's name, if it is ours: a vfork child shares our memory
  * but has a pid of its own, and must leave its parent's region alone. */

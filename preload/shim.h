@@ -239,10 +239,12 @@ pid_t hl_fork_unhandled(void); /* _Fork: a fork without atfork handlers, that st
 uint64_t hl_pid_ns(void);    /* our pid namespace's inode, 0 if /proc cannot say */
 void hl_region_unlink_own(void);
 size_t hl_region_len(void);
+const char *hl_region_name(void); /* the path it publishes under */
 /* grow.c: the region's tables take their pages as they fill */
-enum hl_table { HL_TABLE_STACKS, HL_TABLE_OBJECTS, HL_TABLE_PYCODES, HL_TABLE_PYARENAS, HL_TABLES };
+enum hl_table { HL_TABLE_SLOTS, HL_TABLE_STACKS, HL_TABLE_OBJECTS, HL_TABLE_PYCODES, HL_TABLE_PYARENAS, HL_TABLES };
 int  hl_grow_start(void *m, size_t reserved, size_t len); /* -1 when pages cannot be taken on demand */
 int  hl_grow(enum hl_table t, uint64_t start, uint64_t end); /* [start, end) backed, or -1: /dev/shm is full */
+uint64_t hl_grow_mark(enum hl_table t); /* the offset table t is backed to: a page multiple, or the region's length */
 int  hl_forked_child(void);
 uint64_t hl_now_ns(void);
 struct stat;
@@ -351,6 +353,9 @@ void hl_summary_write(void);
 void hl_finish(int summary); /* once: the summary if asked, then the region's name goes */
 void hl_exit_hook(void);     /* at load: the summary after every library's destructors */
 void hl_summary_exec_from(const char *command); /* region.c: the image before exec ran this */
+
+/* keeper.c */
+void hl_keeper_start(const char *path); /* at load: a Go program's region goes at its exit */
 
 #include "musl.h" /* the musl build's stand-ins (HL_MUSL only) */
 

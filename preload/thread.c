@@ -40,6 +40,16 @@ static inline struct hl_slot *slots_of(struct hl_header *r)
     return (struct hl_slot *)((char *)r + HL_HEADER_SIZE);
 }
 
+/* The slots whose pages the region has (grow.c): slot claims and sums
+ * look at no other, since a load from a hole through the shared mapping
+ * would give it a page. */
+static uint32_t slots_backed(struct hl_header *r)
+{
+    uint64_t end = hl_grow_mark(HL_TABLE_SLOTS);
+    uint64_t n = end > HL_HEADER_SIZE ? (end - HL_HEADER_SIZE) / HL_SLOT_SIZE : 0;
+    return n < r->nslots ? (uint32_t)n : r->nslots;
+}
+
 static void max_store(uint64_t *where, uint64_t v)
 {
     uint64_t cur = __atomic_load_n(where, RELAXED);
@@ -123,6 +133,15 @@ void hl_thread_init(void)
     exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
 }
 
+/* No slot of the first n is free now. */
+static int free_slots_none(struct hl_slot *slots, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (__atomic_load_n(&slots[i].state, RELAXED) == HL_SLOT_FREE)
+            return 0;
+    return 1;
+}
+
 static HL_NOINLINE void thread_start(void)
 {
     /* A thread may get here having read the mode's table or the real
@@ -144,8 +163,17 @@ static HL_NOINLINE void thread_start(void)
         pthread_setspecific(exit_key, (void *)1);
     __atomic_add_fetch(&r->threads_seen, 1, RELAXED);
 
-    uint32_t n = r->nslots, start = __atomic_load_n(&claim_hint, RELAXED);
+    uint32_t n = slots_backed(r), start = __atomic_load_n(&claim_hint, RELAXED);
     struct hl_slot *slots = slots_of(r);
+    /* Every backed slot is taken: the next page of slots (a thread
+     * start, never the malloc+free pair), then a slot on it. A full
+     * /dev/shm leaves the thread without one, counted exactly all the
+     * same (overflow_threads). */
+    while (n < r->nslots && n > 0 && free_slots_none(slots, n) &&
+           hl_grow(HL_TABLE_SLOTS, HL_HEADER_SIZE, HL_HEADER_SIZE + ((uint64_t)n + 1) * HL_SLOT_SIZE) == 0) {
+        start = n;
+        n = slots_backed(r);
+    }
     for (uint32_t i = 0; i < n; i++) {
         uint32_t j = (start + i) % n;
         struct hl_slot *s = &slots[j];
@@ -361,7 +389,7 @@ void hl_totals(struct hl_header *r, struct hl_counters *out)
             __atomic_load_n(&r->retired.allocated_bytes, RELAXED),
             __atomic_load_n(&r->retired.freed_bytes, RELAXED),
         };
-        for (uint32_t i = 0; i < r->nslots; i++) {
+        for (uint32_t i = 0, n = slots_backed(r); i < n; i++) {
             struct hl_counters c = hl_slot_counts(&slots[i]);
             t.allocs += c.allocs;
             t.frees += c.frees;

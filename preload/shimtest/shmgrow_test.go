@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,7 +64,8 @@ func expectLine(t testing.TB, out *bufio.Reader, want string) {
 }
 
 // TestRegionSmallForFewStacks: 4 threads and 32 sampled stacks hold at
-// most 64 KiB of /dev/shm (the whole region reserved was 657 KiB).
+// most 64 KiB of /dev/shm (the whole region reserved was 657 KiB), and
+// exactly the pages their entries reach.
 func TestRegionSmallForFewStacks(t *testing.T) {
 	prog := compile(t, "depths.c")
 	cmd := exec.Command(prog, "4", "32", "64")
@@ -76,6 +78,7 @@ func TestRegionSmallForFewStacks(t *testing.T) {
 	path := regionPath(pid)
 	used := headerU32(t, path, "hl_header.stacks_used")
 	got := shmBytes(t, path)
+	want, counts := shmExpected(t, path)
 	fmt.Fprintln(in)
 	expectLine(t, out, "done")
 	if err := cmd.Wait(); err != nil {
@@ -86,14 +89,16 @@ func TestRegionSmallForFewStacks(t *testing.T) {
 	if used < 33 || used > 40 {
 		t.Errorf("stacks_used %d, want 33 to 40", used)
 	}
-	if got > 64<<10 {
-		t.Errorf("the region holds %d bytes of /dev/shm with %d stacks in use, want at most 64 KiB", got, used)
+	if got != want || got > 64<<10 {
+		t.Errorf("the region holds %d bytes of /dev/shm (%v), want %d, at most 64 KiB", got, counts, want)
 	}
 	t.Logf("4 threads, %d stacks: %d bytes of /dev/shm", used, got)
 }
 
-// TestPythonRegionSmall: a Python process's region, whose code object and
-// arena tables alone were 1.25 MiB, holds at most 96 KiB of /dev/shm.
+// TestPythonRegionSmall: a small Python process's region (4 threads, a
+// few code objects and stacks), whose code object and arena tables alone
+// were 1.25 MiB, holds at most 64 KiB of /dev/shm, and exactly the pages
+// its entries in use reach.
 func TestPythonRegionSmall(t *testing.T) {
 	py := pythonExe(t)
 	cmd := exec.Command(py, "-c", `
@@ -113,19 +118,118 @@ sys.stdin.readline()
 	expectLine(t, out, "ready")
 	path := regionPath(pid)
 	got := shmBytes(t, path)
-	stacks, codes := headerU32(t, path, "hl_header.stacks_used"), headerU32(t, path, "hl_header.pycodes_used")
-	arenas := headerU32(t, path, "hl_header.pyarenas_used")
+	want, used := shmExpected(t, path)
 	fmt.Fprintln(in)
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if codes == 0 || arenas == 0 {
-		t.Errorf("pycodes_used %d, pyarenas_used %d: want both used (is this CPython 3.11 to 3.13?)", codes, arenas)
+	if used["pycodes_used"] == 0 || used["pyarenas_used"] == 0 {
+		t.Errorf("%v: want code objects and arenas used (is this CPython 3.11 to 3.13?)", used)
 	}
-	if got > 96<<10 {
-		t.Errorf("the region holds %d bytes of /dev/shm (%d stacks, %d code objects, %d arenas), want at most 96 KiB", got, stacks, codes, arenas)
+	if got != want || got > 64<<10 {
+		t.Errorf("the region holds %d bytes of /dev/shm (%v), want %d, at most 64 KiB", got, used, want)
 	}
-	t.Logf("python: %d stacks, %d code objects, %d arenas: %d bytes of /dev/shm", stacks, codes, arenas, got)
+	t.Logf("python: %v: %d bytes of /dev/shm", used, got)
+}
+
+// TestSlotsGrow: the slots take their pages as threads need them, a page
+// of 64 at a time past the first 48 (the header's page): 64 threads alive
+// at once all have a slot, and the region holds the slots' two pages.
+func TestSlotsGrow(t *testing.T) {
+	prog := compile(t, "depths.c")
+	cmd := exec.Command(prog, "64", "64", "1")
+	cmd.Env = env(t)
+	in, out := testkit.Pipes(t, cmd)
+	pid := testkit.Start(t, cmd, testkit.Shim(t), regionPath)
+	expectLine(t, out, "start")
+	fmt.Fprintln(in)
+	expectLine(t, out, "ready")
+	path := regionPath(pid)
+	got := shmBytes(t, path)
+	want, used := shmExpected(t, path)
+	fmt.Fprintln(in)
+	expectLine(t, out, "done")
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if used["threads_max"] != 64 || used["overflow_threads"] != 0 {
+		t.Errorf("%v: want 64 threads at once, each in a slot", used)
+	}
+	if got != want {
+		t.Errorf("the region holds %d bytes of /dev/shm (%v), want %d", got, used, want)
+	}
+}
+
+// shmExpected is what the region at path should hold of /dev/shm: the
+// pages of the header and the slots that its most threads at once
+// needed, of the catch-all stack, and of each table up to its entries in
+// use (grow.c). It returns the header's counts it read too.
+func shmExpected(t testing.TB, path string) (int64, map[string]uint64) {
+	t.Helper()
+	l := regionLayout(t)
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < l["header"] {
+		t.Fatalf("reading %s: %d bytes, %v", path, len(b), err)
+	}
+	word := func(name string, size int) uint64 {
+		if size == 4 {
+			return uint64(binary.LittleEndian.Uint32(b[l[name]:]))
+		}
+		return binary.LittleEndian.Uint64(b[l[name]:])
+	}
+	used := map[string]uint64{
+		"threads_max": word("threads_max", 8), "overflow_threads": word("overflow_threads", 8),
+		"stacks_used": word("stacks_used", 4), "objects_used": word("objects_used", 8),
+		"pycodes_used": word("pycodes_used", 4), "pyarenas_used": word("pyarenas_used", 4),
+	}
+	page := uint64(os.Getpagesize())
+	pages := map[uint64]bool{}
+	span := func(from, n, size uint64) {
+		for p := from / page; n > 0 && p*page < from+n*size; p++ {
+			pages[p] = true
+		}
+	}
+	header, slot := uint64(l["header"]), uint64(l["slot"])
+	span(0, 1, header+used["threads_max"]*slot)
+	slotsEnd := header + word("nslots", 4)*slot
+	if prof := word("prof_offset", 8); prof != 0 {
+		span(slotsEnd, 1, uint64(l["stack"])) // the catch-all, reserved
+		span(prof, used["stacks_used"], uint64(l["stack"]))
+		span(prof+word("nstacks", 4)*uint64(l["stack"]), used["objects_used"], uint64(l["object"]))
+	}
+	if at := word("pycode_offset", 8); at != 0 {
+		span(at, used["pycodes_used"], uint64(l["pycode"]))
+	}
+	if at := word("pyarena_offset", 8); at != 0 {
+		span(at, used["pyarenas_used"], uint64(l["pyarena"]))
+	}
+	return int64(len(pages)) * int64(page), used
+}
+
+// regionLayout is region.h's sizes ("header", "slot", "stack", "object",
+// "pycode", "pyarena") and the header offsets shmExpected reads, from the
+// C compiler, in one program.
+func regionLayout(t testing.TB) map[string]int {
+	t.Helper()
+	fields := []string{"threads_max", "overflow_threads", "stacks_used", "objects_used", "pycodes_used",
+		"pyarenas_used", "nslots", "prof_offset", "nstacks", "pycode_offset", "pyarena_offset"}
+	code := "#include <stddef.h>\n#include <stdio.h>\n#include \"region.h\"\nint main(void) {\n" +
+		"printf(\"header %zu\\nslot %zu\\nstack %zu\\nobject %zu\\npycode %zu\\npyarena %zu\\n\", sizeof(struct hl_header), " +
+		"sizeof(struct hl_slot), sizeof(struct hl_stack), sizeof(struct hl_object), sizeof(struct hl_pycode), sizeof(struct hl_pyarena));\n"
+	for _, f := range fields {
+		code += "printf(\"" + f + " %zu\\n\", offsetof(struct hl_header, " + f + "));\n"
+	}
+	prog := testkit.CCode(t, "layout.c", code+"return 0; }\n", "-I", filepath.Join(testkit.Root(), "preload"))
+	out, err := exec.Command(prog).Output()
+	if err != nil {
+		t.Fatalf("region.h's layout: %v", err)
+	}
+	l := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, v, _ := strings.Cut(line, " ")
+		l[name], _ = strconv.Atoi(v)
+	}
+	return l
 }
 
 // smallShm makes a private mount namespace whose /dev/shm is a tmpfs of

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/heapline/heapline/ctl/internal/container"
+	"github.com/heapline/heapline/ctl/internal/kept"
 	"github.com/heapline/heapline/ctl/internal/metrics"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/region"
@@ -103,11 +104,19 @@ func (s *Source) Read(now time.Time) ([]Process, error) {
 		if seen[k] {
 			continue
 		}
-		p, sum, err := readHeld(f, k.PID)
+		p, sum, b, err := readHeld(f)
 		s.release(k)
 		if err != nil {
 			s.Log.Debug("last profile of an exited process", zap.Int("pid", k.PID), zap.Error(err))
 			continue
+		}
+		if !sum.Exited {
+			// Killed: its region went with its container's /dev/shm,
+			// or stays there under a pid nothing ties to k.PID now.
+			// A copy answers profile --peak k.PID (package kept).
+			if err := kept.Save(k.PID, b); err != nil {
+				s.Log.Warn("keeping the region of a killed process", zap.Int("pid", k.PID), zap.Error(err))
+			}
 		}
 		// Said with its time: a test can then tell this one profile from
 		// the live ones before it, which no clock outside export can.
@@ -176,25 +185,27 @@ func (s *Source) process(k Key, p region.Profile, elapsed float64, pid int, runn
 }
 
 // readHeld reads a region through its open file, as a copy (a process
-// that has exited writes no more).
-func readHeld(f *os.File, pid int) (region.Profile, heapjson.Summary, error) {
+// that has exited writes no more), named by the pid its header gives (a
+// container's process's pid there): the profile, the counters and the
+// bytes read.
+func readHeld(f *os.File) (region.Profile, heapjson.Summary, []byte, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return region.Profile{}, heapjson.Summary{}, err
+		return region.Profile{}, heapjson.Summary{}, nil, err
 	}
 	b := make([]byte, min(st.Size(), region.MaxRegionSize))
 	if _, err := f.ReadAt(b, 0); err != nil {
-		return region.Profile{}, heapjson.Summary{}, err
+		return region.Profile{}, heapjson.Summary{}, nil, err
 	}
-	sum, err := region.Parse(b, pid)
+	sum, err := region.Parse(b, region.HeaderPID(b))
 	if err != nil {
-		return region.Profile{}, heapjson.Summary{}, err
+		return region.Profile{}, heapjson.Summary{}, nil, err
 	}
 	p, err := region.ParseProfile(b)
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 		p.UID = int(sys.Uid) // whose process wrote it: what its symbols may be read as
 	}
-	return p, sum, err
+	return p, sum, b, err
 }
 
 // identify names a process's executable and service. The executable is

@@ -17,6 +17,7 @@ import (
 
 	"github.com/heapline/heapline/ctl/internal/follow"
 	"github.com/heapline/heapline/ctl/internal/growth"
+	"github.com/heapline/heapline/ctl/internal/kept"
 	"github.com/heapline/heapline/ctl/internal/launch"
 	"github.com/heapline/heapline/ctl/internal/profile"
 	"github.com/heapline/heapline/ctl/internal/regions"
@@ -192,17 +193,41 @@ func (r *recorder) attach(pid int) error {
 	defer loop.Stop()
 	proc := procs.Open(pid)
 	defer proc.Close()
+	// The region, held open: a container's process killed takes it
+	// with it (podman kill unmounts its /dev/shm), or leaves it under a
+	// pid nothing ties to pid; a copy kept then answers profile --peak
+	// pid (package kept).
+	var held *os.File
+	defer func() {
+		if held != nil {
+			held.Close()
+		}
+	}()
+	keep := func() {
+		if held == nil {
+			return
+		}
+		if ok, err := kept.SaveHeld(pid, held); err != nil {
+			r.log.Warn("keeping the region of a killed process", zap.Int("pid", pid), zap.Error(err))
+		} else if ok {
+			r.log.Info("the process was killed: its region is kept for profile --peak", zap.Int("pid", pid), zap.String("copy", kept.Path(pid)))
+		}
+	}
 	r.startSeries()
 	for {
 		ent := snapshot.Of(pid, r.options())
 		read, err := follow.Classify(pid, ent.Entry, proc, len(r.samples) == 0)
+		if held == nil && err == nil && read == follow.Sample && !ent.Stale && ent.OtherNS() {
+			held, _ = regions.Open(ent.Entry)
+		}
 		switch {
 		case err != nil:
 			return err
+		case read == follow.Ended:
+			keep()
+			return nil
 		case read == follow.Removed:
 			r.log.Warn(follow.RemovedWhileRunning(pid, ent.Path).Error() + "; the timeline ends at the last sample")
-			return nil
-		case read == follow.Ended:
 			return nil
 		case read == follow.Busy:
 			r.log.Debug("region busy", zap.Int("pid", pid), zap.Error(ent.Err))
@@ -215,6 +240,9 @@ func (r *recorder) attach(pid int) error {
 				return nil
 			}
 			if ent.Stale || ent.Summary.Exited {
+				if ent.Stale {
+					keep()
+				}
 				return nil
 			}
 			if err := r.profile(pid); err != nil {

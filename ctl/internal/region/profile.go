@@ -109,15 +109,21 @@ func (s *Stack) Add(o Stack) {
 	s.PeakBytes += o.PeakBytes
 }
 
+// HeaderPID is the pid the header of the region in b names (a pid of its
+// publisher's pid namespace), 0 when b is shorter than a header.
+func HeaderPID(b []byte) int {
+	if len(b) < HeaderSize {
+		return 0
+	}
+	return int(int32(view{b: b}.u32(offPID)))
+}
+
 // ParseProfile reads the profile of the region in b: a dump the shim
 // wrote at exit (HEAPLINE_PROFILE), or a copy of a region file. The pid is
 // the header's.
 func ParseProfile(b []byte) (Profile, error) {
 	v := view{b: b}
-	pid := 0
-	if len(b) >= HeaderSize {
-		pid = int(int32(v.u32(offPID)))
-	}
+	pid := HeaderPID(b)
 	h, err := validate(v, pid)
 	if err != nil {
 		return Profile{}, err
