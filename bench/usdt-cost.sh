@@ -14,10 +14,10 @@
 #   sudo bench/usdt-cost.sh [-n N] [--measure time|cpu]   # heapctl overhead's flags
 #   SCENARIOS="churn-4t" sudo bench/usdt-cost.sh ...
 #
-# The traced side runs heapctl trace as --wrap; a static heapctl (as the
-# release's), so that the LD_PRELOAD the wrapper gives the command never
-# loads the shim into heapctl itself. Writes bench/results/usdt-cost-{usdt,
-# shim,uprobes}-DATE.json and prints their markdown tables.
+# The traced side runs heapctl trace as --wrap, a static heapctl as the
+# release's; trace --lib preloads the shim into the command alone. Writes
+# bench/results/usdt-cost-{usdt,shim,uprobes}-DATE.json and prints their
+# markdown tables.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -28,10 +28,10 @@ trap 'rm -rf "$tmp"' EXIT
 CGO_ENABLED=0 go build -o "$tmp/heapctl" ./ctl
 lib=$root/bin/libheap.so
 # The USDT side: the command with the shim, traced through its probes
-# (trace finds libheap.so in the command's LD_PRELOAD).
+# (trace --lib preloads it into the command).
 cat >"$tmp/trace-usdt" <<WRAP
 #!/bin/sh
-LD_PRELOAD=$lib exec $tmp/heapctl trace --profile $tmp/usdt.pb.gz -- "\$@" >/dev/null
+exec $tmp/heapctl trace --lib $lib --profile $tmp/usdt.pb.gz -- "\$@" >/dev/null
 WRAP
 cat >"$tmp/trace-uprobes" <<WRAP
 #!/bin/sh

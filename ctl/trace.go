@@ -22,6 +22,7 @@ import (
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
 	"github.com/heapline/heapline/ctl/internal/report"
+	"github.com/heapline/heapline/ctl/internal/shim"
 	"github.com/heapline/heapline/ctl/internal/snapshot"
 	"github.com/heapline/heapline/ctl/internal/traceprof"
 	"github.com/heapline/heapline/internal/heapjson"
@@ -48,7 +49,7 @@ counters (the shim's summary line, or its JSON document with --json, source "ebp
 With --profile FILE, allocations are sampled by bytes (--sample) with their stacks, and
 a pprof heap profile of the shim's shape is written to FILE when tracing ends.
 Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.
-A process that has libheap.so (preloaded, or in -- CMD's LD_PRELOAD) is traced through
+A process that has libheap.so (preloaded, or -- CMD under --lib or its LD_PRELOAD) is traced through
 the shim's otel_memory USDT probes instead: only its samples trap, the profile has the
 shim's samples and weights, and the counters are the shim's region's. --uprobes probes
 libc as for any other process.`,
@@ -61,6 +62,7 @@ libc as for any other process.`,
 			&cli.StringFlag{Name: "libc", Usage: "probe this C library instead of the one found (from /proc/PID/maps, or the loader's search for -- CMD)"},
 			&cli.StringFlag{Name: "profile", Usage: "write a sampled heap profile (pprof, as heapctl profile's) to `FILE` when tracing ends"},
 			&cli.StringFlag{Name: "sample", Value: "512k", Usage: "with --profile, the mean `BYTES` between samples (k, m suffixes), as HEAPLINE_SAMPLE (the shim's own rate rules its USDT samples)"},
+			&cli.StringFlag{Name: "lib", Usage: "start -- CMD under this libheap.so (LD_PRELOAD in its environment only) and trace it through the shim's USDT probes"},
 			&cli.BoolFlag{Name: "uprobes", Usage: "probe libc's malloc family even when the process has libheap.so (whose otel_memory USDT probes are used otherwise)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -85,6 +87,18 @@ libc as for any other process.`,
 					return fmt.Errorf("trace: --pid: %w", err)
 				}
 				o.pid = pid
+			}
+			if c.IsSet("lib") {
+				// heapctl never carries LD_PRELOAD itself: the shim goes
+				// into the command's environment alone.
+				if o.pid != 0 {
+					return errors.New("trace: --lib starts -- CMD under the shim; a running process (--pid) has its own")
+				}
+				lib, err := shim.Path(c.String("lib"), "--lib")
+				if err != nil {
+					return fmt.Errorf("trace: %w", err)
+				}
+				o.env = shim.Env(os.Environ(), lib)
 			}
 			return trace(c.Context, e, o)
 		},
@@ -299,7 +313,9 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	// The command's output goes where heapctl's does, as with heapctl run.
 	var tr *bpf.Tracer
 	c, err := launch.Start(launch.Options{
-		Verb: "trace", Name: o.argv[0], Path: path, Args: o.argv[1:], Env: env,
+		// With the shim, its exit summary is the final count (Lib asks the
+		// shim for it): the region goes at exit, maybe before a poll.
+		Verb: "trace", Name: o.argv[0], Path: path, Args: o.argv[1:], Env: env, Lib: o.shim,
 		Stdin: traceOrReader(o.stdin, os.Stdin), Stdout: traceOrWriter(o.stdout, e.stdout), Stderr: traceOrWriter(o.stderr, e.stderr),
 		Log: e.log,
 		AtExec: func(pid int) error {
@@ -321,7 +337,7 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 	pid := c.Pid
 	// The command as the user gave it: /proc/PID/cmdline would show a #!
 	// interpreter's, and only until the process exits.
-	t := &tracing{e: e, o: o, tr: tr, pid: pid, command: procs.JoinArgs(o.argv), start: tr.Attached}
+	t := &tracing{e: e, o: o, tr: tr, pid: pid, command: procs.JoinArgs(o.argv), start: tr.Attached, child: c}
 	if o.attached != nil {
 		o.attached(pid)
 	}
@@ -371,6 +387,7 @@ type tracing struct {
 	// stands for the final one once the shim removed its region at exit.
 	last     heapjson.Summary
 	haveLast bool
+	child    *launch.Child // -- CMD's, whose exit summary ends a trace through the USDTs
 }
 
 // traceRegionPoll is how often the shim's region is read while tracing
@@ -489,6 +506,11 @@ func (t *tracing) read(exited bool) (heapjson.Summary, error) {
 	if t.o.shim != "" {
 		if _, err := t.tr.Read(); err != nil { // what the probes sent so far, to the collector
 			return heapjson.Summary{}, fmt.Errorf("trace: %w", err)
+		}
+		if exited && t.child != nil {
+			if s, _, err := t.child.Own(); err == nil {
+				return s, nil
+			}
 		}
 		h := snapshot.Of(t.pid, snapshot.Options{})
 		if h.Err == nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -313,5 +314,33 @@ func TestOtelMemoryRefused(t *testing.T) {
 	}
 	if _, _, err := bpf.OtelMemory(testkit.Shim(t)); err != nil {
 		t.Errorf("libheap.so: %v", err)
+	}
+}
+
+// TestTraceLib: trace --lib starts -- CMD under the shim, with LD_PRELOAD
+// in the command's environment alone (heapctl never carries it), and
+// traces it through the shim's probes: the summary is the shim's region's
+// (source "preload"), with at least what the program says it allocated.
+// --lib with --pid is refused before anything runs.
+func TestTraceLib(t *testing.T) {
+	if r := heapctl(t, "trace", "--pid", "1", "--lib", "/nonexistent/libheap.so"); r.err == nil ||
+		r.err.Error() != "trace: --lib starts -- CMD under the shim; a running process (--pid) has its own" {
+		t.Errorf("trace --pid 1 --lib: %v", r.err)
+	}
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
+	r := heapctl(t, "trace", "--lib", testkit.Shim(t), "--json", "--", traceKnown(t))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	// The program says what it did on stderr; trace's summary is stdout.
+	said, _, _ := strings.Cut(r.stderr, "\n")
+	var want knownCounts
+	if err := json.Unmarshal([]byte(said), &want); err != nil || want.Allocs == 0 {
+		t.Fatalf("program output %q: %v", r.stderr, err)
+	}
+	s := traceDecode(t, "trace --lib", r.stdout)
+	if s.Source != "preload" || !s.Exited || s.Allocs < want.Allocs || s.Frees < want.Frees {
+		t.Errorf("trace --lib: source %q, exited %v, allocs %d, frees %d; want the shim's region's, exited, at least %d and %d",
+			s.Source, s.Exited, s.Allocs, s.Frees, want.Allocs, want.Frees)
 	}
 }
