@@ -80,13 +80,9 @@ $(BIN)/libheap.so: $(PRELOAD_SRC) preload/exports.map | $(if $(strip $(BUILD_NEE
 # (preload/musl.h). The installed layout puts it under a directory
 # literally named $$LIB (docs/containers.md: one LD_PRELOAD for both libcs).
 # musl-gcc's specs drop gcc's --eh-frame-hdr, which the shim's unwinder
-# finds each object's unwind tables by: given back here. sys/sdt.h
-# (preload/usdt.c) is systemtap-sdt-dev's, in glibc's multiarch include
-# directory, which musl-gcc does not search: -idirafter looks there only
-# for what musl's own headers lack.
+# finds each object's unwind tables by: given back here.
 MUSL_CC ?= musl-gcc
 MUSL_CFLAGS := -O2 -g -std=gnu11 -D_GNU_SOURCE -DHL_MUSL -fPIC -ftls-model=initial-exec -fvisibility=hidden \
-	-idirafter /usr/include/$(shell gcc -print-multiarch) \
 	-fno-strict-aliasing -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
 	-Wall -Wextra -Wno-unused-parameter
 MUSL_SRC := $(filter-out preload/goruntime.c,$(wildcard preload/*.c))

@@ -9,7 +9,7 @@
  * any other USDT reader reads the specs, which name the same registers.
  */
 #define _SDT_HAS_SEMAPHORES 1
-#include <sys/sdt.h>
+#include "sdt.h" /* systemtap's sys/sdt.h, kept in preload/ */
 #include "usdt.h"
 
 HL_HIDDEN volatile unsigned short otel_memory_alloc_semaphore __attribute__((section(".probes"))) = 0;

@@ -37,12 +37,10 @@ sys=/run/heapline-sysroot
 # own library directory (/usr/lib/x86_64-linux-gnu, or the cross gcc's
 # /usr/aarch64-linux-gnu) before the sysroot's: -B and -L put the
 # sysroot's first. The cross gcc's headers are not under the sysroot's
-# usr/include either: -isystem. sys/sdt.h (systemtap-sdt-dev, the otel_memory
-# probes, the same file for every architecture) is only in the amd64
-# multiarch directory: arm64 searches it after all its own (-idirafter).
+# usr/include either: -isystem.
 case $arch in
 amd64) goarch=amd64 cc="gcc --sysroot=$sys -B$sys/usr/lib/x86_64-linux-gnu/ -L$sys/usr/lib/x86_64-linux-gnu" ;;
-arm64) goarch=arm64 cc="aarch64-linux-gnu-gcc --sysroot=$sys -isystem $sys/usr/aarch64-linux-gnu/include -idirafter $sys/usr/include/x86_64-linux-gnu -B$sys/usr/aarch64-linux-gnu/lib/ -L$sys/usr/aarch64-linux-gnu/lib" ;;
+arm64) goarch=arm64 cc="aarch64-linux-gnu-gcc --sysroot=$sys -isystem $sys/usr/aarch64-linux-gnu/include -B$sys/usr/aarch64-linux-gnu/lib/ -L$sys/usr/aarch64-linux-gnu/lib" ;;
 *) echo "build.sh: no recipe for ARCH=$arch" >&2; exit 2 ;;
 esac
 cc="$cc -ffile-prefix-map=$sys="

@@ -2,7 +2,7 @@
 # release/chroot.sh SUITE: prints the path of a cached Debian SUITE minbase
 # chroot with what heapline builds and is tested with (gcc, libc6-dev,
 # python3; in bullseye, the build's, also Debian 11's aarch64 cross gcc and
-# libc for the arm64 release, and systemtap-sdt-dev for sys/sdt.h; in sid, python3.14 and python3.15), making it first if it is not there yet. The cache is keyed by
+# libc for the arm64 release; in sid, python3.14 and python3.15), making it first if it is not there yet. The cache is keyed by
 # what built it: the suite, the package list and this script's own hash,
 # so a change to either makes a new chroot beside the old one.
 #
@@ -13,7 +13,7 @@ set -euo pipefail
 suite=${1:?usage: chroot.sh SUITE}
 mirror=${HEAPLINE_MIRROR:-http://deb.debian.org/debian}
 pkgs=gcc,libc6-dev,python3
-[ "$suite" != bullseye ] || pkgs=$pkgs,gcc-aarch64-linux-gnu,libc6-dev-arm64-cross,systemtap-sdt-dev
+[ "$suite" != bullseye ] || pkgs=$pkgs,gcc-aarch64-linux-gnu,libc6-dev-arm64-cross
 # sid: the newest CPythons, for make test-python.
 [ "$suite" != sid ] || pkgs=$pkgs,python3.14,python3.15
 cache=${HEAPLINE_CACHE:-/var/cache/heapline}
