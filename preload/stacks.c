@@ -5,8 +5,8 @@
  * ctl/internal/region reads both).
  */
 #include <link.h>
-#include <sched.h>
 #include <string.h>
+#include "lock.h"
 #include "shim.h"
 #include "sample.h"
 
@@ -59,8 +59,7 @@ static void note_objects(const uint64_t *frames, int n)
         struct hl_dlfo found;
         if (hl_find_object((void *)a, &found) != 0)
             continue;
-        while (__atomic_exchange_n(&objects_lock, 1, __ATOMIC_ACQUIRE))
-            sched_yield();
+        hl_spin_lock(&objects_lock);
         uint64_t used = r->objects_used;
         if (!known_object(a, used) && used < hl_nobjects &&
             hl_grow(HL_TABLE_OBJECTS, (uint64_t)((char *)hl_objects - (char *)r),
@@ -73,7 +72,7 @@ static void note_objects(const uint64_t *frames, int n)
             hl_object_name(map != NULL ? map->l_name : NULL, o->path, sizeof o->path);
             __atomic_store_n(&r->objects_used, used + 1, __ATOMIC_RELEASE);
         }
-        __atomic_store_n(&objects_lock, 0, __ATOMIC_RELEASE);
+        hl_spin_unlock(&objects_lock);
     }
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/syscall.h>
+#include "lock.h"
 #include "shim.h"
 #include "thread.h"
 
@@ -308,8 +309,7 @@ void hl_free_carry(struct hl_slot *s) { carry(0, s, NULL); }
  * or has moved, so a sum never counts the slot twice or not at all. */
 static void fold(struct hl_header *r, struct hl_slot *s)
 {
-    while (__atomic_exchange_n(&r->fold_lock, 1, __ATOMIC_ACQUIRE))
-        sched_yield();
+    hl_spin_lock(&r->fold_lock);
     uint64_t seq = r->seq;
     __atomic_store_n(&r->seq, seq + 1, RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -326,7 +326,7 @@ static void fold(struct hl_header *r, struct hl_slot *s)
     s->synced_live = 0;
 
     __atomic_store_n(&r->seq, seq + 2, __ATOMIC_RELEASE);
-    __atomic_store_n(&r->fold_lock, 0, __ATOMIC_RELEASE);
+    hl_spin_unlock(&r->fold_lock);
     s->tid = 0;
     __atomic_store_n(&s->state, HL_SLOT_FREE, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&r->threads_live, 1, RELAXED);
