@@ -36,6 +36,15 @@
 #define HL_PEAK_BATCH_DEFAULT (256u << 10)     /* slow-path bytes a thread holds unpublished */
 #define HL_PEAK_STEP_MIN (1ull << 20)          /* the peak copy's step: at least 1 MiB, */
 #define HL_PEAK_STEP_DIV 100u                  /* or 1% of the peak (peak.c) */
+#define HL_PEAK_BATCH_MAX (1ull << 40)
+#define HL_SAMPLE_MAX    (1ull << 40)          /* HEAPLINE_SAMPLE's bound; its default is below */
+
+/* The words of the HEAPLINE_ settings that are on or off, and
+ * HEAPLINE_SUMMARY's third (env.c's table). heapctl reads HEAPLINE_SUMMARY
+ * too (launch.ParseSummaryMode): a test checks its words against these. */
+#define HL_WORDS_OFF     "0 off no false"
+#define HL_WORDS_ON      "1 on yes true"
+#define HL_WORDS_ALL     "all"
 
 /* A slot's fast-path words (hl_slot.alloc_word, free_word): the number of
  * operations in bits 0..49, and the chunk bytes they moved, in units of 16,
