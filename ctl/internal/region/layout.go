@@ -388,7 +388,7 @@ func Offset(member string) int {
 }
 
 // ModeName is header.mode's name in the summary, as the shim's JSON
-// summary writes it (summary.c, mode_name); "" where the shim counts
+// summary writes it (summary_line.c, hl_mode_name); "" where the shim counts
 // nothing, has not booted, or is older than the field.
 func ModeName(m uint32) string {
 	switch m {
