@@ -408,7 +408,7 @@ static void boot(void)
     *(void **)&hl_realloc_first = hl_first_definition("realloc");
     const char *by = find_bypasser();
     hl_py_resolve(); /* the region's size depends on it */
-    if (hl_region_open() != 0) {
+    if (hl_region_start() != 0) {
         hl_set_mode_off(NULL); /* hl_region_open said why, in its one line */
     } else if (by != NULL) {
         hl_say("malloc is ", by, "'s, which comes before libheap.so: allocations are not counted, mapped memory is", NULL);

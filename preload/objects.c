@@ -183,7 +183,7 @@ void *hl_first_definition(const char *name)
  * races a refresh tries again, then misses). dl_iterate_phdr takes the
  * loader's dl_load_write_lock, which glibc's fork does not reset in the
  * child; so a refresh holds a flag of ours that the fork handlers take
- * across every fork (region.c): no fork happens while we are inside it.
+ * across every fork (lifecycle.c): no fork happens while we are inside it.
  * It refreshes at boot, when dlclose moves the unwinder's epoch, and on an
  * address in no object when the loader's counts of loads and unloads
  * (dlpi_adds, dlpi_subs) say a dlopen came since: a JIT frame costs one

@@ -104,7 +104,7 @@ HL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
 
 HL_EXPORT int mprotect(void *addr, size_t len, int prot) { return hl_mprotect(addr, len, prot, __builtin_return_address(0)); }
 
-// ---- processes: fork without handlers, quick exit (region.c, summary.c) ----------
+// ---- processes: fork without handlers, quick exit (lifecycle.c) ----------
 
 HL_EXPORT pid_t _Fork(void) { return hl_fork_unhandled(); }
 

@@ -105,7 +105,7 @@ size_t hl_pymalloc_table_size(void)
     return (size_t)HL_PYARENAS * sizeof(struct hl_pyarena);
 }
 
-/* A new region with room for the table at off (region.c). */
+/* A new region with room for the table at off (lifecycle.c). */
 void hl_pymalloc_attach(struct hl_header *r, uint64_t off)
 {
     if (hl_pymalloc_table_size() == 0)
@@ -470,7 +470,7 @@ void hl_pymalloc_install(void)
     hl_region->py_flags = hl_py_flags;
 }
 
-/* A fork child's region, or none (region.c, fork_start): the parent's
+/* A fork child's region, or none (lifecycle.c, child_start): the parent's
  * blocks are the child's too. */
 void hl_pymalloc_inherit(const struct hl_header *parent)
 {

@@ -72,7 +72,7 @@ struct hl_sys_fns {
     int   (*munmap)(void *, size_t);
     void *(*mremap)(void *, size_t, size_t, int, ...);
     int   (*mprotect)(void *, size_t, int);
-    pid_t (*fork)(void); /* _Fork (region.c) */
+    pid_t (*fork)(void); /* _Fork (lifecycle.c) */
     int   (*dlclose)(void *);
 };
 extern HL_HIDDEN struct hl_sys_fns hl_next_sys;
@@ -232,10 +232,19 @@ void hl_peak_arena(const void *start, size_t size); /* profile.c, at boot: the s
 void hl_peak_py(void); /* pymalloc.c, where it samples: a copy if pymalloc's blocks raised the heap a step */
 void hl_peak_sampled(size_t usable); /* profile.c, after a sample is recorded: it may belong in the copy just taken */
 
-/* region.c */
-int  hl_region_open(void);
+/* region.c: makes, names and maps the region; lifecycle.c lays its parts out and publishes it */
+int  hl_region_open(size_t profile_len, size_t arenas_len, size_t *profile_at, size_t *arenas_at);
+struct hl_header *hl_region_made(void); /* hl_region_open's, until published */
+void hl_region_publish(void);
+const char *hl_region_earlier(void);    /* the command of the image before exec whose region we took, "" if none */
+void hl_region_forget(void *old, size_t len); /* a fork child: the parent's region, made private memory */
+/* lifecycle.c */
+int  hl_region_start(void);    /* at boot and in a fork child: the region, laid out and published */
 void hl_fork_init(void);
 pid_t hl_fork_unhandled(void); /* _Fork: a fork without atfork handlers, that still gives the child a region */
+int  hl_forked_child(void);
+void hl_finish(int summary); /* once: the summary if asked, then the region's name goes */
+void hl_exit_hook(void);     /* at load: the summary after every library's destructors */
 uint64_t hl_pid_ns(void);    /* our pid namespace's inode, 0 if /proc cannot say */
 void hl_region_unlink_own(void);
 size_t hl_region_len(void);
@@ -243,7 +252,6 @@ size_t hl_region_len(void);
 enum hl_table { HL_TABLE_STACKS, HL_TABLE_OBJECTS, HL_TABLE_PYCODES, HL_TABLE_PYARENAS, HL_TABLES };
 int  hl_grow_start(void *m, size_t reserved, size_t len); /* -1 when pages cannot be taken on demand */
 int  hl_grow(enum hl_table t, uint64_t start, uint64_t end); /* [start, end) backed, or -1: /dev/shm is full */
-int  hl_forked_child(void);
 uint64_t hl_now_ns(void);
 struct stat;
 int  hl_region_file_ours(int fd, struct stat *st); /* a regular file of our uid, mode 0600 */
@@ -348,9 +356,8 @@ uint64_t hl_stat_field(const char *path, int field); /* a number of /proc/<pid>/
 
 /* summary.c */
 void hl_summary_write(void);
-void hl_finish(int summary); /* once: the summary if asked, then the region's name goes */
-void hl_exit_hook(void);     /* at load: the summary after every library's destructors */
-void hl_summary_exec_from(const char *command); /* region.c: the image before exec ran this */
+void hl_profile_dump(void); /* HEAPLINE_PROFILE: the region at exit */
+void hl_summary_exec_from(const char *command); /* lifecycle.c: the image before exec ran this */
 
 #include "musl.h" /* the musl build's stand-ins (HL_MUSL only) */
 

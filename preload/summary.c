@@ -102,7 +102,7 @@ static void dump_part(int fd, uint64_t *at, uint64_t off, uint64_t n)
  * `heapctl profile --from` reads it like a region file. Only the tables'
  * entries in use are read: the pages past them are not the region file's
  * (grow.c), and reading them would take them from /dev/shm. */
-static void profile_write(void)
+void hl_profile_dump(void)
 {
     struct hl_header *r = hl_region;
     if (hl_cfg->profile[0] == 0 || r->prof_offset == 0)
@@ -299,55 +299,4 @@ void hl_summary_write(void)
     } else {
         hl_stderr_write(o.b, o.n);
     }
-}
-
-/* The end of the process: the summary (unless asked not to), then the
- * region's name goes. A vfork child shares our memory under another pid,
- * and must leave both alone. */
-void hl_finish(int summary)
-{
-    static int finished; /* a library destructor may call _exit after exit began */
-    struct hl_header *r = hl_region;
-    if (r == NULL || r->pid != (pid_t)syscall(SYS_getpid))
-        return;
-    if (__atomic_exchange_n(&finished, 1, __ATOMIC_ACQ_REL))
-        return;
-    if (summary) {
-        hl_summary_write();
-        profile_write();
-    }
-    hl_region_unlink_own();
-}
-
-/* At normal exit, as late as can be: after the program's atexit handlers,
- * its static destructors and every library's ELF destructors, so that what
- * they free is counted. exit() runs its handlers last registered first, and
- * the loader's _dl_fini, which runs the destructors, is registered by
- * __libc_start_main, after the libraries' constructors have run: a handler
- * registered from ours runs after it. dso NULL: with our own handle, our
- * destructor (crtstuff's __cxa_finalize) would run it early. Our destructor
- * only stands in when the handler could not be registered. */
-extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
-
-static int exit_hooked;
-
-static void at_exit(void *unused)
-{
-    (void)unused;
-    hl_finish(1);
-}
-
-#ifdef HL_MUSL
-/* musl's exit runs every atexit handler before any destructor, and ours
- * (a preloaded library needing only libc) among the last: the destructor
- * is what runs after the others. */
-void hl_exit_hook(void) { (void)at_exit; }
-#else
-void hl_exit_hook(void) { exit_hooked = __cxa_atexit(at_exit, NULL, NULL) == 0; }
-#endif
-
-__attribute__((destructor)) static void at_unload(void)
-{
-    if (!exit_hooked)
-        hl_finish(1);
 }
