@@ -147,6 +147,16 @@ static char earlier[HL_COMMAND_MAX];
 
 const char *hl_region_earlier(void) { return earlier; }
 
+/* A new region file at path, where there is none now; -1 and *why if
+ * not. */
+static int create_fresh(const char *path, const char **why)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        *why = errno_text(errno);
+    return fd;
+}
+
 /* The name is taken. Take it over only if it is ours (see the top);
  * otherwise set *why and return -1: hl_region_open then tries a name of
  * its own. Nothing else planted there (a symlink, a file that is not a
@@ -169,14 +179,8 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
             errno = ENOENT;
         }
     }
-    if (fd < 0 && errno == ENOENT) {
-        /* removed since our O_EXCL open: by our earlier image's exit, or
-         * by heapctl gc */
-        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-            *why = errno_text(errno);
-        return fd;
-    }
+    if (fd < 0 && errno == ENOENT)
+        return create_fresh(path, why); /* removed since our O_EXCL open: by our earlier image's exit, or by heapctl gc */
     if (fd < 0) {
         *why = errno == ELOOP ? "a symlink is planted at that name" : "it exists and cannot be opened";
         return -1;
@@ -188,10 +192,7 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
             *why = errno_text(errno);
             return -1;
         }
-        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-            *why = errno_text(errno);
-        return fd;
+        return create_fresh(path, why);
     }
     if (!hl_region_file_ours(fd, &st) || st.st_nlink != 1 || !hl_region_header_of(fd, &h, (uint64_t)pid)) {
         close(fd);
@@ -214,9 +215,7 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
             return fd;
     } else if (unlink(path) == 0) { /* left by a dead process with our pid */
         close(fd);
-        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0)
-            return fd;
+        return create_fresh(path, why);
     }
     *why = errno_text(errno);
     close(fd);
@@ -302,6 +301,61 @@ static int earlier_image(char *path, pid_t pid, uint64_t ticks, uint64_t ns)
     return fd;
 }
 
+/* The region's file under the first name of the three that is free or
+ * ours (hl_region_open), its name in path; -1 when none is, said in one
+ * line. */
+static int open_named(char *path, pid_t pid, uint64_t ticks, uint64_t ns)
+{
+    const char *why = NULL;
+    int taken = 0;
+    int fd = open_name(path, pid, ticks, ns, &why, &taken);
+    if (fd < 0 && taken) {
+        char first[HL_NAME_MAX];
+        const char *first_why = why;
+        memcpy(first, path, sizeof first);
+        region_path(path, pid, ns);
+        fd = open_name(path, pid, ticks, ns, &why, &taken);
+        if (fd < 0 && taken)
+            fd = earlier_image(path, pid, ticks, ns);
+        for (int i = 0; fd < 0 && taken && i < 4; i++) {
+            region_path(path, pid, ns);
+            size_t at = strlen(path);
+            path[at++] = '.';
+            random_hex(path + at);
+            fd = open_name(path, pid, ticks, ns, &why, &taken);
+        }
+        if (fd < 0) {
+            hl_say(first, ": ", first_why, "; ", path, ": ", why, "; running unprofiled", NULL);
+            return -1;
+        }
+    }
+    if (fd < 0) {
+        hl_say(path, ": ", why, "; running unprofiled", NULL);
+        return -1;
+    }
+    return fd;
+}
+
+/* A new region's header, all but the magic (hl_region_publish). */
+static void fill_header(struct hl_header *r, size_t len, pid_t pid, uint64_t ticks, uint64_t ns)
+{
+    r->version = HL_VERSION;
+    r->header_size = HL_HEADER_SIZE;
+    r->slot_size = HL_SLOT_SIZE;
+    r->nslots = hl_cfg->slots;
+    r->region_size = len;
+    r->pid = pid;
+    r->uid = geteuid();
+    r->start_ticks = ticks;
+    r->pid_ns = ns;
+    r->time_ns = ns_inode("/proc/self/ns/time");
+    r->start_ns = hl_now_ns();
+    /* unpublished at most: a fast word's 256 KiB and a slow-path batch */
+    r->peak_slack = hl_cfg->peak_batch ? HL_WORD_BATCH + hl_cfg->peak_batch : 0;
+    hl_command_read(r->command, sizeof r->command);
+    r->mode = hl_mode; /* a fork's child keeps its parent's; at boot, boot.c sets it next */
+}
+
 /* Create and map this process's region; 0 on success. On failure say why
  * in one line on stderr; the caller then runs the program unprofiled.
  *
@@ -332,33 +386,9 @@ int hl_region_open(size_t profile_len, size_t arenas_len, size_t *profile_at, si
      * the dead are what fills it. */
     hl_reap_dead(ns);
 
-    const char *why = NULL;
-    int taken = 0;
-    int fd = open_name(path, pid, ticks, ns, &why, &taken);
-    if (fd < 0 && taken) {
-        char first[HL_NAME_MAX];
-        const char *first_why = why;
-        memcpy(first, path, sizeof first);
-        region_path(path, pid, ns);
-        fd = open_name(path, pid, ticks, ns, &why, &taken);
-        if (fd < 0 && taken)
-            fd = earlier_image(path, pid, ticks, ns);
-        for (int i = 0; fd < 0 && taken && i < 4; i++) {
-            region_path(path, pid, ns);
-            size_t at = strlen(path);
-            path[at++] = '.';
-            random_hex(path + at);
-            fd = open_name(path, pid, ticks, ns, &why, &taken);
-        }
-        if (fd < 0) {
-            hl_say(first, ": ", first_why, "; ", path, ": ", why, "; running unprofiled", NULL);
-            return -1;
-        }
-    }
-    if (fd < 0) {
-        hl_say(path, ": ", why, "; running unprofiled", NULL);
+    int fd = open_named(path, pid, ticks, ns);
+    if (fd < 0)
         return -1;
-    }
     size_t slots_end = HL_HEADER_SIZE + (size_t)hl_cfg->slots * HL_SLOT_SIZE;
     *profile_at = slots_end;
     *arenas_at = slots_end + profile_len;
@@ -389,25 +419,10 @@ int hl_region_open(size_t profile_len, size_t arenas_len, size_t *profile_at, si
         return -1;
     }
 
-    struct hl_header *r = m;
-    r->version = HL_VERSION;
-    r->header_size = HL_HEADER_SIZE;
-    r->slot_size = HL_SLOT_SIZE;
-    r->nslots = hl_cfg->slots;
-    r->region_size = len;
-    r->pid = pid;
-    r->uid = geteuid();
-    r->start_ticks = ticks;
-    r->pid_ns = ns;
-    r->time_ns = ns_inode("/proc/self/ns/time");
-    r->start_ns = hl_now_ns();
-    /* unpublished at most: a fast word's 256 KiB and a slow-path batch */
-    r->peak_slack = hl_cfg->peak_batch ? HL_WORD_BATCH + hl_cfg->peak_batch : 0;
-    hl_command_read(r->command, sizeof r->command);
-    r->mode = hl_mode; /* a fork's child keeps its parent's; at boot, boot.c sets it next */
+    fill_header(m, len, pid, ticks, ns);
     region_len = len;
     memcpy(region_file, path, sizeof region_file);
-    made = r;
+    made = m;
     return 0;
 }
 
