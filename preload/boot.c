@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "shim.h"
-#include "thread.h"
+#include "count_thread.h"
 
 /* The exported malloc calls hl_next.malloc before it knows anything
  * (count_glibc.c): until boot is done that is the bootstrap's own. */

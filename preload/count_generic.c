@@ -57,7 +57,7 @@ static void *x_realloc(void *p, size_t n)
 }
 
 #define FAMILY(name) x_##name
-#include "family.h"
+#include "count_family.h"
 
 /* Every thread's fast slot is NULL: the exported malloc and free come
  * here on every call. */

@@ -15,7 +15,7 @@
 #include <string.h>
 #include "shim.h"
 #include "count_glibc.h"
-#include "thread.h"
+#include "count_thread.h"
 
 
 static inline size_t usable_of(size_t h)
@@ -142,7 +142,7 @@ static void *g_realloc(void *p, size_t n)
 }
 
 #define FAMILY(name) g_##name
-#include "family.h"
+#include "count_family.h"
 
 const struct hl_impl hl_glibc_impl = {
     .fn = {

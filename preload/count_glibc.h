@@ -7,7 +7,7 @@
 #define HEAPLINE_COUNT_GLIBC_H
 
 #include "shim.h"
-#include "thread.h"
+#include "count_thread.h"
 
 #define HDR(p)        (((const size_t *)(p))[-1])
 #define IS_MMAPPED    ((size_t)2)

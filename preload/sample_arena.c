@@ -14,7 +14,7 @@
 #include <sys/resource.h>
 #include "shim.h"
 #include "sample.h"
-#include "thread.h"
+#include "count_thread.h"
 
 #define RELAXED __ATOMIC_RELAXED
 

@@ -37,7 +37,7 @@
 #include <sys/syscall.h>
 #include "lock.h"
 #include "shim.h"
-#include "thread.h"
+#include "count_thread.h"
 
 enum kind { NONE = 0, COUNTED, RESERVED };
 

@@ -15,7 +15,7 @@
 
 #include "shim.h"
 #include "sample.h"
-#include "python.h"
+#include "py.h"
 
 /* The counting (thread.c, count_glibc.*). `slot` is what the fast path
  * adds to. It is NULL until the thread's first call registers it on the

@@ -56,7 +56,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include "shim.h"
-#include "thread.h"
+#include "count_thread.h"
 
 #define RELAXED __ATOMIC_RELAXED
 

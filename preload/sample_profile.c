@@ -38,9 +38,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "shim.h"
-#include "lnexp.h"
+#include "sample_lnexp.h"
 #include "sample.h"
-#include "thread.h"
+#include "count_thread.h"
 #include "usdt.h"
 
 #define RELAXED __ATOMIC_RELAXED

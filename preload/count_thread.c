@@ -15,7 +15,7 @@
 #include <sys/syscall.h>
 #include "lock.h"
 #include "shim.h"
-#include "thread.h"
+#include "count_thread.h"
 
 __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) = {
     .dummy = {.alloc_word = ~0ull, .free_word = ~0ull},
