@@ -33,7 +33,7 @@
  * a call: one load of the header, one test, one add to the thread's word,
  * which is also its store (hl_word_add). Recount (bench/instructions.sh)
  * after any change. On aarch64 the exported pair is these two in
- * assembly (hotpair_arm64.c): change both together. */
+ * assembly (count_hotpair_arm64.c): change both together. */
 
 void *hl_glibc_malloc_cold(void *p) HL_COLD;
 void *hl_glibc_malloc_carry(void *p, struct hl_slot *s) HL_COLD;

@@ -1,5 +1,5 @@
 /*
- * mapped.c: anonymous private memory the program maps itself.
+ * count_mapped.c: anonymous private memory the program maps itself.
  *
  * CPython keeps its objects in arenas it takes straight from mmap, and so
  * do other arena allocators: memory the malloc family never sees (most of

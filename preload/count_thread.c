@@ -1,5 +1,5 @@
 /*
- * thread.c: slots, the slow paths, and threads that end.
+ * count_thread.c: slots, the slow paths, and threads that end.
  *
  * mimalloc's stats.c is the model: per-thread counters are plain adds,
  * merged into shared totals when the thread is done. Here the per-thread
@@ -49,13 +49,13 @@ static void max_store(uint64_t *where, uint64_t v)
 }
 
 /* A new peak: store it, and if it is a step past the last copy, copy the
- * stacks' inuse (peak.c). Out of line, so that a publication that sets no
+ * stacks' inuse (count_peak.c). Out of line, so that a publication that sets no
  * new peak costs what it did before the copy (one load, one compare). */
 static HL_NOINLINE void peak_raise(struct hl_header *r, uint64_t live, uint64_t cur)
 {
     while (live > cur)
         if (__atomic_compare_exchange_n(&r->peak_live, &cur, live, 1, RELAXED, RELAXED)) {
-            hl_peak_copy(r, (int64_t)live); /* it judges with pymalloc's blocks in (peak.c) */
+            hl_peak_copy(r, (int64_t)live); /* it judges with pymalloc's blocks in (count_peak.c) */
             return;
         }
 }
@@ -218,7 +218,7 @@ static void count_slow(int alloc, uint64_t n, uint64_t bytes)
     struct hl_slot *s = own_slot();
     if (s == NULL) {
         if (alloc)
-            hl_self.sampler.solo_bytes += bytes; /* the sampler's position (profile.c) */
+            hl_self.sampler.solo_bytes += bytes; /* the sampler's position (sample_profile.c) */
         atomic_count(alloc, n, bytes - HL_CHUNK_BIAS * n);
         return;
     }
@@ -237,7 +237,7 @@ static void count_slow(int alloc, uint64_t n, uint64_t bytes)
 
 /* A block's usable size on the slow path; an allocated block may be
  * sampled there: in place, or moved to the arena when its free will not
- * come back to a slow path (in_arena, profile.c). */
+ * come back to a slow path (in_arena, sample_profile.c). */
 void *hl_alloc_slow(void *p, size_t usable, int in_arena)
 {
     int saved = errno;
@@ -268,7 +268,7 @@ void hl_free_slow(size_t usable)
  * finds the word all ones and counts that 2^64 (v + 1 = 2^64): every carry
  * drains once, so the drains add up to exactly the adds.
  *
- * An allocation's carry is also where the sampler looks (profile.c): p,
+ * An allocation's carry is also where the sampler looks (sample_profile.c): p,
  * a glibc block of the fast path, may come back moved to the sample arena.
  *
  * A handler may interrupt this at any point: each change is one

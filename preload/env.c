@@ -393,7 +393,7 @@ void hl_config_read(void)
         for (char **e = environ; e != NULL && *e != NULL; e++)
             entry_read(*e);
     }
-    config.sample_mean = (double)config.sample; /* the sampler's draws and weights are in doubles (profile.c) */
+    config.sample_mean = (double)config.sample; /* the sampler's draws and weights are in doubles (sample_profile.c) */
 }
 
 /* argv joined by spaces, as much as fits, an empty argument written ''

@@ -84,7 +84,7 @@ static void child_start(struct fork *f)
     int64_t live = (int64_t)(f->totals.allocated_bytes - f->totals.freed_bytes);
     r->published_live = live;
     r->peak_live = f->peak > (uint64_t)live ? f->peak : (uint64_t)live;
-    r->epoch_peak = r->peak_live; /* never above it (thread.c, epoch_raise) */
+    r->epoch_peak = r->peak_live; /* never above it (count_thread.c, epoch_raise) */
 }
 
 static void mapped_prepare(struct fork *f) { (void)f, hl_mapped_fork_prepare(); }

@@ -2,10 +2,10 @@
  * lock.h: the shim's two locks, one implementation each.
  *
  * A spin lock (a word, 0 free, 1 held) for short sections no signal
- * handler of the same thread re-enters: stacks.c's object table, thread.c's
+ * handler of the same thread re-enters: sample_stacks.c's object table, count_thread.c's
  * fold. An owner lock (a word holding its holder's thread-local address,
  * 0 free) where a signal handler inside the holder's own section must pass
- * through rather than wait for itself: mapped.c's table, objects.c's
+ * through rather than wait for itself: count_mapped.c's table, unwind_objects.c's
  * refresh. Both wait with sched_yield: the holder may be preempted, and the
  * sections are never on the allocation path. Acquire on taking, release
  * on letting go.

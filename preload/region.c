@@ -26,7 +26,7 @@
 #include "shim.h"
 
 /* The one check of what a region file holds, for region.c's takeover,
- * reap.c's dead regions and summary.c's parent: each adds the fields it
+ * region_reap.c's dead regions and summary.c's parent: each adds the fields it
  * judges by (the start time, the namespace, the link count). */
 
 /* fd is a file we could have made a region in: a regular file of our
@@ -226,7 +226,7 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
  * a sparse file: on a full /dev/shm the first store into a page nobody
  * backs is a SIGBUS, in the program, at its first allocation or when a new
  * thread takes a slot. Reserved here, a full /dev/shm is an error we can
- * report; the tables after the slots take theirs as they fill (grow.c). A
+ * report; the tables after the slots take theirs as they fill (region_grow.c). A
  * file system that cannot reserve (not tmpfs) is left as it was. */
 static int reserve(int fd, size_t len)
 {
@@ -394,7 +394,7 @@ int hl_region_open(size_t profile_len, size_t arenas_len, size_t *profile_at, si
     *arenas_at = slots_end + profile_len;
     size_t len = *arenas_at + arenas_len;
     /* the header, the slots and the profile's catch-all stack now; the
-     * rest as it fills (grow.c) */
+     * rest as it fills (region_grow.c) */
     size_t reserved = slots_end + (profile_len ? sizeof(struct hl_stack) : 0);
     void *m = MAP_FAILED;
     const char *step = NULL;

@@ -1,5 +1,5 @@
 /*
- * grow.c: the region takes /dev/shm pages as its tables fill.
+ * region_grow.c: the region takes /dev/shm pages as its tables fill.
  *
  * A container's /dev/shm is 64 MiB by default (Docker, Podman,
  * Kubernetes). Reserved whole, a region (657 KiB; 1.9 MiB with Python's

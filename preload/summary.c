@@ -101,7 +101,7 @@ static void dump_part(int fd, uint64_t *at, uint64_t off, uint64_t n)
 /* HEAPLINE_PROFILE: the region as it is at exit, byte for byte, so that
  * `heapctl profile --from` reads it like a region file. Only the tables'
  * entries in use are read: the pages past them are not the region file's
- * (grow.c), and reading them would take them from /dev/shm. */
+ * (region_grow.c), and reading them would take them from /dev/shm. */
 void hl_profile_dump(void)
 {
     struct hl_header *r = hl_region;

@@ -9,7 +9,7 @@
  * After an exec, the command is followed by " (exec'd from <the image
  * before>)". The mapped parts only when the program mapped memory of its
  * own; the peak's error bound only when there is one (docs/counting.md);
- * Python's objects (pymalloc's blocks, pymalloc.c) only when they are
+ * Python's objects (pymalloc's blocks, py_pymalloc.c) only when they are
  * counted.
  *
  * Byte figures round half to even, like Go's %.1f, so heapctl prints the
@@ -208,13 +208,13 @@ void hl_summary_json(struct hl_buf *o, const struct hl_summary *s)
     field_u64(o, "mapped_bytes", s->mapped);
     field_u64(o, "peak_mapped_bytes", s->peak_mapped);
     field_u64(o, "mappings", s->mappings);
-    if (s->py_allocs != 0) { /* pymalloc's blocks (pymalloc.c); none under PYTHONMALLOC */
+    if (s->py_allocs != 0) { /* pymalloc's blocks (py_pymalloc.c); none under PYTHONMALLOC */
         field_u64(o, "py_allocs", s->py_allocs);
         field_u64(o, "py_frees", s->py_frees);
         field_u64(o, "py_allocated_bytes", s->py_allocated_bytes);
         field_u64(o, "py_freed_bytes", s->py_freed_bytes);
     }
-    if (s->py_live_objects != 0) { /* from pymalloc's pools (pymalloc.c) */
+    if (s->py_live_objects != 0) { /* from pymalloc's pools (py_pymalloc.c) */
         field_u64(o, "py_live_objects", s->py_live_objects);
         field_u64(o, "py_live_bytes", s->py_live_bytes);
     }

@@ -16,7 +16,7 @@
  * models; docs/journal.md has the measurements that chose this).
  *
  * No lock, no malloc, no signal-mask change, no file descriptor: a miss
- * finds the frame's FDE through hl_find_object (objects.c: _dl_find_object,
+ * finds the frame's FDE through hl_find_object (unwind_objects.c: _dl_find_object,
  * lock-free and async-signal-safe, where glibc has it) and the object's .eh_frame_hdr. The cache's entries
  * are two words written without a lock; a check word ties the rule to its
  * address, so a reader that races a writer sees a miss, never another
@@ -29,7 +29,7 @@
  * frame whose return address is undefined (the outermost, _start and
  * clone), and at max frames. An address no table describes (JIT code, in
  * no object; code in no FDE) is followed by its frame pointer when that
- * looks sane (framewalk.c), and the walk stops there otherwise.
+ * looks sane (unwind_framewalk.c), and the walk stops there otherwise.
  */
 #include <link.h>
 #include <string.h>
@@ -42,7 +42,7 @@
 /* A rule in 32 bits: each architecture's RULE packs it. */
 enum { R_STOP = 0, R_RSP = 1, R_RBP = 2, R_END = 3 }; /* RULE: unwind_x86_64.h, unwind_arm64.h */
 /* A stop for want of a table (an address in no object, or in no FDE: JIT
- * code, V8's embedded builtins): framewalk.c may go on by frame pointer. */
+ * code, V8's embedded builtins): unwind_framewalk.c may go on by frame pointer. */
 #if defined(__aarch64__)
 #define R_NOINFO RULE(R_STOP, 0, 0, 1) /* aarch64's walk stops at it as at any R_STOP */
 #else

@@ -1,8 +1,8 @@
 /*
- * objects.c: which loaded object holds an address, its path and its span,
+ * unwind_objects.c: which loaded object holds an address, its path and its span,
  * from the loader's list (dl_iterate_phdr), and whose definition of a
  * name the program's calls reach. boot.c asks whose malloc comes first,
- * mapped.c which calls come from an allocator's own code, and profile.c
+ * count_mapped.c which calls come from an allocator's own code, and sample_profile.c
  * what to name a stack's objects and where the shim itself is.
  */
 #include <dlfcn.h>
@@ -203,7 +203,7 @@ struct known {
 static struct known table[TABLE_MAX], scratch[TABLE_MAX]; /* scratch: the refresh's, under table_owner */
 static uint32_t table_n, table_seq, table_stale;
 /* The thread refreshing the table, or a fork under way (0: neither). It
- * is an owner lock (lock.h), as mapped.c's is, so that a fork from a
+ * is an owner lock (lock.h), as count_mapped.c's is, so that a fork from a
  * signal handler that interrupted its own thread's refresh passes through:
  * waiting there would wait for itself, and the interrupted refresh leaves
  * dl_iterate_phdr, in both processes, once the handler returns. */

@@ -40,7 +40,7 @@ const (
 	ObjectSize     = 256
 	ObjectPathMax  = 224
 
-	// The stacks' copy at the peak (region.h, header line 14; peak.c):
+	// The stacks' copy at the peak (region.h, header line 14; count_peak.c):
 	// taken each time the published total rises by the step,
 	// max(PeakStepMin, peak/PeakStepDiv).
 	PeakStepMin = 1 << 20 // HL_PEAK_STEP_MIN
