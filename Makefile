@@ -142,11 +142,12 @@ deps deps-overhead build-deps deps-arm64 deps-release deps-containers deps-musl:
 	[ -z "$$up" ] || echo "make $@: they need newer versions of installed packages, which apt upgrades:$$up"; \
 	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-upgrade $$missing
 
-# The go build cache does not see preload/region.h from ctl's cdefs package
-# (cgo tracks the headers of the package's own directory only), so an edit
-# to region.h alone left the layout test checking the old header. Its hash
-# in CGO_CFLAGS is part of every cgo build's key.
-LAYOUT_SUM = CGO_CFLAGS="$${CGO_CFLAGS:--g -O2} -DHL_REGION_H_SUM=$$(sha256sum preload/region.h | cut -c1-16)"
+# The go build cache does not see preload/region.h from ctl's cdefs package,
+# nor summary_line.[ch] from report's cline (cgo tracks the files of the
+# package's own directory only), so an edit to them alone left the tests
+# checking the old C. Their hash in CGO_CFLAGS is part of every cgo build's
+# key.
+LAYOUT_SUM = CGO_CFLAGS="$${CGO_CFLAGS:--g -O2} -DHL_REGION_H_SUM=$$(cat preload/region.h preload/summary_line.h preload/summary_line.c | sha256sum | cut -c1-16)"
 
 # go test -json through ctl/internal/testprogress: each package is named
 # as its tests start, each result shown as it ends, a failed test's

@@ -40,6 +40,6 @@ go test -count=1 -timeout 20m ./preload/shimtest \
 # tests built for arm64, so the heapctl they run in-process is arm64's
 # too. qemu-user answers process_vm_readv with ENOSYS: the shim reads
 # CPython's thread states and pymalloc's pool headers with its fallback
-# (python.c, safe_read).
+# (py_frames.c, safe_read).
 GOARCH=arm64 CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc go test -count=1 -timeout 20m ./ctl -run '^(TestProfileShimSites|TestProfilePythonKnown|TestProfilePythonThreads|TestRunPythonLiveAtExit)$'
 echo "test-arm64.sh: $(( $(date +%s) - start )) s under qemu"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pyobjects.sh: instructions the shim's pymalloc hook (preload/pymalloc.c)
+# pyobjects.sh: instructions the shim's pymalloc hook (preload/py_pymalloc.c)
 # adds to one Python object's allocation and free, counted by callgrind.
 #
 # A loop of N string concatenations (one PyObject_Malloc and one

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pywalk.sh: instructions of one sample's Python walk (hl_py_frames,
-# python.c), with the thread states read by process_vm_readv and by the
+# py_frames.c), with the thread states read by process_vm_readv and by the
 # fallback of mincore and a load (HEAPLINE_PY_READ=mincore), counted by
 # callgrind over PY (default Debian's python3.11): a Python stack DEPTH
 # deep (default 3) that allocates 64 KiB bytearrays, one sample per 64

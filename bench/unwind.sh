@@ -9,5 +9,5 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 ${CC:-gcc} -O2 -g -pthread -D_GNU_SOURCE -I "$root/preload" -o "$bin/unwind" \
-	"$root/bench/unwind/unwind.c" "$root/preload/unwind.c" "$root/preload/objects.c" "$root/preload/framewalk.c" -lunwind -ldl
+	"$root/bench/unwind/unwind.c" "$root/preload/unwind.c" "$root/preload/unwind_objects.c" "$root/preload/unwind_framewalk.c" -lunwind -ldl
 "$bin/unwind"

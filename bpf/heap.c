@@ -431,7 +431,7 @@ static __always_inline void copy_stack(struct sample *e)
 	}
 }
 
-/* Sampling by bytes, as the shim does (preload/profile.c): each thread's
+/* Sampling by bytes, as the shim does (preload/sample_profile.c): each thread's
  * stream of chunk bytes (usable + 8), with exponential gaps. */
 static __always_inline void maybe_sample(struct pt_regs *ctx, struct counters *k, struct call *c, __u64 p, __u64 n)
 {
@@ -650,7 +650,7 @@ static __always_inline int enter_free(struct pt_regs *ctx)
 /*
  * The map family: mmap (and mmap64, its alias), munmap, mremap, mprotect.
  * The ranges and their counting rules live in user space (bpf/mapped.go,
- * after preload/mapped.c); the probes only say what happened, in order.
+ * after preload/count_mapped.c); the probes only say what happened, in order.
  */
 struct mcall {
 	__u64 sp;

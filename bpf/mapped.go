@@ -5,7 +5,7 @@ package bpf
 import "sort"
 
 // mapTable is the anonymous private memory a process mapped itself, by the
-// shim's rules (preload/mapped.c, docs/counting.md): the ranges its mmap,
+// shim's rules (preload/count_mapped.c, docs/counting.md): the ranges its mmap,
 // munmap, mremap and mprotect calls leave, sorted, so that the figures stay
 // exact under partial munmap, mremap, MAP_FIXED over an earlier mapping and
 // munmap of a range never counted. A PROT_NONE mapping is a reservation:
@@ -114,7 +114,7 @@ func (t *mapTable) account(r mapRange, add bool) {
 
 // update makes [lo, hi) kind: all of it (retype false; kindNone untracks
 // it), or only the parts already in the table (retype true, as mprotect
-// changes them). The same steps as update() in preload/mapped.c.
+// changes them). The same steps as update() in preload/count_mapped.c.
 func (t *mapTable) update(lo, hi uint64, kind mapKind, retype bool) {
 	if hi <= lo {
 		return

@@ -79,7 +79,7 @@ var pyInterpreters = []struct{ name, glob string }{
 }
 
 // pyReads are the shim's ways of reading CPython's thread states
-// (HEAPLINE_PY_READ, python.c): process_vm_readv, and the fallback of
+// (HEAPLINE_PY_READ, py_frames.c): process_vm_readv, and the fallback of
 // mincore and a load that a kernel refusing it gets.
 var pyReads = []string{"auto", "mincore"}
 
@@ -127,7 +127,7 @@ func eachPython(t *testing.T, fn func(t *testing.T, bin string)) {
 }
 
 // pyKnownSampled writes pyKnownScript as app.py in a new directory and
-// samples at pfSample, pymalloc's objects too (off by default: pymalloc.c).
+// samples at pfSample, pymalloc's objects too (off by default: py_pymalloc.c).
 func pyKnownSampled(t *testing.T) (dir, script string) {
 	t.Helper()
 	dir = t.TempDir()
@@ -217,7 +217,7 @@ func TestProfilePythonThreads(t *testing.T) {
 	eachPython(t, func(t *testing.T, bin string) {
 		pyEachRead(t, func(t *testing.T) {
 			t.Setenv("HEAPLINE_SAMPLE", pfSample)
-			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (pymalloc.c)
+			t.Setenv("HEAPLINE_PYMALLOC", "1") // pymalloc's objects sampled: off by default (py_pymalloc.c)
 			file := filepath.Join(t.TempDir(), "threads.pb.gz")
 			if r := heapctl(t, "run", "--lib", lib, "--profile", file, "--", bin, script); r.err != nil {
 				t.Fatalf("%v\n%s", r.err, r.stderr)

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "shim.h"
-#include "thread.h"
+#include "count_thread.h"
 
 /* The exported malloc calls hl_next.malloc before it knows anything
  * (count_glibc.c): until boot is done that is the bootstrap's own. */
@@ -210,7 +210,7 @@ void hl_set_mode_off(const char *why)
 {
     if (why != NULL)
         hl_say(why, "; running unprofiled", NULL);
-    /* bypassed, with a region: mapped memory is still counted (mapped.c) */
+    /* bypassed, with a region: mapped memory is still counted (count_mapped.c) */
     int bypassed = hl_region != NULL;
     hl_off_impl_make(&off_impl, bypassed);
     off_impl.fn.malloc = real_malloc; /* hl_next.malloc is the bootstrap's until boot's end (boot) */
@@ -368,7 +368,7 @@ static int boot_state;
  * (the bootstrap's until now), every other exported function by hl_impl,
  * and the bootstrap's functions by boot_state (hl_boot). A thread that
  * sees the real malloc or a mode's table goes on without waiting, so both
- * are stored last: every setting, the exit key (thread.c) and the
+ * are stored last: every setting, the exit key (count_thread.c) and the
  * sampler first, then hl_impl, then hl_next.malloc with a release store;
  * meanwhile the booting thread's own calls get the pool (HL_IN_BOOT).
  * Before, a thread could get the real malloc while hl_impl was still the
@@ -382,7 +382,7 @@ static int boot_state;
  * is already slow: a thread without a fast slot goes through a no-slot
  * continuation, the bootstrap's (b_malloc_noslot, b_free: hl_boot) or the
  * mode's, whose first count registers the thread, and registration
- * (thread.c, thread_start) begins with hl_boot's acquire load of
+ * (count_thread.c, thread_start) begins with hl_boot's acquire load of
  * boot_state, stored after all this; the other exported functions load
  * hl_impl with acquire (override.c). A thread with a fast slot has
  * registered. The fast pair's thread-pointer offsets, set first
@@ -408,7 +408,7 @@ static void boot(void)
     *(void **)&hl_realloc_first = hl_first_definition("realloc");
     const char *by = find_bypasser();
     hl_py_resolve(); /* the region's size depends on it */
-    if (hl_region_open() != 0) {
+    if (hl_region_start() != 0) {
         hl_set_mode_off(NULL); /* hl_region_open said why, in its one line */
     } else if (by != NULL) {
         hl_say("malloc is ", by, "'s, which comes before libheap.so: allocations are not counted, mapped memory is", NULL);
@@ -461,7 +461,7 @@ __attribute__((constructor)) static void at_load(void)
     hl_boot();
     hl_thread_enter();
     hl_exit_hook();
-    hl_pymalloc_install(); /* before main: before Python runs (pymalloc.c) */
+    hl_pymalloc_install(); /* before main: before Python runs (py_pymalloc.c) */
     hl_keeper_start(hl_region_name()); /* before main: a Go runtime has no thread yet */
 }
 
@@ -577,5 +577,5 @@ struct hl_impl hl_impl = {
     },
     .malloc_noslot = b_malloc_noslot, .free_noslot = b_free,
     .fast_slot = 0, .counting = 0,
-    .mapped = 1, /* what is mapped before boot is counted (mapped.c), or skipped as the allocator's */
+    .mapped = 1, /* what is mapped before boot is counted (count_mapped.c), or skipped as the allocator's */
 };

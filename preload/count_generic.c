@@ -11,7 +11,7 @@
 #include <string.h>
 #include "shim.h"
 
-/* Each operation is a call into thread.c's slow path: still the thread's
+/* Each operation is a call into count_thread.c's slow path: still the thread's
  * own slot, no lock, no shared atomic but the batched publication. */
 static inline void *counted(void *p) { return hl_alloc_slow(p, hl_next.usable(p), 0); }
 static inline void *counted_kept(void *p) { return counted(p); } /* nothing moves here */
@@ -57,7 +57,7 @@ static void *x_realloc(void *p, size_t n)
 }
 
 #define FAMILY(name) x_##name
-#include "family.h"
+#include "count_family.h"
 
 /* Every thread's fast slot is NULL: the exported malloc and free come
  * here on every call. */

@@ -15,7 +15,7 @@
 #include <string.h>
 #include "shim.h"
 #include "count_glibc.h"
-#include "thread.h"
+#include "count_thread.h"
 
 
 static inline size_t usable_of(size_t h)
@@ -24,14 +24,14 @@ static inline size_t usable_of(size_t h)
 }
 
 /* Count a block the next allocator returned: the block to return, which
- * its sample may have moved (profile.c). A thread without a fast slot yet
+ * its sample may have moved (sample_profile.c). A thread without a fast slot yet
  * (its first call) counts on the slow path, which registers it. */
 static inline void *counted(void *p)
 {
     size_t h = HDR(p);
     struct hl_slot *s = hl_self.slot;
     /* a small block here is a new thread's first: its free will take the
-     * fast path, so a sample must move it to the arena (profile.c) */
+     * fast path, so a sample must move it to the arena (sample_profile.c) */
     if (HL_UNLIKELY((h & SLOW_BITS) || s == NULL))
         return hl_alloc_slow(p, usable_of(h), !(h & SLOW_BITS));
     if (HL_UNLIKELY(hl_word_add(&s->alloc_word, INC(h))))
@@ -142,7 +142,7 @@ static void *g_realloc(void *p, size_t n)
 }
 
 #define FAMILY(name) g_##name
-#include "family.h"
+#include "count_family.h"
 
 const struct hl_impl hl_glibc_impl = {
     .fn = {

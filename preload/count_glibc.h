@@ -7,7 +7,7 @@
 #define HEAPLINE_COUNT_GLIBC_H
 
 #include "shim.h"
-#include "thread.h"
+#include "count_thread.h"
 
 #define HDR(p)        (((const size_t *)(p))[-1])
 #define IS_MMAPPED    ((size_t)2)
@@ -33,7 +33,7 @@
  * a call: one load of the header, one test, one add to the thread's word,
  * which is also its store (hl_word_add). Recount (bench/instructions.sh)
  * after any change. On aarch64 the exported pair is these two in
- * assembly (hotpair_arm64.c): change both together. */
+ * assembly (count_hotpair_arm64.c): change both together. */
 
 void *hl_glibc_malloc_cold(void *p) HL_COLD;
 void *hl_glibc_malloc_carry(void *p, struct hl_slot *s) HL_COLD;

@@ -8,6 +8,7 @@
  * set environ up) nor on the allocation path, and stdio allocates.
  */
 #include <fcntl.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <unistd.h>
@@ -29,20 +30,83 @@ extern char **environ;
  * (boot.c), while any other thread that calls in waits for boot to end.
  * Everyone else reads it through hl_cfg, a const pointer to const (in
  * RELRO, being a relocated constant): nothing writes a setting after. */
-static struct hl_config config = {
-    .summary = HL_SUMMARY_ONE,
-    .json = 0,
-    .slots = HL_SLOTS_DEFAULT,
-    .peak_batch = HL_PEAK_BATCH_DEFAULT,
-    .sample = HL_SAMPLE_BUILD_DEFAULT,
-    .stacks = HL_STACKS_DEFAULT,
-};
+static struct hl_config config;
 HL_HIDDEN const struct hl_config *const hl_cfg = &config;
 
-static int starts_with(const char *s, const char *prefix)
+// ---- the table ------------------------------------------------------------------
+
+/* Every setting, as mimalloc's options.c keeps them: its name, how its
+ * value is read, its bounds and its default. The parsing, the defaults
+ * and the messages all come from here. */
+enum kind {
+    CHOICE, /* one of a few word lists */
+    NUMBER, /* a decimal within [lo, hi] */
+    BYTES,  /* a byte count within [lo, hi], with an optional k, m or g */
+    PATH,   /* a file name; empty: none */
+    PASSED, /* not the shim's: heapctl's, passed down to children */
+};
+
+/* A choice: its words, separated by spaces; messages name the first. */
+struct choice {
+    const char *words;
+    int value;
+};
+
+struct setting {
+    const char *name;
+    enum kind kind;
+    size_t at, size;             /* the field in struct hl_config */
+    uint64_t lo, hi, dflt;       /* NUMBER, BYTES: bounds; all but PATH: the default */
+    const struct choice *choices; /* CHOICE: ended by {NULL} */
+    const char *otherwise;       /* CHOICE, PATH: what happens on a bad value; BYTES: examples */
+};
+
+#define FIELD(f) offsetof(struct hl_config, f), sizeof(((struct hl_config *)0)->f)
+
+static const struct choice on_off[] = {{HL_WORDS_OFF, 0}, {HL_WORDS_ON, 1}, {NULL, 0}};
+static const struct choice summaries[] = {
+    {HL_WORDS_OFF, HL_SUMMARY_OFF}, {HL_WORDS_ON, HL_SUMMARY_ONE}, {HL_WORDS_ALL, HL_SUMMARY_ALL}, {NULL, 0}};
+static const struct choice formats[] = {{"text", 0}, {"json", 1}, {NULL, 0}};
+static const struct choice finders[] = {{"auto", HL_FIND_AUTO}, {"phdr", HL_FIND_PHDR}, {NULL, 0}};
+static const struct choice py_reads[] = {{"auto", HL_PYREAD_AUTO}, {"mincore", HL_PYREAD_MINCORE}, {NULL, 0}};
+
+static const struct setting settings[] = {
+    {"HEAPLINE_SUMMARY", CHOICE, FIELD(summary), 0, 0, HL_SUMMARY_ONE, summaries, "summary on"},
+    {"HEAPLINE_FORMAT", CHOICE, FIELD(json), 0, 0, 0, formats, "using text"},
+    {"HEAPLINE_OUTPUT", PATH, FIELD(output), 0, 0, 0, NULL, "summary on stderr"},
+    {"HEAPLINE_PROFILE", PATH, FIELD(profile), 0, 0, 0, NULL, "no profile at exit"},
+    {"HEAPLINE_SAMPLE", BYTES, FIELD(sample), 0, HL_SAMPLE_MAX, HL_SAMPLE_BUILD_DEFAULT, NULL, "512k, 1m, 0 for off"},
+    {"HEAPLINE_PYMALLOC", CHOICE, FIELD(pymalloc), 0, 0, 0, on_off, "pymalloc not wrapped"},
+    {"HEAPLINE_FIND_OBJECT", CHOICE, FIELD(find_object), 0, 0, HL_FIND_AUTO, finders, "using auto"},
+    {"HEAPLINE_PY_READ", CHOICE, FIELD(py_read), 0, 0, HL_PYREAD_AUTO, py_reads, "using auto"},
+    {"HEAPLINE_STACKS", NUMBER, FIELD(stacks), 1, HL_STACKS_MAX, HL_STACKS_DEFAULT, NULL, NULL},
+    {"HEAPLINE_SLOTS", NUMBER, FIELD(slots), 1, HL_SLOTS_MAX, HL_SLOTS_DEFAULT, NULL, NULL},
+    {"HEAPLINE_PEAK_BATCH", NUMBER, FIELD(peak_batch), 0, HL_PEAK_BATCH_MAX, HL_PEAK_BATCH_DEFAULT, NULL, NULL},
+    {"HEAPLINE_LIB", PASSED, 0, 0, 0, 0, 0, NULL, NULL},
+};
+
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+/* A setting's field: every one but the paths is a 4- or 8-byte integer. */
+static void store(const struct setting *s, uint64_t v)
 {
-    return strncmp(s, prefix, strlen(prefix)) == 0;
+    char *at = (char *)&config + s->at;
+    if (s->size == sizeof(uint64_t)) {
+        memcpy(at, &v, sizeof v);
+    } else {
+        uint32_t w = (uint32_t)v;
+        memcpy(at, &w, sizeof w);
+    }
 }
+
+static void defaults(void)
+{
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (settings[i].kind != PATH && settings[i].kind != PASSED)
+            store(&settings[i], settings[i].dflt);
+}
+
+// ---- reading a value --------------------------------------------------------------
 
 /* A decimal number within [lo, hi], or -1. */
 static long long number(const char *s, long long lo, long long hi)
@@ -79,6 +143,25 @@ static long long bytes(const char *s, long long lo, long long hi)
     return v * unit;
 }
 
+static int starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* v is one of words (separated by spaces). */
+static int one_of(const char *v, const char *words)
+{
+    size_t n = strlen(v);
+    for (const char *w = words; *w;) {
+        size_t len = strcspn(w, " ");
+        if (len == n && strncmp(w, v, n) == 0)
+            return 1;
+        w += len;
+        w += strspn(w, " ");
+    }
+    return 0;
+}
+
 /* A path setting into out (cap bytes): relative paths are taken from where
  * the program started, not where it ends. 0 on success; otherwise one line
  * that ends with what happens instead. */
@@ -87,7 +170,7 @@ static int path_setting(const char *name, const char *v, char *out, size_t cap, 
     size_t len = strlen(v), at = 0;
     if (v[0] != '/') {
         if (getcwd(out, cap - 2) == NULL) {
-            hl_say(name, "=", v, ": cannot tell the working directory", instead, NULL);
+            hl_say(name, "=", v, ": cannot tell the working directory; ", instead, NULL);
             out[0] = 0;
             return -1;
         }
@@ -95,7 +178,7 @@ static int path_setting(const char *name, const char *v, char *out, size_t cap, 
         out[at++] = '/';
     }
     if (at + len >= cap) {
-        hl_say(name, "=", v, " is too long", instead, NULL);
+        hl_say(name, "=", v, " is too long; ", instead, NULL);
         out[0] = 0;
         return -1;
     }
@@ -103,88 +186,127 @@ static int path_setting(const char *name, const char *v, char *out, size_t cap, 
     return 0;
 }
 
-static int one_of(const char *v, const char *a, const char *b, const char *c, const char *d)
+// ---- messages -----------------------------------------------------------------------
+
+/* at p: s; the end. */
+static char *put(char *p, const char *end, const char *s)
 {
-    return strcmp(v, a) == 0 || strcmp(v, b) == 0 || strcmp(v, c) == 0 || strcmp(v, d) == 0;
+    while (*s && p < end)
+        *p++ = *s++;
+    return p;
+}
+
+/* at p: a byte count as BYTES reads it (512k, 1024g); the end. */
+static char *put_bytes(char *p, const char *end, uint64_t v)
+{
+    static const char units[] = "kmg";
+    int u = -1;
+    while (u < 2 && v != 0 && v % 1024 == 0)
+        v /= 1024, u++;
+    char digits[24];
+    *hl_decimal(digits, v) = 0;
+    p = put(p, end, digits);
+    if (u >= 0 && p < end)
+        *p++ = units[u];
+    return p;
+}
+
+static char *put_number(char *p, const char *end, const struct setting *s, uint64_t v)
+{
+    if (s->kind == BYTES)
+        return put_bytes(p, end, v);
+    char digits[24];
+    *hl_decimal(digits, v) = 0;
+    return put(p, end, digits);
+}
+
+/* "is neither 0, 1 nor all; summary on", "is not a number from 1 to
+ * 65536; using 256": what a bad value gets, from the table. */
+static void bad_value(const struct setting *s, const char *v)
+{
+    char why[256], *p = why, *end = why + sizeof why - 1;
+    if (s->kind == CHOICE) {
+        p = put(p, end, " is neither ");
+        for (const struct choice *c = s->choices; c->words != NULL; c++) {
+            char first[16];
+            size_t n = strcspn(c->words, " ");
+            n = n < sizeof first ? n : sizeof first - 1;
+            memcpy(first, c->words, n);
+            first[n] = 0;
+            if (c != s->choices)
+                p = put(p, end, c[1].words == NULL ? " nor " : ", ");
+            p = put(p, end, first);
+        }
+        p = put(p, end, "; ");
+        p = put(p, end, s->otherwise);
+    } else {
+        p = put(p, end, s->kind == BYTES ? " is not a byte count from " : " is not a number from ");
+        p = put_number(p, end, s, s->lo);
+        p = put(p, end, " to ");
+        p = put_number(p, end, s, s->hi);
+        if (s->otherwise != NULL) {
+            p = put(p, end, " (");
+            p = put(p, end, s->otherwise);
+            p = put(p, end, ")");
+        }
+        p = put(p, end, "; using ");
+        p = put_number(p, end, s, s->dflt);
+    }
+    *p = 0;
+    hl_say(s->name, "=", v, why, NULL);
+}
+
+// ---- one setting ----------------------------------------------------------------------
+
+static void apply(const struct setting *s, const char *v)
+{
+    long long n;
+    switch (s->kind) {
+    case CHOICE:
+        if (*v == 0) {
+            store(s, s->dflt);
+            return;
+        }
+        for (const struct choice *c = s->choices; c->words != NULL; c++)
+            if (one_of(v, c->words)) {
+                store(s, (uint64_t)c->value);
+                return;
+            }
+        bad_value(s, v);
+        return;
+    case NUMBER:
+    case BYTES:
+        n = s->kind == NUMBER ? number(v, (long long)s->lo, (long long)s->hi) : bytes(v, (long long)s->lo, (long long)s->hi);
+        if (n < 0)
+            bad_value(s, v);
+        else
+            store(s, (uint64_t)n);
+        return;
+    case PATH:
+        if (*v != 0)
+            path_setting(s->name, v, (char *)&config + s->at, s->size, s->otherwise);
+        return;
+    case PASSED:
+        return;
+    }
 }
 
 static void setting(const char *kv)
 {
     const char *v = strchr(kv, '=') + 1;
-    long long n;
-    if (starts_with(kv, "HEAPLINE_SUMMARY=")) {
-        if (one_of(v, "0", "off", "no", "false"))
-            config.summary = HL_SUMMARY_OFF;
-        else if (one_of(v, "1", "on", "yes", "true") || *v == 0)
-            config.summary = HL_SUMMARY_ONE;
-        else if (strcmp(v, "all") == 0)
-            config.summary = HL_SUMMARY_ALL;
-        else
-            hl_say("HEAPLINE_SUMMARY=", v, " is neither 0, 1 nor all; summary on", NULL);
-    } else if (starts_with(kv, "HEAPLINE_FORMAT=")) {
-        if (strcmp(v, "json") == 0)
-            config.json = 1;
-        else if (strcmp(v, "text") == 0 || *v == 0)
-            config.json = 0;
-        else
-            hl_say("HEAPLINE_FORMAT=", v, " is neither text nor json; using text", NULL);
-    } else if (starts_with(kv, "HEAPLINE_OUTPUT=")) {
-        if (*v != 0)
-            path_setting("HEAPLINE_OUTPUT", v, config.output, sizeof config.output, "; summary on stderr");
-    } else if (starts_with(kv, "HEAPLINE_PROFILE=")) {
-        if (*v != 0)
-            path_setting("HEAPLINE_PROFILE", v, config.profile, sizeof config.profile, "; no profile at exit");
-    } else if (starts_with(kv, "HEAPLINE_SAMPLE=")) {
-        if ((n = bytes(v, 0, (long long)1 << 40)) < 0)
-            hl_say("HEAPLINE_SAMPLE=", v, " is not a byte count (512k, 1m, 0 for off); ignored", NULL);
-        else
-            config.sample = (uint64_t)n;
-    } else if (starts_with(kv, "HEAPLINE_PYMALLOC=")) {
-        if (one_of(v, "0", "off", "no", "false") || *v == 0)
-            config.pymalloc = 0;
-        else if (one_of(v, "1", "on", "yes", "true"))
-            config.pymalloc = 1;
-        else
-            hl_say("HEAPLINE_PYMALLOC=", v, " is neither 0 nor 1; pymalloc not wrapped", NULL);
-    } else if (starts_with(kv, "HEAPLINE_FIND_OBJECT=")) {
-        if (strcmp(v, "auto") == 0 || *v == 0)
-            config.find_object = HL_FIND_AUTO;
-        else if (strcmp(v, "phdr") == 0)
-            config.find_object = HL_FIND_PHDR;
-        else
-            hl_say("HEAPLINE_FIND_OBJECT=", v, " is neither auto nor phdr; using auto", NULL);
-    } else if (starts_with(kv, "HEAPLINE_PY_READ=")) {
-        if (strcmp(v, "auto") == 0 || *v == 0)
-            config.py_read = HL_PYREAD_AUTO;
-        else if (strcmp(v, "mincore") == 0)
-            config.py_read = HL_PYREAD_MINCORE;
-        else
-            hl_say("HEAPLINE_PY_READ=", v, " is neither auto nor mincore; using auto", NULL);
-    } else if (starts_with(kv, "HEAPLINE_STACKS=")) {
-        if ((n = number(v, 1, HL_STACKS_MAX)) < 0)
-            hl_say("HEAPLINE_STACKS=", v, " is not a number from 1 to 65536; using 1024", NULL);
-        else
-            config.stacks = (uint32_t)n;
-    } else if (starts_with(kv, "HEAPLINE_SLOTS=")) {
-        if ((n = number(v, 1, HL_SLOTS_MAX)) < 0)
-            hl_say("HEAPLINE_SLOTS=", v, " is not a number from 1 to 65536; using 256", NULL);
-        else
-            config.slots = (uint32_t)n;
-    } else if (starts_with(kv, "HEAPLINE_PEAK_BATCH=")) {
-        if ((n = number(v, 0, (long long)1 << 40)) < 0)
-            hl_say("HEAPLINE_PEAK_BATCH=", v, " is not a byte count from 0 to 2^40; using 262144", NULL);
-        else
-            config.peak_batch = (uint64_t)n;
-    } else if (!starts_with(kv, "HEAPLINE_LIB=")) { /* heapctl's, passed down to children */
-        /* A misspelt name would otherwise be ignored without a word. */
-        char name[64];
-        size_t len = (size_t)(v - 1 - kv);
-        if (len >= sizeof name)
-            len = sizeof name - 1;
-        memcpy(name, kv, len);
-        name[len] = 0;
-        hl_say(name, " is not a setting of the shim; ignored", NULL);
-    }
+    size_t len = (size_t)(v - 1 - kv);
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (strlen(settings[i].name) == len && strncmp(kv, settings[i].name, len) == 0) {
+            apply(&settings[i], v);
+            return;
+        }
+    /* A misspelt name would otherwise be ignored without a word. */
+    char name[64];
+    if (len >= sizeof name)
+        len = sizeof name - 1;
+    memcpy(name, kv, len);
+    name[len] = 0;
+    hl_say(name, " is not a setting of the shim; ignored", NULL);
 }
 
 /* LD_PRELOAD naming libheap.so by a relative path ("bin/libheap.so")
@@ -263,6 +385,7 @@ static int read_environ_file(void)
  * program was given, nowhere else (output.c). */
 void hl_config_read(void)
 {
+    defaults();
     if (getauxval(AT_SECURE))
         return;
     if (read_environ_file() != 0) {
@@ -270,7 +393,7 @@ void hl_config_read(void)
         for (char **e = environ; e != NULL && *e != NULL; e++)
             entry_read(*e);
     }
-    config.sample_mean = (double)config.sample; /* the sampler's draws and weights are in doubles (profile.c) */
+    config.sample_mean = (double)config.sample; /* the sampler's draws and weights are in doubles (sample_profile.c) */
 }
 
 /* argv joined by spaces, as much as fits, an empty argument written ''

@@ -6,7 +6,7 @@
  * call, on the normal return from main.main and in os.Exit alike: no
  * atexit handler, no destructor, nothing of ours runs, and the region
  * stayed behind on every run (heapctl run removed it; a plain LD_PRELOAD
- * left it for reap.c and gc). Nothing inside a process runs after
+ * left it for region_reap.c and gc). Nothing inside a process runs after
  * exit_group, so something outside it must: for a Go program only (its
  * executable carries the Go linker's build-id note), the shim starts one
  * small process at load, before the Go runtime has a thread, that waits
@@ -35,7 +35,7 @@
  * goes only once the program has been reaped: its parent may be a
  * watcher (heapctl run) that reads the counters before it reaps. A
  * kernel without pidfd_open or close_range (before 5.9): no keeper, and
- * the region stays, as it did, until reap.c or heapctl gc.
+ * the region stays, as it did, until region_reap.c or heapctl gc.
  */
 #include <errno.h>
 #include <fcntl.h>

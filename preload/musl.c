@@ -138,7 +138,7 @@ static int posix_memalign_on_aligned(void **out, size_t align, size_t n)
 
 static void *valloc_on_aligned(size_t n) { return musl_aligned_alloc((size_t)sysconf(_SC_PAGESIZE), n); }
 
-/* By the loaded objects' spans (objects.c): musl's dladdr scans every
+/* By the loaded objects' spans (unwind_objects.c): musl's dladdr scans every
  * symbol of the object, some 23,000 instructions for libc. */
 static int same_object(const void *a, const void *b)
 {

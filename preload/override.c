@@ -21,7 +21,7 @@
 
 // ---- the malloc family ------------------------------------------------------
 
-#if !defined(__aarch64__) /* aarch64's are in assembly: hotpair_arm64.c */
+#if !defined(__aarch64__) /* aarch64's are in assembly: count_hotpair_arm64.c */
 HL_EXPORT void *malloc(size_t n) { return hl_glibc_malloc(n); }
 HL_EXPORT void free(void *p) { hl_glibc_free(p); }
 #endif
@@ -72,7 +72,7 @@ HL_EXPORT size_t malloc_usable_size(void *p)
     return hl_next.usable(p);
 }
 
-// ---- the mmap family (mapped.c) -----------------------------------------------
+// ---- the mmap family (count_mapped.c) -----------------------------------------------
 
 HL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -104,7 +104,7 @@ HL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
 
 HL_EXPORT int mprotect(void *addr, size_t len, int prot) { return hl_mprotect(addr, len, prot, __builtin_return_address(0)); }
 
-// ---- processes: fork without handlers, quick exit (region.c, summary.c) ----------
+// ---- processes: fork without handlers, quick exit (lifecycle.c) ----------
 
 HL_EXPORT pid_t _Fork(void) { return hl_fork_unhandled(); }
 
@@ -126,7 +126,7 @@ HL_EXPORT void _Exit(int status) { _exit(status); }
 
 /* An object dlclose unmaps leaves its addresses to the next one loaded
  * there: the unwinder's cached rules for them go stale, and so does the
- * table of objects (objects.c). */
+ * table of objects (unwind_objects.c). */
 HL_EXPORT int dlclose(void *handle)
 {
     if (HL_UNLIKELY(hl_next_sys.dlclose == NULL)) /* before boot */

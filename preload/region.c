@@ -1,5 +1,6 @@
 /*
- * region.c: the shared-memory region, its creation, fork and exit.
+ * region.c: the shared-memory region: making it, naming it, mapping it.
+ * What lays out parts of it, and when, is lifecycle.c's.
  *
  * /dev/shm/heapline.<pid> is created with O_CREAT|O_EXCL|O_NOFOLLOW and mode
  * 0600, so a file or symlink planted at that name is never followed or
@@ -15,7 +16,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,7 +26,7 @@
 #include "shim.h"
 
 /* The one check of what a region file holds, for region.c's takeover,
- * reap.c's dead regions and summary.c's parent: each adds the fields it
+ * region_reap.c's dead regions and summary.c's parent: each adds the fields it
  * judges by (the start time, the namespace, the link count). */
 
 /* fd is a file we could have made a region in: a regular file of our
@@ -141,6 +141,22 @@ static int abandoned(int fd, const struct stat *st)
     return magic == 0 && clock_gettime(CLOCK_REALTIME, &now) == 0 && now.tv_sec - st->st_mtim.tv_sec > 10;
 }
 
+/* The command of an earlier image of this process, before exec, whose
+ * region we took over; "" if none. */
+static char earlier[HL_COMMAND_MAX];
+
+const char *hl_region_earlier(void) { return earlier; }
+
+/* A new region file at path, where there is none now; -1 and *why if
+ * not. */
+static int create_fresh(const char *path, const char **why)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        *why = errno_text(errno);
+    return fd;
+}
+
 /* The name is taken. Take it over only if it is ours (see the top);
  * otherwise set *why and return -1: hl_region_open then tries a name of
  * its own. Nothing else planted there (a symlink, a file that is not a
@@ -163,14 +179,8 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
             errno = ENOENT;
         }
     }
-    if (fd < 0 && errno == ENOENT) {
-        /* removed since our O_EXCL open: by our earlier image's exit, or
-         * by heapctl gc */
-        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-            *why = errno_text(errno);
-        return fd;
-    }
+    if (fd < 0 && errno == ENOENT)
+        return create_fresh(path, why); /* removed since our O_EXCL open: by our earlier image's exit, or by heapctl gc */
     if (fd < 0) {
         *why = errno == ELOOP ? "a symlink is planted at that name" : "it exists and cannot be opened";
         return -1;
@@ -182,10 +192,7 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
             *why = errno_text(errno);
             return -1;
         }
-        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-            *why = errno_text(errno);
-        return fd;
+        return create_fresh(path, why);
     }
     if (!hl_region_file_ours(fd, &st) || st.st_nlink != 1 || !hl_region_header_of(fd, &h, (uint64_t)pid)) {
         close(fd);
@@ -202,14 +209,13 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
         return -1;
     }
     if (h.start_ticks == ticks) {
-        hl_summary_exec_from(h.command); /* our summary names what we were */
+        memcpy(earlier, h.command, sizeof earlier); /* our summary names what we were (lifecycle.c) */
+        earlier[sizeof earlier - 1] = 0;
         if (ftruncate(fd, 0) == 0) /* an earlier image of us, before exec: start afresh */
             return fd;
     } else if (unlink(path) == 0) { /* left by a dead process with our pid */
         close(fd);
-        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0)
-            return fd;
+        return create_fresh(path, why);
     }
     *why = errno_text(errno);
     close(fd);
@@ -220,7 +226,7 @@ static int take_over(const char *path, pid_t pid, uint64_t ticks, uint64_t ns, c
  * makes a sparse file: on a full /dev/shm the first store into a page
  * nobody backs is a SIGBUS, in the program, at its first allocation.
  * Reserved here, a full /dev/shm is an error we can report; the other
- * slots and the tables take theirs as they fill (grow.c). A file system
+ * slots and the tables take theirs as they fill (region_grow.c). A file system
  * that cannot reserve (not tmpfs) is left as it was. */
 static int reserve(int fd, off_t at, size_t len)
 {
@@ -295,34 +301,11 @@ static int earlier_image(char *path, pid_t pid, uint64_t ticks, uint64_t ns)
     return fd;
 }
 
-/* Create and map this process's region; 0 on success. On failure say why
- * in one line on stderr; the caller then runs the program unprofiled.
- *
- * The name is the first of these that is free or ours (take_over):
- * heapline.<pid>, then heapline.<pid>.<ns> (ns our pid namespace's inode),
- * then heapline.<pid>.<ns>.<16 random hex digits>. The second is for a
- * process of another pid namespace with our pid (the containers of one
- * Kubernetes pod share /dev/shm, each with its pid 1); the third for
- * names anyone could create ahead of us, for pids not yet given out, to
- * keep those processes unprofiled: they cannot guess it. Readers look in
- * the same order (ctl/internal/regions, inspectPID). */
-int hl_region_open(void)
+/* The region's file under the first name of the three that is free or
+ * ours (hl_region_open), its name in path; -1 when none is, said in one
+ * line. */
+static int open_named(char *path, pid_t pid, uint64_t ticks, uint64_t ns)
 {
-    char path[HL_NAME_MAX];
-    pid_t pid = raw_getpid();
-    uint64_t ticks = hl_start_ticks(), ns = hl_pid_ns();
-    region_path(path, pid, 0);
-    if (ticks == 0 || ns == 0) {
-        /* Without them a region under our pid could be ours or another
-         * live process's (a container's that shares /dev/shm), and ours
-         * could not be told from a dead one's by anyone: run unprofiled. */
-        hl_say("/proc/self cannot be read (no /proc?): this process's start time and pid namespace are unknown; running unprofiled", NULL);
-        return -1;
-    }
-    /* First, and whether or not ours can be made: on a full /dev/shm
-     * the dead are what fills it. */
-    hl_reap_dead(ns);
-
     const char *why = NULL;
     int taken = 0;
     int fd = open_name(path, pid, ticks, ns, &why, &taken);
@@ -350,13 +333,70 @@ int hl_region_open(void)
         hl_say(path, ": ", why, "; running unprofiled", NULL);
         return -1;
     }
+    return fd;
+}
+
+/* A new region's header, all but the magic (hl_region_publish). */
+static void fill_header(struct hl_header *r, size_t len, pid_t pid, uint64_t ticks, uint64_t ns)
+{
+    r->version = HL_VERSION;
+    r->header_size = HL_HEADER_SIZE;
+    r->slot_size = HL_SLOT_SIZE;
+    r->nslots = hl_cfg->slots;
+    r->region_size = len;
+    r->pid = pid;
+    r->uid = geteuid();
+    r->start_ticks = ticks;
+    r->pid_ns = ns;
+    r->time_ns = ns_inode("/proc/self/ns/time");
+    r->start_ns = hl_now_ns();
+    /* unpublished at most: a fast word's 256 KiB and a slow-path batch */
+    r->peak_slack = hl_cfg->peak_batch ? HL_WORD_BATCH + hl_cfg->peak_batch : 0;
+    hl_command_read(r->command, sizeof r->command);
+    r->mode = hl_mode; /* a fork's child keeps its parent's; at boot, boot.c sets it next */
+}
+
+/* Create and map this process's region; 0 on success. On failure say why
+ * in one line on stderr; the caller then runs the program unprofiled.
+ *
+ * The name is the first of these that is free or ours (take_over):
+ * heapline.<pid>, then heapline.<pid>.<ns> (ns our pid namespace's inode),
+ * then heapline.<pid>.<ns>.<16 random hex digits>. The second is for a
+ * process of another pid namespace with our pid (the containers of one
+ * Kubernetes pod share /dev/shm, each with its pid 1); the third for
+ * names anyone could create ahead of us, for pids not yet given out, to
+ * keep those processes unprofiled: they cannot guess it. Readers look in
+ * the same order (ctl/internal/regions, inspectPID). */
+static struct hl_header *made; /* by hl_region_open, until hl_region_publish */
+
+int hl_region_open(size_t profile_len, size_t arenas_len, size_t *profile_at, size_t *arenas_at)
+{
+    char path[HL_NAME_MAX];
+    pid_t pid = raw_getpid();
+    uint64_t ticks = hl_start_ticks(), ns = hl_pid_ns();
+    region_path(path, pid, 0);
+    if (ticks == 0 || ns == 0) {
+        /* Without them a region under our pid could be ours or another
+         * live process's (a container's that shares /dev/shm), and ours
+         * could not be told from a dead one's by anyone: run unprofiled. */
+        hl_say("/proc/self cannot be read (no /proc?): this process's start time and pid namespace are unknown; running unprofiled", NULL);
+        return -1;
+    }
+    /* First, and whether or not ours can be made: on a full /dev/shm
+     * the dead are what fills it. */
+    hl_reap_dead(ns);
+
+    int fd = open_named(path, pid, ticks, ns);
+    if (fd < 0)
+        return -1;
     size_t slots_end = HL_HEADER_SIZE + (size_t)hl_cfg->slots * HL_SLOT_SIZE;
-    size_t arenas_at = slots_end + hl_profile_size();
-    size_t len = arenas_at + hl_pymalloc_table_size();
+    *profile_at = slots_end;
+    *arenas_at = slots_end + profile_len;
+    size_t len = *arenas_at + arenas_len;
     /* the header, the first page of slots and the profile's catch-all
-     * stack now; the rest as it fills (grow.c) */
+     * stack now; the rest as it fills (region_grow.c) */
     size_t reserved = HL_HEADER_SIZE + HL_SLOT_SIZE;
-    off_t catch_all = hl_profile_size() ? (off_t)slots_end : -1;
+    off_t catch_all = profile_len ? (off_t)slots_end : -1;
     void *m = MAP_FAILED;
     const char *step = NULL;
     if (fchmod(fd, 0600) != 0)
@@ -383,31 +423,22 @@ int hl_region_open(void)
         return -1;
     }
 
-    struct hl_header *r = m;
-    r->version = HL_VERSION;
-    r->header_size = HL_HEADER_SIZE;
-    r->slot_size = HL_SLOT_SIZE;
-    r->nslots = hl_cfg->slots;
-    r->region_size = len;
-    r->pid = pid;
-    r->uid = geteuid();
-    r->start_ticks = ticks;
-    r->pid_ns = ns;
-    r->time_ns = ns_inode("/proc/self/ns/time");
-    r->start_ns = hl_now_ns();
-    /* unpublished at most: a fast word's 256 KiB and a slow-path batch */
-    r->peak_slack = hl_cfg->peak_batch ? HL_WORD_BATCH + hl_cfg->peak_batch : 0;
-    hl_command_read(r->command, sizeof r->command);
-    r->mode = hl_mode; /* a fork's child keeps its parent's; at boot, boot.c sets it next */
-    hl_profile_attach(r, slots_end);
-    hl_pymalloc_attach(r, arenas_at);
-    /* the magic last: a reader never takes a half-made header for a region */
-    __atomic_store_n(&r->magic, HL_MAGIC, __ATOMIC_RELEASE);
+    fill_header(m, len, pid, ticks, ns);
     region_len = len;
     memcpy(region_file, path, sizeof region_file);
-    hl_region = r;
-    hl_mapped_publish();
+    made = m;
     return 0;
+}
+
+/* The region hl_region_open made, with its parts laid out (lifecycle.c),
+ * for readers: the magic last, so that a reader never takes a half-made
+ * header for a region; then for the shim. */
+struct hl_header *hl_region_made(void) { return made; }
+
+void hl_region_publish(void)
+{
+    __atomic_store_n(&made->magic, HL_MAGIC, __ATOMIC_RELEASE);
+    hl_region = made;
 }
 
 size_t hl_region_len(void) { return region_len; }
@@ -423,28 +454,7 @@ void hl_region_unlink_own(void)
     unlink(region_file);
 }
 
-// ---- fork ------------------------------------------------------------------------
-/* jemalloc's trio. prepare takes the parent's totals as the fork happens
- * (exact when the parent's other threads are quiescent); the child then
- * publishes its own region, starting from them, and never writes the
- * parent's slots (heaptrack's "two processes writing to the same file"). */
-
-static struct hl_counters fork_totals;
-static uint64_t fork_peak;
-static int forked; /* this image is a fork child: exec starts a new image, and clears it */
-
-int hl_forked_child(void) { return forked; }
-
-/* The parent's totals and peak as it forks. */
-static void fork_take(struct hl_counters *totals, uint64_t *peak)
-{
-    if (hl_region != NULL) {
-        hl_totals(hl_region, totals);
-        *peak = __atomic_load_n(&hl_region->peak_live, __ATOMIC_RELAXED);
-    }
-}
-
-/* The parent's region, in the child: not unmapped but replaced by
+/* In a fork child: the parent's region, not unmapped but replaced by
  * private memory, never touched unless by this. A signal handler that
  * forks between a fast path's load of the thread's slot and its add to
  * it (count_glibc.h: one instruction apart) returns, in the child, to
@@ -453,95 +463,10 @@ static void fork_take(struct hl_counters *totals, uint64_t *peak)
  * the parent's thread. Here it is lost: one operation of the child
  * uncounted (forkstep.c). The cost is the address range, kept reserved
  * in the child, and no instruction on the fast path. */
-static void forget_parent(void *old, size_t len)
+void hl_region_forget(void *old, size_t len)
 {
     long p = syscall(SYS_mmap, old, len, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
     if (p != (long)old)
         munmap(old, len);
-}
-
-/* In the child: a region of its own, from the parent's totals. */
-static void fork_start(const struct hl_counters *totals, uint64_t peak)
-{
-    struct hl_header *old = hl_region;
-    size_t old_len = region_len;
-    forked = 1;
-    hl_thread_forget();
-    hl_profile_fork_child();
-    if (old == NULL)
-        return;
-    hl_region = NULL; /* until ours exists, nothing is counted */
-    int made = hl_region_open();
-    if (made == 0)
-        hl_profile_inherit(old);
-    hl_pymalloc_inherit(old); /* before it goes: its words move here, or to none */
-    forget_parent(old, old_len);
-    if (made != 0) {
-        hl_set_mode_off(NULL);
-        return;
-    }
-    struct hl_header *r = hl_region;
-    r->retired = *totals;
-    int64_t live = (int64_t)(totals->allocated_bytes - totals->freed_bytes);
-    r->published_live = live;
-    r->peak_live = peak > (uint64_t)live ? peak : (uint64_t)live;
-    r->epoch_peak = r->peak_live; /* never above it (thread.c, epoch_raise) */
-}
-
-/* The map lock before the objects' table: a thread interrupted inside
- * its own mmap (holding the map lock) by a handler that forks must get
- * past both, while another forking thread that holds the table waits for
- * the map lock (TestMapForkFromHandler hung with the other order). */
-static void fork_prepare(void)
-{
-    hl_mapped_fork_prepare();
-    hl_objects_fork_prepare();
-    fork_take(&fork_totals, &fork_peak);
-}
-
-static void fork_parent(void)
-{
-    hl_objects_fork_done();
-    hl_mapped_fork_done();
-}
-
-static void fork_child(void)
-{
-    hl_objects_fork_done();
-    hl_mapped_fork_done();
-    fork_start(&fork_totals, fork_peak);
-}
-
-/* glibc's _Fork (2.34) forks without the atfork handlers: its child would
- * go on counting into its parent's slots, and have no region. Ours
- * (override.c's _Fork comes here) does what the handlers do, with the
- * totals on its stack. glibc's own fork calls its _Fork directly, not
- * through us. */
-pid_t hl_fork_unhandled(void)
-{
-    if (hl_next_sys.fork == NULL)
-        hl_boot();
-    if (hl_next_sys.fork == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
-    struct hl_counters totals = {0};
-    uint64_t peak = 0;
-    hl_mapped_fork_prepare(); /* in fork_prepare's order */
-    hl_objects_fork_prepare();
-    fork_take(&totals, &peak);
-    pid_t pid = hl_next_sys.fork();
-    hl_objects_fork_done();
-    hl_mapped_fork_done();
-    if (pid == 0)
-        fork_start(&totals, peak);
-    return pid;
-}
-
-
-void hl_fork_init(void)
-{
-    if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0)
-        hl_say("pthread_atfork failed: fork children will not be profiled", NULL);
 }

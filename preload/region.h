@@ -35,7 +35,16 @@
 #define HL_OBJECT_MAX    256u                  /* bypassed_by: a loaded object's path */
 #define HL_PEAK_BATCH_DEFAULT (256u << 10)     /* slow-path bytes a thread holds unpublished */
 #define HL_PEAK_STEP_MIN (1ull << 20)          /* the peak copy's step: at least 1 MiB, */
-#define HL_PEAK_STEP_DIV 100u                  /* or 1% of the peak (peak.c) */
+#define HL_PEAK_STEP_DIV 100u                  /* or 1% of the peak (count_peak.c) */
+#define HL_PEAK_BATCH_MAX (1ull << 40)
+#define HL_SAMPLE_MAX    (1ull << 40)          /* HEAPLINE_SAMPLE's bound; its default is below */
+
+/* The words of the HEAPLINE_ settings that are on or off, and
+ * HEAPLINE_SUMMARY's third (env.c's table). heapctl reads HEAPLINE_SUMMARY
+ * too (launch.ParseSummaryMode): a test checks its words against these. */
+#define HL_WORDS_OFF     "0 off no false"
+#define HL_WORDS_ON      "1 on yes true"
+#define HL_WORDS_ALL     "all"
 
 /* A slot's fast-path words (hl_slot.alloc_word, free_word): the number of
  * operations in bits 0..49, and the chunk bytes they moved, in units of 16,
@@ -126,7 +135,7 @@ struct hl_header {
     /* line 2: exited and slot-less threads, atomically added */
     struct hl_counters retired; /* 128 */
     uint64_t time_ns;        /* 160: inode of the publisher's time namespace, 0 if unknown: start_ticks is in its boot time */
-    /* anonymous private memory the program maps itself (mapped.c): written
+    /* anonymous private memory the program maps itself (count_mapped.c): written
      * under the shim's map lock, so exact, peak included */
     uint64_t mapped_bytes;   /* 168: counted now */
     uint64_t peak_mapped_bytes; /* 176: the most counted at once */
@@ -141,7 +150,7 @@ struct hl_header {
      * to 0 (the pytest plugin, at a test's start), within the peak's
      * error bound of the true highest live since then; never above
      * peak_live, so that one compare tells a publication passed neither
-     * (thread.c, hl_peak_update) */
+     * (count_thread.c, hl_peak_update) */
     uint64_t epoch_peak;     /* 216 */
     uint8_t  _pad3[32];      /* 224 */
 
@@ -153,7 +162,7 @@ struct hl_header {
      * NUL-terminated; empty when the shim sees the program's allocations */
     char     bypassed_by[HL_OBJECT_MAX]; /* 512 */
 
-    /* line 12: the sampled allocation profile (profile.c), all zero when
+    /* line 12: the sampled allocation profile (sample_profile.c), all zero when
      * sampling is off. Its tables follow the slots, at prof_offset. */
     uint64_t prof_offset;    /* 768: file offset of the stack table; objects follow it */
     uint64_t sample_rate;    /* 776: mean chunk bytes between samples (HEAPLINE_SAMPLE) */
@@ -166,7 +175,7 @@ struct hl_header {
     uint32_t stacks_used;    /* 824: hl_stack entries taken, in order (entry 0 included): the shim's walks stop here */
     uint32_t pycodes_used;   /* 828: hl_pycode entries taken, in order */
 
-    /* line 13: Python (python.c, pymalloc.c). The py_* counters are
+    /* line 13: Python (py_frames.c, py_pymalloc.c). The py_* counters are
      * pymalloc's blocks (both of its domains, objects and PyMem), added
      * atomically: exact, in bytes of pymalloc's size classes. They are
      * not in the malloc counters (pymalloc's arenas are mapped memory). */
@@ -181,7 +190,7 @@ struct hl_header {
     uint32_t py_eval_cold;   /* 884: bytes of the eval loop's cold part found at boot (GCC's split, Debian's build), 0 none */
     uint8_t  _pad13[8];      /* 888 */
 
-    /* line 14: the stacks' copy at the peak (peak.c): each hl_stack's
+    /* line 14: the stacks' copy at the peak (count_peak.c): each hl_stack's
      * peak_bytes is its inuse bytes when published_live was peak_copy_live */
     uint64_t peak_copy_seq;  /* 896: seqlock: odd while a copy is being written */
     uint64_t peak_copy_live; /* 904: published_live when the copy was taken, 0 before the first */
@@ -189,12 +198,12 @@ struct hl_header {
     uint64_t peak_copy_step; /* 920: the step: the copy's error bound, beside the peak's own */
     uint64_t peak_copies;    /* 928: copies taken */
     uint64_t peak_copy_ns;   /* 936: CLOCK_MONOTONIC when the copy was taken */
-    uint64_t sample_arena;   /* 944: where the sample arena starts (profile.c), 0 if none: its pages hold sampled blocks */
+    uint64_t sample_arena;   /* 944: where the sample arena starts (sample_profile.c), 0 if none: its pages hold sampled blocks */
     uint64_t sample_arena_size; /* 952: its length */
 
     /* line 15: after the process */
-    uint64_t dead_seen_ns;   /* 960: CLOCK_REALTIME when a new region first found this one's process dead (reap.c), 0 before */
-    /* pymalloc's live arenas (pymalloc.c): a table of hl_pyarena at
+    uint64_t dead_seen_ns;   /* 960: CLOCK_REALTIME when a new region first found this one's process dead (region_reap.c), 0 before */
+    /* pymalloc's live arenas (py_pymalloc.c): a table of hl_pyarena at
      * pyarena_offset, so that a reader can read the pools' headers out of
      * the process (live objects and bytes by size class) */
     uint64_t pyarena_offset; /* 968: file offset of the hl_pyarena table, 0 without one */
@@ -214,7 +223,7 @@ struct hl_header {
 #define HL_PY_FREETHREADED 8u /* a free-threaded build: neither frames nor objects */
 #define HL_PY_ARENAS     16u /* pymalloc's arenas are in the pyarena table */
 /* With HL_PY_UNKNOWN, bits 8 to 15 say what the shim missed to read frames
- * (python.c): the first check that failed. */
+ * (py_frames.c): the first check that failed. */
 #define HL_PY_MISSING_SHIFT   8
 #define HL_PY_MISSING_OFFSETS 1u  /* no _Py_DebugOffsets at _PyRuntime (or a Python before 3.11) */
 #define HL_PY_MISSING_VERSION 2u  /* their version is not Py_Version's */
@@ -246,7 +255,7 @@ struct hl_header {
  * reader merges entries with equal frames.
  *
  * The region's pages past the header and slots are given to the file as
- * the tables fill (grow.c): a page no entry has reached yet is a hole,
+ * the tables fill (region_grow.c): a page no entry has reached yet is a hole,
  * which a reader reads as zeros (an empty entry) with pread.
  */
 #define HL_STACK_FRAMES  64
@@ -266,7 +275,7 @@ struct hl_stack {
     uint64_t free_objects;   /* 32 */
     uint64_t free_bytes;     /* 40 */
     uint64_t samples;        /* 48: raw samples taken with this stack */
-    uint64_t peak_bytes;     /* 56: alloc_bytes - free_bytes at the last peak copy (peak.c) */
+    uint64_t peak_bytes;     /* 56: alloc_bytes - free_bytes at the last peak copy (count_peak.c) */
     uint64_t frames[HL_STACK_FRAMES]; /* 64: return addresses */
 };
 
@@ -283,7 +292,7 @@ struct hl_object {
     char     path[224];      /* 32: NUL-terminated */
 };
 
-/* Python frames (python.c): a frame value with bit 63 set is no address
+/* Python frames (py_frames.c): a frame value with bit 63 set is no address
  * (user-space addresses never have it). Bits 32..62 are the index of its
  * code object in the hl_pycode table (HL_PYCODE_NONE: the table had no
  * room), bits 0..31 the line that was running (0 unknown). The table

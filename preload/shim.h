@@ -42,7 +42,7 @@ struct hl_fns {
 };
 #define HL_HIDDEN __attribute__((visibility("hidden")))
 #if defined(__aarch64__)
-/* aarch64's fast pair (hotpair_arm64.c) reaches hl_next and the thread
+/* aarch64's fast pair (count_hotpair_arm64.c) reaches hl_next and the thread
  * pointer's offsets of hl_self's fast words with one adrp: all in one
  * object, aligned so that it never straddles a page. The offsets are
  * copies of what the GOT holds, set at boot (hl_hot_init). Until then
@@ -72,7 +72,7 @@ struct hl_sys_fns {
     int   (*munmap)(void *, size_t);
     void *(*mremap)(void *, size_t, size_t, int, ...);
     int   (*mprotect)(void *, size_t, int);
-    pid_t (*fork)(void); /* _Fork (region.c) */
+    pid_t (*fork)(void); /* _Fork (lifecycle.c) */
     int   (*dlclose)(void *);
 };
 extern HL_HIDDEN struct hl_sys_fns hl_next_sys;
@@ -88,9 +88,9 @@ struct hl_impl {
      * block for the program; free's releases p, not NULL. */
     void *(*malloc_noslot)(void *p);
     void (*free_noslot)(void *p);
-    unsigned char fast_slot; /* malloc and free count inline: a registered thread's fast slot is its own or its dummy, never NULL (thread.c) */
-    unsigned char counting;  /* allocations are counted (pymalloc.c wraps pymalloc only then) */
-    unsigned char mapped;    /* mapped memory is counted (mapped.c); read with an atomic load */
+    unsigned char fast_slot; /* malloc and free count inline: a registered thread's fast slot is its own or its dummy, never NULL (count_thread.c) */
+    unsigned char counting;  /* allocations are counted (py_pymalloc.c wraps pymalloc only then) */
+    unsigned char mapped;    /* mapped memory is counted (count_mapped.c); read with an atomic load */
 };
 extern HL_HIDDEN struct hl_impl hl_impl;
 extern HL_HIDDEN const struct hl_impl hl_glibc_impl, hl_generic_impl;
@@ -98,7 +98,7 @@ extern HL_HIDDEN const struct hl_impl hl_glibc_impl, hl_generic_impl;
  * reported, deciding nothing. */
 extern HL_HIDDEN unsigned char hl_mode; /* enum hl_mode */
 
-/* The thread's state and the re-entry guard: thread.h. */
+/* The thread's state and the re-entry guard: count_thread.h. */
 
 /* Add inc to a word of this thread's slot as one instruction, and say
  * whether it carried out of bit 63. A signal handler that allocates on
@@ -165,7 +165,7 @@ static inline __attribute__((always_inline)) int hl_chunk_add(uint64_t *w, size_
 extern HL_HIDDEN struct hl_header *hl_region;   /* NULL when profiling is off */
 
 /* The blocks of ours that the program holds (the bootstrap pool's,
- * boot.c; sampled blocks moved into the sample arena, arena.c) carry a
+ * boot.c; sampled blocks moved into the sample arena, sample_arena.c) carry a
  * header shaped like a glibc mmapped chunk's: usable + 16, with the mmap
  * bit (2). The glibc mode's fast free takes no mmapped chunk, so they
  * reach its cold path, which knows them; and usable_of (count_glibc.c)
@@ -192,7 +192,7 @@ void hl_write_all(int fd, const char *p, size_t n); /* no SIGPIPE, no endless wa
 size_t hl_glibc_usable(const void *p); /* the header formula, for boot's check */
 void hl_off_impl_make(struct hl_impl *t, int mapped); /* count_generic.c: pass-through */
 
-/* thread.c: the slow paths. *_slow take a block's usable size (mmapped and
+/* count_thread.c: the slow paths. *_slow take a block's usable size (mmapped and
  * large blocks, other allocators); *_carry the slot whose fast word an add
  * carried out of (the add itself is done). */
 void *hl_alloc_slow(void *p, size_t usable, int in_arena); /* p, or where its sample moved it */
@@ -201,12 +201,12 @@ void *hl_alloc_carry(struct hl_slot *s, void *p);
 void hl_free_carry(struct hl_slot *s);
 void hl_thread_init(void);
 void hl_thread_enter(void);  /* registers the calling thread now */
-const void *hl_object_of(const void *addr); /* objects.c: the loaded object holding addr, or NULL */
-int hl_object_path(const void *addr, char *buf, size_t n); /* objects.c: its path; 0 if found */
-void hl_object_name(const char *loader_name, char *buf, size_t n); /* objects.c: a loaded object's path */
-int hl_object_span(const void *addr, uintptr_t *lo, uintptr_t *hi); /* objects.c: its address range; 0 if found */
-void *hl_first_definition(const char *name); /* objects.c: what the program's call to name reaches, or NULL */
-/* objects.c: glibc's struct dl_find_object (dlfcn.h, 2.35; the same on every 64-bit target without
+const void *hl_object_of(const void *addr); /* unwind_objects.c: the loaded object holding addr, or NULL */
+int hl_object_path(const void *addr, char *buf, size_t n); /* unwind_objects.c: its path; 0 if found */
+void hl_object_name(const char *loader_name, char *buf, size_t n); /* unwind_objects.c: a loaded object's path */
+int hl_object_span(const void *addr, uintptr_t *lo, uintptr_t *hi); /* unwind_objects.c: its address range; 0 if found */
+void *hl_first_definition(const char *name); /* unwind_objects.c: what the program's call to name reaches, or NULL */
+/* unwind_objects.c: glibc's struct dl_find_object (dlfcn.h, 2.35; the same on every 64-bit target without
  * DLFO_STRUCT_HAS_EH_DBASE), our own copy: the headers we build with may be older than the glibc we run
  * on. hl_find_object is _dl_find_object where the running glibc has it (looked up at boot, not linked);
  * 0 if found. */
@@ -226,35 +226,43 @@ void hl_thread_forget(void); /* in a fork child */
 void hl_totals(struct hl_header *r, struct hl_counters *out);
 void hl_peak_update(struct hl_header *r, int64_t live);
 
-/* peak.c */
+/* count_peak.c */
 void hl_peak_copy(struct hl_header *r, int64_t live); /* a new peak: copy the stacks' inuse if a step past the last */
-void hl_peak_arena(const void *start, size_t size); /* profile.c, at boot: the sample arena's range, for readers of smaps */
-void hl_peak_py(void); /* pymalloc.c, where it samples: a copy if pymalloc's blocks raised the heap a step */
-void hl_peak_sampled(size_t usable); /* profile.c, after a sample is recorded: it may belong in the copy just taken */
+void hl_peak_arena(const void *start, size_t size); /* sample_profile.c, at boot: the sample arena's range, for readers of smaps */
+void hl_peak_py(void); /* py_pymalloc.c, where it samples: a copy if pymalloc's blocks raised the heap a step */
+void hl_peak_sampled(size_t usable); /* sample_profile.c, after a sample is recorded: it may belong in the copy just taken */
 
-/* region.c */
-int  hl_region_open(void);
+/* region.c: makes, names and maps the region; lifecycle.c lays its parts out and publishes it */
+int  hl_region_open(size_t profile_len, size_t arenas_len, size_t *profile_at, size_t *arenas_at);
+struct hl_header *hl_region_made(void); /* hl_region_open's, until published */
+void hl_region_publish(void);
+const char *hl_region_earlier(void);    /* the command of the image before exec whose region we took, "" if none */
+void hl_region_forget(void *old, size_t len); /* a fork child: the parent's region, made private memory */
+/* lifecycle.c */
+int  hl_region_start(void);    /* at boot and in a fork child: the region, laid out and published */
 void hl_fork_init(void);
 pid_t hl_fork_unhandled(void); /* _Fork: a fork without atfork handlers, that still gives the child a region */
+int  hl_forked_child(void);
+void hl_finish(int summary); /* once: the summary if asked, then the region's name goes */
+void hl_exit_hook(void);     /* at load: the summary after every library's destructors */
 uint64_t hl_pid_ns(void);    /* our pid namespace's inode, 0 if /proc cannot say */
 void hl_region_unlink_own(void);
 size_t hl_region_len(void);
 const char *hl_region_name(void); /* the path it publishes under */
-/* grow.c: the region's tables take their pages as they fill */
+/* region_grow.c: the region's tables take their pages as they fill */
 enum hl_table { HL_TABLE_SLOTS, HL_TABLE_STACKS, HL_TABLE_OBJECTS, HL_TABLE_PYCODES, HL_TABLE_PYARENAS, HL_TABLES };
 int  hl_grow_start(void *m, size_t reserved, size_t len); /* -1 when pages cannot be taken on demand */
 int  hl_grow(enum hl_table t, uint64_t start, uint64_t end); /* [start, end) backed, or -1: /dev/shm is full */
 uint64_t hl_grow_mark(enum hl_table t); /* the offset table t is backed to: a page multiple, or the region's length */
-int  hl_forked_child(void);
 uint64_t hl_now_ns(void);
 struct stat;
 int  hl_region_file_ours(int fd, struct stat *st); /* a regular file of our uid, mode 0600 */
 int  hl_region_header_of(int fd, struct hl_header *h, uint64_t pid); /* reads a whole header of process pid */
 
-/* reap.c */
+/* region_reap.c */
 void hl_reap_dead(uint64_t ns); /* at start: dead regions beyond the newest few go */
 
-/* mapped.c */
+/* count_mapped.c */
 /* The exported mmap family's work (override.c): ret is the caller's return address. */
 void *hl_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, const void *ret);
 int hl_munmap(void *addr, size_t len, const void *ret);
@@ -266,7 +274,7 @@ void *hl_raw_map(size_t len);        /* memory of the shim's own (raw mmap), or 
 void hl_mapped_fork_prepare(void);
 void hl_mapped_fork_done(void);      /* in parent and child */
 
-/* profile.c: sampled allocation stacks */
+/* sample_profile.c: sampled allocation stacks */
 extern HL_HIDDEN uint64_t hl_placed_live;   /* blocks sampled in place, not yet released */
 void *hl_sample(void *p, size_t usable, int in_arena);
 void hl_sample_begin(void);                 /* a thread's stream starts: its first point */
@@ -282,40 +290,40 @@ void hl_unplace_done(const void *p, const struct hl_taken *t, int released);
 size_t hl_profile_size(void);
 void hl_profile_attach(struct hl_header *r, uint64_t off);
 void hl_profile_inherit(const struct hl_header *parent);
-void hl_profile_fork_child(void); /* stacks.c: the object table's lock, which a parent's thread may have held */
+void hl_profile_fork_child(void); /* sample_stacks.c: the object table's lock, which a parent's thread may have held */
 void hl_profile_boot(void);
-void hl_stacks_index_boot(uint32_t entries); /* stacks.c: the index that finds a stack's entry */
+void hl_stacks_index_boot(uint32_t entries); /* sample_stacks.c: the index that finds a stack's entry */
 void hl_stacks_index_clear(void);
 
 /* unwind.c: the sampler's stack walk (no per-thread state, no lock) */
 int hl_unwind(uint64_t *pcs, uint64_t *cfas, int max); /* return addresses from the caller's, innermost
                                                           first, cfas[i] frame i's stack pointer (NULL: not
                                                           wanted); negated when the walk stopped early */
-int hl_fp_step(uint64_t *rbp, uint64_t *sp, uint64_t *pc, uintptr_t hi); /* framewalk.c: a frame by its rbp; 0 if not sane, -1 at the chain's end */
-int hl_go_step(uint64_t *rbp, uint64_t *sp, uint64_t *pc, uintptr_t *lo, uintptr_t *hi); /* framewalk.c: from asmcgocall onto the goroutine's stack */
-void hl_framewalk_boot(void); /* framewalk.c: the program's code segments */
+int hl_fp_step(uint64_t *rbp, uint64_t *sp, uint64_t *pc, uintptr_t hi); /* unwind_framewalk.c: a frame by its rbp; 0 if not sane, -1 at the chain's end */
+int hl_go_step(uint64_t *rbp, uint64_t *sp, uint64_t *pc, uintptr_t *lo, uintptr_t *hi); /* unwind_framewalk.c: from asmcgocall onto the goroutine's stack */
+void hl_framewalk_boot(void); /* unwind_framewalk.c: the program's code segments */
 int hl_unwind_boot(void);   /* the rule cache; -1 without memory for it */
 void hl_unwind_forget(void); /* after dlclose: every cached rule is stale */
 
-/* python.c: Python frames in samples */
+/* py_frames.c: Python frames in samples */
 extern HL_HIDDEN uint32_t hl_py_version, hl_py_flags;
 void hl_py_resolve(void);                   /* at boot, before the region is made */
 void hl_py_codes_inherit(const struct hl_header *parent); /* a fork child's code table: its parent's, or empty (NULL) */
 size_t hl_py_codes_size(void);              /* the code table's bytes, 0 without one */
 void hl_py_attach(struct hl_header *r, struct hl_pycode *table);
 int hl_py_frames(uint64_t *frames, int n, int max); /* eval frames -> Python frames; the new count */
-int hl_py_by_mincore(int err);              /* python.c: reads by mincore and a load (err a refusal turns it on) */
+int hl_py_by_mincore(int err);              /* py_frames.c: reads by mincore and a load (err a refusal turns it on) */
 int hl_py_mapped(uintptr_t a, size_t n, unsigned char *vec, size_t cap); /* 0: every page of [a, a+n) mapped */
 
-/* pymalloc.c: pymalloc's blocks, counted and sampled */
+/* py_pymalloc.c: pymalloc's blocks, counted and sampled */
 void hl_pymalloc_install(void);             /* from the constructor, before Python runs */
 void hl_pymalloc_inherit(const struct hl_header *parent); /* a fork child's region */
 size_t hl_pymalloc_table_size(void);        /* the arena table's bytes in a new region */
 void hl_pymalloc_attach(struct hl_header *r, uint64_t off); /* a new region's arena table at off */
 void hl_pymalloc_live(uint64_t *blocks, uint64_t *bytes); /* pymalloc's blocks in use, from its pools */
-void *hl_sample_object(size_t usable);      /* profile.c: a sampled object's block of the arena, or NULL */
-int hl_sampled_object(const void *p);       /* profile.c: p (of the arena) is a sampled object's */
-uint64_t hl_sample_gap(void);               /* profile.c: the next gap of the thread's sampler */
+void *hl_sample_object(size_t usable);      /* sample_profile.c: a sampled object's block of the arena, or NULL */
+int hl_sampled_object(const void *p);       /* sample_profile.c: p (of the arena) is a sampled object's */
+uint64_t hl_sample_gap(void);               /* sample_profile.c: the next gap of the thread's sampler */
 
 /* env.c: every HEAPLINE_* setting, each in one field. Filled once at boot
  * (hl_config_read), before any other thread can run the shim, and read
@@ -330,9 +338,9 @@ struct hl_config {
     uint64_t sample;      /* HEAPLINE_SAMPLE: mean bytes between samples, 0 off */
     uint32_t stacks;      /* HEAPLINE_STACKS: the stack table's entries */
     char profile[512];    /* HEAPLINE_PROFILE: where the region goes at exit, empty for nowhere */
-    int pymalloc;         /* HEAPLINE_PYMALLOC=1: wrap CPython's pymalloc (pymalloc.c); off by default */
-    int find_object;      /* HEAPLINE_FIND_OBJECT: HL_FIND_* (objects.c) */
-    int py_read;          /* HEAPLINE_PY_READ: HL_PYREAD_* (python.c) */
+    int pymalloc;         /* HEAPLINE_PYMALLOC=1: wrap CPython's pymalloc (py_pymalloc.c); off by default */
+    int find_object;      /* HEAPLINE_FIND_OBJECT: HL_FIND_* (unwind_objects.c) */
+    int py_read;          /* HEAPLINE_PY_READ: HL_PYREAD_* (py_frames.c) */
     double sample_mean;   /* sample as a double, made once at boot: the sample path draws gaps and weights in doubles */
 };
 /* HEAPLINE_SUMMARY: off; one line per run (a process whose parent runs
@@ -350,9 +358,8 @@ uint64_t hl_stat_field(const char *path, int field); /* a number of /proc/<pid>/
 
 /* summary.c */
 void hl_summary_write(void);
-void hl_finish(int summary); /* once: the summary if asked, then the region's name goes */
-void hl_exit_hook(void);     /* at load: the summary after every library's destructors */
-void hl_summary_exec_from(const char *command); /* region.c: the image before exec ran this */
+void hl_profile_dump(void); /* HEAPLINE_PROFILE: the region at exit */
+void hl_summary_exec_from(const char *command); /* lifecycle.c: the image before exec ran this */
 
 /* keeper.c */
 void hl_keeper_start(const char *path); /* at load: a Go program's region goes at its exit */

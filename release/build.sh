@@ -15,7 +15,7 @@
 #                    docs/journal.md, "2026-12-02: the release compiled by the host's gcc, and its start-up on glibc 2.31").
 #                    glibc 2.31's <sys/mman.h>
 #                    lacks MREMAP_DONTUNMAP (2.32 added it; Linux 5.7's
-#                    flag, value 4), which preload/mapped.c tests
+#                    flag, value 4), which preload/count_mapped.c tests
 #                    mremap's flags for.
 #   heapline-rusage  likewise, with the same compiler and sysroot.
 #   musl/libheap.so  amd64 only: the musl build (make's rule, musl-gcc).

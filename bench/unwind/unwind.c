@@ -8,7 +8,7 @@
  * of all walks, per unwinder. Built by bench/unwind.sh.
  *
  * The shim's rows come in both ways of finding a frame's object
- * (preload/objects.c, compiled in too): _dl_find_object, and the table
+ * (preload/unwind_objects.c, compiled in too): _dl_find_object, and the table
  * from dl_iterate_phdr (HEAPLINE_FIND_OBJECT=phdr). "warm" is a running
  * program's case, the rule cache already filled by other threads; "cold"
  * empties it before each thread, so that thread's first walk looks up

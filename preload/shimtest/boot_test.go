@@ -28,7 +28,7 @@ func TestAllocateWhileBooting(t *testing.T) {
 // A free before anything has booted the shim, from a program's
 // preinit_array, of a block of glibc's own malloc: the shim passes it to
 // glibc's free (on aarch64 it once added through an unset thread-pointer
-// offset, hotpair_arm64.c). freeearly.c fails if the shim had booted.
+// offset, count_hotpair_arm64.c). freeearly.c fails if the shim had booted.
 func TestFreeBeforeBoot(t *testing.T) {
 	prog := compile(t, "freeearly.c")
 	known(t, nil, prog, nil, inMode(t, "glibc"))

@@ -15,7 +15,7 @@ const (
 
 // TestPythonVersionsFromOffsets: a program that looks to the shim like a
 // CPython (testdata/fakepython.c) gets its frames read, or not, from its
-// _Py_DebugOffsets as python.c decides, and the region's py_flags say so:
+// _Py_DebugOffsets as py_frames.c decides, and the region's py_flags say so:
 // a version newer than any known (3.16) is read with 3.15's layout when
 // its sizes agree with its types, not when its code section disagrees
 // (the missing check named); a free-threaded build, said by its offsets

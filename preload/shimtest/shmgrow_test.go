@@ -17,7 +17,7 @@ import (
 	"github.com/heapline/heapline/internal/testkit"
 )
 
-// A region takes /dev/shm pages as its tables fill (preload/grow.c): a
+// A region takes /dev/shm pages as its tables fill (preload/region_grow.c): a
 // container's /dev/shm is 64 MiB, and a region reserved whole (657 KiB,
 // 1.9 MiB with Python's tables) let 96 processes fill it.
 

@@ -176,7 +176,7 @@ func sigwaitOnce(t *testing.T, prog string, sig syscall.Signal, try int) {
 
 // A handler that allocates, interrupting the fast path on the same thread,
 // is counted exactly: the fast path adds to its word in one instruction,
-// and a carry a handler interrupts is drained once (thread.c, carry). Ten
+// and a carry a handler interrupts is drained once (count_thread.c, carry). Ten
 // runs, about ten thousand signals each; before that, one run in a few
 // lost or doubled counts.
 func TestHandlerAllocates(t *testing.T) {

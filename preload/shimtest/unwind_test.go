@@ -22,14 +22,14 @@ func checker(t *testing.T) string {
 		// (.ci/arm64-sysroot.sh), which qemu also loads it from.
 		root := arm64Sysroot(t)
 		return testkit.CC(t, "", filepath.Join("testdata", "unwindcheck.c"), "-O2", "-g", "-shared", "-fPIC", "-D_GNU_SOURCE", "-I", pre,
-			"-I", filepath.Join(root, "usr/include/aarch64-linux-gnu"), filepath.Join(pre, "unwind.c"), filepath.Join(pre, "objects.c"),
+			"-I", filepath.Join(root, "usr/include/aarch64-linux-gnu"), filepath.Join(pre, "unwind.c"), filepath.Join(pre, "unwind_objects.c"),
 			"-L", filepath.Join(root, "usr/lib/aarch64-linux-gnu"), "-Wl,-rpath-link,"+filepath.Join(root, "usr/lib/aarch64-linux-gnu"), "-lunwind", "-ldl")
 	}
 	if err := exec.Command("dpkg", "-s", "libunwind-dev").Run(); err != nil {
 		testkit.Unavailable(t, "libunwind-dev is not installed (make deps installs it): it is the oracle")
 	}
 	return testkit.CC(t, "", filepath.Join("testdata", "unwindcheck.c"), "-O2", "-g", "-shared", "-fPIC", "-D_GNU_SOURCE", "-I", pre,
-		filepath.Join(pre, "unwind.c"), filepath.Join(pre, "objects.c"), "-lunwind", "-ldl")
+		filepath.Join(pre, "unwind.c"), filepath.Join(pre, "unwind_objects.c"), "-lunwind", "-ldl")
 }
 
 // oracle runs argv under the checker and returns its walks and how many

@@ -2,6 +2,8 @@ package launch
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/heapline/heapline/ctl/internal/report"
 	"github.com/heapline/heapline/internal/heapjson"
@@ -18,15 +20,25 @@ const (
 	SummaryAll
 )
 
+// The words of HEAPLINE_SUMMARY, as region.h spells them (HL_WORDS_OFF,
+// HL_WORDS_ON, HL_WORDS_ALL; TestSummaryWordsAreTheShims checks).
+const (
+	summaryOffWords = "0 off no false"
+	summaryOnWords  = "1 on yes true"
+	summaryAllWords = "all"
+)
+
 // ParseSummaryMode reads a HEAPLINE_SUMMARY value as the shim does; ok is
 // false for a value it does not know (the shim then keeps the summary on).
 func ParseSummaryMode(v string) (m SummaryMode, ok bool) {
-	switch v {
-	case "0", "off", "no", "false":
-		return SummaryNone, true
-	case "", "1", "on", "yes", "true":
+	switch {
+	case v == "":
 		return SummaryOne, true
-	case "all":
+	case slices.Contains(strings.Fields(summaryOffWords), v):
+		return SummaryNone, true
+	case slices.Contains(strings.Fields(summaryOnWords), v):
+		return SummaryOne, true
+	case slices.Contains(strings.Fields(summaryAllWords), v):
 		return SummaryAll, true
 	}
 	return SummaryOne, false

@@ -20,7 +20,7 @@ func IsPython(name, path string) bool {
 }
 
 // PymallocEnv is the environment that turns the shim's sampling of
-// pymalloc's objects on (preload/pymalloc.c), unless the user's own
+// pymalloc's objects on (preload/py_pymalloc.c), unless the user's own
 // environment says either way; and whether it was added.
 func PymallocEnv() (string, bool) {
 	if _, set := os.LookupEnv("HEAPLINE_PYMALLOC"); set {

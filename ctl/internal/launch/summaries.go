@@ -85,7 +85,7 @@ func readFile(path string) (heapjson.Summary, error) {
 // (a Go program: Go's runtime ends every process with its own exit_group
 // system call, so no atexit handler or destructor runs). left says the
 // second. The region a killed command left stays, for `heapctl profile
-// --peak PID` after an OOM kill, until heapctl gc (or the shim's reap.c,
+// --peak PID` after an OOM kill, until heapctl gc (or the shim's region_reap.c,
 // past the 16 newest dead ones) removes it; one that exited goes once
 // read, as the shim's exit would have removed it.
 func (c *Child) Own() (s heapjson.Summary, left bool, err error) {

@@ -1,6 +1,6 @@
 // Package pyheap reads CPython's small-object heap out of a live process:
 // pymalloc's pools, in the arenas the shim lists in its region
-// (preload/pymalloc.c, region.h's hl_pyarena). It reads with
+// (preload/py_pymalloc.c, region.h's hl_pyarena). It reads with
 // process_vm_readv, so it may read what ptrace's rules let it attach to:
 // the process's owner, or root. The process runs on while it reads: a
 // count is as of some moment during the read.

@@ -40,7 +40,7 @@ const (
 	ObjectSize     = 256
 	ObjectPathMax  = 224
 
-	// The stacks' copy at the peak (region.h, header line 14; peak.c):
+	// The stacks' copy at the peak (region.h, header line 14; count_peak.c):
 	// taken each time the published total rises by the step,
 	// max(PeakStepMin, peak/PeakStepDiv).
 	PeakStepMin = 1 << 20 // HL_PEAK_STEP_MIN
@@ -388,7 +388,7 @@ func Offset(member string) int {
 }
 
 // ModeName is header.mode's name in the summary, as the shim's JSON
-// summary writes it (summary.c, mode_name); "" where the shim counts
+// summary writes it (summary_line.c, hl_mode_name); "" where the shim counts
 // nothing, has not booted, or is older than the field.
 func ModeName(m uint32) string {
 	switch m {

@@ -359,7 +359,7 @@ func TestFileChecks(t *testing.T) {
 }
 
 // TestReadTakesNoPages: a region's tables past their entries in use are
-// holes (the shim takes their pages as they fill, preload/grow.c), and a
+// holes (the shim takes their pages as they fill, preload/region_grow.c), and a
 // read leaves them holes. On tmpfs a read fault through a mapping gives a
 // hole a page: a reader that mapped the region took 1 MiB of this one's
 // /dev/shm, a full /dev/shm's SIGBUS besides.

@@ -12,7 +12,7 @@ import (
 	"github.com/heapline/heapline/internal/heapjson"
 )
 
-// The formatting here is the shim's (preload/summary.c), digit for digit:
+// The formatting here is the shim's (preload/summary_line.c), digit for digit:
 // heapctl prints the same line from the same counters. Both round exact
 // integer ratios half to even instead of going through floating point.
 
@@ -70,7 +70,7 @@ func Line(s heapjson.Summary) string {
 const CommandShown = 60
 
 // Command is a command line for a one-line summary, as the shim writes it
-// (put_command in preload/summary.c): at most CommandShown bytes, cut at a
+// (put_command in preload/summary_line.c): at most CommandShown bytes, cut at a
 // character boundary and marked "...", control characters as '?'.
 func Command(c string) string {
 	cut := len(c)
@@ -133,7 +133,7 @@ func Seconds(s float64) string {
 }
 
 // fixed is num/den with the given decimals, rounded half to even, computed
-// in 128 bits like put_fixed in preload/summary.c.
+// in 128 bits like put_fixed in preload/summary_line.c.
 func fixed(num, den uint64, places int) string {
 	scale := uint64(1)
 	for range places {

@@ -93,7 +93,7 @@ func Peak(samples []Sample) (at Sample, peak int64, ok bool) {
 // record's) adds to a command. CPython's pymalloc serves every request of
 // up to 512 bytes (most objects) from arenas that it maps itself. On 3.11
 // to 3.13 the shim counts those objects anyway, apart from malloc's
-// figures (preload/pymalloc.c); PYTHONMALLOC=malloc sends every object to
+// figures (preload/py_pymalloc.c); PYTHONMALLOC=malloc sends every object to
 // malloc instead, so that they are in the malloc figures and their peak,
 // at some cost in speed, and on any version (docs/watching.md). Python
 // then drops the shim's wrapper: nothing is counted twice.

@@ -57,7 +57,7 @@ func New(pid int, root string, rate uint64) *Collector {
 	return c
 }
 
-// Weight is the shim's (preload/profile.c, take): a block of usable size n
+// Weight is the shim's (preload/sample_profile.c, take): a block of usable size n
 // stands for 1 / (1 - exp(-(n+8)/rate)) blocks, in units of
 // 2^-WeightShift objects, and n times that in bytes.
 func Weight(n, rate uint64) (objs, bytes uint64) {

@@ -3,7 +3,7 @@
 // boots the shim, so no thread of a program exists before boot; this one
 // is started from inside boot. The program defines pthread_key_create
 // (exported: -rdynamic), which the shim calls at boot for its exit key
-// (thread.c, hl_thread_init), once the mode is chosen. There it starts a
+// (count_thread.c, hl_thread_init), once the mode is chosen. There it starts a
 // thread that allocates BLOCKS blocks, waits up to a second for it, then
 // creates the key. A shim that lets the thread at the real malloc before
 // its mode's table and its key are set miscounts the blocks or never folds

@@ -1,6 +1,6 @@
 /*
- * fakepython.c: a program the shim takes for a CPython (python.c,
- * pymalloc.c): it exports the symbols the shim looks up, a Py_Version of
+ * fakepython.c: a program the shim takes for a CPython (py_frames.c,
+ * py_pymalloc.c): it exports the symbols the shim looks up, a Py_Version of
  * minor FAKE_MINOR (default 0x0310, 3.16: newer than any the shim knows)
  * and a _PyRuntime starting with _Py_DebugOffsets in 3.15's layout, the
  * offsets of Debian's 3.15, sizes that agree with its types unless

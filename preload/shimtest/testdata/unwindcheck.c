@@ -23,7 +23,7 @@ void *hl_raw_map(size_t len)
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* objects.c, compiled in too, finds the objects: through _dl_find_object,
+/* unwind_objects.c, compiled in too, finds the objects: through _dl_find_object,
  * or its own table when HEAPLINE_FIND_OBJECT=phdr, as in the shim. */
 static struct hl_config config; /* env.c's part: this checker is the one to set it */
 const struct hl_config *const hl_cfg = &config;

@@ -134,6 +134,7 @@ static const struct hl_field hl_fields[] = {
 static int hl_nfields(void) { return sizeof hl_fields / sizeof hl_fields[0]; }
 static const struct hl_field *hl_field_at(int i) { return &hl_fields[i]; }
 static const char *hl_path_prefix(void) { return HL_PATH_PREFIX; }
+static const char *hl_words(int i) { return i == 0 ? HL_WORDS_OFF : i == 1 ? HL_WORDS_ON : HL_WORDS_ALL; }
 */
 import "C"
 
@@ -218,6 +219,16 @@ func Constants() map[string]uint64 {
 		"HL_PY_MISSING_STR":     uint64(C.HL_PY_MISSING_STR),
 		"HL_PY_MISSING_TYPES":   uint64(C.HL_PY_MISSING_TYPES),
 		"HL_PY_MISSING_EVAL":    uint64(C.HL_PY_MISSING_EVAL),
+	}
+}
+
+// Strings returns region.h's string macros by name (the HEAPLINE_ settings'
+// words, which heapctl reads too).
+func Strings() map[string]string {
+	return map[string]string{
+		"HL_WORDS_OFF": C.GoString(C.hl_words(0)),
+		"HL_WORDS_ON":  C.GoString(C.hl_words(1)),
+		"HL_WORDS_ALL": C.GoString(C.hl_words(2)),
 	}
 }
 

@@ -19,5 +19,8 @@ func Fields() []Field { return nil }
 // Constants returns nothing without cgo.
 func Constants() map[string]uint64 { return nil }
 
+// Strings returns nothing without cgo.
+func Strings() map[string]string { return nil }
+
 // PathPrefix returns "" without cgo.
 func PathPrefix() string { return "" }

@@ -1,5 +1,5 @@
 /*
- * thread.c: slots, the slow paths, and threads that end.
+ * count_thread.c: slots, the slow paths, and threads that end.
  *
  * mimalloc's stats.c is the model: per-thread counters are plain adds,
  * merged into shared totals when the thread is done. Here the per-thread
@@ -13,8 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/syscall.h>
+#include "lock.h"
 #include "shim.h"
-#include "thread.h"
+#include "count_thread.h"
 
 __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) = {
     .dummy = {.alloc_word = ~0ull, .free_word = ~0ull},
@@ -40,7 +41,7 @@ static inline struct hl_slot *slots_of(struct hl_header *r)
     return (struct hl_slot *)((char *)r + HL_HEADER_SIZE);
 }
 
-/* The slots whose pages the region has (grow.c): slot claims and sums
+/* The slots whose pages the region has (region_grow.c): slot claims and sums
  * look at no other, since a load from a hole through the shared mapping
  * would give it a page. */
 static uint32_t slots_backed(struct hl_header *r)
@@ -58,13 +59,13 @@ static void max_store(uint64_t *where, uint64_t v)
 }
 
 /* A new peak: store it, and if it is a step past the last copy, copy the
- * stacks' inuse (peak.c). Out of line, so that a publication that sets no
+ * stacks' inuse (count_peak.c). Out of line, so that a publication that sets no
  * new peak costs what it did before the copy (one load, one compare). */
 static HL_NOINLINE void peak_raise(struct hl_header *r, uint64_t live, uint64_t cur)
 {
     while (live > cur)
         if (__atomic_compare_exchange_n(&r->peak_live, &cur, live, 1, RELAXED, RELAXED)) {
-            hl_peak_copy(r, (int64_t)live); /* it judges with pymalloc's blocks in (peak.c) */
+            hl_peak_copy(r, (int64_t)live); /* it judges with pymalloc's blocks in (count_peak.c) */
             return;
         }
 }
@@ -245,7 +246,7 @@ static void count_slow(int alloc, uint64_t n, uint64_t bytes)
     struct hl_slot *s = own_slot();
     if (s == NULL) {
         if (alloc)
-            hl_self.sampler.solo_bytes += bytes; /* the sampler's position (profile.c) */
+            hl_self.sampler.solo_bytes += bytes; /* the sampler's position (sample_profile.c) */
         atomic_count(alloc, n, bytes - HL_CHUNK_BIAS * n);
         return;
     }
@@ -264,7 +265,7 @@ static void count_slow(int alloc, uint64_t n, uint64_t bytes)
 
 /* A block's usable size on the slow path; an allocated block may be
  * sampled there: in place, or moved to the arena when its free will not
- * come back to a slow path (in_arena, profile.c). */
+ * come back to a slow path (in_arena, sample_profile.c). */
 void *hl_alloc_slow(void *p, size_t usable, int in_arena)
 {
     int saved = errno;
@@ -295,7 +296,7 @@ void hl_free_slow(size_t usable)
  * finds the word all ones and counts that 2^64 (v + 1 = 2^64): every carry
  * drains once, so the drains add up to exactly the adds.
  *
- * An allocation's carry is also where the sampler looks (profile.c): p,
+ * An allocation's carry is also where the sampler looks (sample_profile.c): p,
  * a glibc block of the fast path, may come back moved to the sample arena.
  *
  * A handler may interrupt this at any point: each change is one
@@ -336,8 +337,7 @@ void hl_free_carry(struct hl_slot *s) { carry(0, s, NULL); }
  * or has moved, so a sum never counts the slot twice or not at all. */
 static void fold(struct hl_header *r, struct hl_slot *s)
 {
-    while (__atomic_exchange_n(&r->fold_lock, 1, __ATOMIC_ACQUIRE))
-        sched_yield();
+    hl_spin_lock(&r->fold_lock);
     uint64_t seq = r->seq;
     __atomic_store_n(&r->seq, seq + 1, RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -354,7 +354,7 @@ static void fold(struct hl_header *r, struct hl_slot *s)
     s->synced_live = 0;
 
     __atomic_store_n(&r->seq, seq + 2, __ATOMIC_RELEASE);
-    __atomic_store_n(&r->fold_lock, 0, __ATOMIC_RELEASE);
+    hl_spin_unlock(&r->fold_lock);
     s->tid = 0;
     __atomic_store_n(&s->state, HL_SLOT_FREE, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&r->threads_live, 1, RELAXED);

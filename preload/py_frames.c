@@ -1,5 +1,5 @@
 /*
- * python.c: the Python frames of a sample (docs/profiling.md).
+ * py_frames.c: the Python frames of a sample (docs/profiling.md).
  *
  * A sample's native stack shows CPython's evaluation loop, not the Python
  * code it runs. When the program is CPython 3.11 to 3.15 (or later, its
@@ -56,7 +56,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include "shim.h"
-#include "thread.h"
+#include "count_thread.h"
 
 #define RELAXED __ATOMIC_RELAXED
 
@@ -178,7 +178,7 @@ static inline uint32_t rd32(uintptr_t a) { return *(const volatile uint32_t *)a;
  * Python state and trimming the heap at that instant, while this thread
  * walks the list: at its first sample, or after 64 samples with no state.
  * The frames and what they point to are read directly in both modes:
- * they are the thread's own (hl_py_frames). pymalloc.c reads its arenas'
+ * they are the thread's own (hl_py_frames). py_pymalloc.c reads its arenas'
  * pool headers at exit the same two ways.
  */
 static long page_size = 4096; /* AT_PAGESZ, at boot */
@@ -404,7 +404,7 @@ static uint32_t debug_offsets(uint32_t minor)
 
 /* A free-threaded build (3.13 on, Py_GIL_DISABLED): its objects are
  * mimalloc's and its frames' references tagged otherwise, so the shim reads
- * neither and wraps none of its allocators (pymalloc.c): said by the
+ * neither and wraps none of its allocators (py_pymalloc.c): said by the
  * offsets' free_threaded word, or, should they be unreadable, by
  * _Py_DecRefShared, which only such a build exports (Include/object.h). */
 static int free_threaded(void)
@@ -523,7 +523,7 @@ static void copy_str(uintptr_t s, char *out, size_t cap)
 }
 
 /* The table is filled in order, so that its pages are taken as it fills
- * (grow.c); a code object's entry is found by its address in an index of
+ * (region_grow.c); a code object's entry is found by its address in an index of
  * our own (private memory), whose slots hold an entry's number + 1, 0
  * while free. Made at the first region's layout, kept by a fork child,
  * whose table is a copy of its parent's (hl_py_codes_inherit). */

@@ -1,5 +1,5 @@
 /*
- * grow.c: the region takes /dev/shm pages as its tables fill.
+ * region_grow.c: the region takes /dev/shm pages as its tables fill.
  *
  * A container's /dev/shm is 64 MiB by default (Docker, Podman,
  * Kubernetes). Reserved whole, a region (657 KiB; 1.9 MiB with Python's
@@ -10,7 +10,7 @@
  * the slots after it and the tables after them (stacks, objects, Python's
  * code objects and arenas) are given their pages here as an entry reaches
  * them: the slots a page at a time when a new thread finds none free
- * (thread.c), the tables, filled in order, on the sampled path and when
+ * (count_thread.c), the tables, filled in order, on the sampled path and when
  * pymalloc maps an arena; never on the malloc+free pair.
  *
  * A page is given by madvise(MADV_POPULATE_WRITE) on our own mapping: no

@@ -1,5 +1,5 @@
 /*
- * hotpair_arm64.c: aarch64's exported malloc and free, in assembly: the
+ * count_hotpair_arm64.c: aarch64's exported malloc and free, in assembly: the
  * hot pair of count_glibc.h, instruction for instruction, less what gcc
  * adds. gcc keeps malloc's block in x3 across the header test and moves
  * it back at its shared epilogue (two instructions no flag removed), and

@@ -1,5 +1,5 @@
 /*
- * pymalloc.c: CPython's small blocks: its arenas always, its objects on
+ * py_pymalloc.c: CPython's small blocks: its arenas always, its objects on
  * request.
  *
  * pymalloc serves every block of 512 bytes or less of its object domain
@@ -46,7 +46,7 @@
  * the allocation is a tail call. Sampling: pymalloc's bytes are one
  * stream for the process, at the sampler's rate and with its stacks; a
  * sampled object moves to the sample arena, so its free is known by one
- * address compare (profile.c).
+ * address compare (sample_profile.c).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -91,7 +91,7 @@ static uint32_t ntable, table_hint;
 // ---- arenas -----------------------------------------------------------------------
 
 /* The table's size in a new region: for a CPython whose arenas we wrap.
- * What a reader needs of pymalloc is not in _Py_DebugOffsets (python.c):
+ * What a reader needs of pymalloc is not in _Py_DebugOffsets (py_frames.c):
  * 1 MiB arenas of 16 KiB pools, and the pool header's count of blocks in
  * use (ref.count, at 0) and size class (szidx, at 36). They are the same
  * from 3.11 to 3.15 (3.14 and 3.15 checked by make test-python's
@@ -105,7 +105,7 @@ size_t hl_pymalloc_table_size(void)
     return (size_t)HL_PYARENAS * sizeof(struct hl_pyarena);
 }
 
-/* A new region with room for the table at off (region.c). */
+/* A new region with room for the table at off (lifecycle.c). */
 void hl_pymalloc_attach(struct hl_header *r, uint64_t off)
 {
     if (hl_pymalloc_table_size() == 0)
@@ -120,7 +120,7 @@ void hl_pymalloc_attach(struct hl_header *r, uint64_t off)
 /* Called by pymalloc under the GIL: one writer at a time. Readers take
  * an entry whose address is set, with its size stored before it. Entries
  * are used from 0 up, pyarenas_used of them so far: the table's pages past
- * them were never touched (grow.c), and no scan goes there. */
+ * them were never touched (region_grow.c), and no scan goes there. */
 static void table_add(void *a, size_t size)
 {
     struct hl_header *r = hl_region;
@@ -218,7 +218,7 @@ static void arena_free(void *ctx, void *p, size_t size)
  * arenas' pools (ref.count at 0, szidx at 36), for the exit summary. Read
  * with process_vm_readv on ourselves: an arena another thread gives back
  * meanwhile is a failed read, never a fault. Where the kernel refuses it,
- * by mincore on the arena and loads (python.c's safe_read says what that
+ * by mincore on the arena and loads (py_frames.c's safe_read says what that
  * leaves open: here, an arena unmapped between the probe and the loads,
  * which arena_free's removal from the table before its munmap makes
  * rare). */
@@ -231,7 +231,7 @@ void hl_pymalloc_live(uint64_t *blocks, uint64_t *bytes)
     int saved = errno;
     *blocks = *bytes = 0;
     uint32_t used = table != NULL && hl_region != NULL ? hl_region->pyarenas_used : 0;
-    for (uint32_t k = 0; k < used && k < ntable; k++) { /* only those used: the rest were never touched (grow.c) */
+    for (uint32_t k = 0; k < used && k < ntable; k++) { /* only those used: the rest were never touched (region_grow.c) */
         uintptr_t a = (uintptr_t)__atomic_load_n(&table[k].address, __ATOMIC_ACQUIRE);
         if (a == 0)
             continue;
@@ -296,7 +296,7 @@ static int64_t left = INT64_MAX;
 static HL_COLD void *sample(const pymem_allocator *o, void *p, size_t size, int zero)
 {
     left = (int64_t)hl_sample_gap();
-    hl_peak_py(); /* the peak is everything counted (peak.c) */
+    hl_peak_py(); /* the peak is everything counted (count_peak.c) */
     if (p == NULL)
         return NULL;
     void *q = hl_sample_object(size);
@@ -470,7 +470,7 @@ void hl_pymalloc_install(void)
     hl_region->py_flags = hl_py_flags;
 }
 
-/* A fork child's region, or none (region.c, fork_start): the parent's
+/* A fork child's region, or none (lifecycle.c, child_start): the parent's
  * blocks are the child's too. */
 void hl_pymalloc_inherit(const struct hl_header *parent)
 {

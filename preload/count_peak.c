@@ -1,11 +1,11 @@
 /*
- * peak.c: each stack's live totals at the moment of the heap's peak.
+ * count_peak.c: each stack's live totals at the moment of the heap's peak.
  *
  * The question users ask after an OOM kill is what was live at the peak;
- * the stack table (profile.c) holds what is live now. Beside each stack's
+ * the stack table (sample_profile.c) holds what is live now. Beside each stack's
  * totals the shim keeps a copy, peak_bytes: its inuse bytes (alloc_bytes
  * - free_bytes) when the published total last rose by a step. The copy
- * rides on the path that publishes the peak (thread.c's hl_peak_update,
+ * rides on the path that publishes the peak (count_thread.c's hl_peak_update,
  * a thread's slow path every 256 KiB or so), never on the malloc+free
  * pair: a publication that sets a new peak a step past the last copy
  * takes one, reading the table (one cache line an entry).
@@ -57,7 +57,7 @@ static void copy(struct hl_header *r)
 {
     struct hl_stack *stacks = (struct hl_stack *)((char *)r + r->prof_offset);
     /* the entries in use: the table's pages past them are not the file's
-     * yet (grow.c), and a read would take them */
+     * yet (region_grow.c), and a read would take them */
     uint32_t n = __atomic_load_n(&r->stacks_used, __ATOMIC_ACQUIRE);
     for (uint32_t i = 0; i < n; i++) {
         struct hl_stack *s = &stacks[i];
@@ -75,7 +75,7 @@ static void copy(struct hl_header *r)
  * see hl_peak_sampled. */
 static __thread uint64_t mine __attribute__((tls_model("initial-exec")));
 
-/* At boot (profile.c): the sample arena's range, so that a reader of
+/* At boot (sample_profile.c): the sample arena's range, so that a reader of
  * /proc/PID/smaps can count its pages as malloc's (ctl/internal/rss):
  * they hold sampled blocks. A fork child's region goes without. */
 void hl_peak_arena(const void *start, size_t size)
@@ -123,7 +123,7 @@ void hl_peak_copy(struct hl_header *r, int64_t live)
 }
 
 /* After a sample of a block of usable bytes is recorded on this thread
- * (profile.c): if this thread took the last copy, the block is large and
+ * (sample_profile.c): if this thread took the last copy, the block is large and
  * the heap is still at least as high, take the copy again, with the block
  * in. Once per copy. */
 void hl_peak_sampled(size_t usable)
@@ -149,7 +149,7 @@ void hl_peak_sampled(size_t usable)
     __atomic_store_n(&r->peak_copy_seq, seq + 2, __ATOMIC_RELEASE);
 }
 
-/* pymalloc.c, where it samples: pymalloc's blocks may have raised
+/* py_pymalloc.c, where it samples: pymalloc's blocks may have raised
  * everything counted past the next copy's mark. */
 void hl_peak_py(void)
 {

@@ -1,11 +1,11 @@
 /*
- * family.h: the malloc family's functions that are the same in every
+ * count_family.h: the malloc family's functions that are the same in every
  * counting mode but for how a returned block is counted. A mode defines
  * `static inline void counted(void *p)` and FAMILY(name) (its prefix), then
  * includes this file: count_glibc.c and count_generic.c do.
  */
 #ifndef FAMILY
-#error "define FAMILY(name) and counted() before including family.h"
+#error "define FAMILY(name) and counted() before including count_family.h"
 #endif
 
 static void *FAMILY(calloc)(size_t n, size_t size)

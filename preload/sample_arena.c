@@ -1,5 +1,5 @@
 /*
- * arena.c: the sample arena, where a sampled small block moves (profile.c
+ * sample_arena.c: the sample arena, where a sampled small block moves (sample_profile.c
  * says why), and its lists of free blocks.
  *
  * 128 MiB of address space, reserved (MAP_NORESERVE: pages only as they
@@ -14,7 +14,7 @@
 #include <sys/resource.h>
 #include "shim.h"
 #include "sample.h"
-#include "thread.h"
+#include "count_thread.h"
 
 #define RELAXED __ATOMIC_RELAXED
 
@@ -29,7 +29,7 @@ static uint64_t free_head[NCLASS]; /* Treiber stacks: tag << 32 | block index + 
 
 int hl_sampled_owns(const void *p) { return (uintptr_t)p - (uintptr_t)arena < arena_size; }
 
-/* The same, for pymalloc.c's free to test inline. */
+/* The same, for py_pymalloc.c's free to test inline. */
 uintptr_t hl_arena_lo;
 uint64_t hl_arena_len;
 
@@ -200,6 +200,6 @@ void hl_arena_boot(void)
         arena_size = size;
         hl_arena_lo = (uintptr_t)arena;
         hl_arena_len = arena_size;
-        hl_peak_arena(arena, arena_size); /* peak.c: in the header, for readers of smaps */
+        hl_peak_arena(arena, arena_size); /* count_peak.c: in the header, for readers of smaps */
     }
 }

@@ -1,5 +1,5 @@
 /*
- * profile.c: sampled allocation stacks (docs/profiling.md).
+ * sample_profile.c: sampled allocation stacks (docs/profiling.md).
  *
  * Allocations are sampled by bytes: the points are a Poisson process on
  * each thread's stream of chunk bytes, with exponential gaps of mean
@@ -38,9 +38,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "shim.h"
-#include "lnexp.h"
+#include "sample_lnexp.h"
 #include "sample.h"
-#include "thread.h"
+#include "count_thread.h"
 #include "usdt.h"
 
 #define RELAXED __ATOMIC_RELAXED
@@ -109,7 +109,7 @@ static uint32_t current_stack(void)
 
 /* Where a sample's block lives, which is how its release is recognised:
  * in the table by address, moved into the arena (a small block of the
- * glibc mode), or an object of Python's made in the arena (pymalloc.c). */
+ * glibc mode), or an object of Python's made in the arena (py_pymalloc.c). */
 enum where { IN_PLACE, IN_ARENA, AN_OBJECT };
 
 /* Take the sample: its stack and weight, recorded where its release will
@@ -140,7 +140,7 @@ static inline __attribute__((always_inline)) void *take(void *p, size_t usable, 
     return q;
 }
 
-// ---- Python's objects (pymalloc.c) ----------------------------------------------------
+// ---- Python's objects (py_pymalloc.c) ----------------------------------------------------
 /* pymalloc's blocks are a stream of their own on each thread, sampled at
  * the same rate into the same stacks. A sampled object lives in the
  * sample arena, its record marked (_pad = 1), so that the object
@@ -212,14 +212,14 @@ void *hl_sample(void *p, size_t usable, int in_arena)
     if ((int64_t)(pos - hl_self.sampler.next_sample) >= 0) {
         p = take(p, usable, in_arena ? IN_ARENA : IN_PLACE);
         hl_self.sampler.next_sample = pos + gap();
-        hl_peak_sampled(usable); /* peak.c: the block may belong in the copy at the peak */
+        hl_peak_sampled(usable); /* count_peak.c: the block may belong in the copy at the peak */
     }
     arm(own);
     hl_guard_leave(HL_IN_SAMPLE);
     return p;
 }
 
-/* A thread's stream starts when the thread does (thread.c), so that its
+/* A thread's stream starts when the thread does (count_thread.c), so that its
  * first bytes are sampled like any others: armed only at its first carry,
  * a thread never had a sample in its first 256 KiB. */
 void hl_sample_begin(void)
@@ -278,7 +278,7 @@ void hl_profile_inherit(const struct hl_header *parent)
     }
     /* the entries in use only: the rest of the parent's tables were
      * never touched, and reading them would give the parent's file pages
-     * (grow.c) */
+     * (region_grow.c) */
     const char *from = (const char *)parent + parent->prof_offset;
     uint32_t stacks = parent->stacks_used <= r->nstacks ? parent->stacks_used : r->nstacks;
     uint64_t objects = parent->objects_used <= r->nobjects ? parent->objects_used : r->nobjects;

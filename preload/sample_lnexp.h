@@ -1,6 +1,6 @@
 /*
- * lnexp.h: ln and 1 - e^-x for the sampler (profile.c), without libm.
- * Plain static, not inline: profile.c alone includes it, and its code
+ * sample_lnexp.h: ln and 1 - e^-x for the sampler (sample_profile.c), without libm.
+ * Plain static, not inline: sample_profile.c alone includes it, and its code
  * stays what it was when these lived there.
  */
 #ifndef HEAPLINE_LNEXP_H
@@ -16,7 +16,7 @@
 /* ln x, x > 0: x = m 2^e with m in [sqrt(1/2), sqrt(2)), and
  * ln m = 2 atanh(s) = 2 (s + s^3/3 + ... + s^11/11), s = (m - 1) / (m + 1),
  * |s| < 0.172: within 1e-10 of ln x, far closer than a sampling interval
- * needs (a gap is a random draw; a weight, in profile.c, is used to 2^-16). */
+ * needs (a gap is a random draw; a weight, in sample_profile.c, is used to 2^-16). */
 static double ln(double x)
 {
     static const double inv_odd[] = {1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3, 1.0};

@@ -1,10 +1,10 @@
 /*
- * thread.h: the thread's state, one initial-exec TLS variable (hl_self),
+ * count_thread.h: the thread's state, one initial-exec TLS variable (hl_self),
  * and the re-entry guard.
  *
  * Each subsystem declares its part in its own header, and hl_thread is
- * their sum: thread.c's counting first, then the sampler's and the
- * arena's (sample.h) and Python's (python.h). One variable, not one per
+ * their sum: count_thread.c's counting first, then the sampler's and the
+ * arena's (sample.h) and Python's (py.h). One variable, not one per
  * part, keeps the fast path at one TLS address (one GOT load); `slot`
  * first keeps aarch64's at one ldr [tp, x], with no add of a field's
  * offset. Initial-exec is the only model that never calls malloc (a
@@ -15,15 +15,15 @@
 
 #include "shim.h"
 #include "sample.h"
-#include "python.h"
+#include "py.h"
 
-/* The counting (thread.c, count_glibc.*). `slot` is what the fast path
+/* The counting (count_thread.c, count_glibc.*). `slot` is what the fast path
  * adds to. It is NULL until the thread's first call registers it on the
  * slow path (a shared all-ones dummy would do without that test, but two
  * threads' adds to one word, without a lock, lose counts). A thread
  * without a fast slot afterwards (exited, slot-less, or every thread when
  * the peak must be exact) adds to its own `dummy`, all ones, so that
- * every add carries and is drained (thread.c, carry). `own` is the
+ * every add carries and is drained (count_thread.c, carry). `own` is the
  * thread's real slot. */
 enum { HL_T_NEW = 0, HL_T_STARTING, HL_T_SLOTTED, HL_T_OVERFLOW, HL_T_GONE };
 struct hl_thread {
@@ -37,9 +37,9 @@ struct hl_thread {
     uint64_t free_mark;
     uint32_t state;         /* HL_T_* */
     uint32_t guard;         /* HL_IN_*: the re-entry guard (below) */
-    struct hl_sampler_tls sampler; /* profile.c */
-    struct hl_arena_tls arena;     /* arena.c */
-    struct hl_python_tls py;       /* python.c */
+    struct hl_sampler_tls sampler; /* sample_profile.c */
+    struct hl_arena_tls arena;     /* sample_arena.c */
+    struct hl_python_tls py;       /* py_frames.c */
 };
 extern __thread struct hl_thread hl_self __attribute__((tls_model("initial-exec"))) HL_HIDDEN;
 _Static_assert(offsetof(struct hl_thread, slot) == 0, "slot is hl_self's first word (count_glibc.h)");
@@ -67,12 +67,12 @@ static inline void hl_set_slot(struct hl_slot *s)
  *   HL_IN_BOOT     resolving the next allocator (boot.c): the thread's own
  *                  calls (dlsym's calloc) and its handlers' get the
  *                  bootstrap pool, since there is no allocator to pass to;
- *   HL_PUBLISHING  in publish() (thread.c): a handler's publication returns
+ *   HL_PUBLISHING  in publish() (count_thread.c): a handler's publication returns
  *                  and the next one carries its change, since two at once
  *                  would both add it;
- *   HL_IN_SAMPLE   in the sampler (profile.c): a handler's allocation is
+ *   HL_IN_SAMPLE   in the sampler (sample_profile.c): a handler's allocation is
  *                  counted, not sampled;
- *   HL_IN_ARENA    in the thread's own arena lists (arena.c): a handler's
+ *   HL_IN_ARENA    in the thread's own arena lists (sample_arena.c): a handler's
  *                  sample or release uses the shared lists.
  * Only the thread and its handlers write the word, with plain loads and
  * stores: a handler that comes between an enter's load and store leaves

@@ -1,17 +1,17 @@
 /*
- * objects.c: which loaded object holds an address, its path and its span,
+ * unwind_objects.c: which loaded object holds an address, its path and its span,
  * from the loader's list (dl_iterate_phdr), and whose definition of a
  * name the program's calls reach. boot.c asks whose malloc comes first,
- * mapped.c which calls come from an allocator's own code, and profile.c
+ * count_mapped.c which calls come from an allocator's own code, and sample_profile.c
  * what to name a stack's objects and where the shim itself is.
  */
 #include <dlfcn.h>
 #include <link.h>
-#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
+#include "lock.h"
 #include "shim.h"
 
 struct lookup {
@@ -183,7 +183,7 @@ void *hl_first_definition(const char *name)
  * races a refresh tries again, then misses). dl_iterate_phdr takes the
  * loader's dl_load_write_lock, which glibc's fork does not reset in the
  * child; so a refresh holds a flag of ours that the fork handlers take
- * across every fork (region.c): no fork happens while we are inside it.
+ * across every fork (lifecycle.c): no fork happens while we are inside it.
  * It refreshes at boot, when dlclose moves the unwinder's epoch, and on an
  * address in no object when the loader's counts of loads and unloads
  * (dlpi_adds, dlpi_subs) say a dlopen came since: a JIT frame costs one
@@ -203,7 +203,7 @@ struct known {
 static struct known table[TABLE_MAX], scratch[TABLE_MAX]; /* scratch: the refresh's, under table_owner */
 static uint32_t table_n, table_seq, table_stale;
 /* The thread refreshing the table, or a fork under way (0: neither). It
- * records its holder, as mapped.c's lock does, so that a fork from a
+ * is an owner lock (lock.h), as count_mapped.c's is, so that a fork from a
  * signal handler that interrupted its own thread's refresh passes through:
  * waiting there would wait for itself, and the interrupted refresh leaves
  * dl_iterate_phdr, in both processes, once the handler returns. */
@@ -252,13 +252,12 @@ static int add_known(struct dl_phdr_info *info, size_t size, void *data)
 
 static void refresh(void)
 {
-    uintptr_t free_owner = 0;
-    if (!__atomic_compare_exchange_n(&table_owner, &free_owner, (uintptr_t)&found_map, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    if (!hl_owner_trylock(&table_owner, (uintptr_t)&found_map))
         return; /* another thread is at it, or a fork is under way */
     struct counts c = {0, 0};
     dl_iterate_phdr(loader_counts, &c);
     if (!__atomic_exchange_n(&table_stale, 0, __ATOMIC_RELAXED) && c.adds == table_adds && c.subs == table_subs) {
-        __atomic_store_n(&table_owner, 0, __ATOMIC_RELEASE);
+        hl_owner_unlock(&table_owner);
         return; /* nothing loaded or unloaded since */
     }
     uint32_t n = 0;
@@ -269,7 +268,7 @@ static void refresh(void)
     __atomic_store_n(&table_n, n, __ATOMIC_RELAXED);
     __atomic_add_fetch(&table_seq, 1, __ATOMIC_RELEASE);
     table_adds = c.adds, table_subs = c.subs;
-    __atomic_store_n(&table_owner, 0, __ATOMIC_RELEASE);
+    hl_owner_unlock(&table_owner);
 }
 
 static int table_find(uintptr_t a, struct hl_dlfo *out)
@@ -327,20 +326,11 @@ void hl_objects_forget(void)
  * none starts (the parent's and the child's done let them go on). */
 void hl_objects_fork_prepare(void)
 {
-    uintptr_t me = (uintptr_t)&found_map, free_owner = 0;
-    if (__atomic_load_n(&table_owner, __ATOMIC_RELAXED) == me) {
-        fork_took = 0; /* a handler inside our own refresh: pass through */
-        return;
-    }
-    while (!__atomic_compare_exchange_n(&table_owner, &free_owner, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-        free_owner = 0;
-        sched_yield();
-    }
-    fork_took = 1;
+    fork_took = hl_owner_lock(&table_owner, (uintptr_t)&found_map); /* 0: a handler inside our own refresh passes through */
 }
 
 void hl_objects_fork_done(void)
 {
     if (fork_took)
-        __atomic_store_n(&table_owner, 0, __ATOMIC_RELEASE);
+        hl_owner_unlock(&table_owner);
 }

@@ -1,5 +1,5 @@
 /*
- * framewalk.c: the walk's continuation through frames no unwind table
+ * unwind_framewalk.c: the walk's continuation through frames no unwind table
  * describes, by frame pointer.
  *
  * JIT code is in no loaded object, and V8's builtins, which node embeds in

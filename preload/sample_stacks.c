@@ -1,12 +1,12 @@
 /*
- * stacks.c: the region's table of sampled stacks, with each stack's
+ * sample_stacks.c: the region's table of sampled stacks, with each stack's
  * totals, and the table of loaded objects their frames are in, so that a
- * profile can be written after the process is gone (profile.c samples;
+ * profile can be written after the process is gone (sample_profile.c samples;
  * ctl/internal/region reads both).
  */
 #include <link.h>
-#include <sched.h>
 #include <string.h>
+#include "lock.h"
 #include "shim.h"
 #include "sample.h"
 
@@ -19,7 +19,7 @@ uint32_t hl_nobjects;
 /* A sample's weight, added to its stack's allocated or freed totals. A
  * fork child whose table could not be copied has only the entries it made
  * since: an inherited block's stack is beyond them, its page perhaps not
- * the file's (grow.c), and its release goes uncounted. */
+ * the file's (region_grow.c), and its release goes uncounted. */
 void hl_account(const struct record *r, int freed)
 {
     struct hl_header *h = hl_region;
@@ -46,7 +46,7 @@ static int known_object(uintptr_t a, uint64_t used)
 }
 
 /* The loaded objects the frames are in, for a reader after the process is
- * gone: once each. hl_find_object takes no lock (objects.c). */
+ * gone: once each. hl_find_object takes no lock (unwind_objects.c). */
 static void note_objects(const uint64_t *frames, int n)
 {
     struct hl_header *r = hl_region;
@@ -59,8 +59,7 @@ static void note_objects(const uint64_t *frames, int n)
         struct hl_dlfo found;
         if (hl_find_object((void *)a, &found) != 0)
             continue;
-        while (__atomic_exchange_n(&objects_lock, 1, __ATOMIC_ACQUIRE))
-            sched_yield();
+        hl_spin_lock(&objects_lock);
         uint64_t used = r->objects_used;
         if (!known_object(a, used) && used < hl_nobjects &&
             hl_grow(HL_TABLE_OBJECTS, (uint64_t)((char *)hl_objects - (char *)r),
@@ -73,7 +72,7 @@ static void note_objects(const uint64_t *frames, int n)
             hl_object_name(map != NULL ? map->l_name : NULL, o->path, sizeof o->path);
             __atomic_store_n(&r->objects_used, used + 1, __ATOMIC_RELEASE);
         }
-        __atomic_store_n(&objects_lock, 0, __ATOMIC_RELEASE);
+        hl_spin_unlock(&objects_lock);
     }
 }
 
@@ -97,7 +96,7 @@ static int same_frames(const uint64_t *a, const uint64_t *b, int n)
 }
 
 /* The table is filled in order, so that its pages are taken as it fills
- * (grow.c): 32 stacks hashed over a table of 1,024 landed on up to 32
+ * (region_grow.c): 32 stacks hashed over a table of 1,024 landed on up to 32
  * pages. Stacks are found by their hash in an index of our own (private
  * memory, never in the region): a slot holds an entry's number, 0 while
  * free. */

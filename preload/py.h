@@ -1,6 +1,6 @@
 /*
- * python.h: python.c's part of the thread's state (thread.h composes the
- * parts into hl_self); python.c's functions are declared in shim.h.
+ * py.h: py_frames.c's part of the thread's state (count_thread.h composes the
+ * parts into hl_self); py_frames.c's functions are declared in shim.h.
  */
 #ifndef HEAPLINE_PYTHON_H
 #define HEAPLINE_PYTHON_H

@@ -1,5 +1,5 @@
 /*
- * mapped.c: anonymous private memory the program maps itself.
+ * count_mapped.c: anonymous private memory the program maps itself.
  *
  * CPython keeps its objects in arenas it takes straight from mmap, and so
  * do other arena allocators: memory the malloc family never sees (most of
@@ -31,13 +31,13 @@
  */
 #include <errno.h>
 #include <link.h>
-#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include "lock.h"
 #include "shim.h"
-#include "thread.h"
+#include "count_thread.h"
 
 enum kind { NONE = 0, COUNTED, RESERVED };
 
@@ -74,23 +74,16 @@ static uintptr_t page_up(uintptr_t v) { return (v + page() - 1) & ~(uintptr_t)(p
 
 // ---- lock --------------------------------------------------------------------
 
-/* The lock records its holder, so that a signal handler inside its own
+/* An owner lock (lock.h) records its holder, so that a signal handler inside its own
  * thread's call is told apart from one whose thread is only waiting: the
  * first passes through, the second waits like anyone (a fork from such a
  * handler must not leave the child a lock nobody in it holds). */
 static int map_enter(void)
 {
-    uintptr_t me = (uintptr_t)&hl_self, free_owner = 0;
-    if (__atomic_load_n(&lock_owner, __ATOMIC_RELAXED) == me)
-        return 0; /* a signal handler inside our own call: pass through */
-    while (!__atomic_compare_exchange_n(&lock_owner, &free_owner, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-        free_owner = 0;
-        sched_yield();
-    }
-    return 1;
+    return hl_owner_lock(&lock_owner, (uintptr_t)&hl_self); /* 0: a signal handler inside our own call passes through */
 }
 
-static void map_leave(void) { __atomic_store_n(&lock_owner, 0, __ATOMIC_RELEASE); }
+static void map_leave(void) { hl_owner_unlock(&lock_owner); }
 
 /* fork: the child gets the table as the lock left it, never mid-update.
  * A fork from a handler that interrupted our own call takes nothing: the

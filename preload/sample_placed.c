@@ -1,5 +1,5 @@
 /*
- * placed.c: the table of blocks sampled in place (profile.c takes the
+ * sample_placed.c: the table of blocks sampled in place (sample_profile.c takes the
  * samples): large blocks of the glibc mode and every sampled block of the
  * generic mode, whose frees find them here by address. Memory of our own
  * (raw mmap, made by hl_placed_boot), lock-free: nothing here allocates
@@ -94,5 +94,5 @@ void hl_unplace_done(const void *p, const struct hl_taken *t, int released)
         hl_account(r, 1); /* no room again: its release is at least counted */
 }
 
-/* At boot (profile.c), once sampling is on. */
+/* At boot (sample_profile.c), once sampling is on. */
 void hl_placed_boot(void) { placed = hl_raw_map(PLACED_SIZE * sizeof *placed); }

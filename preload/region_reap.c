@@ -1,5 +1,5 @@
 /*
- * reap.c: a bound on what dead processes' regions hold.
+ * region_reap.c: a bound on what dead processes' regions hold.
  *
  * /dev/shm is memory, and a region is reserved whole (region.c): about
  * 660 KiB with the profile's tables. A process that exits removes its
