@@ -113,14 +113,20 @@ func readFile(e *File, path Place, pid int, withProfile bool) (h header, s heapj
 		return h, s, fmt.Errorf("truncated: %d bytes, need %d", fst.Size, HeaderSize)
 	}
 	// Read no more than the largest valid region: a huge file costs
-	// nothing. Read, never mapped (view says why); a file truncated since
-	// fstat reads short, and validate says so.
+	// nothing. Read, never mapped (view says why).
 	buf := getBuf(min(fst.Size, MaxRegionSize))
 	defer bufs.Put(buf)
 	b := *buf
 	got, err := preadFull(fd, b, 0)
 	if err != nil {
 		return h, s, fmt.Errorf("read: %w", err)
+	}
+	if got < len(b) {
+		// Truncated since fstat: a process that execs makes its region
+		// anew in the same file (ftruncate to 0, then its own length), and
+		// what was read may be the old header over a part of the file.
+		// Read again later, as a region still being made.
+		return h, s, startingError(fmt.Sprintf("read %d of its %d bytes: the file was cut short while read (its process is making its region anew, as after an exec)", got, len(b)))
 	}
 	v := view{b: b[:got], live: &liveFile{fd: fd}}
 	s, h, err = snapshot(v, pid)
