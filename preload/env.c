@@ -386,14 +386,15 @@ static int read_environ_file(void)
 void hl_config_read(void)
 {
     defaults();
-    if (getauxval(AT_SECURE))
-        return;
-    if (read_environ_file() != 0) {
+    if (!getauxval(AT_SECURE) && read_environ_file() != 0) {
         /* no /proc: environ is set by the time anything but the loader calls */
         for (char **e = environ; e != NULL && *e != NULL; e++)
             entry_read(*e);
     }
-    config.sample_mean = (double)config.sample; /* the sampler's draws and weights are in doubles (sample_profile.c) */
+    /* The sampler's draws and weights are in doubles (sample_profile.c):
+     * for the defaults too, or a secure process drew gaps of 0 and
+     * sampled every allocation. */
+    config.sample_mean = (double)config.sample;
 }
 
 /* argv joined by spaces, as much as fits, an empty argument written ''
