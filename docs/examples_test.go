@@ -36,15 +36,31 @@ var (
 	maskRate   = regexp.MustCompile(`(\d+(\.\d+)?k?/s|–)`)
 	maskNumber = regexp.MustCompile(`-?\d+(\.\d+)?(e[+-]?\d+)?`)
 	spaces     = regexp.MustCompile(`[ \t]+`)
-	maskPlural = regexp.MustCompile(`\bN ([a-z]+?)(es|s)?\b`)
+	maskPlural = regexp.MustCompile(`\bN ([a-z]+)\b`)
 )
 
 func shape(line string) string {
 	line = maskSize.ReplaceAllString(line, "SIZE")
 	line = maskRate.ReplaceAllString(line, "RATE")
 	line = maskNumber.ReplaceAllString(line, "N")
-	line = maskPlural.ReplaceAllString(line, "N $1")
+	line = maskPlural.ReplaceAllStringFunc(line, func(m string) string { return "N " + singular(m[2:]) })
 	return strings.TrimSpace(spaces.ReplaceAllString(line, " "))
+}
+
+// singular is a noun's singular: "es" goes after s, x, z, ch and sh
+// ("processes"), "s" after anything but s ("samples", "stacks").
+func singular(w string) string {
+	if b, ok := strings.CutSuffix(w, "es"); ok {
+		for _, end := range []string{"s", "x", "z", "ch", "sh"} {
+			if strings.HasSuffix(b, end) {
+				return b
+			}
+		}
+	}
+	if b, ok := strings.CutSuffix(w, "s"); ok && !strings.HasSuffix(b, "s") {
+		return b
+	}
+	return w
 }
 
 // ex runs the examples' commands in one scratch directory, with heapctl's
@@ -326,6 +342,19 @@ func TestExamples(t *testing.T) {
 	for id := range examples {
 		if !found[id] {
 			t.Errorf("example %q is on no page", id)
+		}
+	}
+}
+
+// TestShapeSingular: a count's noun matches in either number, whatever
+// its plural ("samples" once shaped as "sampl", "sample" as "sample").
+func TestShapeSingular(t *testing.T) {
+	for _, c := range [][2]string{
+		{"heapctl profile: 6 stacks, 6 samples of pid 15742", "heapctl profile: 1 stack, 1 sample of pid 18593"},
+		{"2 processes, 3 allocs, 2 classes", "1 process, 1 alloc, 1 class"},
+	} {
+		if a, b := shape(c[0]), shape(c[1]); a != b {
+			t.Errorf("shape(%q) = %q, shape(%q) = %q: want the same", c[0], a, c[1], b)
 		}
 	}
 }
