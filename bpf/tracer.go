@@ -107,26 +107,9 @@ func AttachWith(pid int, libcPath string, o Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raising the memlock limit for BPF maps: %w", privilegeHint(err))
-	}
-	spec, err := loadHeap()
+	spec, err := targetSpec(pid)
 	if err != nil {
 		return nil, err
-	}
-	if err := spec.Variables[heapVarTargetTgid].Set(uint32(pid)); err != nil {
-		return nil, fmt.Errorf("setting target_tgid: %w", err)
-	}
-	// The process's own pid namespace and its pid there (heap.c, mine()):
-	// in a container, the kernel's tgid is neither.
-	ns, err := pidNamespace(pid)
-	if err != nil {
-		return nil, err
-	}
-	for name, v := range map[string]any{heapVarTargetNsDev: ns.dev, heapVarTargetNsIno: ns.ino, heapVarTargetNsTgid: ns.tgid} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("setting %s: %w", name, err)
-		}
 	}
 	consts := map[string]any{heapVarLibcLo: span[0], heapVarLibcHi: span[1], heapVarSampleRate: o.SampleRate}
 	if o.SampleRate > 0 {
@@ -146,11 +129,7 @@ func AttachWith(pid int, libcPath string, o Options) (*Tracer, error) {
 	}
 	t := &Tracer{PID: pid, Libc: libcPath, Aliases: aliases, Mode: mode}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("loading BPF programs: %+v", ve)
-		}
-		return nil, fmt.Errorf("loading BPF programs: %w", privilegeHint(err))
+		return nil, loadError(err)
 	}
 	rd, err := ringbuf.NewReader(t.objs.Events)
 	if err != nil {
@@ -223,6 +202,42 @@ func AttachWith(pid int, libcPath string, o Options) (*Tracer, error) {
 	}
 	t.Attached = time.Now()
 	return t, nil
+}
+
+// targetSpec is heap.c's programs, their variables set to trace pid: the
+// kernel's tgid, and the process's own pid namespace and its pid there
+// (heap.c, mine()): in a container, the kernel's tgid is neither.
+func targetSpec(pid int) (*ebpf.CollectionSpec, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising the memlock limit for BPF maps: %w", privilegeHint(err))
+	}
+	spec, err := loadHeap()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Variables[heapVarTargetTgid].Set(uint32(pid)); err != nil {
+		return nil, fmt.Errorf("setting target_tgid: %w", err)
+	}
+	ns, err := pidNamespace(pid)
+	if err != nil {
+		return nil, err
+	}
+	for name, v := range map[string]any{heapVarTargetNsDev: ns.dev, heapVarTargetNsIno: ns.ino, heapVarTargetNsTgid: ns.tgid} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	return spec, nil
+}
+
+// loadError says why spec.LoadAndAssign failed: the verifier's whole log,
+// or a hint at the privileges missing.
+func loadError(err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("loading BPF programs: %+v", ve)
+	}
+	return fmt.Errorf("loading BPF programs: %w", privilegeHint(err))
 }
 
 // pidNS is a process's own pid namespace (the device and inode of

@@ -10,7 +10,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
 )
 
 // ModeUSDT: the otel_memory probes of libheap.so, one perf uprobe each
@@ -34,24 +33,9 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raising the memlock limit for BPF maps: %w", privilegeHint(err))
-	}
-	spec, err := loadHeap()
+	spec, err := targetSpec(pid)
 	if err != nil {
 		return nil, err
-	}
-	if err := spec.Variables[heapVarTargetTgid].Set(uint32(pid)); err != nil {
-		return nil, fmt.Errorf("setting target_tgid: %w", err)
-	}
-	ns, err := pidNamespace(pid)
-	if err != nil {
-		return nil, err
-	}
-	for name, v := range map[string]any{heapVarTargetNsDev: ns.dev, heapVarTargetNsIno: ns.ino, heapVarTargetNsTgid: ns.tgid} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("setting %s: %w", name, err)
-		}
 	}
 	t := &Tracer{PID: pid, Shim: shimPath, Mode: ModeUSDT}
 	var objs struct {
@@ -61,11 +45,7 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 		heapVariables
 	}
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("loading BPF programs: %+v", ve)
-		}
-		return nil, fmt.Errorf("loading BPF programs: %w", privilegeHint(err))
+		return nil, loadError(err)
 	}
 	// Only the two programs are loaded: the libc probes' are not.
 	t.objs.heapMaps, t.objs.heapVariables = objs.heapMaps, objs.heapVariables
