@@ -1,6 +1,7 @@
 package shimtest
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -96,7 +98,31 @@ func TestEmbeddedGoLibrary(t *testing.T) {
 // TestUSDTNotes: libheap.so has the otel_memory contract's two probes, as
 // binutils' readelf -n reads its .note.stapsdt: alloc(ptr, size, weight)
 // and free(ptr), 64-bit in the argument registers, each with a semaphore
-// (which exports no symbol: TestExports).
+// (which exports no symbol: TestExports). On x86-64 each probe is a
+// 5-byte nop, which a kernel with optimized uprobes (6.18+) rewrites into
+// a call to its trampoline instead of trapping at every hit.
 func TestUSDTNotes(t *testing.T) {
-	testkit.CheckOtelMemory(t, testkit.Shim(t), runtime.GOARCH)
+	shim := testkit.Shim(t)
+	testkit.CheckOtelMemory(t, shim, runtime.GOARCH)
+	if runtime.GOARCH != "amd64" {
+		return
+	}
+	alloc, free, err := bpf.OtelMemory(shim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(shim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, u := range []bpf.USDT{alloc, free} {
+		insn := make([]byte, 5)
+		if _, err := f.ReadAt(insn, int64(u.Offset)); err != nil {
+			t.Fatal(err)
+		}
+		if want := []byte{0x0f, 0x1f, 0x44, 0x00, 0x00}; !bytes.Equal(insn, want) {
+			t.Errorf("otel_memory:%s at file offset %#x is % x, want the 5-byte nop % x", u.Name, u.Offset, insn, want)
+		}
+	}
 }
