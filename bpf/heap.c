@@ -267,10 +267,17 @@ struct {
 /* Waking heapctl at every event costs the probe an interrupt of its own
  * (irq_work: a self-IPI, which a virtual machine traps); heapctl polls the
  * ring every few milliseconds instead (bpf/events.go), and is woken only
- * when the ring is a quarter full. */
-static __always_inline __u64 wakeup(void)
+ * by the event that takes the ring past a quarter full. Not by every event
+ * above it: a heapctl that has fallen behind is awake already, and a wakeup
+ * each cost churn-4t's traced samples a self-IPI apiece (perf: the APIC's
+ * MSR write under bpf_ringbuf_submit). size: the event's, already reserved
+ * (the ring's 8-byte header is left out: a wakeup missed at the edge is
+ * the next poll's). */
+#define WAKE_AT (4 << 20)
+static __always_inline __u64 wakeup(__u64 size)
 {
-	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (4 << 20) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	__u64 q = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	return q > WAKE_AT && q - size <= WAKE_AT ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 /* Mean chunk bytes between samples (usable size + 8, as the shim counts);
@@ -403,7 +410,7 @@ static __always_inline void take(struct pt_regs *ctx, struct counters *k, __u64 
 	if (bpf_map_update_elem(&sampled, &p, &one, BPF_ANY) != 0)
 		k->untracked++;
 	k->samples++;
-	bpf_ringbuf_submit(e, wakeup());
+	bpf_ringbuf_submit(e, wakeup(sizeof(*e)));
 }
 
 /* copy_stack copies the top of the stack from e->sp into e->stack. */
@@ -475,7 +482,7 @@ static __always_inline void sampled_free(struct counters *k, __u64 p)
 	e->kind = EV_SAMPLE_FREE;
 	e->pad = 0;
 	e->addr = p;
-	bpf_ringbuf_submit(e, wakeup());
+	bpf_ringbuf_submit(e, wakeup(sizeof(*e)));
 }
 
 static __always_inline void count_free(struct counters *k, struct call *c, __u64 n)
@@ -694,7 +701,7 @@ static __always_inline void map_event(struct map_event ev)
 		return;
 	}
 	*e = ev;
-	bpf_ringbuf_submit(e, wakeup());
+	bpf_ringbuf_submit(e, wakeup(sizeof(*e)));
 }
 
 static __always_inline int enter_map(struct pt_regs *ctx, __u32 fn)
@@ -862,7 +869,7 @@ int otel_alloc(struct pt_regs *ctx)
 	e->bp = PT_REGS_FP(ctx);
 	copy_stack(e);
 	k->samples++;
-	bpf_ringbuf_submit(e, wakeup());
+	bpf_ringbuf_submit(e, wakeup(sizeof(*e)));
 	return 0;
 }
 
@@ -882,6 +889,6 @@ int otel_free(struct pt_regs *ctx)
 	e->kind = EV_SAMPLE_FREE;
 	e->pad = 0;
 	e->addr = PT_REGS_PARM1(ctx);
-	bpf_ringbuf_submit(e, wakeup());
+	bpf_ringbuf_submit(e, wakeup(sizeof(*e)));
 	return 0;
 }
