@@ -21,7 +21,9 @@ const ModeUSDT Mode = "otel_memory USDT"
 // or will map: the shim samples and fires them, the programs send each
 // sample with its stack and each sampled block's release. Only samples
 // come from these probes; the counters stay 0 but for Samples and
-// SamplesLost (the shim's region has the counts).
+// SamplesLost (the shim's region has the counts). Without o.OnSample
+// nothing would read the samples, so nothing is attached: the programs
+// are loaded (Read works) and the process pays nothing.
 func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("pid must be positive, got %d", pid)
@@ -63,10 +65,7 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 	}
 	// free's first, as with the libc probes: no sample is sent whose
 	// release could go unseen.
-	for _, p := range []struct {
-		u    USDT
-		prog *ebpf.Program
-	}{{free, objs.OtelFree}, {alloc, objs.OtelAlloc}} {
+	for _, p := range usdtPair(o, alloc, free, objs.OtelAlloc, objs.OtelFree) {
 		l, err := ex.Uprobe(Provider+":"+p.u.Name, p.prog, &link.UprobeOptions{Address: p.u.Offset, RefCtrOffset: p.u.SemOffset, PID: pid})
 		if err != nil {
 			t.Close()
@@ -80,6 +79,20 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 	}
 	t.Attached = time.Now()
 	return t, nil
+}
+
+type usdtProbe struct {
+	u    USDT
+	prog *ebpf.Program
+}
+
+// usdtPair is what AttachUSDT attaches, free's first: both probes when
+// someone reads the samples, none otherwise.
+func usdtPair(o Options, alloc, free USDT, allocProg, freeProg *ebpf.Program) []usdtProbe {
+	if o.OnSample == nil {
+		return nil
+	}
+	return []usdtProbe{{free, freeProg}, {alloc, allocProg}}
 }
 
 // shimName is libheap.so's file name in /proc/PID/maps.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/region"
@@ -343,4 +344,40 @@ func TestTraceLib(t *testing.T) {
 		t.Errorf("trace --lib: source %q, exited %v, allocs %d, frees %d; want the shim's region's, exited, at least %d and %d",
 			s.Source, s.Exited, s.Allocs, s.Frees, want.Allocs, want.Frees)
 	}
+}
+
+// TestTraceUSDTOnlyForProfile: through the shim, trace attaches to the
+// otel_memory probes only when --profile reads their samples: without it
+// the counters are the region's and the process pays nothing (both
+// semaphores stay 0 while traced); with it both are counted up.
+func TestTraceUSDTOnlyForProfile(t *testing.T) {
+	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
+	lib := testkit.Shim(t)
+	cmd := exec.Command(traceSites(t), "wait")
+	cmd.Env = shim.Env(os.Environ(), lib)
+	in, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sitesSaid(t, stdout)("READY")
+	pid := cmd.Process.Pid
+	for _, c := range []struct {
+		profile string
+		want    uint16
+	}{{"", 0}, {filepath.Join(t.TempDir(), "p.pb.gz"), 1}} {
+		var mode bpf.Mode
+		attached, result := traceBackground(t, traceOpts{pid: pid, profile: c.profile, json: true, duration: time.Second,
+			finished: func(tr *bpf.Tracer) { mode = tr.Mode }})
+		<-attached
+		a, f := usdtSemaphores(t, pid, lib)
+		if _, err := result(); err != nil {
+			t.Fatal(err)
+		}
+		if mode != bpf.ModeUSDT || a != c.want || f != c.want {
+			t.Errorf("trace --profile %q: mode %q, semaphores %d and %d while traced; want %q, both %d", c.profile, mode, a, f, bpf.ModeUSDT, c.want)
+		}
+	}
+	in.Close()
 }
