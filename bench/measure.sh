@@ -25,8 +25,15 @@ HEAPCTL=${HEAPCTL:-$PWD/bin/heapctl}
 measure() {
 	local out=$1
 	shift
-	local args=("$@" --format markdown)
+	# Its own flags before a -- CMD, whose arguments they would be after.
+	local args=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		args+=("$1")
+		shift
+	done
+	args+=(--format markdown)
 	[ -z "$out" ] || args+=(-o "$out")
+	args+=("$@")
 	echo "$(basename "$0"): heapctl overhead ${args[*]}" >&2
 	"$HEAPCTL" overhead "${args[@]}"
 }
