@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,13 +156,29 @@ func (c *Collector) UnwindCost() (time.Duration, uint64) {
 // samples the probes could not send.
 func (c *Collector) Profile(pid int, command string, lost uint64, now time.Time) *pprof.Profile {
 	c.mu.Lock()
-	p := region.Profile{PID: pid, Command: command, SampleRate: c.rate, Samples: c.samples, SamplesLost: lost,
-		Objects: c.proc.Objects()}
+	p := region.Profile{PID: pid, Command: command, SampleRate: c.rate, Samples: c.samples, SamplesLost: lost}
 	for _, s := range c.order {
 		p.Stacks = append(p.Stacks, *s)
 	}
+	p.Objects = framed(c.proc.Objects(), p.Stacks)
 	c.mu.Unlock()
 	return profile.Build(p, profile.NewSymbolizer(), now)
+}
+
+// framed keeps the objects that hold a frame of the stacks, as the
+// shim's own profile lists them: the builder reads each object's symbols
+// and DWARF lines, work for nothing in the objects no walk went through
+// (libheap.so's frames lead every USDT sample's walk, and are dropped).
+func framed(objs []region.Object, stacks []region.Stack) []region.Object {
+	var out []region.Object
+	for _, o := range objs {
+		if slices.ContainsFunc(stacks, func(s region.Stack) bool {
+			return slices.ContainsFunc(s.Frames, func(ret uint64) bool { return ret != 0 && ret-1 >= o.Start && ret-1 < o.End })
+		}) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // ParseSize reads a size in bytes as HEAPLINE_SAMPLE takes it: a number,
