@@ -369,7 +369,8 @@ static int boot_state;
  * and the bootstrap's functions by boot_state (hl_boot). A thread that
  * sees the real malloc or a mode's table goes on without waiting, so both
  * are stored last: every setting, the exit key (count_thread.c) and the
- * sampler first, then hl_impl, then hl_next.malloc with a release store;
+ * sampler first (the start table, lifecycle.c), then hl_impl, then
+ * hl_next.malloc with a release store;
  * meanwhile the booting thread's own calls get the pool (HL_IN_BOOT).
  * Before, a thread could get the real malloc while hl_impl was still the
  * bootstrap's (its block uncounted), or register before the exit key
@@ -408,21 +409,21 @@ static void boot(void)
     *(void **)&hl_realloc_first = hl_first_definition("realloc");
     const char *by = find_bypasser();
     hl_py_resolve(); /* the region's size depends on it */
-    if (hl_region_start() != 0) {
+    /* The mode, before the region: the region is made with it (region.c,
+     * fill_header), and without the generic allocator's maps. */
+    int glibc = by == NULL && next_is_glibc();
+    if (by == NULL) {
+        report_mode(glibc ? HL_MODE_GLIBC : HL_MODE_GENERIC);
+        if (!glibc)
+            hl_mapped_skip((const void *)real_malloc);
+    }
+    if (hl_lifecycle_start(by != NULL ? HL_START_BYPASSED : HL_START_COUNTING) != 0) {
         hl_set_mode_off(NULL); /* hl_region_open said why, in its one line */
     } else if (by != NULL) {
         hl_say("malloc is ", by, "'s, which comes before libheap.so: allocations are not counted, mapped memory is", NULL);
         memcpy(hl_region->bypassed_by, by, sizeof bypasser);
-        hl_fork_init();
         hl_set_mode_off(NULL);
     } else {
-        int glibc = next_is_glibc();
-        report_mode(glibc ? HL_MODE_GLIBC : HL_MODE_GENERIC);
-        if (!glibc)
-            hl_mapped_skip((const void *)real_malloc);
-        hl_thread_init();
-        hl_fork_init();
-        hl_profile_boot();
         set_impl(glibc ? &hl_glibc_impl : &hl_generic_impl);
     }
     publish_next_malloc();
@@ -459,10 +460,7 @@ void hl_boot(void)
 __attribute__((constructor)) static void at_load(void)
 {
     hl_boot();
-    hl_thread_enter();
-    hl_exit_hook();
-    hl_pymalloc_install(); /* before main: before Python runs (py_pymalloc.c) */
-    hl_keeper_start(hl_region_name()); /* before main: a Go runtime has no thread yet */
+    hl_lifecycle_start(HL_START_LOAD); /* the loading thread, the exit hook, pymalloc, a Go program's keeper (lifecycle.c) */
 }
 
 // ---- the first calls ------------------------------------------------------------------

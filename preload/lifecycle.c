@@ -2,10 +2,11 @@
  * lifecycle.c: the shim's life in one place, each stage over an ordered
  * table of the subsystems' hooks, as jemalloc's prefork and postfork call
  * every module from one place: the region's start (made and mapped by
- * region.c, its parts laid out by the subsystems that own them), fork
- * (the atfork trio, and _Fork's path through the same table) and exit.
- * Boot, whose order is delicate (boot.c says why), calls
- * hl_region_start and hl_fork_init from there.
+ * region.c, its parts laid out by the subsystems that own them), the
+ * start of every subsystem at boot and at load, fork (the atfork trio,
+ * and _Fork's path through the same table) and exit. Boot (boot.c)
+ * chooses the mode and publishes it; what starts in each mode, and in
+ * what order, is the start table's.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -32,6 +33,70 @@ int hl_region_start(void)
     hl_pymalloc_attach(r, arenas_at);
     hl_region_publish();
     hl_mapped_publish();
+    return 0;
+}
+
+static void keeper_start(void) { hl_keeper_start(hl_region_name()); }
+
+/* One subsystem's start, and the stages it runs in (HL_START_*). must
+ * stops the stage when it fails; run cannot fail. */
+struct start_hook {
+    int (*must)(void);
+    void (*run)(void);
+    unsigned stages;
+};
+
+#define BOOTED (HL_START_BYPASSED | HL_START_COUNTING)
+
+/* Down the table, the stage's own hooks.
+ *
+ * At boot (boot.c, boot): once the mode is chosen, and before it is
+ * published, so that a thread that sees the mode's table or the real
+ * malloc finds every start done (boot.c, the order of publication).
+ * - The region first: the others lay their parts out in it or count
+ *   into it, and without it the mode is off (boot.c).
+ * - The exit key (hl_thread_init), counting: a thread that registered
+ *   before it existed never folded its slot.
+ * - The atfork trio in both modes with a region: a fork child needs one
+ *   of its own, bypassed too (mapped memory is counted there).
+ * - The sampler, counting, after the region: its unwinder, its arena,
+ *   the stack table the region's start attached, and the booting
+ *   thread's first point.
+ *
+ * At load (the constructor, after boot), in any mode: each does nothing
+ * without a region, and none needs another.
+ * - The loading thread into the region: a program that has not
+ *   allocated yet reads as one thread.
+ * - The exit hook, from a constructor so that it runs after every
+ *   library's destructors (hl_exit_hook).
+ * - pymalloc's wrapper, before main: before Python runs (py_pymalloc.c).
+ * - A Go program's keeper, before main: a Go runtime has no thread yet
+ *   (keeper.c). */
+static const struct start_hook start_hooks[] = {
+    {hl_region_start, NULL, BOOTED},
+    {NULL, hl_thread_init, HL_START_COUNTING},
+    {NULL, hl_fork_init, BOOTED},
+    {NULL, hl_profile_boot, HL_START_COUNTING},
+    {NULL, hl_thread_enter, HL_START_LOAD},
+    {NULL, hl_exit_hook, HL_START_LOAD},
+    {NULL, hl_pymalloc_install, HL_START_LOAD},
+    {NULL, keeper_start, HL_START_LOAD},
+};
+
+int hl_lifecycle_start(unsigned stage)
+{
+    for (size_t i = 0; i < sizeof start_hooks / sizeof start_hooks[0]; i++) {
+        const struct start_hook *h = &start_hooks[i];
+        if (!(h->stages & stage))
+            continue;
+        if (h->must != NULL) {
+            int err = h->must();
+            if (err != 0)
+                return err;
+        } else {
+            h->run();
+        }
+    }
     return 0;
 }
 

@@ -353,7 +353,7 @@ static void fill_header(struct hl_header *r, size_t len, pid_t pid, uint64_t tic
     /* unpublished at most: a fast word's 256 KiB and a slow-path batch */
     r->peak_slack = hl_cfg->peak_batch ? HL_WORD_BATCH + hl_cfg->peak_batch : 0;
     hl_command_read(r->command, sizeof r->command);
-    r->mode = hl_mode; /* a fork's child keeps its parent's; at boot, boot.c sets it next */
+    r->mode = hl_mode; /* a fork's child keeps its parent's; at boot, the mode boot chose */
 }
 
 /* Create and map this process's region; 0 on success. On failure say why

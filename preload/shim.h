@@ -240,6 +240,10 @@ const char *hl_region_earlier(void);    /* the command of the image before exec 
 void hl_region_forget(void *old, size_t len); /* a fork child: the parent's region, made private memory */
 /* lifecycle.c */
 int  hl_region_start(void);    /* at boot and in a fork child: the region, laid out and published */
+/* The stages of hl_lifecycle_start: boot in a mode with a region (an
+ * allocator in front of us, or counting), and the constructor's. */
+enum { HL_START_BYPASSED = 1, HL_START_COUNTING = 2, HL_START_LOAD = 4 };
+int  hl_lifecycle_start(unsigned stage); /* every subsystem's start for stage, in order; 0, or the region's error */
 void hl_fork_init(void);
 pid_t hl_fork_unhandled(void); /* _Fork: a fork without atfork handlers, that still gives the child a region */
 int  hl_forked_child(void);
