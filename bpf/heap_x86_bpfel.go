@@ -137,6 +137,7 @@ const (
 	heapVarLive             = "live"
 	heapVarPeak             = "peak"
 	heapVarSampleRate       = "sample_rate"
+	heapVarStackWant        = "stack_want"
 	heapVarTargetNsDev      = "target_ns_dev"
 	heapVarTargetNsIno      = "target_ns_ino"
 	heapVarTargetNsTgid     = "target_ns_tgid"
@@ -218,6 +219,7 @@ type heapVariableSpecs struct {
 	Live             *ebpf.VariableSpec `ebpf:"live"`
 	Peak             *ebpf.VariableSpec `ebpf:"peak"`
 	SampleRate       *ebpf.VariableSpec `ebpf:"sample_rate"`
+	StackWant        *ebpf.VariableSpec `ebpf:"stack_want"`
 	TargetNsDev      *ebpf.VariableSpec `ebpf:"target_ns_dev"`
 	TargetNsIno      *ebpf.VariableSpec `ebpf:"target_ns_ino"`
 	TargetNsTgid     *ebpf.VariableSpec `ebpf:"target_ns_tgid"`
@@ -277,6 +279,7 @@ type heapVariables struct {
 	Live             *ebpf.Variable `ebpf:"live"`
 	Peak             *ebpf.Variable `ebpf:"peak"`
 	SampleRate       *ebpf.Variable `ebpf:"sample_rate"`
+	StackWant        *ebpf.Variable `ebpf:"stack_want"`
 	TargetNsDev      *ebpf.Variable `ebpf:"target_ns_dev"`
 	TargetNsIno      *ebpf.Variable `ebpf:"target_ns_ino"`
 	TargetNsTgid     *ebpf.Variable `ebpf:"target_ns_tgid"`

@@ -53,3 +53,16 @@ func (t *Tracer) PerThread() (map[int]Counts, error) {
 func (t *Tracer) ProgramTime() (time.Duration, uint64, error) {
 	return 0, 0, errors.New("eBPF tracing is only built for amd64 and arm64")
 }
+
+// StackCopy is the most bytes of stack a sample copies.
+const StackCopy = 16384
+
+// SetStackCopy sizes the probes' copy of the stack; as PerThread.
+func (t *Tracer) SetStackCopy(n int) error {
+	return errors.New("eBPF tracing is only built for amd64 and arm64")
+}
+
+// StackCopyNow: as SetStackCopy.
+func (t *Tracer) StackCopyNow() (int, error) {
+	return 0, errors.New("eBPF tracing is only built for amd64 and arm64")
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -323,6 +324,31 @@ func (t *Tracer) PerThread() (map[int]Counts, error) {
 		return nil, fmt.Errorf("reading per-thread counters: %w", err)
 	}
 	return out, nil
+}
+
+// StackCopy is the most bytes of a sampled thread's stack the probes copy
+// (heap.c, STACK_COPY); SetStackCopy asks for fewer.
+const StackCopy = int(unsafe.Sizeof(heapSample{}.Stack))
+
+// SetStackCopy sets how many bytes of the stack each sample copies from
+// now on, at most StackCopy: a collector that sees how much its walks read
+// asks for what they need (the copy is most of a sample's cost in the
+// probe).
+func (t *Tracer) SetStackCopy(n int) error {
+	n = min(max(n, 8), StackCopy)
+	if err := t.objs.StackWant.Set(uint32(n)); err != nil {
+		return fmt.Errorf("setting the stack copy: %w", err)
+	}
+	return nil
+}
+
+// StackCopyNow is how many bytes of the stack each sample copies now.
+func (t *Tracer) StackCopyNow() (int, error) {
+	var n uint32
+	if err := t.objs.StackWant.Get(&n); err != nil {
+		return 0, fmt.Errorf("reading the stack copy: %w", err)
+	}
+	return int(n), nil
 }
 
 // Close detaches every probe and unloads the programs; the traced process

@@ -178,10 +178,15 @@ func (o *traceOpts) attach(pid int, libc string) (*bpf.Tracer, error) {
 		o.coll = traceprof.New(pid, traceRoot(pid), o.sample)
 		opts = bpf.Options{SampleRate: o.sample, OnSample: o.coll.Sample, OnSampleFree: o.coll.Free}
 	}
+	attach := func() (*bpf.Tracer, error) { return bpf.AttachWith(pid, libc, opts) }
 	if o.shim != "" {
-		return bpf.AttachUSDT(pid, o.shim, opts)
+		attach = func() (*bpf.Tracer, error) { return bpf.AttachUSDT(pid, o.shim, opts) }
 	}
-	return bpf.AttachWith(pid, libc, opts)
+	tr, err := attach()
+	if err == nil && o.coll != nil {
+		o.coll.SetStackCopier(tr.SetStackCopy) // the walks size the copy from now on
+	}
+	return tr, err
 }
 
 // useShim sets o.shim when the process has libheap.so with the

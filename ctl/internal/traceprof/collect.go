@@ -42,6 +42,8 @@ type Collector struct {
 	// UnwindNS is the time spent unwinding, for the cost figures.
 	unwindNS time.Duration
 	samples  uint64
+	size     *sizer
+	setCopy  func(int) error // the tracer's SetStackCopy, once attached
 }
 
 // held is a sampled block still live: its stack and its weighted share.
@@ -53,7 +55,8 @@ type held struct {
 // New returns a collector for pid's samples at a mean of rate bytes; root
 // is where its files are seen from (see unwind.NewProcess).
 func New(pid int, root string, rate uint64) *Collector {
-	c := &Collector{rate: rate, proc: unwind.NewProcess(pid, root), stacks: map[string]*region.Stack{}, live: map[uint64]held{}}
+	c := &Collector{rate: rate, proc: unwind.NewProcess(pid, root), stacks: map[string]*region.Stack{}, live: map[uint64]held{},
+		size: newSizer(bpf.StackCopy)}
 	c.proc.Refresh() // a process gone already unwinds nothing: the samples say so
 	return c
 }
@@ -88,10 +91,19 @@ func shimWeight(size, weight uint64) (objs, bytes uint64) {
 	return uint64(float64(weight)/float64(size)*(1<<region.WeightShift) + 0.5), weight
 }
 
+// SetStackCopier gives the collector the tracer's way to size the probes'
+// copy of the stack (bpf.Tracer.SetStackCopy), once they are attached:
+// from then on the walks size it (sizer).
+func (c *Collector) SetStackCopier(set func(int) error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setCopy = set
+}
+
 // Sample unwinds and records one sample.
 func (c *Collector) Sample(s bpf.Sample) {
 	t0 := time.Now()
-	frames := c.proc.Unwind(unwind.Regs{IP: s.IP, SP: s.SP, BP: s.BP}, s.Stack, region.StackFrames)
+	frames, depth := c.proc.UnwindDepth(unwind.Regs{IP: s.IP, SP: s.SP, BP: s.BP}, s.Stack, region.StackFrames)
 	var objs, bytes uint64
 	if s.Weight != 0 {
 		// The shim's own sample (otel_memory:alloc): its weight, and its
@@ -112,6 +124,9 @@ func (c *Collector) Sample(s bpf.Sample) {
 	defer c.mu.Unlock()
 	c.unwindNS += d
 	c.samples++
+	if want, changed := c.size.observe(len(s.Stack), depth.Used, depth.Short); changed && c.setCopy != nil {
+		_ = c.setCopy(want) // a failed update leaves the copy as it was: only dearer
+	}
 	st, ok := c.stacks[key.String()]
 	if !ok {
 		st = &region.Stack{Frames: frames}
@@ -156,7 +171,7 @@ func (c *Collector) UnwindCost() (time.Duration, uint64) {
 // samples the probes could not send.
 func (c *Collector) Profile(pid int, command string, lost uint64, now time.Time) *pprof.Profile {
 	c.mu.Lock()
-	p := region.Profile{PID: pid, Command: command, SampleRate: c.rate, Samples: c.samples, SamplesLost: lost}
+	p := region.Profile{PID: pid, Command: command, SampleRate: c.rate, Samples: c.samples, SamplesLost: lost, SamplesCut: c.size.cut}
 	for _, s := range c.order {
 		p.Stacks = append(p.Stacks, *s)
 	}

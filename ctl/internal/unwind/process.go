@@ -125,10 +125,35 @@ func (p *Process) find(pc uint64) (*mapping, bool) {
 // frame, at a function without usable CFI, or where the copy of the stack
 // ends. stack is the copy, stack[0] the byte at regs.SP.
 func (p *Process) Unwind(regs Regs, stack []byte, max int) []uint64 {
+	frames, _ := p.UnwindDepth(regs, stack, max)
+	return frames
+}
+
+// Depth is how much of the copy of the stack a walk read.
+type Depth struct {
+	// Used is the bytes from the stack pointer to the end of the last
+	// word the walk read.
+	Used int
+	// Short: the walk needed a word past the end of the copy, and
+	// stopped there.
+	Short bool
+}
+
+// UnwindDepth is Unwind, and how much of the copy the walk read: trace
+// sizes the probes' copy from it (traceprof).
+func (p *Process) UnwindDepth(regs Regs, stack []byte, max int) ([]uint64, Depth) {
 	base := regs.SP
+	var d Depth
 	load := func(addr uint64) (uint64, bool) {
-		if addr < base || addr-base+8 > uint64(len(stack)) {
+		if addr < base {
 			return 0, false
+		}
+		if addr-base+8 > uint64(len(stack)) {
+			d.Short = true
+			return 0, false
+		}
+		if n := int(addr - base + 8); n > d.Used {
+			d.Used = n
 		}
 		return binary.LittleEndian.Uint64(stack[addr-base:]), true
 	}
@@ -178,7 +203,7 @@ func (p *Process) Unwind(regs Regs, stack []byte, max int) []uint64 {
 		}
 		sp, pc, lr = cfa, ra, 0
 	}
-	return frames
+	return frames, d
 }
 
 // Path returns the path (as the process names it) of the object mapped
