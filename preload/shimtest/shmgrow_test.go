@@ -266,17 +266,6 @@ func inShm(t *testing.T, holder int, extra []string, prog string, args ...string
 	return cmd
 }
 
-// unshimmed is our environment without LD_PRELOAD and HEAPLINE_ settings.
-func unshimmed() []string {
-	var e []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HEAPLINE_") && !strings.HasPrefix(kv, "LD_PRELOAD=") {
-			e = append(e, kv)
-		}
-	}
-	return e
-}
-
 // nsShow is `heapctl show --json PID` in the holder's namespace.
 func nsShow(t *testing.T, holder, pid int) summary {
 	t.Helper()
