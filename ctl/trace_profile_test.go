@@ -92,12 +92,7 @@ func TestTraceProfileSites(t *testing.T) {
 func TestTraceProfileSitesPID(t *testing.T) {
 	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	cmd := exec.Command(traceSites(t), "wait")
-	in, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	in, stdout := testkit.StartPiped(t, cmd)
 	next := sitesSaid(t, stdout)
 	next("READY")
 	file := filepath.Join(t.TempDir(), "sites.pb.gz")

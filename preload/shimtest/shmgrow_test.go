@@ -302,16 +302,7 @@ func TestRegionsInContainerShm(t *testing.T) {
 	var ps []proc
 	for range procs {
 		cmd := inShm(t, holder, []string{"HEAPLINE_SAMPLE=4096"}, prog, "2", "16", "16")
-		in, out := testkit.Pipes(t, cmd)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			}
-		})
+		in, out := testkit.StartPiped(t, cmd)
 		ps = append(ps, proc{cmd, in, out})
 	}
 	for _, p := range ps {
@@ -358,18 +349,9 @@ func TestRegionGrowthFails(t *testing.T) {
 	holder := smallShm(t, "48k") // the header and slots (20 KiB), and a few pages more
 	prog := compile(t, "depths.c")
 	cmd := inShm(t, holder, []string{"HEAPLINE_SAMPLE=256"}, prog, "1", "300", "4")
-	in, out := testkit.Pipes(t, cmd)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
+	in, out := testkit.StartPiped(t, cmd)
 	pid := cmd.Process.Pid
 	path := fmt.Sprintf("/proc/%d/root%s", holder, regionPath(pid))
 	expectLine(t, out, "start")
