@@ -288,10 +288,7 @@ func TestExportOTLPSites(t *testing.T) {
 	// --pid: the test's process only, whatever else the machine publishes.
 	exp := ocStartExport(t, nil, "-v", "--otlp-endpoint", "http://"+addr, "--otlp-interval", "2s", "--pid", strconv.Itoa(pid))
 	next := sitesSaid(t, stdout)
-	var truth [3]int64
-	for i, f := range strings.Fields(next("TRUTH "))[1:4] {
-		truth[i], _ = strconv.ParseInt(f, 10, 64)
-	}
+	truth := sitesTruth(t, next("TRUTH "))
 	next("PAUSE")
 	// A push held while nothing listens.
 	testkit.Poll(t, "the warning while the Collector is not up", func() bool { return strings.Contains(exp.stderr.String(), "retrying with backoff") })

@@ -278,14 +278,7 @@ func TestRecordJSON(t *testing.T) {
 	if r := heapctl(t, "record", "-o", out, "--lib", lib, "--", bin, "20", "2", "64"); r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc timeline.Document
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
+	doc := recordRead(t, out)
 	if doc.Summary == nil || !doc.Summary.Exited || doc.Summary.PID != doc.PID || !strings.Contains(doc.Command, "heapsteps") {
 		t.Fatalf("document: pid %d command %q summary %+v", doc.PID, doc.Command, doc.Summary)
 	}
@@ -657,4 +650,18 @@ func TestRecordOneChild(t *testing.T) {
 	if want := " in " + out + " (1 child process of /bin/sh ran under the shim too: -v logs their summaries)\n"; !strings.Contains(r.stderr, want) {
 		t.Errorf("record said %q, want %q in it", r.stderr, want)
 	}
+}
+
+// recordRead is the timeline record -o wrote to path (JSON).
+func recordRead(t *testing.T, path string) timeline.Document {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc timeline.Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	return doc
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,20 +32,6 @@ import (
 func traceSites(t *testing.T) string {
 	t.Helper()
 	return testkit.CC(t, "", "testdata/sites.c", "-O2", "-fomit-frame-pointer", "-Wall", "-Werror")
-}
-
-// traceSitesTruth reads the "TRUTH a b c big nbig" line.
-func traceSitesTruth(t *testing.T, line string) [4]int64 {
-	t.Helper()
-	f := strings.Fields(line)
-	if len(f) != 6 || f[0] != "TRUTH" {
-		t.Fatalf("sites said %q, want TRUTH ...", line)
-	}
-	var truth [4]int64
-	for i := range truth {
-		truth[i], _ = strconv.ParseInt(f[i+1], 10, 64)
-	}
-	return truth
 }
 
 // traceProfileShape: the profile has the shape of the shim's (and Go's
@@ -84,7 +69,7 @@ func TestTraceProfileSites(t *testing.T) {
 		t.Fatal(err)
 	}
 	line, _, _ := strings.Cut(out.String(), "\n")
-	traceSitesCheck(t, file, traceSitesTruth(t, line))
+	traceSitesCheck(t, file, sitesTruth(t, line))
 }
 
 // TestTraceProfileSitesPID: the same, attached with --pid to the program
@@ -99,7 +84,7 @@ func TestTraceProfileSitesPID(t *testing.T) {
 	attached, result := traceBackground(t, traceOpts{pid: cmd.Process.Pid, profile: file, duration: 2 * time.Minute})
 	<-attached
 	io.WriteString(in, "\n")
-	truth := traceSitesTruth(t, next("TRUTH"))
+	truth := sitesTruth(t, next("TRUTH"))
 	next("PAUSE")
 	io.WriteString(in, "\n")
 	next("PAUSE")

@@ -54,7 +54,7 @@ func TestTraceUSDTSites(t *testing.T) {
 		t.Errorf("summary: source %q, exited %v, allocs %d; want the shim's region's, exited", s.Source, s.Exited, s.Allocs)
 	}
 	line, _, _ := strings.Cut(out.String(), "\n")
-	truth := traceSitesTruth(t, line)
+	truth := sitesTruth(t, line)
 	traceSitesCheck(t, file, truth)
 	if samples == 0 {
 		t.Errorf("no sample came through the probes")
@@ -107,7 +107,7 @@ usdt:%[1]s:otel_memory:free { @frees = count(); }`, lib)
 	})
 
 	io.WriteString(in, "\n")
-	truth := traceSitesTruth(t, next("TRUTH"))
+	truth := sitesTruth(t, next("TRUTH"))
 	next("PAUSE")
 	io.WriteString(in, "\n")
 	next("PAUSE")
