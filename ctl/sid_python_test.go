@@ -56,6 +56,20 @@ func sidHold(t *testing.T, python string) (*exec.Cmd, io.WriteCloser, func() flo
 	}
 }
 
+// sidProfileEnd writes heapctl profile's file of p, which waits, as name
+// in a directory of the test's, then closes p's stdin and waits for it.
+func sidProfileEnd(t *testing.T, p *exec.Cmd, in io.WriteCloser, name string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), name)
+	r := heapctl(t, "profile", "-o", file, strconv.Itoa(p.Process.Pid))
+	in.Close()
+	_ = p.Wait()
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	return file
+}
+
 // sidScript writes text as NAME in a new directory under the root's /tmp
 // and returns its path inside.
 func sidScript(t *testing.T, name, text string) string {
@@ -141,13 +155,7 @@ func TestSidProfilePythonKnown(t *testing.T) {
 					shares = append(shares, l)
 				}
 			}
-			file := filepath.Join(t.TempDir(), "app.pb.gz")
-			r := heapctl(t, "profile", "-o", file, strconv.Itoa(p.Process.Pid))
-			in.Close()
-			_ = p.Wait()
-			if r.err != nil {
-				t.Fatalf("%v\n%s", r.err, r.stderr)
-			}
+			file := sidProfileEnd(t, p, in, "app.pb.gz")
 			pyKnownCheck(t, strings.Join(shares, "\n"), file, script)
 		})
 	})
@@ -183,13 +191,7 @@ func TestSidPythonFrameNames(t *testing.T) {
 		if l := sidLine(t, out); l != "ready" {
 			t.Fatalf("script said %q", l)
 		}
-		file := filepath.Join(t.TempDir(), "names.pb.gz")
-		r := heapctl(t, "profile", "-o", file, strconv.Itoa(p.Process.Pid))
-		in.Close()
-		_ = p.Wait()
-		if r.err != nil {
-			t.Fatalf("%v\n%s", r.err, r.stderr)
-		}
+		file := sidProfileEnd(t, p, in, "names.pb.gz")
 		var all, exact int64
 		other := map[string]int64{}
 		for _, s := range pfParse(t, file).Sample {
