@@ -33,3 +33,16 @@ func Get(t testing.TB, url string) string {
 	}
 	return string(b)
 }
+
+// Do sends req with c and returns the status code and body of whatever
+// answer it gets, failing the test only when there is none.
+func Do(t testing.TB, c *http.Client, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
