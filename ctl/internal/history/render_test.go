@@ -5,7 +5,6 @@ import (
 	"encoding/xml"
 	"flag"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -128,16 +127,8 @@ type svgDoc struct {
 func parseSVG(t *testing.T, data []byte) svgDoc {
 	t.Helper()
 	doc := svgDoc{fills: map[string]int{}, lines: map[string]int{}}
-	dec := xml.NewDecoder(bytes.NewReader(data))
 	var inText bool
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG is not well-formed XML: %v", err)
-		}
+	testkit.SVGTokens(t, data, func(tok xml.Token) {
 		switch el := tok.(type) {
 		case xml.StartElement:
 			if doc.root == "" {
@@ -168,7 +159,7 @@ func parseSVG(t *testing.T, data []byte) svgDoc {
 				inText = false
 			}
 		}
-	}
+	})
 	if doc.root != "svg" {
 		t.Fatalf("root element %q, want svg", doc.root)
 	}
