@@ -381,7 +381,7 @@ func TestProfileShimSamplingOff(t *testing.T) {
 	if r.err == nil || r.err.Error() != want {
 		t.Errorf("err %v, want %q", r.err, want)
 	}
-	if n := countDir(t, filepath.Dir(file)); n != 0 {
+	if n := testkit.Entries(t, filepath.Dir(file)); n != 0 {
 		t.Errorf("%d files written", n)
 	}
 }
