@@ -84,6 +84,16 @@ func unshimmed() []string {
 	return e
 }
 
+// runShimmed runs prog under the shim with settings (HEAPLINE_...) and
+// returns what it wrote on stdout and stderr.
+func runShimmed(t testing.TB, prog string, settings ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(prog)
+	cmd.Env = env(t, settings...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 // compile builds testdata/src (C, or C++ for .cc) into a temporary folder.
 func compile(t testing.TB, src string, flags ...string) string {
 	t.Helper()
