@@ -15,10 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
 	pprof "github.com/google/pprof/profile"
 	"go.uber.org/zap/zaptest"
-	"golang.org/x/sys/unix"
 
 	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/region"
@@ -311,11 +309,7 @@ int main(void) {
 // every run is written there as JSON.
 func BenchmarkTraceSampling(b *testing.B) {
 	testkit.NeedRoot(b, "to load BPF programs and attach uprobes")
-	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		b.Fatalf("enabling BPF statistics: %v", err)
-	}
-	defer stats.Close()
+	testkit.BPFRunTime(b)
 	root := testkit.Root()
 	scenarios := []struct {
 		name string
