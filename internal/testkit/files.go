@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"debug/elf"
 	"os"
 	"testing"
 )
@@ -24,4 +25,15 @@ func Entries(t testing.TB, dir string) int {
 		t.Fatal(err)
 	}
 	return len(des)
+}
+
+// ELF opens the ELF file at path until the test ends.
+func ELF(t testing.TB, path string) *elf.File {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
