@@ -20,11 +20,8 @@ unshare --mount --propagation private bash -euo pipefail -s "$chroot" "$root" "$
 chroot=$1 root=$2 lib=$3
 # shellcheck source=../release/overlay.sh
 . "$root/release/overlay.sh"
-overlay_up "$chroot" heapline-instructions
-overlay_valgrind
-mkdir -p "$mnt/bench/bench" "$mnt/bench/bin"
-cp "$root/bench/instructions.sh" "$root/bench/startup.sh" "$root/bench/measure.sh" "$root/bench/pair.c" "$root/bench/nothing.c" "$mnt/bench/bench/"
-cp "$lib" "$mnt/bench/bin/libheap.so"
+overlay_valgrind "$chroot" heapline-instructions
+overlay_bench "$lib" "$root/bench/instructions.sh" "$root/bench/startup.sh" "$root/bench/measure.sh" "$root/bench/pair.c" "$root/bench/nothing.c"
 inside bash -c 'echo "instructions-chroot.sh: $(ldd --version | head -1), $(valgrind --version), $(gcc --version | head -1)" >&2'
 inside bash /bench/bench/instructions.sh
 inside bash /bench/bench/startup.sh

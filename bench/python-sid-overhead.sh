@@ -17,8 +17,7 @@ unshare --mount --propagation private bash -euo pipefail -s "$chroot" "$root" <<
 chroot=$1 root=$2
 # shellcheck source=../release/overlay.sh
 . "$root/release/overlay.sh"
-overlay_up "$chroot" heapline-pyoverhead
-overlay_valgrind
+overlay_valgrind "$chroot" heapline-pyoverhead
 mkdir -p "$mnt$root"
 mount --bind "$root" "$mnt$root"
 for v in 3.14 3.15; do

@@ -13,11 +13,8 @@ unshare --mount --propagation private bash -euo pipefail -s "$chroot" "$root" "$
 chroot=$1 root=$2 depth=$3
 # shellcheck source=../release/overlay.sh
 . "$root/release/overlay.sh"
-overlay_up "$chroot" heapline-pywalk
-overlay_valgrind
-mkdir -p "$mnt/bench/bench" "$mnt/bench/bin"
-cp "$root/bench/pywalk.sh" "$mnt/bench/bench/"
-cp "$root/bin/libheap.so" "$mnt/bench/bin/"
+overlay_valgrind "$chroot" heapline-pywalk
+overlay_bench "$root/bin/libheap.so" "$root/bench/pywalk.sh"
 for v in 3.14 3.15; do
 	echo "python$v, depth $depth:"
 	inside env PY=/usr/bin/python$v DEPTH="$depth" bash /bench/bench/pywalk.sh

@@ -3,8 +3,10 @@
 # at $mnt, with /proc and tmpfs /tmp and /dev/shm, and unmounts it all at
 # exit: the cache itself is never written. release/test-dist.sh and
 # bench/instructions-chroot.sh use it. `inside CMD...` runs CMD in the
-# overlay with a clean environment; overlay_valgrind installs valgrind
-# there from Debian's archive, for bench/'s counts in a chroot.
+# overlay with a clean environment. For bench/'s counts in a chroot,
+# `overlay_valgrind CHROOT NAME` is overlay_up with valgrind installed
+# from Debian's archive, and `overlay_bench LIB FILE...` copies FILE...
+# into the overlay's /bench/bench and LIB as /bench/bin/libheap.so.
 # shellcheck shell=bash
 overlay_up() {
 	local chroot=$1 name=$2
@@ -30,7 +32,16 @@ inside() { chroot "$mnt" /usr/bin/env -i PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME
 # The archive's name resolves as it does on the host; a sid snapshot's
 # Release may have expired, hence no Valid-Until check.
 overlay_valgrind() {
+	overlay_up "$1" "$2"
 	cp /etc/hosts /etc/resolv.conf "$mnt/etc/"
 	inside apt-get -o Acquire::Check-Valid-Until=false update -qq >&2
 	inside apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+}
+
+overlay_bench() {
+	local lib=$1
+	shift
+	mkdir -p "$mnt/bench/bench" "$mnt/bench/bin"
+	cp "$@" "$mnt/bench/bench/"
+	cp "$lib" "$mnt/bench/bin/libheap.so"
 }
