@@ -20,15 +20,8 @@ unshare --mount --propagation private bash -euo pipefail -s "$chroot" "$root" "$
 chroot=$1 root=$2 lib=$3
 # shellcheck source=../release/overlay.sh
 . "$root/release/overlay.sh"
-overlay_up "$chroot" heapline-instructions
-# The archive's name resolves as it does on the host.
-cp /etc/hosts /etc/resolv.conf "$mnt/etc/"
-inside() { chroot "$mnt" /usr/bin/env -i PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME=/root DEBIAN_FRONTEND=noninteractive "$@"; }
-inside apt-get update -qq >&2
-inside apt-get install -y -qq --no-install-recommends valgrind >/dev/null
-mkdir -p "$mnt/bench/bench" "$mnt/bench/bin"
-cp "$root/bench/instructions.sh" "$root/bench/startup.sh" "$root/bench/measure.sh" "$root/bench/pair.c" "$root/bench/nothing.c" "$mnt/bench/bench/"
-cp "$lib" "$mnt/bench/bin/libheap.so"
+overlay_valgrind "$chroot" heapline-instructions
+overlay_bench "$lib" "$root/bench/instructions.sh" "$root/bench/startup.sh" "$root/bench/measure.sh" "$root/bench/pair.c" "$root/bench/nothing.c"
 inside bash -c 'echo "instructions-chroot.sh: $(ldd --version | head -1), $(valgrind --version), $(gcc --version | head -1)" >&2'
 inside bash /bench/bench/instructions.sh
 inside bash /bench/bench/startup.sh

@@ -17,10 +17,20 @@
 # ir OUT LIB [CALLGRIND-OPTION...] -- CMD...: the instructions callgrind
 #   counts in CMD (and its children) with LIB preloaded ("" for none),
 #   HEAPLINE_SUMMARY=0; OUT is callgrind's scratch file.
+# scratch NAME: sets NAME to a new temporary directory, removed when the
+#   script exits (scratch takes the EXIT trap).
 # scenario_args N USAGE ARG...: exits 2 with "usage: SCRIPT USAGE" unless
 #   there are N ARGs or more; sets scenarios to the ARGs after the first N,
 #   or to (all) where there are none.
 HEAPCTL=${HEAPCTL:-$PWD/bin/heapctl}
+
+scratch() {
+	local d
+	d=$(mktemp -d)
+	printf -v "$1" %s "$d"
+	# shellcheck disable=SC2064 # $d is known now, and holds no quote
+	trap "rm -rf '$d'" EXIT
+}
 
 measure() {
 	local out=$1

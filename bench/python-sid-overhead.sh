@@ -17,11 +17,7 @@ unshare --mount --propagation private bash -euo pipefail -s "$chroot" "$root" <<
 chroot=$1 root=$2
 # shellcheck source=../release/overlay.sh
 . "$root/release/overlay.sh"
-overlay_up "$chroot" heapline-pyoverhead
-cp /etc/hosts /etc/resolv.conf "$mnt/etc/"
-inside() { chroot "$mnt" /usr/bin/env -i PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME=/root DEBIAN_FRONTEND=noninteractive "$@"; }
-inside apt-get -o Acquire::Check-Valid-Until=false update -qq >&2
-inside apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+overlay_valgrind "$chroot" heapline-pyoverhead
 mkdir -p "$mnt$root"
 mount --bind "$root" "$mnt$root"
 for v in 3.14 3.15; do

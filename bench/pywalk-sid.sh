@@ -13,14 +13,8 @@ unshare --mount --propagation private bash -euo pipefail -s "$chroot" "$root" "$
 chroot=$1 root=$2 depth=$3
 # shellcheck source=../release/overlay.sh
 . "$root/release/overlay.sh"
-overlay_up "$chroot" heapline-pywalk
-cp /etc/hosts /etc/resolv.conf "$mnt/etc/"
-inside() { chroot "$mnt" /usr/bin/env -i PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME=/root DEBIAN_FRONTEND=noninteractive "$@"; }
-inside apt-get -o Acquire::Check-Valid-Until=false update -qq >&2
-inside apt-get install -y -qq --no-install-recommends valgrind >/dev/null
-mkdir -p "$mnt/bench/bench" "$mnt/bench/bin"
-cp "$root/bench/pywalk.sh" "$mnt/bench/bench/"
-cp "$root/bin/libheap.so" "$mnt/bench/bin/"
+overlay_valgrind "$chroot" heapline-pywalk
+overlay_bench "$root/bin/libheap.so" "$root/bench/pywalk.sh"
 for v in 3.14 3.15; do
 	echo "python$v, depth $depth:"
 	inside env PY=/usr/bin/python$v DEPTH="$depth" bash /bench/bench/pywalk.sh

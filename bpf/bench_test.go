@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
-
 	"github.com/heapline/heapline/internal/testkit"
 )
 
@@ -71,14 +68,7 @@ func timeHitsWith(b *testing.B, bin, kind string, n int, traced bool, o Options)
 		b.Fatal(err)
 	}
 	if traced {
-		libc, err := LibcOf(cmd.Process.Pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		tr, err := AttachWith(cmd.Process.Pid, libc, o)
-		if err != nil {
-			b.Fatal(err)
-		}
+		tr := attachLibc(b, cmd.Process.Pid, o)
 		defer tr.Close()
 		defer func() {
 			if c, err := tr.Read(); err == nil {
@@ -137,11 +127,7 @@ func BenchmarkProbeHit(b *testing.B) {
 // `go test -run '^$' -bench SampleCost -benchtime 10x ./bpf` (root).
 func BenchmarkSampleCost(b *testing.B) {
 	testkit.NeedRoot(b, "to load BPF programs and attach uprobes")
-	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		b.Fatalf("enabling BPF statistics: %v", err)
-	}
-	defer stats.Close()
+	testkit.BPFRunTime(b)
 	bin := testkit.CCode(b, "hits.c", hitsC, "-O2")
 	const n = 200000
 	var offB, onB, perB, perW []float64

@@ -111,10 +111,7 @@ func TestProbePlacementArm64(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw, err := os.ReadFile(libc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			raw := testkit.ReadFile(t, libc)
 			for _, name := range []string{"malloc", "free", "calloc", "realloc"} {
 				if _, ok := points[name]; !ok {
 					t.Errorf("%s: not placed (aliases %v)", name, aliases)

@@ -55,14 +55,7 @@ func TestAttachModes(t *testing.T) {
 			if _, err := out.ReadString('\n'); err != nil {
 				t.Fatal(err)
 			}
-			libc, err := LibcOf(cmd.Process.Pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr, err := AttachMode(cmd.Process.Pid, libc, mode)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tr := attachLibc(t, cmd.Process.Pid, Options{Mode: mode})
 			defer tr.Close()
 			in.Write([]byte("g"))
 			if err := cmd.Wait(); err != nil {
@@ -106,12 +99,7 @@ func TestFamilyOffsets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := elf.Open(libc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, _ := f.DynamicSymbols()
+	syms, _ := testkit.ELF(t, libc).DynamicSymbols()
 	addr := map[string]uint64{}
 	for _, s := range syms {
 		if _, ok := addr[s.Name]; !ok && elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 {
@@ -179,4 +167,18 @@ func TestProbeSkip(t *testing.T) {
 			t.Errorf("probeSkip(% x) = %d, want %d", tc.code, got, tc.want)
 		}
 	}
+}
+
+// attachLibc attaches a tracer with o to the libc of process pid.
+func attachLibc(tb testing.TB, pid int, o Options) *Tracer {
+	tb.Helper()
+	libc, err := LibcOf(pid)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tr, err := AttachWith(pid, libc, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tr
 }

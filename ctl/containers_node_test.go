@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -118,10 +117,11 @@ func (n pcNode) exec(t *testing.T, c *pcContainer, opts []string, argv ...string
 // pcList is ls --json's entries by pid.
 func pcList(t *testing.T, out string) map[int]lsEntry {
 	t.Helper()
-	var list []lsEntry
-	if err := json.Unmarshal([]byte(out), &list); err != nil {
-		t.Fatalf("ls --json: %v\n%s", err, out)
-	}
+	return byPID(lsParse(t, out))
+}
+
+// byPID is an ls --json list by pid.
+func byPID(list []lsEntry) map[int]lsEntry {
 	m := map[int]lsEntry{}
 	for _, e := range list {
 		m[e.PID] = e
@@ -168,11 +168,7 @@ func TestPodmanPython(t *testing.T) {
 		t.Fatalf("two containers, one id %s", c.id)
 	}
 
-	r := heapctl(t, "ls", "--json")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	list := pcList(t, r.stdout)
+	list := byPID(lsJSON(t))
 	pcListed(t, "C", list, c.pid, c.id)
 	pcListed(t, "python3", list, py.pid, py.id)
 
@@ -200,10 +196,7 @@ func TestPodmanProfile(t *testing.T) {
 	sites := testkit.CC(t, "", "testdata/sites.c", "-O2", "-Wall", "-Werror")
 	c := n.pcRun(t, []string{"-v", sites + ":/heapline/sites:ro", "-e", "LD_PRELOAD=/heapline/libheap.so",
 		"-e", "HEAPLINE_SAMPLE=512k"}, "/heapline/sites")
-	var truth [4]int64
-	for i, f := range strings.Fields(c.said(t, "TRUTH "))[1:5] {
-		truth[i], _ = strconv.ParseInt(f, 10, 64)
-	}
+	truth := sitesTruth(t, c.said(t, "TRUTH "))
 	c.said(t, "PAUSE")
 	file := filepath.Join(t.TempDir(), "sites.pb.gz")
 	if r := heapctl(t, "profile", "-o", file, strconv.Itoa(c.pid)); r.err != nil {
@@ -362,11 +355,7 @@ func TestPodmanShm(t *testing.T) {
 	n.exec(t, c, nil, "sh", "-c",
 		`for i in $(seq 120); do LD_PRELOAD=/heapline/libheap.so sleep 600 >/dev/null 2>&1 & done`)
 	count := func() (int, map[int]lsEntry) {
-		r := heapctl(t, "ls", "--json")
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		list, k := pcList(t, r.stdout), 0
+		list, k := byPID(lsJSON(t)), 0
 		for _, e := range list {
 			if e.Container != nil && e.Container.ID == c.id && e.Error == "" && !e.Stale && e.Summary != nil {
 				k++
@@ -432,18 +421,14 @@ func TestPodmanKilled(t *testing.T) {
 		t.Fatal("peak kill exited 0, want killed")
 	}
 
-	r := heapctl(t, "ls", "--json")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	e, ok := pcList(t, r.stdout)[inner]
+	e, ok := byPID(lsJSON(t))[inner]
 	if !ok || e.Summary == nil || e.Path != fmt.Sprintf("/proc/%d/root/dev/shm/heapline.%d", c.pid, inner) || !e.Stale ||
 		e.Command != "/heapline/peak kill" || e.PeakLiveBytes < 80<<20 || e.PeakLiveBytes > 88<<20 {
 		t.Fatalf("ls --json: pid %d listed %v: %+v (summary %+v); want gone, in the container's /dev/shm, its peak 80 to 88 MiB",
 			inner, ok, e, e.Summary)
 	}
 	file := filepath.Join(t.TempDir(), "killed.pb.gz")
-	r = heapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(node))
+	r := heapctl(t, "profile", "--peak", "-o", file, strconv.Itoa(node))
 	t.Logf("profile --peak %d (node pid; %d in the container): %v", node, inner, r.err)
 }
 

@@ -70,14 +70,7 @@ func TestPodman(t *testing.T) {
 	}
 	p.pid = pid
 
-	r := heapctl(t, "ls", "--json")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	var list []lsEntry
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
-		t.Fatal(err)
-	}
+	list := lsJSON(t)
 	found := false
 	for _, e := range list {
 		if e.PID == pid {
@@ -89,9 +82,9 @@ func TestPodman(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatalf("ls --json lists no pid %d:\n%s", pid, r.stdout)
+		t.Fatalf("ls --json lists no pid %d:\n%+v", pid, list)
 	}
-	r = heapctl(t, "ls")
+	r := heapctl(t, "ls")
 	if r.err != nil || !strings.Contains(r.stdout, " "+id[:12]+" ") || !strings.Contains(r.stdout, "CONTAINER") {
 		t.Errorf("ls: %v, want the CONTAINER column with %s:\n%s", r.err, id[:12], r.stdout)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -140,14 +139,7 @@ func TestContainerShowAndList(t *testing.T) {
 				t.Errorf("export: no heapline_live_bytes{pid=\"%d\"} %d", p.pid, alloc.LiveBytes)
 			}
 
-			r := heapctl(t, "ls", "--json")
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			var list []lsEntry
-			if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
-				t.Fatal(err)
-			}
+			list := lsJSON(t)
 			want := fmt.Sprintf("/proc/%d/root/dev/shm/heapline.%d", p.pid, inner)
 			found := false
 			for _, e := range list {
@@ -162,7 +154,7 @@ func TestContainerShowAndList(t *testing.T) {
 				}
 			}
 			if !found {
-				t.Errorf("ls lists no pid %d:\n%s", p.pid, r.stdout)
+				t.Errorf("ls lists no pid %d:\n%+v", p.pid, list)
 			}
 		})
 	}
@@ -191,15 +183,7 @@ func TestContainerLinksRefused(t *testing.T) {
 			if r.err == nil || !strings.Contains(r.err.Error(), "symbolic link") || strings.Contains(r.err.Error(), "truncated") {
 				t.Errorf("show: %v, want a refused symbolic link", r.err)
 			}
-			r = heapctl(t, "ls", "--json")
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			var list []lsEntry
-			if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range list {
+			for _, e := range lsJSON(t) {
 				if strings.HasPrefix(e.Path, fmt.Sprintf("/proc/%d/", pid)) && !strings.Contains(e.Error, "symbolic link") {
 					t.Errorf("ls read the node file through the link: %+v", e)
 				}
@@ -262,18 +246,11 @@ func TestContainerGC(t *testing.T) {
 	if own, _ := filepath.Glob(dir + "/heapline.*"); len(own) != 0 {
 		t.Fatalf("the node's directory holds %v", own)
 	}
-	r := heapctl(t, "ls", "--json")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	var list []lsEntry
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
-		t.Fatal(err)
-	}
+	list := lsJSON(t)
 	if len(list) != 1 || list[0].Path != names[0] || !list[0].Stale || list[0].Error != "" {
 		t.Fatalf("ls: %+v, want %s, gone", list, names[0])
 	}
-	r = heapctl(t, "gc")
+	r := heapctl(t, "gc")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -314,14 +291,7 @@ func TestContainerDetached(t *testing.T) {
 func TestContainerThirdName(t *testing.T) {
 	plant := `ns=$(stat -L -c %i /proc/self/ns/pid) && echo planted >/dev/shm/heapline.$$ && echo planted >/dev/shm/heapline.$$.$ns`
 	p := unsharedWith(t, true, plant)
-	r := heapctl(t, "ls", "--json")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	var list []lsEntry
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
-		t.Fatal(err)
-	}
+	list := lsJSON(t)
 	var found *lsEntry
 	for i, e := range list {
 		if e.PID == p.pid && e.Error == "" {

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -110,13 +109,7 @@ func (f *flTLS) get(t *testing.T, url, user, password string) (int, string) {
 		req.SetBasicAuth(user, password)
 	}
 	c := &http.Client{Timeout: flWait, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: f.pool}}}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return testkit.Do(t, c, req)
 }
 
 // TestExportTLSAuth: with --web.config.file the exporter serves HTTPS and

@@ -282,26 +282,13 @@ func TestExportOTLPSites(t *testing.T) {
 	addr := testkit.FreeAddr(t)
 	cmd := exec.Command(sites)
 	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE=512k", "OTEL_SERVICE_NAME=sites-test")
-	in, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
+	in, stdout := testkit.StartPiped(t, cmd)
 	pid := cmd.Process.Pid
 	// --pid: the test's process only, whatever else the machine publishes.
 	exp := ocStartExport(t, nil, "-v", "--otlp-endpoint", "http://"+addr, "--otlp-interval", "2s", "--pid", strconv.Itoa(pid))
 	next := sitesSaid(t, stdout)
-	var truth [3]int64
-	for i, f := range strings.Fields(next("TRUTH "))[1:4] {
-		truth[i], _ = strconv.ParseInt(f, 10, 64)
-	}
+	truth := sitesTruth(t, next("TRUTH "))
 	next("PAUSE")
 	// A push held while nothing listens.
 	testkit.Poll(t, "the warning while the Collector is not up", func() bool { return strings.Contains(exp.stderr.String(), "retrying with backoff") })

@@ -35,10 +35,7 @@ func workloadRun(t *testing.T, lib, prog string, n int, out string) heapjson.Sum
 	if r.err != nil {
 		t.Fatalf("run: %v\n%s", r.err, r.stderr)
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testkit.ReadFile(t, out)
 	s, err := history.ParseRun(data)
 	if err != nil {
 		t.Fatalf("%s: %v", data, err)

@@ -138,3 +138,23 @@ func TestLsUnreadable(t *testing.T) {
 		t.Errorf("ls extra: %v", r.err)
 	}
 }
+
+// lsJSON is heapctl ls --json's list.
+func lsJSON(t *testing.T) []lsEntry {
+	t.Helper()
+	r := heapctl(t, "ls", "--json")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return lsParse(t, r.stdout)
+}
+
+// lsParse reads out, ls --json's output.
+func lsParse(t *testing.T, out string) []lsEntry {
+	t.Helper()
+	var list []lsEntry
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("ls --json: %v\n%s", err, out)
+	}
+	return list
+}

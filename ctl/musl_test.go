@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/heapline/heapline/ctl/internal/timeline"
 	"github.com/heapline/heapline/internal/heapjson"
 	"github.com/heapline/heapline/internal/testkit"
 )
@@ -41,15 +39,7 @@ func TestMuslShowKnownAnswer(t *testing.T) {
 	if base.Command != prog+" steps" || base.Mode != "generic" {
 		t.Fatalf("base %+v: want %s steps, mode generic", base, prog)
 	}
-	p.proceed(t)
-	var usable uint64
-	if l := p.next(t); !strings.HasPrefix(l, "alloc ") {
-		t.Fatalf("got %q, want alloc", l)
-	} else if usable, _ = strconv.ParseUint(strings.TrimPrefix(l, "alloc "), 10, 64); usable < 64*1000 {
-		t.Fatalf("usable %d from %q", usable, l)
-	}
-	alloc := rgShowJSON(t, p.pid)
-	expectDelta(t, "after allocating", base, alloc, 64, 0, usable, 0)
+	usable, alloc := rgAllocStep(t, p, base)
 	if alloc.Threads < 2 {
 		t.Errorf("threads %d < 2", alloc.Threads)
 	}
@@ -160,10 +150,7 @@ func TestMuslProfileSites(t *testing.T) {
 	cmd := exec.Command(bin)
 	pid, in, stdout := rgPiped(t, cmd, lib)
 	next := sitesSaid(t, stdout)
-	var truth [4]int64
-	for i, f := range strings.Fields(next("TRUTH "))[1:5] {
-		truth[i], _ = strconv.ParseInt(f, 10, 64)
-	}
+	truth := sitesTruth(t, next("TRUTH "))
 	next("PAUSE")
 	file := filepath.Join(t.TempDir(), "all.pb.gz")
 	if r := heapctl(t, "profile", "-o", file, strconv.Itoa(pid)); r.err != nil {
@@ -301,14 +288,7 @@ func TestMuslRecordChoosesLibrary(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("record of a musl command: %v\n%s", r.err, r.stderr)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc timeline.Document
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
+	doc := recordRead(t, out)
 	if doc.Summary == nil || doc.Summary.Allocs != 100 || doc.Summary.Frees != 50 || doc.Summary.AllocatedBytes != 100*1000 {
 		t.Errorf("summary %+v: want 100 allocs of 1000 B and 50 frees", doc.Summary)
 	}

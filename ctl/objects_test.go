@@ -18,6 +18,18 @@ import (
 // (listed once by address), 0 to 400 on the others.
 const strsUnreached = 3000
 
+// pyScript runs script under python bin and the shim lib, its stdin and
+// stdout piped; end closes its stdin and waits for it, as the test's end
+// does if it has not.
+func pyScript(t *testing.T, bin, lib, script string) (pid int, out *bufio.Reader, end func()) {
+	t.Helper()
+	cmd := exec.Command(bin, script)
+	pid, in, out := rgPiped(t, cmd, lib)
+	end = func() { in.Close(); _ = cmd.Wait() }
+	t.Cleanup(end)
+	return pid, out, end
+}
+
 // TestObjectsKnown: testdata/pyobjects_known.py holds 100,000 dicts,
 // 200,000 str, 50,000 instances each of a class with and without
 // __slots__, 20,000 lists of 100 ints, and, larger than pymalloc's 512
@@ -29,9 +41,7 @@ const strsUnreached = 3000
 func TestObjectsKnown(t *testing.T) {
 	lib := testkit.Shim(t)
 	eachPython(t, func(t *testing.T, bin string) {
-		cmd := exec.Command(bin, "testdata/pyobjects_known.py")
-		pid, in, out := rgPiped(t, cmd, lib)
-		defer func() { in.Close(); _ = cmd.Wait() }()
+		pid, out, _ := pyScript(t, bin, lib, "testdata/pyobjects_known.py")
 		truth, unreached := readTruth(t, out)
 		unreached["str"] += strsUnreached
 		if len(truth) != 7 {
@@ -128,9 +138,7 @@ func objectRows(t *testing.T, pid int, stop bool) map[string]row {
 func TestObjectsElsewhere(t *testing.T) {
 	lib := testkit.Shim(t)
 	eachPython(t, func(t *testing.T, bin string) {
-		cmd := exec.Command(bin, "testdata/pyelsewhere.py")
-		pid, in, out := rgPiped(t, cmd, lib)
-		defer func() { in.Close(); _ = cmd.Wait() }()
+		pid, out, _ := pyScript(t, bin, lib, "testdata/pyelsewhere.py")
 		checkElsewhere(t, pid, out, true)
 	})
 }
@@ -197,9 +205,7 @@ func sizeOf(t *testing.T, s string) float64 {
 func TestObjectsRunning(t *testing.T) {
 	lib := testkit.Shim(t)
 	bin := testkit.Interpreter(t, "/usr/bin/python3.11")
-	cmd := exec.Command(bin, "testdata/pyobjects_churn.py")
-	pid, in, out := rgPiped(t, cmd, lib)
-	defer func() { in.Close(); _ = cmd.Wait() }()
+	pid, out, _ := pyScript(t, bin, lib, "testdata/pyobjects_churn.py")
 	if l, err := out.ReadString('\n'); err != nil || l != "ready\n" {
 		t.Fatalf("script: %q %v", l, err)
 	}

@@ -242,7 +242,7 @@ func TestProfilePythonThreads(t *testing.T) {
 					if w == names[0] || !strings.HasPrefix(w, "worker_") {
 						continue
 					}
-					if slicesContains(names, w) != (w == want) {
+					if slices.Contains(names, w) != (w == want) {
 						t.Errorf("%s's sample: stack %v, want %s in it and no other worker", names[0], names, want)
 						break
 					}
@@ -255,15 +255,6 @@ func TestProfilePythonThreads(t *testing.T) {
 			}
 		})
 	})
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // TestProfilePythonInuse: the known-answer script, held once its three

@@ -243,10 +243,7 @@ func TestProfileShimSites(t *testing.T) {
 	cmd := exec.Command(bin)
 	pid, in, stdout := rgPiped(t, cmd, lib)
 	next := sitesSaid(t, stdout)
-	var truth [4]int64
-	for i, f := range strings.Fields(next("TRUTH "))[1:5] {
-		truth[i], _ = strconv.ParseInt(f, 10, 64)
-	}
+	truth := sitesTruth(t, next("TRUTH "))
 	next("PAUSE")
 	dir := t.TempDir()
 	take := func(name string) map[string]int64 {
@@ -384,7 +381,7 @@ func TestProfileShimSamplingOff(t *testing.T) {
 	if r.err == nil || r.err.Error() != want {
 		t.Errorf("err %v, want %q", r.err, want)
 	}
-	if n := countDir(t, filepath.Dir(file)); n != 0 {
+	if n := testkit.Entries(t, filepath.Dir(file)); n != 0 {
 		t.Errorf("%d files written", n)
 	}
 }
@@ -426,6 +423,21 @@ func sitesFreedCheck(t *testing.T, inuse map[string]int64) {
 	if b := inuse["site_b"]; total == 0 || float64(b) >= 0.01*float64(total) {
 		t.Errorf("site_b holds %d of %d inuse bytes after freeing all it held, want under 1%%\n%v", b, total, inuse)
 	}
+}
+
+// sitesTruth reads the "TRUTH a b c big nbig" line: the
+// usable bytes each site allocated, then the 8 MiB blocks'.
+func sitesTruth(t *testing.T, line string) [4]int64 {
+	t.Helper()
+	f := strings.Fields(line)
+	if len(f) != 6 || f[0] != "TRUTH" {
+		t.Fatalf("sites said %q, want TRUTH ...", line)
+	}
+	var truth [4]int64
+	for i := range truth {
+		truth[i], _ = strconv.ParseInt(f[i+1], 10, 64)
+	}
+	return truth
 }
 
 // sitesSaid reads testdata/sites.c's lines from its stdout: each call is

@@ -93,7 +93,7 @@ func TestProfileFromDump(t *testing.T) {
 	if r.err != nil || fmt.Sprint(pfValues(t, []byte(r.stdout))) != pfWant || r.stderr != "" {
 		t.Errorf("-o -: err %v, stderr %q", r.err, r.stderr)
 	}
-	if n := countDir(t, dir); n != 2 {
+	if n := testkit.Entries(t, dir); n != 2 {
 		t.Errorf("%d files in the directory, want the dump and the profile", n)
 	}
 	// -o - to a terminal: refused, nothing written to it.
@@ -177,18 +177,9 @@ func TestProfileOfPID(t *testing.T) {
 	if b2, err := os.ReadFile(out); err != nil || !bytes.Equal(b, b2) {
 		t.Errorf("the earlier profile changed: %v", err)
 	}
-	if n := countDir(t, filepath.Dir(out)); n != 1 {
+	if n := testkit.Entries(t, filepath.Dir(out)); n != 1 {
 		t.Errorf("%d files beside the profile, want none", n)
 	}
-}
-
-func countDir(t *testing.T, dir string) int {
-	t.Helper()
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(des)
 }
 
 // run --profile checks its file before the command starts, and converts
@@ -234,7 +225,7 @@ func TestRunProfileDump(t *testing.T) {
 	if r.err == nil || r.err.Error() != want {
 		t.Errorf("no dump: err %v, want %q", r.err, want)
 	}
-	if n := countDir(t, dir); n != 4 {
+	if n := testkit.Entries(t, dir); n != 4 {
 		t.Errorf("%d files in %s, want dump, marker, one profile and its profile at the peak", n, dir)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "heap.peak.pb.gz")); err != nil {

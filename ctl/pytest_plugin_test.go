@@ -31,23 +31,21 @@ func pytestPython(t *testing.T) string {
 }
 
 // pytestRun runs pytest on the files of ctl/testdata/pytest named, copied
-// into a scratch directory, with the plugin, under the shim (heapctl run)
+// into a scratch directory with blocks.py (which some import), with the
+// plugin, under the shim (heapctl run)
 // unless lib is "", with env added; it returns the result and the
 // directory (for --junitxml's file).
 func pytestRun(t *testing.T, lib string, env []string, files []string, extra ...string) (result, string) {
 	t.Helper()
 	py := pytestPython(t)
 	dir := t.TempDir()
-	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join("testdata", "pytest", f))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range append([]string{"blocks.py"}, files...) {
+		b := testkit.ReadFile(t, filepath.Join("testdata", "pytest", f))
 		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		extra = append(extra, f)
 	}
+	extra = append(extra, files...)
 	args := append([]string{py, "-m", "pytest", "-p", "heapline_pytest", "-p", "no:cacheprovider", "-q",
 		"--rootdir", dir, "--junitxml", filepath.Join(dir, "junit.xml")}, extra...)
 	env = append(env, "PYTHONPATH="+filepath.Join(testkit.Root(), "pyplugin"), "PYTHONDONTWRITEBYTECODE=1", "HEAPLINE_SUMMARY=0")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -278,14 +279,7 @@ func TestRecordJSON(t *testing.T) {
 	if r := heapctl(t, "record", "-o", out, "--lib", lib, "--", bin, "20", "2", "64"); r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.stderr)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc timeline.Document
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
+	doc := recordRead(t, out)
 	if doc.Summary == nil || !doc.Summary.Exited || doc.Summary.PID != doc.PID || !strings.Contains(doc.Command, "heapsteps") {
 		t.Fatalf("document: pid %d command %q summary %+v", doc.PID, doc.Command, doc.Summary)
 	}
@@ -551,12 +545,7 @@ func TestRecordCommandRegionRemoved(t *testing.T) {
 // there.
 func TestRecordExecWithoutShim(t *testing.T) {
 	pid, in := rgStartExecWithoutShim(t)
-	out := filepath.Join(t.TempDir(), "x.csv")
-	done := make(chan result, 1)
-	go func() { done <- heapctl(t, "record", "--interval", "10ms", "-o", out, "--pid", strconv.Itoa(pid)) }()
-	testkit.Poll(t, "a sample", func() bool { return len(hsCSV(out)) > 0 })
-	in.Write([]byte("\n"))
-	r := testkit.Await(t, done, "record to end when the process exec'd without the shim")
+	r, _ := recordPIDGoOn(t, pid, "10ms", in, "record to end when the process exec'd without the shim")
 	if r.err != nil || !r.warned(fmt.Sprintf("process %d exec'd a program without the shim and runs on", pid)) {
 		t.Errorf("record: %v; want a warning that it exec'd without the shim", r.err)
 	}
@@ -617,12 +606,7 @@ func TestRecordPIDExecChain(t *testing.T) {
 	pid := testkit.Start(t, cmd, testkit.Shim(t), region.Path, "HEAPLINE_SUMMARY=0")
 	testkit.Poll(t, "the shell's start", func() bool { _, err := os.Stat(ready); return err == nil })
 	testkit.Poll(t, "the region's magic", func() bool { return regions.Inspect(pid).Err == nil })
-	out := filepath.Join(t.TempDir(), "x.csv")
-	done := make(chan result, 1)
-	go func() { done <- heapctl(t, "record", "--interval", "1ms", "-o", out, "--pid", strconv.Itoa(pid)) }()
-	testkit.Poll(t, "a sample", func() bool { return len(hsCSV(out)) > 0 })
-	in.Write([]byte("\n"))
-	r := testkit.Await(t, done, "record to end with the chain")
+	r, out := recordPIDGoOn(t, pid, "1ms", in, "record to end with the chain")
 	if r.err != nil || r.warned("without the shim") {
 		t.Errorf("record: %v; want no warning of an exec without the shim:\n%s", r.err, r.stderr)
 	}
@@ -657,4 +641,31 @@ func TestRecordOneChild(t *testing.T) {
 	if want := " in " + out + " (1 child process of /bin/sh ran under the shim too: -v logs their summaries)\n"; !strings.Contains(r.stderr, want) {
 		t.Errorf("record said %q, want %q in it", r.stderr, want)
 	}
+}
+
+// recordRead is the timeline record -o wrote to path (JSON).
+func recordRead(t *testing.T, path string) timeline.Document {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc timeline.Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	return doc
+}
+
+// recordPIDGoOn records pid every interval to a CSV until record ends,
+// letting the process go on (a line on in) once the first sample is in
+// the file; it returns record's result, awaited as what, and the CSV.
+func recordPIDGoOn(t *testing.T, pid int, interval string, in io.Writer, what string) (result, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "x.csv")
+	done := make(chan result, 1)
+	go func() { done <- heapctl(t, "record", "--interval", interval, "-o", out, "--pid", strconv.Itoa(pid)) }()
+	testkit.Poll(t, "a sample", func() bool { return len(hsCSV(out)) > 0 })
+	in.Write([]byte("\n"))
+	return testkit.Await(t, done, what), out
 }

@@ -45,6 +45,27 @@ func pyHold(t *testing.T, bin, lib string, env ...string) (int, int64, func() in
 	}
 }
 
+// pyShown is show --json's Python figures.
+type pyShown struct {
+	PyAllocs      uint64 `json:"py_allocs"`
+	PyLiveObjects uint64 `json:"py_live_objects"`
+	PyLiveBytes   uint64 `json:"py_live_bytes"`
+}
+
+// showPython is show --json's Python figures for pid.
+func showPython(t *testing.T, pid int) pyShown {
+	t.Helper()
+	r := heapctl(t, "show", "--json", strconv.Itoa(pid))
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	var s pyShown
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	return s
+}
+
 // TestShowPythonLive: with no flag (HEAPLINE_PYMALLOC unset), show --json
 // gives Python's live blocks from pymalloc's pools within 1% of
 // sys.getallocatedblocks(), on each interpreter, and the objects are not
@@ -53,19 +74,8 @@ func TestShowPythonLive(t *testing.T) {
 	lib := testkit.Shim(t)
 	eachPython(t, func(t *testing.T, bin string) {
 		pid, before, finish := pyHold(t, bin, lib, "HEAPLINE_PYMALLOC=")
-		r := heapctl(t, "show", "--json", strconv.Itoa(pid))
+		s := showPython(t, pid)
 		after := finish()
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		var s struct {
-			PyAllocs      uint64 `json:"py_allocs"`
-			PyLiveObjects uint64 `json:"py_live_objects"`
-			PyLiveBytes   uint64 `json:"py_live_bytes"`
-		}
-		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
-			t.Fatalf("%v: %s", err, r.stdout)
-		}
 		if s.PyAllocs != 0 {
 			t.Errorf("py_allocs %d: pymalloc's objects wrapped without HEAPLINE_PYMALLOC=1", s.PyAllocs)
 		}

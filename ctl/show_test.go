@@ -35,15 +35,7 @@ func TestShowKnownAnswer(t *testing.T) {
 		t.Fatalf("base identity %+v", base)
 	}
 
-	p.proceed(t)
-	var usable uint64
-	if l := p.next(t); !strings.HasPrefix(l, "alloc ") {
-		t.Fatalf("got %q, want alloc", l)
-	} else if usable, _ = strconv.ParseUint(strings.TrimPrefix(l, "alloc "), 10, 64); usable < 64*1000 {
-		t.Fatalf("usable %d from %q", usable, l)
-	}
-	alloc := rgShowJSON(t, p.pid)
-	expectDelta(t, "after allocating", base, alloc, 64, 0, usable, 0)
+	usable, alloc := rgAllocStep(t, p, base)
 	if alloc.PeakLiveBytes < alloc.LiveBytes || alloc.Threads < 2 {
 		t.Errorf("peak %d below live %d, or threads %d < 2", alloc.PeakLiveBytes, alloc.LiveBytes, alloc.Threads)
 	}
@@ -88,6 +80,22 @@ func TestShowKnownAnswer(t *testing.T) {
 	if r.err == nil || r.err.Error() != "show: no process "+strconv.Itoa(p.pid)+", and no region of it in /dev/shm: a process removes its region when it exits; a killed one's stays until heapctl gc removes it" {
 		t.Fatalf("show of an exited process: %v", r.err)
 	}
+}
+
+// rgAllocStep lets rgprog steps allocate its 64 blocks and checks show
+// --json's counts against base then; it returns the blocks' usable bytes,
+// as the program measured them, and the summary.
+func rgAllocStep(t *testing.T, p *rgSteps, base heapjson.Summary) (usable uint64, alloc heapjson.Summary) {
+	t.Helper()
+	p.proceed(t)
+	if l := p.next(t); !strings.HasPrefix(l, "alloc ") {
+		t.Fatalf("got %q, want alloc", l)
+	} else if usable, _ = strconv.ParseUint(strings.TrimPrefix(l, "alloc "), 10, 64); usable < 64*1000 {
+		t.Fatalf("usable %d from %q", usable, l)
+	}
+	alloc = rgShowJSON(t, p.pid)
+	expectDelta(t, "after allocating", base, alloc, 64, 0, usable, 0)
+	return usable, alloc
 }
 
 func expectDelta(t *testing.T, when string, a, b heapjson.Summary, allocs, frees, allocated, freed uint64) {

@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -37,17 +36,38 @@ func sidStart(t *testing.T, args []string) (*exec.Cmd, io.WriteCloser, *bufio.Re
 	t.Helper()
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stderr = os.Stderr
-	in, out := testkit.Pipes(t, cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
+	in, out := testkit.StartPiped(t, cmd)
 	return cmd, in, out
+}
+
+// sidHold starts pyHoldScript under python, without wrapping pymalloc,
+// and returns it with its stdin and a reader of the blocks it says it
+// holds (sys.getallocatedblocks()).
+func sidHold(t *testing.T, python string) (*exec.Cmd, io.WriteCloser, func() float64) {
+	t.Helper()
+	cmd, in, out := sidStart(t, testkit.Sid(t, []string{"HEAPLINE_PYMALLOC="}, python, sidScript(t, "hold.py", pyHoldScript)))
+	return cmd, in, func() float64 {
+		f := strings.Fields(sidLine(t, out))
+		if len(f) != 2 || f[0] != "blocks" {
+			t.Fatalf("script said %q", f)
+		}
+		n, _ := strconv.ParseFloat(f[1], 64)
+		return n
+	}
+}
+
+// sidProfileEnd writes heapctl profile's file of p, which waits, as name
+// in a directory of the test's, then closes p's stdin and waits for it.
+func sidProfileEnd(t *testing.T, p *exec.Cmd, in io.WriteCloser, name string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), name)
+	r := heapctl(t, "profile", "-o", file, strconv.Itoa(p.Process.Pid))
+	in.Close()
+	_ = p.Wait()
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.stderr)
+	}
+	return file
 }
 
 // sidScript writes text as NAME in a new directory under the root's /tmp
@@ -93,34 +113,15 @@ func TestSidShimLoads(t *testing.T) {
 // interpreters, without wrapping pymalloc.
 func TestSidShowPythonLive(t *testing.T) {
 	sidEach(t, func(t *testing.T, python string) {
-		cmd, in, out := sidStart(t, testkit.Sid(t, []string{"HEAPLINE_PYMALLOC="}, python, sidScript(t, "hold.py", pyHoldScript)))
-		blocks := func() float64 {
-			f := strings.Fields(sidLine(t, out))
-			if len(f) != 2 || f[0] != "blocks" {
-				t.Fatalf("script said %q", f)
-			}
-			n, _ := strconv.ParseFloat(f[1], 64)
-			return n
-		}
+		cmd, in, blocks := sidHold(t, python)
 		before := blocks()
-		r := heapctl(t, "show", "--json", strconv.Itoa(cmd.Process.Pid))
+		s := showPython(t, cmd.Process.Pid)
 		in.Close()
 		after := blocks()
 		_ = cmd.Wait()
-		if r.err != nil {
-			t.Fatalf("%v\n%s", r.err, r.stderr)
-		}
-		var s struct {
-			PyAllocs      uint64  `json:"py_allocs"`
-			PyLiveObjects float64 `json:"py_live_objects"`
-			PyLiveBytes   uint64  `json:"py_live_bytes"`
-		}
-		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
-			t.Fatalf("%v: %s", err, r.stdout)
-		}
 		want := (before + after) / 2
-		if d := s.PyLiveObjects/want - 1; d > 0.01 || d < -0.01 {
-			t.Errorf("py_live_objects %.0f, sys.getallocatedblocks() %.0f then %.0f", s.PyLiveObjects, before, after)
+		if d := float64(s.PyLiveObjects)/want - 1; d > 0.01 || d < -0.01 {
+			t.Errorf("py_live_objects %d, sys.getallocatedblocks() %.0f then %.0f", s.PyLiveObjects, before, after)
 		}
 		if s.PyLiveBytes < 300000*48 {
 			t.Errorf("py_live_bytes %d, want at least 300000 x 48", s.PyLiveBytes)
@@ -128,7 +129,7 @@ func TestSidShowPythonLive(t *testing.T) {
 		if s.PyAllocs != 0 {
 			t.Errorf("py_allocs %d: pymalloc wrapped without HEAPLINE_PYMALLOC=1", s.PyAllocs)
 		}
-		t.Logf("py_live_objects %.0f (%d B), sys.getallocatedblocks() %.0f then %.0f", s.PyLiveObjects, s.PyLiveBytes, before, after)
+		t.Logf("py_live_objects %d (%d B), sys.getallocatedblocks() %.0f then %.0f", s.PyLiveObjects, s.PyLiveBytes, before, after)
 	})
 }
 
@@ -154,13 +155,7 @@ func TestSidProfilePythonKnown(t *testing.T) {
 					shares = append(shares, l)
 				}
 			}
-			file := filepath.Join(t.TempDir(), "app.pb.gz")
-			r := heapctl(t, "profile", "-o", file, strconv.Itoa(p.Process.Pid))
-			in.Close()
-			_ = p.Wait()
-			if r.err != nil {
-				t.Fatalf("%v\n%s", r.err, r.stderr)
-			}
+			file := sidProfileEnd(t, p, in, "app.pb.gz")
 			pyKnownCheck(t, strings.Join(shares, "\n"), file, script)
 		})
 	})
@@ -196,13 +191,7 @@ func TestSidPythonFrameNames(t *testing.T) {
 		if l := sidLine(t, out); l != "ready" {
 			t.Fatalf("script said %q", l)
 		}
-		file := filepath.Join(t.TempDir(), "names.pb.gz")
-		r := heapctl(t, "profile", "-o", file, strconv.Itoa(p.Process.Pid))
-		in.Close()
-		_ = p.Wait()
-		if r.err != nil {
-			t.Fatalf("%v\n%s", r.err, r.stderr)
-		}
+		file := sidProfileEnd(t, p, in, "names.pb.gz")
 		var all, exact int64
 		other := map[string]int64{}
 		for _, s := range pfParse(t, file).Sample {
@@ -271,15 +260,7 @@ func TestSidRunPythonLiveAtExit(t *testing.T) {
 // python_object_bytes at least their bytes.
 func TestSidExportPythonLive(t *testing.T) {
 	sidEach(t, func(t *testing.T, python string) {
-		cmd, in, out := sidStart(t, testkit.Sid(t, []string{"HEAPLINE_PYMALLOC="}, python, sidScript(t, "hold.py", pyHoldScript)))
-		blocks := func() float64 {
-			f := strings.Fields(sidLine(t, out))
-			if len(f) != 2 || f[0] != "blocks" {
-				t.Fatalf("script said %q", f)
-			}
-			n, _ := strconv.ParseFloat(f[1], 64)
-			return n
-		}
+		cmd, in, blocks := sidHold(t, python)
 		before := blocks()
 		fams := hsScrape(t, hsExport(t))
 		in.Close()

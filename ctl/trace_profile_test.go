@@ -10,16 +10,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
 	pprof "github.com/google/pprof/profile"
 	"go.uber.org/zap/zaptest"
-	"golang.org/x/sys/unix"
 
 	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/region"
@@ -33,20 +30,6 @@ import (
 func traceSites(t *testing.T) string {
 	t.Helper()
 	return testkit.CC(t, "", "testdata/sites.c", "-O2", "-fomit-frame-pointer", "-Wall", "-Werror")
-}
-
-// traceSitesTruth reads the "TRUTH a b c big nbig" line.
-func traceSitesTruth(t *testing.T, line string) [4]int64 {
-	t.Helper()
-	f := strings.Fields(line)
-	if len(f) != 6 || f[0] != "TRUTH" {
-		t.Fatalf("sites said %q, want TRUTH ...", line)
-	}
-	var truth [4]int64
-	for i := range truth {
-		truth[i], _ = strconv.ParseInt(f[i+1], 10, 64)
-	}
-	return truth
 }
 
 // traceProfileShape: the profile has the shape of the shim's (and Go's
@@ -84,7 +67,7 @@ func TestTraceProfileSites(t *testing.T) {
 		t.Fatal(err)
 	}
 	line, _, _ := strings.Cut(out.String(), "\n")
-	traceSitesCheck(t, file, traceSitesTruth(t, line))
+	traceSitesCheck(t, file, sitesTruth(t, line))
 }
 
 // TestTraceProfileSitesPID: the same, attached with --pid to the program
@@ -92,19 +75,14 @@ func TestTraceProfileSites(t *testing.T) {
 func TestTraceProfileSitesPID(t *testing.T) {
 	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	cmd := exec.Command(traceSites(t), "wait")
-	in, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	in, stdout := testkit.StartPiped(t, cmd)
 	next := sitesSaid(t, stdout)
 	next("READY")
 	file := filepath.Join(t.TempDir(), "sites.pb.gz")
 	attached, result := traceBackground(t, traceOpts{pid: cmd.Process.Pid, profile: file, duration: 2 * time.Minute})
 	<-attached
 	io.WriteString(in, "\n")
-	truth := traceSitesTruth(t, next("TRUTH"))
+	truth := sitesTruth(t, next("TRUTH"))
 	next("PAUSE")
 	io.WriteString(in, "\n")
 	next("PAUSE")
@@ -331,11 +309,7 @@ int main(void) {
 // every run is written there as JSON.
 func BenchmarkTraceSampling(b *testing.B) {
 	testkit.NeedRoot(b, "to load BPF programs and attach uprobes")
-	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		b.Fatalf("enabling BPF statistics: %v", err)
-	}
-	defer stats.Close()
+	testkit.BPFRunTime(b)
 	root := testkit.Root()
 	scenarios := []struct {
 		name string

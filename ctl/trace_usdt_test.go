@@ -55,7 +55,7 @@ func TestTraceUSDTSites(t *testing.T) {
 		t.Errorf("summary: source %q, exited %v, allocs %d; want the shim's region's, exited", s.Source, s.Exited, s.Allocs)
 	}
 	line, _, _ := strings.Cut(out.String(), "\n")
-	truth := traceSitesTruth(t, line)
+	truth := sitesTruth(t, line)
 	traceSitesCheck(t, file, truth)
 	if samples == 0 {
 		t.Errorf("no sample came through the probes")
@@ -77,12 +77,7 @@ func TestTraceUSDTBpftrace(t *testing.T) {
 	lib := testkit.Shim(t)
 	cmd := exec.Command(traceSites(t), "wait")
 	cmd.Env = shim.Env(os.Environ(), lib)
-	in, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	in, stdout := testkit.StartPiped(t, cmd)
 	next := sitesSaid(t, stdout)
 	next("READY")
 
@@ -113,7 +108,7 @@ usdt:%[1]s:otel_memory:free { @frees = count(); }`, lib)
 	})
 
 	io.WriteString(in, "\n")
-	truth := traceSitesTruth(t, next("TRUTH"))
+	truth := sitesTruth(t, next("TRUTH"))
 	next("PAUSE")
 	io.WriteString(in, "\n")
 	next("PAUSE")
@@ -209,12 +204,7 @@ y = [bytearray(3000) for _ in range(3000)]
 print("DONE", flush=True); sys.stdin.readline()
 `)
 	cmd.Env = shim.Env(os.Environ(), lib)
-	in, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	in, stdout := testkit.StartPiped(t, cmd)
 	pid := cmd.Process.Pid
 	next := sitesSaid(t, stdout)
 	next("READY")
@@ -264,12 +254,7 @@ print("DONE", flush=True); sys.stdin.readline()
 	// --uprobes: libc's probes on the same kind of process.
 	cmd2 := exec.Command("python3", "-c", "import sys; print('READY', flush=True); sys.stdin.readline()")
 	cmd2.Env = shim.Env(os.Environ(), lib)
-	in2, _ := cmd2.StdinPipe()
-	out2, _ := cmd2.StdoutPipe()
-	if err := cmd2.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd2.Process.Kill(); cmd2.Wait() })
+	in2, out2 := testkit.StartPiped(t, cmd2)
 	sitesSaid(t, out2)("READY")
 	attached2, result2 := traceBackground(t, traceOpts{pid: cmd2.Process.Pid, json: true, uprobes: true,
 		finished: func(tr *bpf.Tracer) { mode = tr.Mode }})

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,9 +16,7 @@ import (
 func TestWatchPython(t *testing.T) {
 	lib := testkit.Shim(t)
 	bin := testkit.Interpreter(t, "/usr/bin/python3.11")
-	cmd := exec.Command(bin, "testdata/pyobjects_known.py")
-	pid, in, out := rgPiped(t, cmd, lib)
-	defer func() { in.Close(); _ = cmd.Wait() }()
+	pid, out, end := pyScript(t, bin, lib, "testdata/pyobjects_known.py")
 	for {
 		l, err := out.ReadString('\n')
 		if err != nil {
@@ -30,17 +26,11 @@ func TestWatchPython(t *testing.T) {
 			break
 		}
 	}
-	r := heapctl(t, "show", "--json", strconv.Itoa(pid))
-	if r.err != nil {
-		t.Fatal(r.err)
+	s := showPython(t, pid)
+	if s.PyLiveBytes == 0 {
+		t.Fatal("show --json: py_live_bytes 0")
 	}
-	var s struct {
-		Bytes int64 `json:"py_live_bytes"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.Bytes == 0 {
-		t.Fatalf("show --json: %v, py_live_bytes %d: %s", err, s.Bytes, r.stdout)
-	}
-	want := report.Bytes(s.Bytes)
+	want := report.Bytes(int64(s.PyLiveBytes))
 
 	tty, screen := hsTerminal(t, 200)
 	done, stderr := hsWatch(t, tty, "--interval", "50ms", strconv.Itoa(pid))
@@ -48,7 +38,6 @@ func TestWatchPython(t *testing.T) {
 		s := screen.String()
 		return strings.Contains(s, "PYTHON") && strings.Contains(s, want)
 	})
-	in.Close()
-	_ = cmd.Wait()
+	end()
 	hsDone(t, done, stderr)
 }

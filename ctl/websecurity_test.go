@@ -45,13 +45,7 @@ func wsStatus(t *testing.T, u, host string) (int, string) {
 		req.Host = host
 	}
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return testkit.Do(t, c, req)
 }
 
 // view serves under the token of the URL it prints: without it, with

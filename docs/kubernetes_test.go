@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heapline/heapline/internal/testkit"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -113,14 +114,7 @@ func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
 // and nothing more: not privileged, every other capability dropped, and
 // every flag it passes is one of export's (cli.md, generated from heapctl).
 func TestKubernetesExporterIsNotPrivileged(t *testing.T) {
-	cli, err := os.ReadFile("cli.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, err := os.ReadFile("containers.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, page := testkit.ReadFile(t, "cli.md"), testkit.ReadFile(t, "containers.md")
 	found := false
 	for _, m := range readManifests(t) {
 		ds, ok := m.obj.(*appsv1.DaemonSet)

@@ -341,12 +341,7 @@ func TestMuslTarball(t *testing.T) {
 // imports are the libraries the ELF file at p needs (DT_NEEDED).
 func imports(t *testing.T, p string) []string {
 	t.Helper()
-	f, err := elf.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	libs, err := f.ImportedLibraries()
+	libs, err := testkit.ELF(t, p).ImportedLibraries()
 	if err != nil {
 		t.Fatal(err)
 	}

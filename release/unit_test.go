@@ -50,14 +50,7 @@ func TestDebUnitVerifies(t *testing.T) {
 
 // fleet.md shows the unit the .deb ships, as it is.
 func TestFleetPageShowsTheUnit(t *testing.T) {
-	unit, err := os.ReadFile("heapline-export.service")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, err := os.ReadFile("../docs/fleet.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	unit, page := testkit.ReadFile(t, "heapline-export.service"), testkit.ReadFile(t, "../docs/fleet.md")
 	m := regexp.MustCompile("(?s)```ini\n(.*?)```").FindSubmatch(page)
 	if m == nil {
 		t.Fatal("fleet.md has no ```ini block")

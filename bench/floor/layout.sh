@@ -10,8 +10,7 @@ cd "$(dirname "$0")/../.."
 # shellcheck source-path=SCRIPTDIR/../.. source=bench/measure.sh
 . bench/measure.sh
 runs=${1:-4}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+scratch out
 git show 9739fcd:scenarios/larson.c >"$out/larson.c"
 cp scenarios/scenario.h "$out/"
 ${CC:-gcc} -O2 -pthread -o "$out/larson-old" "$out/larson.c"

@@ -7,8 +7,7 @@ cd "$(dirname "$0")/../.."
 # shellcheck source-path=SCRIPTDIR/../.. source=bench/measure.sh
 . bench/measure.sh
 runs=${1:-13}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+scratch out
 cc="${CC:-gcc} -O2 -shared -fPIC -fvisibility=hidden"
 $cc -o "$out/forward.so" bench/floor/forward.c -ldl
 for k in 4 5 6 7 8 9 10; do $cc -DK=$k -o "$out/k$k.so" bench/floor/words.c -ldl; done

@@ -38,12 +38,20 @@ func CC(t testing.TB, out, src string, args ...string) string {
 // apart by it).
 func CCode(t testing.TB, name, code string, args ...string) string {
 	t.Helper()
+	src, out := writeSource(t, name, code, args)
+	return CC(t, out, src, args...)
+}
+
+// writeSource writes code to a file named name in a new directory of the
+// test's own and returns its path and the program's path beside it.
+func writeSource(t testing.TB, name, code string, args []string) (src, out string) {
+	t.Helper()
 	dir := t.TempDir()
-	src := filepath.Join(dir, name)
+	src = filepath.Join(dir, name)
 	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return CC(t, filepath.Join(dir, outName(src, args)), src, args...)
+	return src, filepath.Join(dir, outName(src, args))
 }
 
 // outName is the program's name for src: its base without the extension,

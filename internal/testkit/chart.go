@@ -119,7 +119,7 @@ func chartBoxes(t testing.TB, svg []byte) ([]Box, float64, float64) {
 	var rotated []bool // per open <g>
 	var cur *Box
 	var x, y, size float64
-	svgTokens(t, svg, func(tok xml.Token) {
+	SVGTokens(t, svg, func(tok xml.Token) {
 		switch v := tok.(type) {
 		case xml.StartElement:
 			attr := map[string]string{}

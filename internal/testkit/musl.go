@@ -36,12 +36,7 @@ func MuslShim(t testing.TB) string {
 // (the shim's unwinder finds a program's unwind tables by it).
 func MuslCCode(t testing.TB, name, code string, args ...string) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, name)
-	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, outName(src, args))
+	src, out := writeSource(t, name, code, args)
 	cmd := exec.Command("musl-gcc", append([]string{"-fno-builtin", "-Wl,--eh-frame-hdr", "-o", out, src}, args...)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("compiling %s with musl-gcc: %v\n%s", src, err, b)

@@ -22,3 +22,20 @@ func Pipes(t testing.TB, cmd *exec.Cmd) (stdin io.WriteCloser, stdout *bufio.Rea
 	}
 	return stdin, bufio.NewReader(out)
 }
+
+// StartPiped connects cmd's pipes as Pipes does and starts it; however
+// the test ends, the process is gone after it.
+func StartPiped(t testing.TB, cmd *exec.Cmd) (stdin io.WriteCloser, stdout *bufio.Reader) {
+	t.Helper()
+	stdin, stdout = Pipes(t, cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return stdin, stdout
+}

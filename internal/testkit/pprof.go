@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"os"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -11,11 +10,7 @@ import (
 // it is not one.
 func ParseProfile(t testing.TB, path string) *profile.Profile {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.ParseData(b)
+	p, err := profile.ParseData(ReadFile(t, path))
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}

@@ -52,9 +52,10 @@ func Git(t testing.TB, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// svgTokens hands fn each token of the XML in b, failing the test where
-// it is not XML: the one walk of SVGTextsAt and chartBoxes.
-func svgTokens(t testing.TB, b []byte, fn func(xml.Token)) {
+// SVGTokens hands fn each token of the XML in b, failing the test where
+// it is not XML: the one walk of SVGTextsAt, chartBoxes and the tests' own
+// readers of charts.
+func SVGTokens(t testing.TB, b []byte, fn func(xml.Token)) {
 	t.Helper()
 	d := xml.NewDecoder(bytes.NewReader(b))
 	for {
@@ -94,7 +95,7 @@ func SVGTextsAt(t testing.TB, b []byte) []SVGText {
 	var texts []SVGText
 	var cur *SVGText
 	root := ""
-	svgTokens(t, b, func(tok xml.Token) {
+	SVGTokens(t, b, func(tok xml.Token) {
 		switch v := tok.(type) {
 		case xml.StartElement:
 			if root == "" {

@@ -40,12 +40,7 @@ func exportsMap(t *testing.T) []string {
 // malloc family, _exit and _Fork, and nothing else (preload/exports.map
 // says why).
 func TestExports(t *testing.T) {
-	f, err := elf.Open(testkit.Shim(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.DynamicSymbols()
+	syms, err := testkit.ELF(t, testkit.Shim(t)).DynamicSymbols()
 	if err != nil {
 		t.Fatal(err)
 	}

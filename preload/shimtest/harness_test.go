@@ -72,6 +72,28 @@ func env(t testing.TB, extra ...string) []string {
 	return testkit.Env(e, testkit.Shim(t), extra...)
 }
 
+// unshimmed is our environment without LD_PRELOAD and HEAPLINE_
+// settings: for a shell or tool that must run without the shim.
+func unshimmed() []string {
+	var e []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HEAPLINE_") && !strings.HasPrefix(kv, "LD_PRELOAD=") {
+			e = append(e, kv)
+		}
+	}
+	return e
+}
+
+// runShimmed runs prog under the shim with settings (HEAPLINE_...) and
+// returns what it wrote on stdout and stderr.
+func runShimmed(t testing.TB, prog string, settings ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(prog)
+	cmd.Env = env(t, settings...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 // compile builds testdata/src (C, or C++ for .cc) into a temporary folder.
 func compile(t testing.TB, src string, flags ...string) string {
 	t.Helper()

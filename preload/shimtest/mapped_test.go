@@ -110,10 +110,8 @@ func TestPythonArenas(t *testing.T) {
 // it holds (3 of 3 runs hung a child before the lock knew its holder).
 func TestMapForkFromHandler(t *testing.T) {
 	prog := compile(t, "mapfork.c")
-	cmd := exec.Command(prog)
-	cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil || string(out) != "no hang\n" {
+	out, err := runShimmed(t, prog, "HEAPLINE_SUMMARY=0")
+	if err != nil || out != "no hang\n" {
 		t.Fatalf("%v: %q", err, out)
 	}
 }

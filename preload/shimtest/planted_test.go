@@ -92,7 +92,7 @@ func TestPlantedByAnotherUser(t *testing.T) {
 	script := `setpriv --reuid=$U --regid=$G --clear-groups -- sh -c 'echo planted > /dev/shm/heapline.$1; ln -s /etc/passwd /dev/shm/heapline.$1.$2' sh $$ $NS || exit 1
 		exec env LD_PRELOAD="$HL_LIB" HEAPLINE_SUMMARY=0 cat`
 	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = append(unpreloaded(), "U="+strconv.Itoa(u.UID), "G="+strconv.Itoa(u.GID), "NS="+strconv.FormatUint(ns, 10), "HL_LIB="+testkit.Shim(t))
+	cmd.Env = append(unshimmed(), "U="+strconv.Itoa(u.UID), "G="+strconv.Itoa(u.GID), "NS="+strconv.FormatUint(ns, 10), "HL_LIB="+testkit.Shim(t))
 	var errOut strings.Builder
 	cmd.Stderr = &errOut
 	stdin, err := cmd.StdinPipe()
@@ -131,18 +131,6 @@ func TestPlantedByAnotherUser(t *testing.T) {
 	if _, err := os.Lstat(third[0]); !os.IsNotExist(err) {
 		t.Errorf("%s stays after a normal exit: %v", third[0], err)
 	}
-}
-
-// unpreloaded is our environment without LD_PRELOAD and HEAPLINE_
-// settings: for a shell that must run without the shim.
-func unpreloaded() []string {
-	var e []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HEAPLINE_") && !strings.HasPrefix(kv, "LD_PRELOAD=") {
-			e = append(e, kv)
-		}
-	}
-	return e
 }
 
 // ownPidNS is the inode of the test's pid namespace, which the shim's

@@ -1,9 +1,10 @@
 package shimtest
 
 import (
-	"bufio"
 	"os/exec"
 	"testing"
+
+	"github.com/heapline/heapline/internal/testkit"
 )
 
 // region.h's py_flags: HL_PY_* and, past HL_PY_MISSING_SHIFT, the
@@ -40,19 +41,9 @@ func TestPythonVersionsFromOffsets(t *testing.T) {
 			bin := compile(t, "fakepython.c", append([]string{"-rdynamic"}, c.flags...)...)
 			cmd := exec.Command(bin)
 			cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
-			in, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			in, out := testkit.StartPiped(t, cmd)
 			defer func() { in.Close(); _ = cmd.Wait() }()
-			line, err := bufio.NewReader(out).ReadString('\n')
+			line, err := out.ReadString('\n')
 			if err != nil {
 				t.Fatal(err)
 			}

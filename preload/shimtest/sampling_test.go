@@ -197,10 +197,8 @@ func TestDoubleFreeSampled(t *testing.T) {
 // sampled: every exception reaches its catch.
 func TestThrowFromThreads(t *testing.T) {
 	prog := compile(t, "throw.cc", "-O2")
-	cmd := exec.Command(prog)
-	cmd.Env = env(t, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE=4k")
-	out, err := cmd.CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "caught 10000" {
+	out, err := runShimmed(t, prog, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE=4k")
+	if err != nil || strings.TrimSpace(out) != "caught 10000" {
 		t.Errorf("throw.cc: %v, %q; want caught 10000", err, out)
 	}
 }
@@ -228,10 +226,8 @@ func TestSmallAddressSpace(t *testing.T) {
 // stack's bounds or meets a signal frame; the program runs as without it.
 func TestForeignStacks(t *testing.T) {
 	prog := compile(t, "stacks.c", "-O2")
-	cmd := exec.Command(prog)
-	cmd.Env = env(t, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "ok 3000" {
+	out, err := runShimmed(t, prog, "HEAPLINE_SUMMARY=0", "HEAPLINE_SAMPLE=1")
+	if err != nil || strings.TrimSpace(out) != "ok 3000" {
 		t.Errorf("stacks.c: %v, %q; want ok 3000", err, out)
 	}
 }

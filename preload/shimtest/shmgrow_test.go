@@ -67,23 +67,12 @@ func expectLine(t testing.TB, out *bufio.Reader, want string) {
 // most 64 KiB of /dev/shm (the whole region reserved was 657 KiB), and
 // exactly the pages their entries reach.
 func TestRegionSmallForFewStacks(t *testing.T) {
-	prog := compile(t, "depths.c")
-	cmd := exec.Command(prog, "4", "32", "64")
-	cmd.Env = env(t, "HEAPLINE_SAMPLE=1024") // every stack's 64 KB sampled, but for e^-62
-	in, out := testkit.Pipes(t, cmd)
-	pid := testkit.Start(t, cmd, testkit.Shim(t), regionPath)
-	expectLine(t, out, "start")
-	fmt.Fprintln(in)
-	expectLine(t, out, "ready")
-	path := regionPath(pid)
+	// every stack's 64 KB sampled, but for e^-62
+	path, finish := depthsAtReady(t, []string{"HEAPLINE_SAMPLE=1024"}, "4", "32", "64")
 	used := headerU32(t, path, "hl_header.stacks_used")
 	got := shmBytes(t, path)
 	want, counts := shmExpected(t, path)
-	fmt.Fprintln(in)
-	expectLine(t, out, "done")
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	finish()
 	// entry 0, the program's 32 stacks, and a few of libc's and the
 	// loader's at most (stdio's buffers, the threads' TLS vectors)
 	if used < 33 || used > 40 {
@@ -136,27 +125,37 @@ sys.stdin.readline()
 // of 64 at a time past the first 48 (the header's page): 64 threads alive
 // at once all have a slot, and the region holds the slots' two pages.
 func TestSlotsGrow(t *testing.T) {
-	prog := compile(t, "depths.c")
-	cmd := exec.Command(prog, "64", "64", "1")
-	cmd.Env = env(t)
-	in, out := testkit.Pipes(t, cmd)
-	pid := testkit.Start(t, cmd, testkit.Shim(t), regionPath)
-	expectLine(t, out, "start")
-	fmt.Fprintln(in)
-	expectLine(t, out, "ready")
-	path := regionPath(pid)
+	path, finish := depthsAtReady(t, nil, "64", "64", "1")
 	got := shmBytes(t, path)
 	want, used := shmExpected(t, path)
-	fmt.Fprintln(in)
-	expectLine(t, out, "done")
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	finish()
 	if used["threads_max"] != 64 || used["overflow_threads"] != 0 {
 		t.Errorf("%v: want 64 threads at once, each in a slot", used)
 	}
 	if got != want {
 		t.Errorf("the region holds %d bytes of /dev/shm (%v), want %d", got, used, want)
+	}
+}
+
+// depthsAtReady runs depths.c with args under the shim, with settings
+// (HEAPLINE_...), to its "ready"; it returns the region's path, and
+// finish, which lets the program end and waits for it.
+func depthsAtReady(t *testing.T, settings []string, args ...string) (path string, finish func()) {
+	t.Helper()
+	cmd := exec.Command(compile(t, "depths.c"), args...)
+	cmd.Env = env(t, settings...)
+	in, out := testkit.Pipes(t, cmd)
+	pid := testkit.Start(t, cmd, testkit.Shim(t), regionPath)
+	expectLine(t, out, "start")
+	fmt.Fprintln(in)
+	expectLine(t, out, "ready")
+	return regionPath(pid), func() {
+		t.Helper()
+		fmt.Fprintln(in)
+		expectLine(t, out, "done")
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -266,17 +265,6 @@ func inShm(t *testing.T, holder int, extra []string, prog string, args ...string
 	return cmd
 }
 
-// unshimmed is our environment without LD_PRELOAD and HEAPLINE_ settings.
-func unshimmed() []string {
-	var e []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HEAPLINE_") && !strings.HasPrefix(kv, "LD_PRELOAD=") {
-			e = append(e, kv)
-		}
-	}
-	return e
-}
-
 // nsShow is `heapctl show --json PID` in the holder's namespace.
 func nsShow(t *testing.T, holder, pid int) summary {
 	t.Helper()
@@ -313,16 +301,7 @@ func TestRegionsInContainerShm(t *testing.T) {
 	var ps []proc
 	for range procs {
 		cmd := inShm(t, holder, []string{"HEAPLINE_SAMPLE=4096"}, prog, "2", "16", "16")
-		in, out := testkit.Pipes(t, cmd)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			}
-		})
+		in, out := testkit.StartPiped(t, cmd)
 		ps = append(ps, proc{cmd, in, out})
 	}
 	for _, p := range ps {
@@ -369,18 +348,9 @@ func TestRegionGrowthFails(t *testing.T) {
 	holder := smallShm(t, "48k") // the header and slots (20 KiB), and a few pages more
 	prog := compile(t, "depths.c")
 	cmd := inShm(t, holder, []string{"HEAPLINE_SAMPLE=256"}, prog, "1", "300", "4")
-	in, out := testkit.Pipes(t, cmd)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
+	in, out := testkit.StartPiped(t, cmd)
 	pid := cmd.Process.Pid
 	path := fmt.Sprintf("/proc/%d/root%s", holder, regionPath(pid))
 	expectLine(t, out, "start")

@@ -197,10 +197,8 @@ func TestForkAtTheAdd(t *testing.T) {
 		t.Skip("forkstep.c steps with x86-64's trap flag")
 	}
 	prog := compile(t, "forkstep.c")
-	cmd := exec.Command(prog)
-	cmd.Env = env(t, "HEAPLINE_SUMMARY=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil || string(out) != "child ok\n" {
+	out, err := runShimmed(t, prog, "HEAPLINE_SUMMARY=0")
+	if err != nil || out != "child ok\n" {
 		t.Fatalf("%v: %q", err, out)
 	}
 }

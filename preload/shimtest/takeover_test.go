@@ -143,11 +143,7 @@ func TestAbandonedRegionTaken(t *testing.T) {
 			// the program under the shim, which keeps that pid.
 			script := `f=/dev/shm/heapline.$$; : > "$f"; chmod 600 "$f"; touch -d "@$(( $(date +%s) - $2 ))" "$f"; LD_PRELOAD="$1" exec /bin/true`
 			cmd := exec.Command("sh", "-c", script, "sh", lib, strconv.Itoa(c.age))
-			for _, kv := range os.Environ() {
-				if !strings.HasPrefix(kv, "HEAPLINE_") && !strings.HasPrefix(kv, "LD_PRELOAD=") {
-					cmd.Env = append(cmd.Env, kv)
-				}
-			}
+			cmd.Env = unshimmed()
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			if err := cmd.Run(); err != nil {

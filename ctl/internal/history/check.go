@@ -41,9 +41,14 @@ type CheckReport struct {
 
 // Regressions are the rows that failed.
 func (r CheckReport) Regressions() []CheckRow {
-	var out []CheckRow
-	for _, row := range r.Rows {
-		if row.Verdict == VerdictRegression {
+	return regressions(r.Rows, func(row CheckRow) string { return row.Verdict })
+}
+
+// regressions are the rows whose verdict is VerdictRegression.
+func regressions[R any](rows []R, verdict func(R) string) []R {
+	var out []R
+	for _, row := range rows {
+		if verdict(row) == VerdictRegression {
 			out = append(out, row)
 		}
 	}
@@ -67,39 +72,55 @@ func (r CheckReport) Regressions() []CheckRow {
 //
 // A scenario with no earlier point passes ("no history").
 func Check(pts []Point, k int, threshold float64) (CheckReport, error) {
-	if k < 1 {
-		return CheckReport{}, fmt.Errorf("the number of earlier points to compare with must be at least 1, got %d", k)
+	if err := checkK(k); err != nil {
+		return CheckReport{}, err
 	}
 	if !(threshold > 0) {
 		return CheckReport{}, fmt.Errorf("the threshold must be above 0, got %g", threshold)
 	}
 	rep := CheckReport{K: k, Threshold: threshold}
-	for _, sc := range Scenarios(pts) {
-		for _, m := range []string{MeasureTime, MeasureCPU, MeasureInstructions} {
-			s := Series(pts, sc, m)
+	eachNewest(pts, Scenarios(pts), []string{MeasureTime, MeasureCPU, MeasureInstructions}, k, func(sc, m string, newest Point, prev []Point) {
+		row := CheckRow{Scenario: sc, Measure: m, Newest: newest, Verdict: VerdictNew}
+		if len(prev) > 0 {
+			vals := make([]float64, len(prev))
+			for i, p := range prev {
+				vals[i] = p.Overhead
+			}
+			row.Median = median(vals)
+			row.BandLow, row.BandHigh = slices.Min(vals), slices.Max(vals)
+			row.Previous = len(prev)
+			row.Delta = row.Newest.Overhead - row.Median
+			row.Verdict = verdict(row, threshold)
+		}
+		rep.Rows = append(rep.Rows, row)
+	})
+	return rep, nil
+}
+
+// checkK refuses a number of earlier points to compare with below 1.
+func checkK(k int) error {
+	if k < 1 {
+		return fmt.Errorf("the number of earlier points to compare with must be at least 1, got %d", k)
+	}
+	return nil
+}
+
+// eachNewest calls f with the newest point of every name and measure
+// that has one, and the at most k points before it.
+func eachNewest(pts []Point, names, measures []string, k int, f func(name, measure string, newest Point, prev []Point)) {
+	for _, name := range names {
+		for _, m := range measures {
+			s := Series(pts, name, m)
 			if len(s) == 0 {
 				continue
 			}
-			row := CheckRow{Scenario: sc, Measure: m, Newest: s[len(s)-1], Verdict: VerdictNew}
 			prev := s[:len(s)-1]
 			if len(prev) > k {
 				prev = prev[len(prev)-k:]
 			}
-			if len(prev) > 0 {
-				vals := make([]float64, len(prev))
-				for i, p := range prev {
-					vals[i] = p.Overhead
-				}
-				row.Median = median(vals)
-				row.BandLow, row.BandHigh = slices.Min(vals), slices.Max(vals)
-				row.Previous = len(prev)
-				row.Delta = row.Newest.Overhead - row.Median
-				row.Verdict = verdict(row, threshold)
-			}
-			rep.Rows = append(rep.Rows, row)
+			f(name, m, s[len(s)-1], prev)
 		}
 	}
-	return rep, nil
 }
 
 // verdict applies the measure's rule to a row with a history.
@@ -144,15 +165,7 @@ func points(d float64) string {
 // Markdown writes the report as a GitHub job summary: a headline, then one
 // table row per scenario and measure, regressions in bold.
 func (r CheckReport) Markdown(w io.Writer) {
-	regs := r.Regressions()
-	switch len(regs) {
-	case 0:
-		fmt.Fprintf(w, "## Overhead check: no regression\n\n")
-	case 1:
-		fmt.Fprintf(w, "## Overhead check: 1 regression\n\n")
-	default:
-		fmt.Fprintf(w, "## Overhead check: %d regressions\n\n", len(regs))
-	}
+	headline(w, "Overhead", len(r.Regressions()))
 	if len(r.Rows) == 0 {
 		fmt.Fprintf(w, "The store has no points yet.\n")
 		return
@@ -171,13 +184,30 @@ func (r CheckReport) Markdown(w io.Writer) {
 			}
 			change = points(row.Delta)
 		}
-		verdict := row.Verdict
-		if verdict == VerdictRegression {
-			verdict = "**regression**"
-		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", cell(row.Scenario), row.Measure,
-			cell(Short(row.Newest.Commit)), figure(row.Newest), before, change, verdict)
+			cell(Short(row.Newest.Commit)), figure(row.Newest), before, change, verdictCell(row.Verdict))
 	}
+}
+
+// headline is a check's summary headline: what it checked, how many
+// regressions.
+func headline(w io.Writer, what string, regressions int) {
+	switch regressions {
+	case 0:
+		fmt.Fprintf(w, "## %s check: no regression\n\n", what)
+	case 1:
+		fmt.Fprintf(w, "## %s check: 1 regression\n\n", what)
+	default:
+		fmt.Fprintf(w, "## %s check: %d regressions\n\n", what, regressions)
+	}
+}
+
+// verdictCell is a verdict in a table, regressions in bold.
+func verdictCell(verdict string) string {
+	if verdict == VerdictRegression {
+		return "**regression**"
+	}
+	return verdict
 }
 
 // Summary is one line per regression, for the error a failing check

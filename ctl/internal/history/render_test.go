@@ -5,7 +5,7 @@ import (
 	"encoding/xml"
 	"flag"
 	"fmt"
-	"io"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -127,16 +127,8 @@ type svgDoc struct {
 func parseSVG(t *testing.T, data []byte) svgDoc {
 	t.Helper()
 	doc := svgDoc{fills: map[string]int{}, lines: map[string]int{}}
-	dec := xml.NewDecoder(bytes.NewReader(data))
 	var inText bool
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG is not well-formed XML: %v", err)
-		}
+	testkit.SVGTokens(t, data, func(tok xml.Token) {
 		switch el := tok.(type) {
 		case xml.StartElement:
 			if doc.root == "" {
@@ -167,7 +159,7 @@ func parseSVG(t *testing.T, data []byte) svgDoc {
 				inText = false
 			}
 		}
-	}
+	})
 	if doc.root != "svg" {
 		t.Fatalf("root element %q, want svg", doc.root)
 	}
@@ -238,19 +230,19 @@ func TestChartMarkers(t *testing.T) {
 		if got, want := doc.fills[colorHex(InstrColor)], len(instr)+legend(instr); got != want {
 			t.Errorf("%s: %d instruction markers, want %d", sc, got, want)
 		}
-		if doc.texts[0] != ChartTitle(sc) && !contains(doc.texts, ChartTitle(sc)) {
+		if doc.texts[0] != ChartTitle(sc) && !slices.Contains(doc.texts, ChartTitle(sc)) {
 			t.Errorf("%s: no title", sc)
 		}
 		for _, p := range []string{TimeLegend} {
-			if !contains(doc.texts, p) {
+			if !slices.Contains(doc.texts, p) {
 				t.Errorf("%s: legend lacks %q", sc, p)
 			}
 		}
-		if len(instr) > 0 != contains(doc.texts, InstrLegend) {
+		if len(instr) > 0 != slices.Contains(doc.texts, InstrLegend) {
 			t.Errorf("%s: instruction legend present = %v, want %v", sc, !(len(instr) > 0), len(instr) > 0)
 		}
 		// The newest commit is always labelled on the x axis.
-		if newest := timed[len(timed)-1].Commit[:7]; !contains(doc.texts, newest) {
+		if newest := timed[len(timed)-1].Commit[:7]; !slices.Contains(doc.texts, newest) {
 			t.Errorf("%s: newest commit %s not labelled", sc, newest)
 		}
 	}
@@ -264,15 +256,6 @@ func TestChartMarkers(t *testing.T) {
 	if n := parseSVG(t, svg).fills[colorHex(TimeColor)]; n != 11 {
 		t.Errorf("maxCommits 10: %d markers, want 11", n)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // A point measured beside the floor shows its distance above it.

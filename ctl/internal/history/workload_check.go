@@ -31,13 +31,7 @@ type WorkloadReport struct {
 
 // Regressions are the rows that failed.
 func (r WorkloadReport) Regressions() []WorkloadRow {
-	var out []WorkloadRow
-	for _, row := range r.Rows {
-		if row.Verdict == VerdictRegression {
-			out = append(out, row)
-		}
-	}
-	return out
+	return regressions(r.Rows, func(row WorkloadRow) string { return row.Verdict })
 }
 
 // CheckWorkloads compares the newest point of every workload and measure
@@ -63,44 +57,34 @@ func (r WorkloadReport) Regressions() []WorkloadRow {
 // "improved" is the same rule turned over. A workload with no earlier
 // point passes ("no history").
 func CheckWorkloads(pts []Point, k int, tolerance float64) (WorkloadReport, error) {
-	if k < 1 {
-		return WorkloadReport{}, fmt.Errorf("the number of earlier points to compare with must be at least 1, got %d", k)
+	if err := checkK(k); err != nil {
+		return WorkloadReport{}, err
 	}
 	if !(tolerance >= 0) || tolerance >= 10 {
 		return WorkloadReport{}, fmt.Errorf("the tolerance must be a fraction from 0 (0.01 = 1%%), got %g", tolerance)
 	}
 	rep := WorkloadReport{K: k, Tolerance: tolerance}
-	for _, w := range Workloads(pts) {
-		for _, m := range WorkloadMeasures {
-			s := Series(pts, w, m)
-			if len(s) == 0 {
-				continue
+	eachNewest(pts, Workloads(pts), WorkloadMeasures, k, func(w, m string, newest Point, prev []Point) {
+		row := WorkloadRow{Workload: w, Measure: m, Newest: newest, Verdict: VerdictNew}
+		if len(prev) > 0 {
+			row.Low, row.High = prev[0].Value-prev[0].Bound, prev[0].Value+prev[0].Bound
+			for _, p := range prev[1:] {
+				row.Low = min(row.Low, p.Value-p.Bound)
+				row.High = max(row.High, p.Value+p.Bound)
 			}
-			row := WorkloadRow{Workload: w, Measure: m, Newest: s[len(s)-1], Verdict: VerdictNew}
-			prev := s[:len(s)-1]
-			if len(prev) > k {
-				prev = prev[len(prev)-k:]
+			row.Previous = len(prev)
+			n := row.Newest
+			switch {
+			case float64(n.Value-n.Bound) > float64(row.High)*(1+tolerance):
+				row.Verdict = VerdictRegression
+			case float64(n.Value+n.Bound) < float64(row.Low)*(1-tolerance):
+				row.Verdict = VerdictImproved
+			default:
+				row.Verdict = VerdictOK
 			}
-			if len(prev) > 0 {
-				row.Low, row.High = prev[0].Value-prev[0].Bound, prev[0].Value+prev[0].Bound
-				for _, p := range prev[1:] {
-					row.Low = min(row.Low, p.Value-p.Bound)
-					row.High = max(row.High, p.Value+p.Bound)
-				}
-				row.Previous = len(prev)
-				n := row.Newest
-				switch {
-				case float64(n.Value-n.Bound) > float64(row.High)*(1+tolerance):
-					row.Verdict = VerdictRegression
-				case float64(n.Value+n.Bound) < float64(row.Low)*(1-tolerance):
-					row.Verdict = VerdictImproved
-				default:
-					row.Verdict = VerdictOK
-				}
-			}
-			rep.Rows = append(rep.Rows, row)
 		}
-	}
+		rep.Rows = append(rep.Rows, row)
+	})
 	return rep, nil
 }
 
@@ -140,15 +124,7 @@ func change(row WorkloadRow) string {
 
 // Markdown writes the report as a GitHub job summary.
 func (r WorkloadReport) Markdown(w io.Writer) {
-	regs := r.Regressions()
-	switch len(regs) {
-	case 0:
-		fmt.Fprintf(w, "## Memory check: no regression\n\n")
-	case 1:
-		fmt.Fprintf(w, "## Memory check: 1 regression\n\n")
-	default:
-		fmt.Fprintf(w, "## Memory check: %d regressions\n\n", len(regs))
-	}
+	headline(w, "Memory", len(r.Regressions()))
 	fmt.Fprintf(w, "Newest run of each workload against the previous %d: a figure fails when the least it can be "+
 		"(figure − its bound) is above the most the runs before can have been (highest figure + its bound) "+
 		"by more than %s.\n\n", r.K, strings.TrimPrefix(pct(r.Tolerance), "+"))
@@ -160,12 +136,8 @@ func (r WorkloadReport) Markdown(w io.Writer) {
 			before = fmt.Sprintf("%s .. %s (%d)", amount(row.Measure, row.Low), amount(row.Measure, row.High), row.Previous)
 			ch = change(row)
 		}
-		verdict := row.Verdict
-		if verdict == VerdictRegression {
-			verdict = "**regression**"
-		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", cell(row.Workload), row.Measure,
-			cell(Short(row.Newest.Commit)), valueCell(row.Newest), before, ch, verdict)
+			cell(Short(row.Newest.Commit)), valueCell(row.Newest), before, ch, verdictCell(row.Verdict))
 	}
 }
 

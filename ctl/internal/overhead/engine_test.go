@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -239,7 +240,7 @@ func TestBaselineLib(t *testing.T) {
 func TestInstructions(t *testing.T) {
 	vg := testkit.NeedTool(t, "valgrind", "make deps installs it")
 	job := plan(t, Spec{Scenario: "true", Argv: []string{"/bin/true"}, Lib: testkit.NopLib(t), Measure: Instructions, Valgrind: vg})
-	if job.Prof.Argv[0] != vg || !slicesContains(job.Prof.Argv, "--trace-children=no") || job.Prof.Argv[len(job.Prof.Argv)-1] != "/bin/true" {
+	if job.Prof.Argv[0] != vg || !slices.Contains(job.Prof.Argv, "--trace-children=no") || job.Prof.Argv[len(job.Prof.Argv)-1] != "/bin/true" {
 		t.Fatalf("profiled argv = %q", job.Prof.Argv)
 	}
 	res, err := measure(t, job, Options{Runs: 1, Measure: Instructions})
@@ -264,15 +265,6 @@ func TestInstructions(t *testing.T) {
 			t.Errorf("unexpected warning %q", w)
 		}
 	}
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func TestReadCallgrindTotal(t *testing.T) {

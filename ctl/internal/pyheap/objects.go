@@ -457,16 +457,23 @@ func WalkObjects(pid int, version uint32, a region.PyArenas, roots GCRoots, rele
 
 	w.walkPools(&o, by)
 	o.Reached = w.reach()
-	for _, tc := range by {
-		o.Types = append(o.Types, *tc)
-	}
-	sort.Slice(o.Types, func(i, j int) bool {
-		if o.Types[i].Bytes != o.Types[j].Bytes {
-			return o.Types[i].Bytes > o.Types[j].Bytes
-		}
-		return o.Types[i].Type < o.Types[j].Type
-	})
+	o.Types = typeRows(by)
 	return o, nil
+}
+
+// typeRows is by's counts, the most bytes first, then by name.
+func typeRows(by map[string]*TypeCount) []TypeCount {
+	var rows []TypeCount
+	for _, tc := range by {
+		rows = append(rows, *tc)
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Bytes != rows[j].Bytes {
+			return rows[i].Bytes > rows[j].Bytes
+		}
+		return rows[i].Type < rows[j].Type
+	})
+	return rows
 }
 
 // walkPools classifies every live block of the arenas read into by,

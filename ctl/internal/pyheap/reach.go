@@ -1,7 +1,5 @@
 package pyheap
 
-import "sort"
-
 // Reached is the untracked objects of more than 512 bytes (a long str,
 // bytes, int) that the listed containers' items point to: malloc's
 // blocks, on no GC list and in no pool, so neither walk lists them.
@@ -99,15 +97,7 @@ func (w *walker) reach() Reached {
 			}
 		}
 	}
-	for _, tc := range by {
-		r.Types = append(r.Types, *tc)
-	}
-	sort.Slice(r.Types, func(i, j int) bool {
-		if r.Types[i].Bytes != r.Types[j].Bytes {
-			return r.Types[i].Bytes > r.Types[j].Bytes
-		}
-		return r.Types[i].Type < r.Types[j].Type
-	})
+	r.Types = typeRows(by)
 	return r
 }
 

@@ -226,7 +226,7 @@ func TestListAndGC(t *testing.T) {
 	if pids := pidsOf(gone); !equal(pids, wantGone) {
 		t.Fatalf("GC dry run = %v, want %v", pids, wantGone)
 	}
-	if n := countFiles(t, d); n != 9 {
+	if n := testkit.Entries(t, d); n != 9 {
 		t.Fatalf("dry run left %d files, want 9", n)
 	}
 	gone, err = GC(false)
@@ -241,7 +241,7 @@ func TestListAndGC(t *testing.T) {
 			t.Errorf("%s not removed: %v", region.Path(pid), err)
 		}
 	}
-	if n := countFiles(t, d); n != 6 {
+	if n := testkit.Entries(t, d); n != 6 {
 		t.Fatalf("GC left %d files, want 6", n)
 	}
 
@@ -322,15 +322,6 @@ func equal(a, b []int) bool {
 		}
 	}
 	return true
-}
-
-func countFiles(t *testing.T, d string) int {
-	t.Helper()
-	des, err := os.ReadDir(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(des)
 }
 
 // gc removes a detached region only under its flock, which the shim holds

@@ -1,22 +1,8 @@
-import ctypes
 import os
 
 import pytest
 
-libc = ctypes.CDLL(None)
-libc.malloc.restype = ctypes.c_void_p
-libc.malloc.argtypes = [ctypes.c_size_t]
-libc.free.argtypes = [ctypes.c_void_p]
-BLOCK = 65528
-held = []
-
-
-def hold(n, keep=0):
-    held[:] = [libc.malloc(BLOCK) for _ in range(n)]
-    for p in held[keep:]:
-        libc.free(p)
-    del held[keep:]
-
+from blocks import hold
 
 hold(1)
 
