@@ -9,7 +9,6 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/cilium/ebpf"
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/sys/unix"
 
@@ -34,11 +33,7 @@ import (
 //	go test ./ctl -run '^$' -bench TraceUSDTCost -benchtime 5x
 func BenchmarkTraceUSDTCost(b *testing.B) {
 	testkit.NeedRoot(b, "to load BPF programs and attach uprobes")
-	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		b.Fatalf("enabling BPF statistics: %v", err)
-	}
-	defer stats.Close()
+	testkit.BPFRunTime(b)
 	root, lib := testkit.Root(), testkit.Shim(b)
 	for _, sc := range []struct {
 		name string

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,6 +35,7 @@ func TestTraceUSDTSites(t *testing.T) {
 	var out bytes.Buffer
 	var mode bpf.Mode
 	var samples uint64
+	var copied int
 	js, err := traceRun(t, traceOpts{argv: []string{bin}, profile: file, json: true, env: shim.Env(os.Environ(), testkit.Shim(t)),
 		stdin: strings.NewReader("\n\n"), stdout: &out,
 		finished: func(tr *bpf.Tracer) {
@@ -43,6 +45,9 @@ func TestTraceUSDTSites(t *testing.T) {
 				t.Error(err)
 			}
 			samples = c.Samples
+			if copied, err = tr.StackCopyNow(); err != nil {
+				t.Error(err)
+			}
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +65,15 @@ func TestTraceUSDTSites(t *testing.T) {
 	if samples == 0 {
 		t.Errorf("no sample came through the probes")
 	}
-	t.Logf("%d samples through otel_memory:alloc", samples)
+	t.Logf("%d samples through otel_memory:alloc, the stack copy %d bytes at the end", samples, copied)
+	// The walks sized the copy (traceprof's sizer): sites.c's stacks are
+	// shallow, and none was cut short for it.
+	if copied <= 0 || copied >= bpf.StackCopy {
+		t.Errorf("the probes copied %d bytes of stack at the end, want fewer than %d", copied, bpf.StackCopy)
+	}
+	if p := pfParse(t, file); !slices.ContainsFunc(p.Comments, func(c string) bool { return strings.Contains(c, ", 0 with a stack cut short") }) {
+		t.Errorf("the profile says %q, want 0 samples with a stack cut short", p.Comments)
+	}
 }
 
 // TestTraceUSDTBpftrace: bpftrace, a USDT reader nobody here wrote,
