@@ -48,11 +48,11 @@ Tracing ends when the process exits, at Ctrl-C, or after --duration, and prints 
 counters (the shim's summary line, or its JSON document with --json, source "ebpf").
 With --profile FILE, allocations are sampled by bytes (--sample) with their stacks, and
 a pprof heap profile of the shim's shape is written to FILE when tracing ends.
-Each traced call traps into the kernel (about a microsecond): see docs/ebpf.md.
+Each traced call traps into the kernel (microseconds): see docs/ebpf.md.
 A process that has libheap.so (preloaded, or -- CMD under --lib or its LD_PRELOAD) is traced through
-the shim's otel_memory USDT probes instead: only its samples trap, the profile has the
-shim's samples and weights, and the counters are the shim's region's. --uprobes probes
-libc as for any other process.`,
+the shim's otel_memory USDT probes instead: the counters are the shim's region's, and
+nothing is attached but for --profile, where only its samples trap and the profile has
+the shim's samples and weights. --uprobes probes libc as for any other process.`,
 		Flags: []cli.Flag{
 			clikit.PIDFlag("trace the running process `PID`"),
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON (the fields of heapctl show --json, plus read_errors)"},
@@ -483,6 +483,9 @@ func (t *tracing) writeProfile() error {
 		if c.Samples == 0 {
 			t.e.log.Warn("the shim sent no sample: does the process sample (HEAPLINE_SAMPLE=0 turns it off)?", zap.Int("pid", t.pid))
 		}
+	}
+	if n, err := t.tr.StackCopyNow(); err == nil {
+		t.e.log.Debug("the probes' copy of the stack at the end, as the walks sized it", zap.Int("bytes", n))
 	}
 	p := t.o.coll.Profile(t.pid, t.command, c.SamplesLost, time.Now())
 	if err := t.o.out.Write(p); err != nil {
