@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 )
 
@@ -134,4 +136,49 @@ func OtelMemory(path string) (alloc, free USDT, err error) {
 		return alloc, free, fmt.Errorf("%s: no %s:alloc and %s:free probes", path, Provider, Provider)
 	}
 	return alloc, free, nil
+}
+
+// Semaphores reads the otel_memory semaphores of shimPath in process pid,
+// where the kernel counts the tracers attached to each probe: through
+// /proc/PID/mem, at the address where pid maps the semaphores' file offsets
+// (shimPath as /proc/PID/maps names it).
+func Semaphores(pid int, shimPath string) (alloc, free uint16, err error) {
+	a, f, err := OtelMemory(shimPath)
+	if err != nil {
+		return 0, 0, err
+	}
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer mem.Close()
+	read := func(off uint64) (uint16, error) {
+		for _, l := range strings.Split(string(maps), "\n") {
+			fs := strings.Fields(l)
+			if len(fs) < 6 || fs[5] != shimPath {
+				continue
+			}
+			lo, hi, _ := strings.Cut(fs[0], "-")
+			start, _ := strconv.ParseUint(lo, 16, 64)
+			end, _ := strconv.ParseUint(hi, 16, 64)
+			moff, _ := strconv.ParseUint(fs[2], 16, 64)
+			if off >= moff && off < moff+(end-start) {
+				var b [2]byte
+				if _, err := mem.ReadAt(b[:], int64(start+off-moff)); err != nil {
+					return 0, err
+				}
+				return uint16(b[0]) | uint16(b[1])<<8, nil
+			}
+		}
+		return 0, fmt.Errorf("no mapping of %s in process %d holds file offset %#x", shimPath, pid, off)
+	}
+	if alloc, err = read(a.SemOffset); err != nil {
+		return 0, 0, err
+	}
+	free, err = read(f.SemOffset)
+	return alloc, free, err
 }

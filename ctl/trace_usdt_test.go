@@ -164,41 +164,11 @@ usdt:%[1]s:otel_memory:free { @frees = count(); }`, lib)
 // where the kernel counts the tracers attached to each probe.
 func usdtSemaphores(t *testing.T, pid int, lib string) (alloc, free uint16) {
 	t.Helper()
-	a, f, err := bpf.OtelMemory(lib)
+	alloc, free, err := bpf.Semaphores(pid, lib)
 	if err != nil {
 		t.Fatal(err)
 	}
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	read := func(off uint64) uint16 {
-		for _, l := range strings.Split(string(maps), "\n") {
-			fs := strings.Fields(l)
-			if len(fs) < 6 || fs[5] != lib {
-				continue
-			}
-			lo, hi, _ := strings.Cut(fs[0], "-")
-			start, _ := strconv.ParseUint(lo, 16, 64)
-			end, _ := strconv.ParseUint(hi, 16, 64)
-			moff, _ := strconv.ParseUint(fs[2], 16, 64)
-			if off >= moff && off < moff+(end-start) {
-				var b [2]byte
-				if _, err := mem.ReadAt(b[:], int64(start+off-moff)); err != nil {
-					t.Fatal(err)
-				}
-				return uint16(b[0]) | uint16(b[1])<<8
-			}
-		}
-		t.Fatalf("no mapping of %s holds file offset %#x", lib, off)
-		return 0
-	}
-	return read(a.SemOffset), read(f.SemOffset)
+	return alloc, free
 }
 
 // TestTraceUSDTPythonPID: trace --pid on a running python3 under the shim,

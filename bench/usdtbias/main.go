@@ -46,14 +46,14 @@ func main() {
 	if err != nil {
 		fail("gcc: %v\n%s", err, out)
 	}
-	alloc, _, err := bpf.OtelMemory(shim)
+	_, _, err = bpf.OtelMemory(shim) // the probes are there
 	check(err)
 	fmt.Printf("# bench/usdtbias: %d runs of bench/mixed.c (%d MiB each, 8 B to 8 MiB), HEAPLINE_SAMPLE=%s, weights by bpftrace\n", *runs, *mib, *sample)
 	fmt.Printf("# run seed allocated_bytes weights_sum samples ratio\n")
 	var ratios []float64
 	for i := 0; i < *runs; i++ {
 		seed := time.Now().UnixNano()%1000000 + int64(i)
-		allocated, weights, n := run(prog, shim, alloc.SemOffset, seed, *mib, *sample)
+		allocated, weights, n := run(prog, shim, seed, *mib, *sample)
 		r := float64(weights) / float64(allocated)
 		ratios = append(ratios, r)
 		fmt.Printf("%d %d %d %d %d %.5f\n", i+1, seed, allocated, weights, n, r)
@@ -73,7 +73,7 @@ func main() {
 
 // run is one run: the program's allocated bytes, the sum of the weights
 // bpftrace saw, and how many alloc events.
-func run(prog, shim string, semOff uint64, seed int64, mib int, sample string) (allocated, weights, n uint64) {
+func run(prog, shim string, seed int64, mib int, sample string) (allocated, weights, n uint64) {
 	cmd := exec.Command(prog, strconv.FormatInt(seed, 10), strconv.Itoa(mib), "wait")
 	cmd.Env = append(os.Environ(), "LD_PRELOAD="+shim, "HEAPLINE_SAMPLE="+sample, "HEAPLINE_SUMMARY=0")
 	in, _ := cmd.StdinPipe()
@@ -89,7 +89,7 @@ func run(prog, shim string, semOff uint64, seed int64, mib int, sample string) (
 	bt.Stderr = os.Stderr
 	btOut, _ := bt.StdoutPipe()
 	check(bt.Start())
-	for deadline := time.Now().Add(30 * time.Second); semaphore(cmd.Process.Pid, shim, semOff) == 0; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); semaphore(cmd.Process.Pid, shim) == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			fail("bpftrace did not attach in 30 s")
 		}
@@ -116,32 +116,14 @@ func run(prog, shim string, semOff uint64, seed int64, mib int, sample string) (
 	return allocated, weights, n
 }
 
-// semaphore reads the probe's semaphore in process pid, at file offset
-// off of the shim.
-func semaphore(pid int, shim string, off uint64) uint16 {
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	check(err)
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	check(err)
-	defer mem.Close()
-	for _, l := range strings.Split(string(maps), "\n") {
-		fs := strings.Fields(l)
-		if len(fs) < 6 || fs[5] != shim {
-			continue
-		}
-		lo, hi, _ := strings.Cut(fs[0], "-")
-		start, _ := strconv.ParseUint(lo, 16, 64)
-		end, _ := strconv.ParseUint(hi, 16, 64)
-		moff, _ := strconv.ParseUint(fs[2], 16, 64)
-		if off >= moff && off < moff+(end-start) {
-			var b [2]byte
-			if _, err := mem.ReadAt(b[:], int64(start+off-moff)); err != nil {
-				return 0
-			}
-			return uint16(b[0]) | uint16(b[1])<<8
-		}
+// semaphore is otel_memory:alloc's semaphore in process pid (0 until
+// the kernel counts the tracer in, or when it cannot be read).
+func semaphore(pid int, shim string) uint16 {
+	alloc, _, err := bpf.Semaphores(pid, shim)
+	if err != nil {
+		return 0
 	}
-	return 0
+	return alloc
 }
 
 // tQuantile975 is Student's t at 0.975 for df degrees of freedom (29: 2.045).
