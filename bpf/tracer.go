@@ -132,16 +132,10 @@ func AttachWith(pid int, libcPath string, o Options) (*Tracer, error) {
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, loadError(err)
 	}
-	rd, err := ringbuf.NewReader(t.objs.Events)
+	ex, err := t.start(o, libcPath)
 	if err != nil {
 		t.Close()
-		return nil, fmt.Errorf("reading the events ring buffer: %w", err)
-	}
-	t.ev = startEvents(rd, o)
-	ex, err := link.OpenExecutable(libcPath)
-	if err != nil {
-		t.Close()
-		return nil, fmt.Errorf("opening %s: %w", libcPath, err)
+		return nil, err
 	}
 	// Return probes first: an entry is only ever recorded once the return
 	// that clears it is armed, so attaching to a busy process leaves no
@@ -324,6 +318,21 @@ func (t *Tracer) PerThread() (map[int]Counts, error) {
 		return nil, fmt.Errorf("reading per-thread counters: %w", err)
 	}
 	return out, nil
+}
+
+// start reads the events ring from now on, and opens path, the file the
+// probes go in.
+func (t *Tracer) start(o Options, path string) (*link.Executable, error) {
+	rd, err := ringbuf.NewReader(t.objs.Events)
+	if err != nil {
+		return nil, fmt.Errorf("reading the events ring buffer: %w", err)
+	}
+	t.ev = startEvents(rd, o)
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	return ex, nil
 }
 
 // StackCopy is the most bytes of a sampled thread's stack the probes copy

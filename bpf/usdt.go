@@ -9,7 +9,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 )
 
 // ModeUSDT: the otel_memory probes of libheap.so, one perf uprobe each
@@ -52,16 +51,10 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 	// Only the two programs are loaded: the libc probes' are not.
 	t.objs.heapMaps, t.objs.heapVariables = objs.heapMaps, objs.heapVariables
 	t.objs.OtelAlloc, t.objs.OtelFree = objs.OtelAlloc, objs.OtelFree
-	rd, err := ringbuf.NewReader(t.objs.Events)
+	ex, err := t.start(o, shimPath)
 	if err != nil {
 		t.Close()
-		return nil, fmt.Errorf("reading the events ring buffer: %w", err)
-	}
-	t.ev = startEvents(rd, o)
-	ex, err := link.OpenExecutable(shimPath)
-	if err != nil {
-		t.Close()
-		return nil, fmt.Errorf("opening %s: %w", shimPath, err)
+		return nil, err
 	}
 	// free's first, as with the libc probes: no sample is sent whose
 	// release could go unseen.
