@@ -72,7 +72,7 @@ func TestWatchLines(t *testing.T) {
 		t.Errorf("escape sequences without a terminal:\n%q", s)
 	}
 	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
-	row := regexp.MustCompile(`^` + strconv.Itoa(p.pid) + ` \d+\.\d\ds live [0-9.]+ (B|KiB|MiB) \(\d+ blocks\) peak [0-9.]+ (B|KiB|MiB), mapped [0-9.]+ (B|KiB|MiB)(, rss [0-9.]+ (B|KiB|MiB) \(retained by malloc [0-9.]+ (B|KiB|MiB)\))?, [0-9.]+k?/s allocs, [0-9.]+k?/s frees$`)
+	row := regexp.MustCompile(`^` + strconv.Itoa(p.pid) + ` \d+\.\d\ds live [0-9.]+ (B|KiB|MiB) \(\d+ blocks?\) peak [0-9.]+ (B|KiB|MiB), mapped [0-9.]+ (B|KiB|MiB)(, rss [0-9.]+ (B|KiB|MiB) \(retained by malloc [0-9.]+ (B|KiB|MiB)\))?, [0-9.]+k?/s allocs, [0-9.]+k?/s frees$`)
 	// The first line has no interval before it: no rate, not "0/s".
 	if !strings.HasSuffix(lines[0], ", – allocs, – frees") {
 		t.Errorf("first line %q: want – for the rates", lines[0])
