@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,21 +19,7 @@ import (
 // sigBlocked is the SigBlk mask of one of pid's threads, from /proc.
 func sigBlocked(t *testing.T, pid, tid int) uint64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "SigBlk:"); ok {
-			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return m
-		}
-	}
-	t.Fatalf("no SigBlk in /proc/%d/task/%d/status", pid, tid)
-	return 0
+	return testkit.SigMask(t, fmt.Sprintf("/proc/%d/task/%d/status", pid, tid), "SigBlk")
 }
 
 // threadsOf lists pid's thread ids.

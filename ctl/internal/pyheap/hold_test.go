@@ -132,25 +132,11 @@ func TestHoldSignals(t *testing.T) {
 	}
 }
 
-// ignored says whether sig is ignored in this process (SigIgn in
-// /proc/self/status), as a process started with it ignored inherits.
+// ignored says whether sig is ignored in this process (SigIgn), as a
+// process started with it ignored inherits.
 func ignored(t *testing.T, sig syscall.Signal) bool {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "SigIgn:"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return mask&(1<<(uint(sig)-1)) != 0
-		}
-	}
-	t.Fatal("no SigIgn in /proc/self/status")
-	return false
+	return testkit.SigMask(t, "/proc/self/status", "SigIgn")&(1<<(uint(sig)-1)) != 0
 }
 
 // TestHoldKilled: heapctl killed (SIGKILL, no code of its runs) leaves
