@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/heapline/heapline/internal/procs"
 )
 
 // Provider is the USDT provider of the OpenTelemetry eBPF profiler's
@@ -147,28 +149,21 @@ func Semaphores(pid int, shimPath string) (alloc, free uint16, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	dir := procs.Root + "/" + strconv.Itoa(pid)
+	ms, _, err := procs.ReadMaps(dir + "/maps")
 	if err != nil {
 		return 0, 0, err
 	}
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	mem, err := os.Open(dir + "/mem")
 	if err != nil {
 		return 0, 0, err
 	}
 	defer mem.Close()
 	read := func(off uint64) (uint16, error) {
-		for _, l := range strings.Split(string(maps), "\n") {
-			fs := strings.Fields(l)
-			if len(fs) < 6 || fs[5] != shimPath {
-				continue
-			}
-			lo, hi, _ := strings.Cut(fs[0], "-")
-			start, _ := strconv.ParseUint(lo, 16, 64)
-			end, _ := strconv.ParseUint(hi, 16, 64)
-			moff, _ := strconv.ParseUint(fs[2], 16, 64)
-			if off >= moff && off < moff+(end-start) {
+		for _, m := range ms {
+			if m.Path == shimPath && off >= m.Offset && off < m.Offset+(m.End-m.Start) {
 				var b [2]byte
-				if _, err := mem.ReadAt(b[:], int64(start+off-moff)); err != nil {
+				if _, err := mem.ReadAt(b[:], int64(m.Start+off-m.Offset)); err != nil {
 					return 0, err
 				}
 				return uint16(b[0]) | uint16(b[1])<<8, nil

@@ -10,9 +10,10 @@ import (
 
 // Mapping is one line of a maps file that maps a file.
 type Mapping struct {
-	Dev, Ino uint64
-	Path     string // "" when the line names none; a file since removed ends in " (deleted)"
-	Range    string // start-end: the mapping's name in /proc/PID/map_files (mapRange)
+	Dev, Ino           uint64
+	Path               string // "" when the line names none; a file since removed ends in " (deleted)"
+	Range              string // start-end: the mapping's name in /proc/PID/map_files (mapRange)
+	Start, End, Offset uint64 // its addresses, and where in the file it starts
 }
 
 // Maps returns the files process pid maps: from its maps, or from another
@@ -57,6 +58,11 @@ func ReadMaps(file string) (ms []Mapping, lines int, err error) {
 			continue // anonymous
 		}
 		m := Mapping{Ino: ino, Range: mapRange(fields[0])}
+		if lo, hi, ok := strings.Cut(m.Range, "-"); ok {
+			m.Start, _ = strconv.ParseUint(lo, 16, 64)
+			m.End, _ = strconv.ParseUint(hi, 16, 64)
+		}
+		m.Offset, _ = strconv.ParseUint(fields[2], 16, 64)
 		major, minor, ok := strings.Cut(fields[3], ":")
 		ma, err1 := strconv.ParseUint(major, 16, 32)
 		mi, err2 := strconv.ParseUint(minor, 16, 32)

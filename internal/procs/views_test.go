@@ -172,3 +172,23 @@ func TestSelfNames(t *testing.T) {
 		t.Errorf("map_files/%s: %v", ms[0].Range, err)
 	}
 }
+
+// TestReadMapsFields: a maps line's addresses, offset, device, inode and
+// path, as a known file gives them; an anonymous line is counted, not kept.
+func TestReadMapsFields(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "maps")
+	lines := "7f0a00001000-7f0a00003000 r-xp 00002000 fd:01 4242 /usr/lib/x86_64-linux-gnu/lib heap.so\n" +
+		"7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n"
+	if err := os.WriteFile(file, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ms, n, err := ReadMaps(file)
+	if err != nil || n != 2 || len(ms) != 1 {
+		t.Fatalf("ReadMaps: %d mappings of %d lines, %v; want 1 of 2", len(ms), n, err)
+	}
+	want := Mapping{Dev: unix.Mkdev(0xfd, 1), Ino: 4242, Path: "/usr/lib/x86_64-linux-gnu/lib heap.so", Range: "7f0a00001000-7f0a00003000",
+		Start: 0x7f0a00001000, End: 0x7f0a00003000, Offset: 0x2000}
+	if ms[0] != want {
+		t.Errorf("ReadMaps: %+v, want %+v", ms[0], want)
+	}
+}
