@@ -57,8 +57,15 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 		return nil, err
 	}
 	// free's first, as with the libc probes: no sample is sent whose
-	// release could go unseen.
-	for _, p := range usdtPair(o, alloc, free, objs.OtelAlloc, objs.OtelFree) {
+	// release could go unseen. None when nothing reads the samples.
+	probes := []struct {
+		u    USDT
+		prog *ebpf.Program
+	}{{free, objs.OtelFree}, {alloc, objs.OtelAlloc}}
+	if o.OnSample == nil {
+		probes = nil
+	}
+	for _, p := range probes {
 		l, err := ex.Uprobe(Provider+":"+p.u.Name, p.prog, &link.UprobeOptions{Address: p.u.Offset, RefCtrOffset: p.u.SemOffset, PID: pid})
 		if err != nil {
 			t.Close()
@@ -72,20 +79,6 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 	}
 	t.Attached = time.Now()
 	return t, nil
-}
-
-type usdtProbe struct {
-	u    USDT
-	prog *ebpf.Program
-}
-
-// usdtPair is what AttachUSDT attaches, free's first: both probes when
-// someone reads the samples, none otherwise.
-func usdtPair(o Options, alloc, free USDT, allocProg, freeProg *ebpf.Program) []usdtProbe {
-	if o.OnSample == nil {
-		return nil
-	}
-	return []usdtProbe{{free, freeProg}, {alloc, allocProg}}
 }
 
 // shimName is libheap.so's file name in /proc/PID/maps.

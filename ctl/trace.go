@@ -178,11 +178,13 @@ func (o *traceOpts) attach(pid int, libc string) (*bpf.Tracer, error) {
 		o.coll = traceprof.New(pid, traceRoot(pid), o.sample)
 		opts = bpf.Options{SampleRate: o.sample, OnSample: o.coll.Sample, OnSampleFree: o.coll.Free}
 	}
-	attach := func() (*bpf.Tracer, error) { return bpf.AttachWith(pid, libc, opts) }
+	var tr *bpf.Tracer
+	var err error
 	if o.shim != "" {
-		attach = func() (*bpf.Tracer, error) { return bpf.AttachUSDT(pid, o.shim, opts) }
+		tr, err = bpf.AttachUSDT(pid, o.shim, opts)
+	} else {
+		tr, err = bpf.AttachWith(pid, libc, opts)
 	}
-	tr, err := attach()
 	if err == nil && o.coll != nil {
 		o.coll.SetStackCopier(tr.SetStackCopy) // the walks size the copy from now on
 	}
