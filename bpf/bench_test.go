@@ -4,7 +4,6 @@ package bpf
 
 import (
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,16 +152,11 @@ func BenchmarkSampleCost(b *testing.B) {
 			perW = append(perW, (wc-wa)*n/float64(samples))
 		}
 	}
-	med := func(xs []float64) float64 {
-		xs = append([]float64(nil), xs...)
-		sort.Float64s(xs)
-		return (xs[(len(xs)-1)/2] + xs[len(xs)/2]) / 2
-	}
-	b.ReportMetric(med(offB), "bpf-ns/pair-off")
-	b.ReportMetric(med(onB), "bpf-ns/pair-4k")
+	b.ReportMetric(testkit.Median(offB), "bpf-ns/pair-off")
+	b.ReportMetric(testkit.Median(onB), "bpf-ns/pair-4k")
 	if len(perB) > 0 {
-		b.ReportMetric(med(perB), "bpf-ns/sample")
-		b.ReportMetric(med(perW), "wall-ns/sample")
+		b.ReportMetric(testkit.Median(perB), "bpf-ns/sample")
+		b.ReportMetric(testkit.Median(perW), "wall-ns/sample")
 	}
 	b.Logf("bpf ns per sample, each iteration: %.0f", perB)
 	b.Logf("wall ns per sample, each iteration: %.0f", perW)

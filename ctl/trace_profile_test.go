@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -364,18 +363,14 @@ func BenchmarkTraceSampling(b *testing.B) {
 				}
 				i++
 			}
-			med := func(xs []float64) float64 {
-				sort.Float64s(xs)
-				return (xs[(len(xs)-1)/2] + xs[len(xs)/2]) / 2
-			}
 			for _, c := range configs {
 				var el, bp, sm []float64
 				for _, r := range per[c.name] {
 					el, bp, sm = append(el, r.ElapsedS), append(bp, r.BPFMs), append(sm, float64(r.Samples))
 				}
-				b.ReportMetric(med(el), c.name+"-s")
-				b.ReportMetric(med(bp), c.name+"-bpf-ms")
-				b.ReportMetric(med(sm), c.name+"-samples")
+				b.ReportMetric(testkit.Median(el), c.name+"-s")
+				b.ReportMetric(testkit.Median(bp), c.name+"-bpf-ms")
+				b.ReportMetric(testkit.Median(sm), c.name+"-samples")
 			}
 		})
 	}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"testing"
 
 	"go.uber.org/zap/zaptest"
@@ -83,10 +82,10 @@ func BenchmarkTraceUSDTCost(b *testing.B) {
 				ctlUS = append(ctlUS, (cpuOf(self1)-cpuOf(self0))*per)
 				samples = append(samples, float64(n))
 			}
-			b.ReportMetric(median(progUS), "prog-cpu-us/sample")
-			b.ReportMetric(median(bpfUS), "bpf-us/sample")
-			b.ReportMetric(median(ctlUS), "heapctl-cpu-us/sample")
-			b.ReportMetric(median(samples), "samples")
+			b.ReportMetric(testkit.Median(progUS), "prog-cpu-us/sample")
+			b.ReportMetric(testkit.Median(bpfUS), "bpf-us/sample")
+			b.ReportMetric(testkit.Median(ctlUS), "heapctl-cpu-us/sample")
+			b.ReportMetric(testkit.Median(samples), "samples")
 		})
 	}
 }
@@ -103,10 +102,4 @@ func childCPU(b *testing.B, run func()) float64 {
 
 func cpuOf(r unix.Rusage) float64 {
 	return float64(r.Utime.Sec+r.Stime.Sec) + float64(r.Utime.Usec+r.Stime.Usec)/1e6
-}
-
-func median(xs []float64) float64 {
-	xs = append([]float64(nil), xs...)
-	sort.Float64s(xs)
-	return (xs[(len(xs)-1)/2] + xs[len(xs)/2]) / 2
 }
