@@ -23,16 +23,20 @@
 #
 # The traced side runs heapctl trace as --wrap, a static heapctl as the
 # release's; trace --lib preloads the shim into the command alone. Writes
-# bench/results/usdt-cost-{usdt,floor,shim,uprobes}[-true]-DATE.json and
-# prints their markdown tables.
+# bench/results/usdt-cost-{usdt,floor,shim}-DATE.json,
+# usdt-cost-uprobes-{python,churn-4t-short}-DATE.json and
+# usdt-cost-{usdt,floor,uprobes}-true-DATE.json, and prints their markdown
+# tables.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 [ "$(id -u)" = 0 ] || { echo "usdt-cost.sh: heapctl trace needs root" >&2; exit 1; }
 command -v bpftrace >/dev/null || { echo "usdt-cost.sh: bpftrace is needed (make deps installs it)" >&2; exit 1; }
 make -s all
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source-path=SCRIPTDIR/.. source=bench/measure.sh
+. bench/measure.sh
+scratch tmp
+# shellcheck disable=SC2154 # scratch set it (printf -v)
 CGO_ENABLED=0 go build -o "$tmp/heapctl" ./ctl
 lib=$root/bin/libheap.so
 # The USDT side: the command with the shim, traced through its probes
@@ -68,8 +72,6 @@ exit $rc
 WRAP
 chmod +x "$tmp/trace-usdt" "$tmp/trace-uprobes" "$tmp/trace-floor"
 read -r -a scenarios <<<"${SCENARIOS:-churn-4t python}"
-# shellcheck source-path=SCRIPTDIR source=measure.sh
-. bench/measure.sh
 for w in usdt floor; do
 	measure "$(result "usdt-cost-$w")" "${scenarios[@]}" "$@" --wrap "$tmp/trace-$w"
 done
