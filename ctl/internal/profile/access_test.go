@@ -36,10 +36,20 @@ func startAs(t *testing.T, uid int, argv ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	// Running its program, no longer ours: its maps name the program.
-	testkit.Poll(t, "the process to exec", func() bool {
+	// Running its program, no longer ours. /proc/PID/exe names the program
+	// before the kernel has mapped it, so wait for libc, which ld.so maps
+	// from user space once exec is done: then the program's maps are whole.
+	testkit.Poll(t, "the process to exec and load libc", func() bool {
 		l, err := os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/exe")
-		return err == nil && l == argv[0]
+		if err != nil || l != argv[0] {
+			return false
+		}
+		for _, m := range readMaps(t, cmd.Process.Pid) {
+			if strings.Contains(filepath.Base(m.path), "libc.so") {
+				return true
+			}
+		}
+		return false
 	})
 	return cmd
 }
