@@ -133,7 +133,7 @@ static inline __attribute__((always_inline)) void *take(void *p, size_t usable, 
         return p;
     }
     hl_account(&rec, 0);
-    hl_fire_alloc(q, usable, rec.bytes); /* the weight in bytes, as the profile's */
+    hl_fire_alloc(q, usable, rec.bytes, &hl_stacks[rec.stack]); /* the weight in bytes, as the profile's */
     /* The header's total would be one more word every sampling thread
      * writes: readers add up the stacks' counts instead. */
     __atomic_add_fetch(&hl_stacks[rec.stack].samples, 1, RELAXED);

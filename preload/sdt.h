@@ -297,8 +297,13 @@ __extension__ extern unsigned long long __sdt_unsp;
   _SDT_ASM_1(.purgem _SDT_TYPE)
 
 #define _SDT_ASM_BODY(provider, name, pack_args, args, ...)		      \
-  _SDT_DEF_MACROS							      \
   _SDT_DEF_NOP								      \
+  _SDT_ASM_NOTE(provider, name, pack_args, args)
+
+/* heapline: the note alone, for the probe last defined (label 990), so
+   that one site can carry two notes (preload/usdt.c). */
+#define _SDT_ASM_NOTE(provider, name, pack_args, args)			      \
+  _SDT_DEF_MACROS							      \
   _SDT_ASM_3(		.pushsection .note.stapsdt,_SDT_ASM_AUTOGROUP,"note") \
   _SDT_ASM_1(		.balign 4)					      \
   _SDT_ASM_3(		.4byte 992f-991f, 994f-993f, _SDT_NOTE_TYPE)	      \
