@@ -127,6 +127,10 @@ type Sample struct {
 	// samples the collector weighs by the rate.
 	Weight uint64
 	Stack  []byte
+	// Frames are the return addresses the shim's sampler walked, innermost
+	// first, as its region's stacks hold them (heapline:alloc; Python's
+	// frames marked as there): then TID, IP, SP, BP and Stack are empty.
+	Frames []uint64
 }
 
 // Options are what a trace asks of the probes beyond the counters.

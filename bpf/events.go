@@ -64,6 +64,7 @@ const (
 	sizeMapEvent = int(unsafe.Sizeof(heapMapEvent{}))
 	sizeSampleHd = int(unsafe.Offsetof(heapSample{}.Stack))
 	sizeFree     = int(unsafe.Sizeof(heapSampleFree{}))
+	sizeFramesHd = int(unsafe.Offsetof(heapSampleFrames{}.Frames))
 )
 
 func (ev *events) handle(b []byte) {
@@ -99,6 +100,17 @@ func (ev *events) handle(b []byte) {
 		n := min(u64(56), uint64(len(b)-sizeSampleHd))
 		ev.opts.OnSample(Sample{TID: int(le.Uint32(b[4:])), Addr: u64(8), Size: u64(16), IP: u64(24), SP: u64(32), BP: u64(40),
 			Weight: u64(48), Stack: b[sizeSampleHd : sizeSampleHd+int(n)]})
+	case heapEventKindEV_SAMPLE_FRAMES:
+		if len(b) < sizeFramesHd || ev.opts.OnSample == nil {
+			return
+		}
+		// struct sample_frames: kind, nframes, addr, size, weight, frames
+		n := min(int(le.Uint32(b[4:])), (len(b)-sizeFramesHd)/8)
+		frames := make([]uint64, n)
+		for i := range frames {
+			frames[i] = u64(sizeFramesHd + 8*i)
+		}
+		ev.opts.OnSample(Sample{Addr: u64(8), Size: u64(16), Weight: u64(24), Frames: frames})
 	case heapEventKindEV_SAMPLE_FREE:
 		if len(b) < sizeFree || ev.opts.OnSampleFree == nil {
 			return

@@ -216,6 +216,7 @@ enum event_kind {
 	EV_MPROTECT,  /* addr, len, prot (at return, when it succeeded) */
 	EV_SAMPLE,    /* struct sample */
 	EV_SAMPLE_FREE, /* addr: a sampled block released */
+	EV_SAMPLE_FRAMES, /* struct sample_frames: a sample with the frames the shim walked */
 };
 const enum event_kind *unused_event_kind __attribute__((unused));
 
@@ -248,6 +249,18 @@ struct sample {
 	__u8 stack[STACK_COPY];
 };
 
+/* The most frames heapline:alloc passes (the shim's HL_STACK_FRAMES). */
+#define SAMPLE_FRAMES 64
+
+struct sample_frames {
+	__u32 kind;
+	__u32 nframes;
+	__u64 addr;
+	__u64 size;
+	__u64 weight;
+	__u64 frames[SAMPLE_FRAMES]; /* return addresses, the program's innermost first */
+};
+
 struct sample_free {
 	__u32 kind;
 	__u32 pad;
@@ -258,6 +271,7 @@ struct sample_free {
 const struct map_event *unused_map_event __attribute__((unused));
 const struct sample *unused_sample __attribute__((unused));
 const struct sample_free *unused_sample_free __attribute__((unused));
+const struct sample_frames *unused_sample_frames __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -857,14 +871,8 @@ int heap_return(struct pt_regs *ctx)
  * argument registers (the loader checks the note's specs say so) and the
  * caller's frame is one return away, as at the entry of malloc.
  */
-SEC("uprobe")
-int otel_alloc(struct pt_regs *ctx)
+static __always_inline int alloc_with_stack(struct pt_regs *ctx, struct counters *k)
 {
-	if (!mine())
-		return 0;
-	struct counters *k = cpu_counts();
-	if (!k)
-		return 0;
 	__u64 ret = 0;
 	if (return_address(ctx, &ret) != 0) {
 		k->read_errors++;
@@ -886,6 +894,52 @@ int otel_alloc(struct pt_regs *ctx)
 	e->sp = PT_REGS_SP(ctx) + RET_POP;
 	e->bp = PT_REGS_FP(ctx);
 	copy_stack(e);
+	k->samples++;
+	bpf_ringbuf_submit(e, wakeup(sizeof(*e)));
+	return 0;
+}
+
+SEC("uprobe")
+int otel_alloc(struct pt_regs *ctx)
+{
+	if (!mine())
+		return 0;
+	struct counters *k = cpu_counts();
+	if (!k)
+		return 0;
+	return alloc_with_stack(ctx, k);
+}
+
+/* heapline:alloc, at otel_memory:alloc's site with two arguments more:
+ * the frames the shim's sampler walked, in its region. They are copied,
+ * a few hundred bytes where the stack's top is up to 16 KiB, and user
+ * space unwinds nothing. A sample without them (the shim keeps no stacks)
+ * is sent with the top of its stack, as otel_alloc sends it. */
+SEC("uprobe")
+int heapline_alloc(struct pt_regs *ctx)
+{
+	if (!mine())
+		return 0;
+	struct counters *k = cpu_counts();
+	if (!k)
+		return 0;
+	__u64 frames = PT_REGS_PARM4(ctx), n = PT_REGS_PARM5(ctx);
+	if (n == 0 || n > SAMPLE_FRAMES)
+		return alloc_with_stack(ctx, k);
+	struct sample_frames *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		k->samples_lost++;
+		return 0;
+	}
+	if (bpf_probe_read_user(e->frames, n * sizeof(__u64), (void *)frames) != 0) {
+		bpf_ringbuf_discard(e, 0);
+		return alloc_with_stack(ctx, k);
+	}
+	e->kind = EV_SAMPLE_FRAMES;
+	e->nframes = (__u32)n;
+	e->addr = PT_REGS_PARM1(ctx);
+	e->size = PT_REGS_PARM2(ctx);
+	e->weight = PT_REGS_PARM3(ctx);
 	k->samples++;
 	bpf_ringbuf_submit(e, wakeup(sizeof(*e)));
 	return 0;

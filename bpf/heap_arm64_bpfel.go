@@ -45,12 +45,13 @@ type heapCounters struct {
 type heapEventKind uint32
 
 const (
-	heapEventKindEV_MMAP        heapEventKind = 1
-	heapEventKindEV_MUNMAP      heapEventKind = 2
-	heapEventKindEV_MREMAP      heapEventKind = 3
-	heapEventKindEV_MPROTECT    heapEventKind = 4
-	heapEventKindEV_SAMPLE      heapEventKind = 5
-	heapEventKindEV_SAMPLE_FREE heapEventKind = 6
+	heapEventKindEV_MMAP          heapEventKind = 1
+	heapEventKindEV_MUNMAP        heapEventKind = 2
+	heapEventKindEV_MREMAP        heapEventKind = 3
+	heapEventKindEV_MPROTECT      heapEventKind = 4
+	heapEventKindEV_SAMPLE        heapEventKind = 5
+	heapEventKindEV_SAMPLE_FREE   heapEventKind = 6
+	heapEventKindEV_SAMPLE_FRAMES heapEventKind = 7
 )
 
 type heapFn uint32
@@ -110,6 +111,16 @@ type heapSample struct {
 	Stack    [16384]uint8
 }
 
+type heapSampleFrames struct {
+	_       structs.HostLayout
+	Kind    uint32
+	Nframes uint32
+	Addr    uint64
+	Size    uint64
+	Weight  uint64
+	Frames  [64]uint64
+}
+
 type heapSampleFree struct {
 	_    structs.HostLayout
 	Kind uint32
@@ -121,32 +132,34 @@ type heapSampleFree struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	heapMapCalls            = "calls"
-	heapMapCounts           = "counts"
-	heapMapEvents           = "events"
-	heapMapMcalls           = "mcalls"
-	heapMapSampled          = "sampled"
-	heapProgHeapEnter       = "heap_enter"
-	heapProgHeapReturn      = "heap_return"
-	heapProgOtelAlloc       = "otel_alloc"
-	heapProgOtelFree        = "otel_free"
-	heapVarArmed            = "armed"
-	heapVarGaps             = "gaps"
-	heapVarLibcHi           = "libc_hi"
-	heapVarLibcLo           = "libc_lo"
-	heapVarLive             = "live"
-	heapVarPeak             = "peak"
-	heapVarSampleRate       = "sample_rate"
-	heapVarStackWant        = "stack_want"
-	heapVarTargetNsDev      = "target_ns_dev"
-	heapVarTargetNsIno      = "target_ns_ino"
-	heapVarTargetNsTgid     = "target_ns_tgid"
-	heapVarTargetTgid       = "target_tgid"
-	heapVarUnusedEventKind  = "unused_event_kind"
-	heapVarUnusedFn         = "unused_fn"
-	heapVarUnusedMapEvent   = "unused_map_event"
-	heapVarUnusedSample     = "unused_sample"
-	heapVarUnusedSampleFree = "unused_sample_free"
+	heapMapCalls              = "calls"
+	heapMapCounts             = "counts"
+	heapMapEvents             = "events"
+	heapMapMcalls             = "mcalls"
+	heapMapSampled            = "sampled"
+	heapProgHeapEnter         = "heap_enter"
+	heapProgHeapReturn        = "heap_return"
+	heapProgHeaplineAlloc     = "heapline_alloc"
+	heapProgOtelAlloc         = "otel_alloc"
+	heapProgOtelFree          = "otel_free"
+	heapVarArmed              = "armed"
+	heapVarGaps               = "gaps"
+	heapVarLibcHi             = "libc_hi"
+	heapVarLibcLo             = "libc_lo"
+	heapVarLive               = "live"
+	heapVarPeak               = "peak"
+	heapVarSampleRate         = "sample_rate"
+	heapVarStackWant          = "stack_want"
+	heapVarTargetNsDev        = "target_ns_dev"
+	heapVarTargetNsIno        = "target_ns_ino"
+	heapVarTargetNsTgid       = "target_ns_tgid"
+	heapVarTargetTgid         = "target_tgid"
+	heapVarUnusedEventKind    = "unused_event_kind"
+	heapVarUnusedFn           = "unused_fn"
+	heapVarUnusedMapEvent     = "unused_map_event"
+	heapVarUnusedSample       = "unused_sample"
+	heapVarUnusedSampleFrames = "unused_sample_frames"
+	heapVarUnusedSampleFree   = "unused_sample_free"
 )
 
 // loadHeap returns the embedded CollectionSpec for heap.
@@ -191,10 +204,11 @@ type heapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type heapProgramSpecs struct {
-	HeapEnter  *ebpf.ProgramSpec `ebpf:"heap_enter"`
-	HeapReturn *ebpf.ProgramSpec `ebpf:"heap_return"`
-	OtelAlloc  *ebpf.ProgramSpec `ebpf:"otel_alloc"`
-	OtelFree   *ebpf.ProgramSpec `ebpf:"otel_free"`
+	HeapEnter     *ebpf.ProgramSpec `ebpf:"heap_enter"`
+	HeapReturn    *ebpf.ProgramSpec `ebpf:"heap_return"`
+	HeaplineAlloc *ebpf.ProgramSpec `ebpf:"heapline_alloc"`
+	OtelAlloc     *ebpf.ProgramSpec `ebpf:"otel_alloc"`
+	OtelFree      *ebpf.ProgramSpec `ebpf:"otel_free"`
 }
 
 // heapMapSpecs contains maps before they are loaded into the kernel.
@@ -212,23 +226,24 @@ type heapMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type heapVariableSpecs struct {
-	Armed            *ebpf.VariableSpec `ebpf:"armed"`
-	Gaps             *ebpf.VariableSpec `ebpf:"gaps"`
-	LibcHi           *ebpf.VariableSpec `ebpf:"libc_hi"`
-	LibcLo           *ebpf.VariableSpec `ebpf:"libc_lo"`
-	Live             *ebpf.VariableSpec `ebpf:"live"`
-	Peak             *ebpf.VariableSpec `ebpf:"peak"`
-	SampleRate       *ebpf.VariableSpec `ebpf:"sample_rate"`
-	StackWant        *ebpf.VariableSpec `ebpf:"stack_want"`
-	TargetNsDev      *ebpf.VariableSpec `ebpf:"target_ns_dev"`
-	TargetNsIno      *ebpf.VariableSpec `ebpf:"target_ns_ino"`
-	TargetNsTgid     *ebpf.VariableSpec `ebpf:"target_ns_tgid"`
-	TargetTgid       *ebpf.VariableSpec `ebpf:"target_tgid"`
-	UnusedEventKind  *ebpf.VariableSpec `ebpf:"unused_event_kind"`
-	UnusedFn         *ebpf.VariableSpec `ebpf:"unused_fn"`
-	UnusedMapEvent   *ebpf.VariableSpec `ebpf:"unused_map_event"`
-	UnusedSample     *ebpf.VariableSpec `ebpf:"unused_sample"`
-	UnusedSampleFree *ebpf.VariableSpec `ebpf:"unused_sample_free"`
+	Armed              *ebpf.VariableSpec `ebpf:"armed"`
+	Gaps               *ebpf.VariableSpec `ebpf:"gaps"`
+	LibcHi             *ebpf.VariableSpec `ebpf:"libc_hi"`
+	LibcLo             *ebpf.VariableSpec `ebpf:"libc_lo"`
+	Live               *ebpf.VariableSpec `ebpf:"live"`
+	Peak               *ebpf.VariableSpec `ebpf:"peak"`
+	SampleRate         *ebpf.VariableSpec `ebpf:"sample_rate"`
+	StackWant          *ebpf.VariableSpec `ebpf:"stack_want"`
+	TargetNsDev        *ebpf.VariableSpec `ebpf:"target_ns_dev"`
+	TargetNsIno        *ebpf.VariableSpec `ebpf:"target_ns_ino"`
+	TargetNsTgid       *ebpf.VariableSpec `ebpf:"target_ns_tgid"`
+	TargetTgid         *ebpf.VariableSpec `ebpf:"target_tgid"`
+	UnusedEventKind    *ebpf.VariableSpec `ebpf:"unused_event_kind"`
+	UnusedFn           *ebpf.VariableSpec `ebpf:"unused_fn"`
+	UnusedMapEvent     *ebpf.VariableSpec `ebpf:"unused_map_event"`
+	UnusedSample       *ebpf.VariableSpec `ebpf:"unused_sample"`
+	UnusedSampleFrames *ebpf.VariableSpec `ebpf:"unused_sample_frames"`
+	UnusedSampleFree   *ebpf.VariableSpec `ebpf:"unused_sample_free"`
 }
 
 // heapObjects contains all objects after they have been loaded into the kernel.
@@ -272,39 +287,42 @@ func (m *heapMaps) Close() error {
 //
 // It can be passed to loadHeapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type heapVariables struct {
-	Armed            *ebpf.Variable `ebpf:"armed"`
-	Gaps             *ebpf.Variable `ebpf:"gaps"`
-	LibcHi           *ebpf.Variable `ebpf:"libc_hi"`
-	LibcLo           *ebpf.Variable `ebpf:"libc_lo"`
-	Live             *ebpf.Variable `ebpf:"live"`
-	Peak             *ebpf.Variable `ebpf:"peak"`
-	SampleRate       *ebpf.Variable `ebpf:"sample_rate"`
-	StackWant        *ebpf.Variable `ebpf:"stack_want"`
-	TargetNsDev      *ebpf.Variable `ebpf:"target_ns_dev"`
-	TargetNsIno      *ebpf.Variable `ebpf:"target_ns_ino"`
-	TargetNsTgid     *ebpf.Variable `ebpf:"target_ns_tgid"`
-	TargetTgid       *ebpf.Variable `ebpf:"target_tgid"`
-	UnusedEventKind  *ebpf.Variable `ebpf:"unused_event_kind"`
-	UnusedFn         *ebpf.Variable `ebpf:"unused_fn"`
-	UnusedMapEvent   *ebpf.Variable `ebpf:"unused_map_event"`
-	UnusedSample     *ebpf.Variable `ebpf:"unused_sample"`
-	UnusedSampleFree *ebpf.Variable `ebpf:"unused_sample_free"`
+	Armed              *ebpf.Variable `ebpf:"armed"`
+	Gaps               *ebpf.Variable `ebpf:"gaps"`
+	LibcHi             *ebpf.Variable `ebpf:"libc_hi"`
+	LibcLo             *ebpf.Variable `ebpf:"libc_lo"`
+	Live               *ebpf.Variable `ebpf:"live"`
+	Peak               *ebpf.Variable `ebpf:"peak"`
+	SampleRate         *ebpf.Variable `ebpf:"sample_rate"`
+	StackWant          *ebpf.Variable `ebpf:"stack_want"`
+	TargetNsDev        *ebpf.Variable `ebpf:"target_ns_dev"`
+	TargetNsIno        *ebpf.Variable `ebpf:"target_ns_ino"`
+	TargetNsTgid       *ebpf.Variable `ebpf:"target_ns_tgid"`
+	TargetTgid         *ebpf.Variable `ebpf:"target_tgid"`
+	UnusedEventKind    *ebpf.Variable `ebpf:"unused_event_kind"`
+	UnusedFn           *ebpf.Variable `ebpf:"unused_fn"`
+	UnusedMapEvent     *ebpf.Variable `ebpf:"unused_map_event"`
+	UnusedSample       *ebpf.Variable `ebpf:"unused_sample"`
+	UnusedSampleFrames *ebpf.Variable `ebpf:"unused_sample_frames"`
+	UnusedSampleFree   *ebpf.Variable `ebpf:"unused_sample_free"`
 }
 
 // heapPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadHeapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type heapPrograms struct {
-	HeapEnter  *ebpf.Program `ebpf:"heap_enter"`
-	HeapReturn *ebpf.Program `ebpf:"heap_return"`
-	OtelAlloc  *ebpf.Program `ebpf:"otel_alloc"`
-	OtelFree   *ebpf.Program `ebpf:"otel_free"`
+	HeapEnter     *ebpf.Program `ebpf:"heap_enter"`
+	HeapReturn    *ebpf.Program `ebpf:"heap_return"`
+	HeaplineAlloc *ebpf.Program `ebpf:"heapline_alloc"`
+	OtelAlloc     *ebpf.Program `ebpf:"otel_alloc"`
+	OtelFree      *ebpf.Program `ebpf:"otel_free"`
 }
 
 func (p *heapPrograms) Close() error {
 	return _HeapClose(
 		p.HeapEnter,
 		p.HeapReturn,
+		p.HeaplineAlloc,
 		p.OtelAlloc,
 		p.OtelFree,
 	)

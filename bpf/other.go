@@ -16,6 +16,7 @@ type Tracer struct {
 	Attached time.Time
 	Mode     Mode
 	Shim     string
+	Frames   bool
 }
 
 // Mode names how the probes are attached.

@@ -30,6 +30,9 @@ type Tracer struct {
 	// Shim is the libheap.so whose otel_memory probes are attached
 	// (ModeUSDT; Libc is "" then).
 	Shim string
+	// Frames: the samples come with the frames the shim walked
+	// (heapline:alloc, Sample.Frames), not with the top of the stack.
+	Frames bool
 
 	objs   heapObjects
 	links  []link.Link
@@ -415,7 +418,7 @@ const gapsLen = 4096
 func (t *Tracer) ProgramTime() (time.Duration, uint64, error) {
 	var d time.Duration
 	var n uint64
-	for _, p := range []*ebpf.Program{t.objs.HeapEnter, t.objs.HeapReturn, t.objs.OtelAlloc, t.objs.OtelFree} {
+	for _, p := range []*ebpf.Program{t.objs.HeapEnter, t.objs.HeapReturn, t.objs.OtelAlloc, t.objs.OtelFree, t.objs.HeaplineAlloc} {
 		if p == nil {
 			continue // not loaded in this mode
 		}

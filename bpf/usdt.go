@@ -34,42 +34,54 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
+	frames, withFrames, err := HeaplineAlloc(shimPath, alloc)
+	if err != nil {
+		return nil, err
+	}
 	spec, err := targetSpec(pid)
 	if err != nil {
 		return nil, err
 	}
 	t := &Tracer{PID: pid, Shim: shimPath, Mode: ModeUSDT}
 	var objs struct {
-		OtelAlloc *ebpf.Program `ebpf:"otel_alloc"`
-		OtelFree  *ebpf.Program `ebpf:"otel_free"`
+		OtelAlloc     *ebpf.Program `ebpf:"otel_alloc"`
+		OtelFree      *ebpf.Program `ebpf:"otel_free"`
+		HeaplineAlloc *ebpf.Program `ebpf:"heapline_alloc"`
 		heapMaps
 		heapVariables
 	}
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return nil, loadError(err)
 	}
-	// Only the two programs are loaded: the libc probes' are not.
+	// Only these programs are loaded: the libc probes' are not.
 	t.objs.heapMaps, t.objs.heapVariables = objs.heapMaps, objs.heapVariables
-	t.objs.OtelAlloc, t.objs.OtelFree = objs.OtelAlloc, objs.OtelFree
+	t.objs.OtelAlloc, t.objs.OtelFree, t.objs.HeaplineAlloc = objs.OtelAlloc, objs.OtelFree, objs.HeaplineAlloc
 	ex, err := t.start(o, shimPath)
 	if err != nil {
 		t.Close()
 		return nil, err
 	}
 	// free's first, as with the libc probes: no sample is sent whose
-	// release could go unseen. None when nothing reads the samples.
+	// release could go unseen. alloc's site by heapline:alloc where the
+	// shim has it: its samples come with the frames the shim walked. None
+	// when nothing reads the samples.
+	allocProg := objs.OtelAlloc
+	if withFrames {
+		alloc, allocProg = frames, objs.HeaplineAlloc
+		t.Frames = true
+	}
 	probes := []struct {
 		u    USDT
 		prog *ebpf.Program
-	}{{free, objs.OtelFree}, {alloc, objs.OtelAlloc}}
+	}{{free, objs.OtelFree}, {alloc, allocProg}}
 	if o.OnSample == nil {
 		probes = nil
 	}
 	for _, p := range probes {
-		l, err := ex.Uprobe(Provider+":"+p.u.Name, p.prog, &link.UprobeOptions{Address: p.u.Offset, RefCtrOffset: p.u.SemOffset, PID: pid})
+		l, err := ex.Uprobe(p.u.Provider+":"+p.u.Name, p.prog, &link.UprobeOptions{Address: p.u.Offset, RefCtrOffset: p.u.SemOffset, PID: pid})
 		if err != nil {
 			t.Close()
-			return nil, fmt.Errorf("attaching to %s:%s in %s: %w", Provider, p.u.Name, shimPath, privilegeHint(err))
+			return nil, fmt.Errorf("attaching to %s:%s in %s: %w", p.u.Provider, p.u.Name, shimPath, privilegeHint(err))
 		}
 		t.links = append(t.links, l)
 	}

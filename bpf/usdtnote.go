@@ -140,6 +140,43 @@ func OtelMemory(path string) (alloc, free USDT, err error) {
 	return alloc, free, nil
 }
 
+// HeaplineProvider is the provider of heapline:alloc, which shares the
+// otel_memory:alloc site and semaphore of libheap.so and passes the frames
+// its sampler walked as two arguments more (preload/usdt.c).
+const HeaplineProvider = "heapline"
+
+// frameArgs is what heapline:alloc must say of its arguments: the
+// contract's three, then the frames and their count, all in the ABI's
+// argument registers (heap.c, heapline_alloc).
+var frameArgs = map[string]string{
+	"amd64": "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8",
+	"arm64": "8@x0 8@x1 8@x2 8@x3 8@x4",
+}
+
+// HeaplineAlloc returns the heapline:alloc probe of the file at path when
+// it has one at the site of alloc (its otel_memory:alloc), with the same
+// semaphore and the arguments heap.c reads; ok is false for a libheap.so
+// without it (an older one), whose samples come with the top of the stack.
+func HeaplineAlloc(path string, alloc USDT) (u USDT, ok bool, err error) {
+	us, err := ReadUSDTs(path)
+	if err != nil {
+		return u, false, err
+	}
+	for _, h := range us {
+		if h.Provider != HeaplineProvider || h.Name != "alloc" {
+			continue
+		}
+		if h.Offset != alloc.Offset || h.SemOffset != alloc.SemOffset {
+			return u, false, fmt.Errorf("%s: %s:alloc is not at %s:alloc's site, with its semaphore", path, HeaplineProvider, Provider)
+		}
+		if want := frameArgs[runtime.GOARCH]; h.Args != want {
+			return u, false, fmt.Errorf("%s: %s:alloc takes %q, not %q (the argument registers)", path, HeaplineProvider, h.Args, want)
+		}
+		return h, true, nil
+	}
+	return u, false, nil
+}
+
 // Semaphores reads the otel_memory semaphores of shimPath in process pid,
 // where the kernel counts the tracers attached to each probe: through
 // /proc/PID/mem, at the address where pid maps the semaphores' file offsets

@@ -478,16 +478,18 @@ func (t *tracing) writeProfile() error {
 		t.e.log.Warn("some samples were lost (the ring buffer was full) or their frees cannot be seen", zap.Uint64("lost", c.SamplesLost), zap.Uint64("untracked", c.Untracked))
 	}
 	if t.o.shim != "" {
-		// The shim's samples, at the shim's rate: the profile's period.
-		if rate := traceShimRate(t.pid); rate != 0 {
-			t.o.coll.SetRate(rate)
+		// The shim's samples, at the shim's rate: the profile's period;
+		// their Python frames named by its region's codes, while it is there.
+		if p := traceShimProfile(t.pid); p != nil {
+			t.o.coll.SetRate(p.SampleRate)
+			t.pythonFrom(p)
 		}
 		if c.Samples == 0 {
 			t.e.log.Warn("the shim sent no sample: does the process sample (HEAPLINE_SAMPLE=0 turns it off)?", zap.Int("pid", t.pid))
 		}
 	}
 	if n, err := t.tr.StackCopyNow(); err == nil {
-		t.e.log.Debug("the probes' copy of the stack at the end, as the walks sized it", zap.Int("bytes", n))
+		t.e.log.Debug("the probes' copy of the stack at the end, as the walks sized it", zap.Int("bytes", n), zap.Bool("shimFrames", t.tr.Frames))
 	}
 	p := t.o.coll.Profile(t.pid, t.command, c.SamplesLost, time.Now())
 	if err := t.o.out.Write(p); err != nil {
@@ -496,18 +498,26 @@ func (t *tracing) writeProfile() error {
 	return nil
 }
 
-// traceShimRate is the sampling rate of pid's shim, from its region (0
-// when it cannot be read).
-func traceShimRate(pid int) uint64 {
+// traceShimProfile is the profile in pid's shim's region (nil when it
+// cannot be read): its sampling rate and its Python frames' codes.
+func traceShimProfile(pid int) *region.Profile {
 	en := regions.Inspect(pid)
 	if en.Err != nil {
-		return 0
+		return nil
 	}
 	f, err := region.ReadFile(en.Path, pid, true)
-	if err != nil || f.Profile == nil {
-		return 0
+	if err != nil || f.Profile == nil || f.Profile.SampleRate == 0 {
+		return nil
 	}
-	return f.Profile.SampleRate
+	return f.Profile
+}
+
+// pythonFrom gives the collector the Python codes of the region's
+// profile p, when its samples came with the shim's frames.
+func (t *tracing) pythonFrom(p *region.Profile) {
+	if t.tr.Frames && p.PyCodes != nil {
+		t.o.coll.SetPython(traceprof.Python{Version: p.PyVersion, Flags: p.PyFlags, Codes: p.PyCodes})
+	}
 }
 
 // read makes a Summary from the counters now: the probes', or through the
@@ -516,6 +526,13 @@ func (t *tracing) read(exited bool) (heapjson.Summary, error) {
 	if t.o.shim != "" {
 		if _, err := t.tr.Read(); err != nil { // what the probes sent so far, to the collector
 			return heapjson.Summary{}, fmt.Errorf("trace: %w", err)
+		}
+		if t.o.coll != nil && t.o.coll.PythonUnknown() {
+			// A Python frame of a code the collector has not seen: the
+			// region has it, and is gone when the process exits.
+			if p := traceShimProfile(t.pid); p != nil {
+				t.pythonFrom(p)
+			}
 		}
 		if exited && t.child != nil {
 			if s, _, err := t.child.Own(); err == nil {

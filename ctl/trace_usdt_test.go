@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	pprof "github.com/google/pprof/profile"
+
 	"github.com/heapline/heapline/bpf"
 	"github.com/heapline/heapline/ctl/internal/region"
 	"github.com/heapline/heapline/ctl/internal/regions"
@@ -23,56 +25,75 @@ import (
 )
 
 // TestTraceUSDTSites: a command with libheap.so preloaded is traced
-// through the shim's otel_memory probes, not libc's, and the profile built
-// from their weights and the trace's own stack walk has the known answer
-// of sampling (traceSitesCheck): the three sites within 5 points, and
-// site_b, which freed all it held, under 1% of inuse_space (the probes'
-// frees of sampled blocks). The summary is the shim's region's.
+// through the shim's probes, not libc's, and the profile built from their
+// weights has the known answer of sampling (traceSitesCheck): the three
+// sites within 5 points, and site_b, which freed all it held, under 1% of
+// inuse_space (the probes' frees of sampled blocks). The summary is the
+// shim's region's. Two ways to a sample's stack:
+//   - by default the shim's own walk, which heapline:alloc passes at
+//     otel_memory:alloc's site: the probes copy no stack;
+//   - with HEAPLINE_STACKS=1 the shim keeps no stacks, and the probe
+//     copies the top of the stack for the trace's own walk, sized by the
+//     walks (traceprof's sizer): sites.c's stacks are shallow, and none
+//     was cut short for it.
 func TestTraceUSDTSites(t *testing.T) {
 	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	bin := traceSites(t)
-	file := filepath.Join(t.TempDir(), "sites.pb.gz")
-	var out bytes.Buffer
-	var mode bpf.Mode
-	var samples uint64
-	var copied int
-	js, err := traceRun(t, traceOpts{argv: []string{bin}, profile: file, json: true, env: shim.Env(os.Environ(), testkit.Shim(t)),
-		stdin: strings.NewReader("\n\n"), stdout: &out,
-		finished: func(tr *bpf.Tracer) {
-			mode = tr.Mode
-			c, err := tr.Read()
+	for _, c := range []struct {
+		name, env string
+		copies    bool
+	}{{"frames", "", false}, {"copy", "HEAPLINE_STACKS=1", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "sites.pb.gz")
+			var out bytes.Buffer
+			var mode bpf.Mode
+			var samples uint64
+			var copied int
+			var frames bool
+			env := shim.Env(os.Environ(), testkit.Shim(t))
+			if c.env != "" {
+				env = append(env, c.env)
+			}
+			js, err := traceRun(t, traceOpts{argv: []string{bin}, profile: file, json: true, env: env,
+				stdin: strings.NewReader("\n\n"), stdout: &out,
+				finished: func(tr *bpf.Tracer) {
+					mode, frames = tr.Mode, tr.Frames
+					c, err := tr.Read()
+					if err != nil {
+						t.Error(err)
+					}
+					samples = c.Samples
+					if copied, err = tr.StackCopyNow(); err != nil {
+						t.Error(err)
+					}
+				}})
 			if err != nil {
-				t.Error(err)
+				t.Fatal(err)
 			}
-			samples = c.Samples
-			if copied, err = tr.StackCopyNow(); err != nil {
-				t.Error(err)
+			if mode != bpf.ModeUSDT || !frames {
+				t.Fatalf("traced by %q, heapline:alloc %v; want %q, true", mode, frames, bpf.ModeUSDT)
 			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mode != bpf.ModeUSDT {
-		t.Fatalf("traced by %q, want %q", mode, bpf.ModeUSDT)
-	}
-	s := traceDecode(t, "trace", js)
-	if s.Source != "preload" || !s.Exited || s.Allocs == 0 {
-		t.Errorf("summary: source %q, exited %v, allocs %d; want the shim's region's, exited", s.Source, s.Exited, s.Allocs)
-	}
-	line, _, _ := strings.Cut(out.String(), "\n")
-	truth := sitesTruth(t, line)
-	traceSitesCheck(t, file, truth)
-	if samples == 0 {
-		t.Errorf("no sample came through the probes")
-	}
-	t.Logf("%d samples through otel_memory:alloc, the stack copy %d bytes at the end", samples, copied)
-	// The walks sized the copy (traceprof's sizer): sites.c's stacks are
-	// shallow, and none was cut short for it.
-	if copied <= 0 || copied >= bpf.StackCopy {
-		t.Errorf("the probes copied %d bytes of stack at the end, want fewer than %d", copied, bpf.StackCopy)
-	}
-	if p := pfParse(t, file); !slices.ContainsFunc(p.Comments, func(c string) bool { return strings.Contains(c, ", 0 with a stack cut short") }) {
-		t.Errorf("the profile says %q, want 0 samples with a stack cut short", p.Comments)
+			s := traceDecode(t, "trace", js)
+			if s.Source != "preload" || !s.Exited || s.Allocs == 0 {
+				t.Errorf("summary: source %q, exited %v, allocs %d; want the shim's region's, exited", s.Source, s.Exited, s.Allocs)
+			}
+			line, _, _ := strings.Cut(out.String(), "\n")
+			truth := sitesTruth(t, line)
+			traceSitesCheck(t, file, truth)
+			if samples == 0 {
+				t.Errorf("no sample came through the probes")
+			}
+			t.Logf("%d samples through the alloc probe, the stack copy %d bytes at the end", samples, copied)
+			if c.copies && (copied <= 0 || copied >= bpf.StackCopy) {
+				t.Errorf("the probes copied %d bytes of stack at the end, want fewer than %d", copied, bpf.StackCopy)
+			}
+			if !c.copies && copied != bpf.StackCopy {
+				t.Errorf("the stack copy was sized to %d bytes: the samples came with a stack, not the shim's frames", copied)
+			}
+			if p := pfParse(t, file); !slices.ContainsFunc(p.Comments, func(c string) bool { return strings.Contains(c, ", 0 with a stack cut short") }) {
+				t.Errorf("the profile says %q, want 0 samples with a stack cut short", p.Comments)
+			}
+		})
 	}
 }
 
@@ -179,12 +200,15 @@ func usdtSemaphores(t *testing.T, pid int, lib string) (alloc, free uint16) {
 func TestTraceUSDTPythonPID(t *testing.T) {
 	testkit.NeedRoot(t, "to load BPF programs and attach uprobes")
 	lib := testkit.Shim(t)
+	// os._exit: the interpreter's finalization allocates too, and a
+	// sample taken there, after the shim's count was read, is traced.
 	cmd := exec.Command("python3", "-c", `
-import sys
+import os, sys
 print("READY", flush=True); sys.stdin.readline()
 x = [str(i) * 3 for i in range(300000)]
 y = [bytearray(3000) for _ in range(3000)]
 print("DONE", flush=True); sys.stdin.readline()
+os._exit(0)
 `)
 	cmd.Env = shim.Env(os.Environ(), lib)
 	in, stdout := testkit.StartPiped(t, cmd)
@@ -230,8 +254,14 @@ print("DONE", flush=True); sys.stdin.readline()
 	if traced == 0 || traced != after-before {
 		t.Errorf("%d samples came through otel_memory:alloc, the shim took %d while traced", traced, after-before)
 	}
-	if p := pfParse(t, file); len(p.Sample) == 0 {
+	// The shim's walk names the Python frames (its region's codes): the
+	// -c program's own, "<module>" in "<string>".
+	p := pfParse(t, file)
+	if len(p.Sample) == 0 {
 		t.Errorf("the profile has no samples")
+	}
+	if !slices.ContainsFunc(p.Function, func(f *pprof.Function) bool { return f.Name == "<module>" && f.Filename == "<string>" }) {
+		t.Errorf("the profile names no Python frame of the program (<module> in <string>)")
 	}
 
 	// --uprobes: libc's probes on the same kind of process.

@@ -44,6 +44,10 @@ type Collector struct {
 	samples  uint64
 	size     *sizer
 	setCopy  func(int) error // the tracer's SetStackCopy, once attached
+	// The Python frames' codes, from the shim's region (SetPython), and
+	// whether a frame's code was not among them.
+	py        Python
+	pyUnknown bool
 }
 
 // held is a sampled block still live: its stack and its weighted share.
@@ -102,6 +106,10 @@ func (c *Collector) SetStackCopier(set func(int) error) {
 
 // Sample unwinds and records one sample.
 func (c *Collector) Sample(s bpf.Sample) {
+	if s.Frames != nil {
+		c.walked(s)
+		return
+	}
 	t0 := time.Now()
 	frames, depth := c.proc.UnwindDepth(unwind.Regs{IP: s.IP, SP: s.SP, BP: s.BP}, s.Stack, region.StackFrames)
 	var objs, bytes uint64
@@ -127,16 +135,72 @@ func (c *Collector) Sample(s bpf.Sample) {
 	if want, changed := c.size.observe(len(s.Stack), depth.Used, depth.Short); changed && c.setCopy != nil {
 		_ = c.setCopy(want) // a failed update leaves the copy as it was: only dearer
 	}
-	st, ok := c.stacks[key.String()]
+	c.add(key.String(), frames, s.Addr, objs, bytes)
+}
+
+// walked records a sample that came with the frames the shim walked
+// (heapline:alloc): nothing to unwind and no shim frame to drop. The
+// objects its native frames are in are looked up (the maps read again when
+// one is new: a library loaded since), and its Python frames' codes are
+// the region's (SetPython).
+func (c *Collector) walked(s bpf.Sample) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var key strings.Builder
+	for _, f := range s.Frames {
+		key.WriteString(strconv.FormatUint(f, 16))
+		key.WriteByte(' ')
+		if i, _, py := region.PyFrame(f); py {
+			if _, known := c.py.Codes[i]; !known {
+				c.pyUnknown = true
+			}
+		} else if f != 0 {
+			c.proc.Path(f - 1)
+		}
+	}
+	objs, bytes := shimWeight(s.Size, s.Weight)
+	c.samples++
+	c.add(key.String(), s.Frames, s.Addr, objs, bytes)
+}
+
+// add counts a sample of objs objects and bytes bytes at the stack of
+// frames (key: their text) for the block at addr. The caller holds c.mu.
+func (c *Collector) add(key string, frames []uint64, addr, objs, bytes uint64) {
+	st, ok := c.stacks[key]
 	if !ok {
 		st = &region.Stack{Frames: frames}
-		c.stacks[key.String()] = st
+		c.stacks[key] = st
 		c.order = append(c.order, st)
 	}
 	st.AllocObjects += objs
 	st.AllocBytes += bytes
 	st.Samples++
-	c.live[s.Addr] = held{stack: st, objs: objs, bytes: bytes}
+	c.live[addr] = held{stack: st, objs: objs, bytes: bytes}
+}
+
+// Python is what a profile needs of the shim's region to name the Python
+// frames the shim walked: the interpreter's version and flags, and its
+// code objects by index (region.Profile's fields).
+type Python struct {
+	Version, Flags uint32
+	Codes          map[uint32]region.PyCode
+}
+
+// SetPython takes the Python frames' codes from the shim's region as last
+// read (the region goes when the process exits: codes made after the last
+// read stay unnamed).
+func (c *Collector) SetPython(py Python) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.py, c.pyUnknown = py, false
+}
+
+// PythonUnknown says whether a sample since the last SetPython had a
+// Python frame whose code is not known: time to read the region again.
+func (c *Collector) PythonUnknown() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pyUnknown
 }
 
 // Free records the release of a sampled block.
@@ -171,7 +235,8 @@ func (c *Collector) UnwindCost() (time.Duration, uint64) {
 // samples the probes could not send.
 func (c *Collector) Profile(pid int, command string, lost uint64, now time.Time) *pprof.Profile {
 	c.mu.Lock()
-	p := region.Profile{PID: pid, Command: command, SampleRate: c.rate, Samples: c.samples, SamplesLost: lost, SamplesCut: c.size.cut}
+	p := region.Profile{PID: pid, Command: command, SampleRate: c.rate, Samples: c.samples, SamplesLost: lost, SamplesCut: c.size.cut,
+		PyVersion: c.py.Version, PyFlags: c.py.Flags, PyCodes: c.py.Codes}
 	for _, s := range c.order {
 		p.Stacks = append(p.Stacks, *s)
 	}
