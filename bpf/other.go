@@ -10,13 +10,14 @@ import (
 // Tracer is only implemented on amd64 and arm64: heap.c reads their
 // registers, and bpf2go generates the objects for those targets only.
 type Tracer struct {
-	PID      int
-	Libc     string
-	Aliases  []string
-	Attached time.Time
-	Mode     Mode
-	Shim     string
-	Frames   bool
+	PID           int
+	Libc          string
+	Aliases       []string
+	Attached      time.Time
+	Mode          Mode
+	Shim          string
+	Frames        bool
+	FramesRefused error
 }
 
 // Mode names how the probes are attached.

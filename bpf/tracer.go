@@ -32,7 +32,9 @@ type Tracer struct {
 	Shim string
 	// Frames: the samples come with the frames the shim walked
 	// (heapline:alloc, Sample.Frames), not with the top of the stack.
-	Frames bool
+	// FramesRefused says why a heapline:alloc the shim has was not taken.
+	Frames        bool
+	FramesRefused error
 
 	objs   heapObjects
 	links  []link.Link

@@ -34,15 +34,14 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	frames, withFrames, err := HeaplineAlloc(shimPath, alloc)
-	if err != nil {
-		return nil, err
-	}
+	// A heapline:alloc the loader cannot take leaves the contract's probe,
+	// which is enough: the samples then come with the top of the stack.
+	frames, withFrames, framesErr := HeaplineAlloc(shimPath, alloc)
 	spec, err := targetSpec(pid)
 	if err != nil {
 		return nil, err
 	}
-	t := &Tracer{PID: pid, Shim: shimPath, Mode: ModeUSDT}
+	t := &Tracer{PID: pid, Shim: shimPath, Mode: ModeUSDT, FramesRefused: framesErr}
 	var objs struct {
 		OtelAlloc     *ebpf.Program `ebpf:"otel_alloc"`
 		OtelFree      *ebpf.Program `ebpf:"otel_free"`
@@ -68,7 +67,6 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 	allocProg := objs.OtelAlloc
 	if withFrames {
 		alloc, allocProg = frames, objs.HeaplineAlloc
-		t.Frames = true
 	}
 	probes := []struct {
 		u    USDT
@@ -76,6 +74,8 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 	}{{free, objs.OtelFree}, {alloc, allocProg}}
 	if o.OnSample == nil {
 		probes = nil
+	} else {
+		t.Frames = withFrames
 	}
 	for _, p := range probes {
 		l, err := ex.Uprobe(p.u.Provider+":"+p.u.Name, p.prog, &link.UprobeOptions{Address: p.u.Offset, RefCtrOffset: p.u.SemOffset, PID: pid})

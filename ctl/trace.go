@@ -191,6 +191,14 @@ func (o *traceOpts) attach(pid int, libc string) (*bpf.Tracer, error) {
 	return tr, err
 }
 
+// warnFrames says when the shim's heapline:alloc was not taken: its
+// samples then come with the top of the stack, which costs more.
+func warnFrames(e *env, tr *bpf.Tracer) {
+	if tr.FramesRefused != nil {
+		e.log.Warn("tracing through otel_memory:alloc, not heapline:alloc: the probes copy the stack", zap.Error(tr.FramesRefused))
+	}
+}
+
 // useShim sets o.shim when the process has libheap.so with the
 // otel_memory probes (shim: its path, "" when it has none) and --uprobes
 // was not given; an older libheap.so without them is traced by libc's
@@ -287,6 +295,7 @@ func tracePID(ctx context.Context, e *env, o traceOpts) error {
 	}
 	defer tr.Close()
 	e.log.Debug("attached", zap.Int("pid", o.pid), zap.String("libc", libc), zap.String("shim", o.shim), zap.String("mode", string(tr.Mode)), zap.Strings("aliases", tr.Aliases))
+	warnFrames(e, tr)
 	t := &tracing{e: e, o: o, tr: tr, pid: o.pid, command: procs.Cmdline(o.pid), start: tr.Attached}
 	if o.attached != nil {
 		o.attached(o.pid)
@@ -331,6 +340,7 @@ func traceCmd(ctx context.Context, e *env, o traceOpts) error {
 				return err
 			}
 			e.log.Debug("attached", zap.Int("pid", pid), zap.String("libc", libc), zap.String("shim", o.shim), zap.String("mode", string(tr.Mode)), zap.Strings("aliases", tr.Aliases))
+			warnFrames(e, tr)
 			return nil
 		},
 	})
@@ -480,9 +490,10 @@ func (t *tracing) writeProfile() error {
 	if t.o.shim != "" {
 		// The shim's samples, at the shim's rate: the profile's period;
 		// their Python frames named by its region's codes, while it is there.
+		mark, _ := t.o.coll.PythonWanted()
 		if p := traceShimProfile(t.pid); p != nil {
 			t.o.coll.SetRate(p.SampleRate)
-			t.pythonFrom(p)
+			t.pythonFrom(p, mark)
 		}
 		if c.Samples == 0 {
 			t.e.log.Warn("the shim sent no sample: does the process sample (HEAPLINE_SAMPLE=0 turns it off)?", zap.Int("pid", t.pid))
@@ -513,10 +524,11 @@ func traceShimProfile(pid int) *region.Profile {
 }
 
 // pythonFrom gives the collector the Python codes of the region's
-// profile p, when its samples came with the shim's frames.
-func (t *tracing) pythonFrom(p *region.Profile) {
-	if t.tr.Frames && p.PyCodes != nil {
-		t.o.coll.SetPython(traceprof.Python{Version: p.PyVersion, Flags: p.PyFlags, Codes: p.PyCodes})
+// profile p, read after PythonWanted gave mark, when its samples came
+// with the shim's frames.
+func (t *tracing) pythonFrom(p *region.Profile, mark uint64) {
+	if t.tr.Frames {
+		t.o.coll.SetPython(traceprof.Python{Version: p.PyVersion, Flags: p.PyFlags, Codes: p.PyCodes}, mark)
 	}
 }
 
@@ -527,11 +539,13 @@ func (t *tracing) read(exited bool) (heapjson.Summary, error) {
 		if _, err := t.tr.Read(); err != nil { // what the probes sent so far, to the collector
 			return heapjson.Summary{}, fmt.Errorf("trace: %w", err)
 		}
-		if t.o.coll != nil && t.o.coll.PythonUnknown() {
+		if t.o.coll != nil {
 			// A Python frame of a code the collector has not seen: the
 			// region has it, and is gone when the process exits.
-			if p := traceShimProfile(t.pid); p != nil {
-				t.pythonFrom(p)
+			if mark, wanted := t.o.coll.PythonWanted(); wanted {
+				if p := traceShimProfile(t.pid); p != nil {
+					t.pythonFrom(p, mark)
+				}
 			}
 		}
 		if exited && t.child != nil {

@@ -44,10 +44,7 @@ type Collector struct {
 	samples  uint64
 	size     *sizer
 	setCopy  func(int) error // the tracer's SetStackCopy, once attached
-	// The Python frames' codes, from the shim's region (SetPython), and
-	// whether a frame's code was not among them.
-	py        Python
-	pyUnknown bool
+	py       pyNames         // the Python frames' codes, from the shim's region
 }
 
 // held is a sampled block still live: its stack and its weighted share.
@@ -139,10 +136,10 @@ func (c *Collector) Sample(s bpf.Sample) {
 }
 
 // walked records a sample that came with the frames the shim walked
-// (heapline:alloc): nothing to unwind and no shim frame to drop. The
-// objects its native frames are in are looked up (the maps read again when
-// one is new: a library loaded since), and its Python frames' codes are
-// the region's (SetPython).
+// (heapline:alloc): nothing to unwind and no shim frame to drop. A new
+// stack's native frames must be in the objects the profile lists (the
+// maps are read again, once, when one is in none: a library loaded
+// since); its Python frames' codes are the region's (SetPython).
 func (c *Collector) walked(s bpf.Sample) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -150,16 +147,20 @@ func (c *Collector) walked(s bpf.Sample) {
 	for _, f := range s.Frames {
 		key.WriteString(strconv.FormatUint(f, 16))
 		key.WriteByte(' ')
-		if i, _, py := region.PyFrame(f); py {
-			if _, known := c.py.Codes[i]; !known {
-				c.pyUnknown = true
+	}
+	c.samples++
+	if _, ok := c.stacks[key.String()]; !ok {
+		var native []uint64
+		for _, f := range s.Frames {
+			if i, _, py := region.PyFrame(f); py {
+				c.py.see(i, c.samples)
+			} else if f != 0 {
+				native = append(native, f-1)
 			}
-		} else if f != 0 {
-			c.proc.Path(f - 1)
 		}
+		c.proc.Cover(native)
 	}
 	objs, bytes := shimWeight(s.Size, s.Weight)
-	c.samples++
 	c.add(key.String(), s.Frames, s.Addr, objs, bytes)
 }
 
@@ -176,31 +177,6 @@ func (c *Collector) add(key string, frames []uint64, addr, objs, bytes uint64) {
 	st.AllocBytes += bytes
 	st.Samples++
 	c.live[addr] = held{stack: st, objs: objs, bytes: bytes}
-}
-
-// Python is what a profile needs of the shim's region to name the Python
-// frames the shim walked: the interpreter's version and flags, and its
-// code objects by index (region.Profile's fields).
-type Python struct {
-	Version, Flags uint32
-	Codes          map[uint32]region.PyCode
-}
-
-// SetPython takes the Python frames' codes from the shim's region as last
-// read (the region goes when the process exits: codes made after the last
-// read stay unnamed).
-func (c *Collector) SetPython(py Python) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.py, c.pyUnknown = py, false
-}
-
-// PythonUnknown says whether a sample since the last SetPython had a
-// Python frame whose code is not known: time to read the region again.
-func (c *Collector) PythonUnknown() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pyUnknown
 }
 
 // Free records the release of a sampled block.

@@ -120,6 +120,21 @@ func (p *Process) find(pc uint64) (*mapping, bool) {
 	return nil, false
 }
 
+// Cover reads the maps again, once, when some pc is in no executable
+// mapping known: frames walked elsewhere (the shim's) name objects loaded
+// since the last read. A pc in none after that (JIT code) is left be.
+func (p *Process) Cover(pcs []uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pc := range pcs {
+		i := sort.Search(len(p.mapped), func(i int) bool { return p.mapped[i].end > pc })
+		if i == len(p.mapped) || p.mapped[i].start > pc {
+			p.refresh()
+			return
+		}
+	}
+}
+
 // Unwind returns the return addresses of the walk, innermost first:
 // regs.IP, then each caller's, at most max, stopping at the outermost
 // frame, at a function without usable CFI, or where the copy of the stack
