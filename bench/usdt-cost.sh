@@ -66,8 +66,21 @@ rm -f "$fifo"
 while read -r l <&3; do [ "$l" = READY ] && break; done
 LD_PRELOAD=$lib "$@"
 rc=$?
+# bpftrace can miss a SIGINT and wait on idle probes for ever (2 runs in
+# 30, 2026-12-05): say it again every second, saying so on stderr (the
+# run's CPU is then bpftrace's longer wait), and kill it after 10.
 kill -INT "$bt"
+(
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		sleep 1
+		kill -INT "$bt" 2>/dev/null || exit 0
+		echo "trace-floor: bpftrace missed SIGINT: sent again" >&2
+	done
+	kill -KILL "$bt" 2>/dev/null
+) >/dev/null &
+again=$!
 wait "$bt"
+kill "$again" 2>/dev/null
 exit $rc
 WRAP
 chmod +x "$tmp/trace-usdt" "$tmp/trace-uprobes" "$tmp/trace-floor"
