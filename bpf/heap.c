@@ -341,6 +341,13 @@ static __always_inline int mine(void)
 	return target_tgid == 0 || (bpf_get_current_pid_tgid() >> 32) == target_tgid;
 }
 
+/* mine_counts: this CPU's counters for an event of the traced process,
+ * NULL for any other's (the USDT programs' first step). */
+static __always_inline struct counters *mine_counts(void)
+{
+	return mine() ? cpu_counts() : NULL;
+}
+
 static __always_inline struct call *thread_call(void)
 {
 	__u64 id = bpf_get_current_pid_tgid();
@@ -902,9 +909,7 @@ static __always_inline int alloc_with_stack(struct pt_regs *ctx, struct counters
 SEC("uprobe")
 int otel_alloc(struct pt_regs *ctx)
 {
-	if (!mine())
-		return 0;
-	struct counters *k = cpu_counts();
+	struct counters *k = mine_counts();
 	if (!k)
 		return 0;
 	return alloc_with_stack(ctx, k);
@@ -918,9 +923,7 @@ int otel_alloc(struct pt_regs *ctx)
 SEC("uprobe")
 int heapline_alloc(struct pt_regs *ctx)
 {
-	if (!mine())
-		return 0;
-	struct counters *k = cpu_counts();
+	struct counters *k = mine_counts();
 	if (!k)
 		return 0;
 	__u64 frames = PT_REGS_PARM4(ctx), n = PT_REGS_PARM5(ctx);
@@ -948,9 +951,7 @@ int heapline_alloc(struct pt_regs *ctx)
 SEC("uprobe")
 int otel_free(struct pt_regs *ctx)
 {
-	if (!mine())
-		return 0;
-	struct counters *k = cpu_counts();
+	struct counters *k = mine_counts();
 	if (!k)
 		return 0;
 	struct sample_free *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);

@@ -9,19 +9,7 @@ import (
 
 // Tracer is only implemented on amd64 and arm64: heap.c reads their
 // registers, and bpf2go generates the objects for those targets only.
-type Tracer struct {
-	PID           int
-	Libc          string
-	Aliases       []string
-	Attached      time.Time
-	Mode          Mode
-	Shim          string
-	Frames        bool
-	FramesRefused error
-}
-
-// Mode names how the probes are attached.
-type Mode string
+type Tracer struct{ Attachment }
 
 // Attach fails on this architecture.
 func Attach(pid int, libcPath string) (*Tracer, error) {

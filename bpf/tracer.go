@@ -20,21 +20,7 @@ import (
 
 // Tracer holds the loaded programs and the probes of one traced process.
 type Tracer struct {
-	PID  int
-	Libc string
-	// Aliases lists family functions that share an address with another
-	// one (aligned_alloc is memalign before glibc 2.38): probed once.
-	Aliases  []string
-	Attached time.Time
-	Mode     Mode
-	// Shim is the libheap.so whose otel_memory probes are attached
-	// (ModeUSDT; Libc is "" then).
-	Shim string
-	// Frames: the samples come with the frames the shim walked
-	// (heapline:alloc, Sample.Frames), not with the top of the stack.
-	// FramesRefused says why a heapline:alloc the shim has was not taken.
-	Frames        bool
-	FramesRefused error
+	Attachment
 
 	objs   heapObjects
 	links  []link.Link
@@ -65,9 +51,6 @@ var cookies = map[string]heapFn{
 // noReturn lists the functions probed at entry only: free's size is read
 // before the block goes back, munmap's range is sent before it goes.
 var noReturn = map[string]bool{"free": true, "munmap": true}
-
-// Mode names how the probes are attached.
-type Mode string
 
 const (
 	// ModeMulti: one uprobe_multi link for the entries and one for the
@@ -133,7 +116,7 @@ func AttachWith(pid int, libcPath string, o Options) (*Tracer, error) {
 			spec.Programs[name].AttachType = ebpf.AttachNone
 		}
 	}
-	t := &Tracer{PID: pid, Libc: libcPath, Aliases: aliases, Mode: mode}
+	t := &Tracer{Attachment: Attachment{PID: pid, Libc: libcPath, Aliases: aliases, Mode: mode}}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, loadError(err)
 	}

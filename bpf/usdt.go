@@ -41,7 +41,7 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tracer{PID: pid, Shim: shimPath, Mode: ModeUSDT, FramesRefused: framesErr}
+	t := &Tracer{Attachment: Attachment{PID: pid, Shim: shimPath, Mode: ModeUSDT, FramesRefused: framesErr}}
 	var objs struct {
 		OtelAlloc     *ebpf.Program `ebpf:"otel_alloc"`
 		OtelFree      *ebpf.Program `ebpf:"otel_free"`
