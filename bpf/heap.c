@@ -918,7 +918,8 @@ int otel_alloc(struct pt_regs *ctx)
 /* heapline:alloc, at otel_memory:alloc's site with two arguments more:
  * the frames the shim's sampler walked, in its region. They are copied,
  * a few hundred bytes where the stack's top is up to 16 KiB, and user
- * space unwinds nothing. A sample without them (the shim keeps no stacks)
+ * space unwinds nothing. A sample without them (the shim keeps no stacks,
+ * or its table is full; a read that fails)
  * is sent with the top of its stack, as otel_alloc sends it. */
 SEC("uprobe")
 int heapline_alloc(struct pt_regs *ctx)
