@@ -3,6 +3,7 @@ package pyheap
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -76,6 +77,11 @@ const (
 	gcMaxInterps = 64
 	gcObjRead    = 64         // an object's bytes that sizeof reads (a dict's ma_keys at 32, a list's allocated at 32)
 	prevMask     = ^uint64(3) // _PyGC_PREV_MASK: gc_prev's two low bits are flags
+	// _PyGC_PREV_MASK_COLLECTING: set in every gc_prev of the generation a
+	// collection works on, whose gc_prev then holds a reference count
+	prevCollecting = 2
+	gcTries        = 4                     // walks of a running process's lists, while one is cut
+	gcRetry        = 20 * time.Millisecond // between them
 	// gc_next's two low bits are flags: NEXT_MASK_UNREACHABLE during a
 	// collection (1; 2 in 3.14's incremental collector, whose bit 0 says
 	// which old space an object is in)
@@ -177,6 +183,9 @@ func (w *walker) walkList(h uint64, by map[string]*TypeCount, g *GCWalk) error {
 			return errChanged
 		}
 		n, p, obj, outside, ok := w.node(next)
+		if ok && p&prevCollecting != 0 {
+			return errChanged // a collection is rebuilding this list
+		}
 		if !ok || p&prevMask != cur {
 			// the first node not pointing back to a head that still
 			// points to it: not a list

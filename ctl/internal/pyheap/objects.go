@@ -450,7 +450,17 @@ func WalkObjects(pid int, version uint32, a region.PyArenas, roots GCRoots, rele
 		o.HeapBytes += uint64(len(buf))
 	}
 	by := map[string]*TypeCount{} // two classes of one name are one row
-	o.GC = w.walkGC(roots, by)
+	for try := 1; ; try++ {
+		o.GC = w.walkGC(roots, by)
+		// A running process's lists change as it runs, and one read in
+		// a collection has them half rebuilt: read them again, a few
+		// times, before saying they were cut.
+		if o.GC.Cut == 0 || try == gcTries {
+			break
+		}
+		time.Sleep(gcRetry)
+		by, w.containers, w.bufs = map[string]*TypeCount{}, nil, map[uint64]bool{}
+	}
 	o.Read = time.Since(start)
 	release()
 	o.Arenas = len(w.arenas)
