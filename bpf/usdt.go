@@ -30,13 +30,17 @@ func AttachUSDT(pid int, shimPath string, o Options) (*Tracer, error) {
 	if err := CheckPrivileges(); err != nil {
 		return nil, err
 	}
-	alloc, free, err := OtelMemory(shimPath)
+	us, err := ReadUSDTs(shimPath)
+	if err != nil {
+		return nil, err
+	}
+	alloc, free, err := otelMemory(shimPath, us)
 	if err != nil {
 		return nil, err
 	}
 	// A heapline:alloc the loader cannot take leaves the contract's probe,
 	// which is enough: the samples then come with the top of the stack.
-	frames, withFrames, framesErr := HeaplineAlloc(shimPath, alloc)
+	frames, withFrames, framesErr := heaplineAlloc(shimPath, us, alloc)
 	spec, err := targetSpec(pid)
 	if err != nil {
 		return nil, err

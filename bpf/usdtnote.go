@@ -116,6 +116,11 @@ func OtelMemory(path string) (alloc, free USDT, err error) {
 	if err != nil {
 		return alloc, free, err
 	}
+	return otelMemory(path, us)
+}
+
+// otelMemory is OtelMemory of the probes us, read from the file at path.
+func otelMemory(path string, us []USDT) (alloc, free USDT, err error) {
 	found := map[string]*USDT{"alloc": &alloc, "free": &free}
 	seen := map[string]bool{}
 	for _, u := range us {
@@ -153,15 +158,12 @@ var frameArgs = map[string]string{
 	"arm64": "8@x0 8@x1 8@x2 8@x3 8@x4",
 }
 
-// HeaplineAlloc returns the heapline:alloc probe of the file at path when
-// it has one at the site of alloc (its otel_memory:alloc), with the same
-// semaphore and the arguments heap.c reads; ok is false for a libheap.so
-// without it (an older one), whose samples come with the top of the stack.
-func HeaplineAlloc(path string, alloc USDT) (u USDT, ok bool, err error) {
-	us, err := ReadUSDTs(path)
-	if err != nil {
-		return u, false, err
-	}
+// heaplineAlloc returns the heapline:alloc probe among us, the probes of
+// the file at path, when it has one at the site of alloc (its
+// otel_memory:alloc), with the same semaphore and the arguments heap.c
+// reads; ok is false for a libheap.so without it (an older one), whose
+// samples come with the top of the stack.
+func heaplineAlloc(path string, us []USDT, alloc USDT) (u USDT, ok bool, err error) {
 	for _, h := range us {
 		if h.Provider != HeaplineProvider || h.Name != "alloc" {
 			continue

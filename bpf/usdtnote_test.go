@@ -40,20 +40,28 @@ func TestHeaplineAllocNote(t *testing.T) {
 		{"heapline:alloc apart", "-DAPART", false, "is not at otel_memory:alloc's site"},
 	} {
 		lib := testkit.CCode(t, "notes.c", noteSource, "-O2", "-shared", "-fPIC", inc, c.define)
-		alloc, _, err := OtelMemory(lib)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		_, ok, err := HeaplineAlloc(lib, alloc)
+		us, alloc := probesOf(t, lib)
+		_, ok, err := heaplineAlloc(lib, us, alloc)
 		if ok != c.ok || (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("%s: heapline:alloc %v, %v; want %v, %q", c.name, ok, err, c.ok, c.err)
 		}
 	}
-	alloc, _, err := OtelMemory(testkit.Shim(t))
+	us, alloc := probesOf(t, testkit.Shim(t))
+	if u, ok, err := heaplineAlloc(testkit.Shim(t), us, alloc); !ok || err != nil || u.Offset != alloc.Offset {
+		t.Errorf("libheap.so: heapline:alloc %+v, %v, %v; want it at otel_memory:alloc's %#x", u, ok, err, alloc.Offset)
+	}
+}
+
+// probesOf is the USDT probes of the file at path, and its otel_memory:alloc.
+func probesOf(t *testing.T, path string) ([]USDT, USDT) {
+	t.Helper()
+	us, err := ReadUSDTs(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u, ok, err := HeaplineAlloc(testkit.Shim(t), alloc); !ok || err != nil || u.Offset != alloc.Offset {
-		t.Errorf("libheap.so: heapline:alloc %+v, %v, %v; want it at otel_memory:alloc's %#x", u, ok, err, alloc.Offset)
+	alloc, _, err := otelMemory(path, us)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return us, alloc
 }
