@@ -120,11 +120,7 @@ func (c *Collector) Sample(s bpf.Sample) {
 		objs, bytes = Weight(s.Size, c.rate)
 	}
 	d := time.Since(t0)
-	var key strings.Builder
-	for _, f := range frames {
-		key.WriteString(strconv.FormatUint(f, 16))
-		key.WriteByte(' ')
-	}
+	key := stackKey(frames)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.unwindNS += d
@@ -132,7 +128,7 @@ func (c *Collector) Sample(s bpf.Sample) {
 	if want, changed := c.size.observe(len(s.Stack), depth.Used, depth.Short); changed && c.setCopy != nil {
 		_ = c.setCopy(want) // a failed update leaves the copy as it was: only dearer
 	}
-	c.add(key.String(), frames, s.Addr, objs, bytes)
+	c.add(key, frames, s.Addr, objs, bytes)
 }
 
 // walked records a sample that came with the frames the shim walked
@@ -143,13 +139,9 @@ func (c *Collector) Sample(s bpf.Sample) {
 func (c *Collector) walked(s bpf.Sample) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var key strings.Builder
-	for _, f := range s.Frames {
-		key.WriteString(strconv.FormatUint(f, 16))
-		key.WriteByte(' ')
-	}
+	key := stackKey(s.Frames)
 	c.samples++
-	if _, ok := c.stacks[key.String()]; !ok {
+	if _, ok := c.stacks[key]; !ok {
 		var native []uint64
 		for _, f := range s.Frames {
 			if i, _, py := region.PyFrame(f); py {
@@ -161,7 +153,17 @@ func (c *Collector) walked(s bpf.Sample) {
 		c.proc.Cover(native)
 	}
 	objs, bytes := shimWeight(s.Size, s.Weight)
-	c.add(key.String(), s.Frames, s.Addr, objs, bytes)
+	c.add(key, s.Frames, s.Addr, objs, bytes)
+}
+
+// stackKey is frames as text, the key of their stack in c.stacks.
+func stackKey(frames []uint64) string {
+	var key strings.Builder
+	for _, f := range frames {
+		key.WriteString(strconv.FormatUint(f, 16))
+		key.WriteByte(' ')
+	}
+	return key.String()
 }
 
 // add counts a sample of objs objects and bytes bytes at the stack of
