@@ -108,14 +108,21 @@ func (p *Process) refresh() error {
 // find returns the executable mapping holding pc, reading the maps again
 // once when there is none. The caller holds p.mu.
 func (p *Process) find(pc uint64) (*mapping, bool) {
-	for pass := 0; pass < 2; pass++ {
-		i := sort.Search(len(p.mapped), func(i int) bool { return p.mapped[i].end > pc })
-		if i < len(p.mapped) && p.mapped[i].start <= pc {
-			return &p.mapped[i], true
-		}
-		if pass == 0 && p.refresh() != nil {
-			break
-		}
+	if m, ok := p.mappedAt(pc); ok {
+		return m, true
+	}
+	if p.refresh() != nil {
+		return nil, false
+	}
+	return p.mappedAt(pc)
+}
+
+// mappedAt returns the executable mapping known to hold pc. The caller
+// holds p.mu.
+func (p *Process) mappedAt(pc uint64) (*mapping, bool) {
+	i := sort.Search(len(p.mapped), func(i int) bool { return p.mapped[i].end > pc })
+	if i < len(p.mapped) && p.mapped[i].start <= pc {
+		return &p.mapped[i], true
 	}
 	return nil, false
 }
@@ -127,8 +134,7 @@ func (p *Process) Cover(pcs []uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pc := range pcs {
-		i := sort.Search(len(p.mapped), func(i int) bool { return p.mapped[i].end > pc })
-		if i == len(p.mapped) || p.mapped[i].start > pc {
+		if _, ok := p.mappedAt(pc); !ok {
 			p.refresh()
 			return
 		}
