@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,11 +10,7 @@ import (
 // "SigBlk", "SigIgn", ...: bit sig-1 for signal sig).
 func SigMask(t testing.TB, path, field string) uint64 {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(string(ReadFile(t, path)), "\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 			if err != nil {
