@@ -133,6 +133,18 @@ func TestPytestPluginOutcomes(t *testing.T) {
 	}
 }
 
+// The plugin's own reads of the region allocate between its two looks at
+// the stacks; sampling every allocation (HEAPLINE_SAMPLE=1, with room for
+// every stack) samples them for certain, and the failure still names only
+// the test's frames.
+func TestPytestPluginOwnReadsLeftOut(t *testing.T) {
+	r, _ := pytestRun(t, testkit.Shim(t), []string{"HEAPLINE_SAMPLE=1", "HEAPLINE_STACKS=65536"}, []string{"test_over.py"})
+	if r.code != 1 || !strings.Contains(r.stdout, "make_big (test_over.py:4) < test_over (test_over.py:8)\n") ||
+		strings.Contains(r.stdout, "heapline_pytest.py") {
+		t.Errorf("test_over.py sampling every allocation: status %d\n%s", r.code, r.stdout)
+	}
+}
+
 // Without the shim the plugin checks nothing, and says why once; so too
 // when another malloc comes first, and the shim counts nothing.
 func TestPytestPluginNoShim(t *testing.T) {

@@ -339,12 +339,17 @@ def _message(r, item, verdicts, before):
         lines.append(line)
     leaks = any(v[0] == "limit_leaks" for v in verdicts) and not any(v[0] == "limit_memory" for v in verdicts)
     after = r.stacks()
+    # the plugin's own reads of the region (Region.live's copies) allocate
+    # too, between the two snapshots: a sample of theirs is not the test's
+    own = f" ({os.path.basename(__file__)}:"
     grown = []
     for entry, (a, f) in after.items():
         a0, f0 = before.get(entry, (0, 0))
         d = (a - f) - (a0 - f0) if leaks else a - a0
         if d > 0:
-            grown.append((d, entry))
+            frames = r.python_frames(entry)
+            if not any(own in fr for fr in frames):
+                grown.append((d, entry, frames))
     grown.sort(reverse=True)
     what = "left live" if leaks else "allocated"
     if not grown:
@@ -352,8 +357,7 @@ def _message(r, item, verdicts, before):
     else:
         lines.append(f"  the Python frames that {what} most during the test (sampled, estimates; innermost first):")
         test = getattr(getattr(item, "obj", None), "__qualname__", item.name)
-        for d, entry in grown[:5]:
-            frames = r.python_frames(entry)
+        for d, _, frames in grown[:5]:
             # down to the test's own frame: pytest's callers say nothing
             for k, f in enumerate(frames):
                 if f.startswith(test + " ("):
